@@ -1,0 +1,272 @@
+//! Errors. Each names what failed (the path or the pid) and what to do next.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::record::Record;
+use crate::verdict::{Holder, UnknownReason};
+
+/// A lock is held by a live owner. Carries the owner record and the process
+/// that proved it alive; its message names the pid, the command, the age and
+/// a hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldBy {
+    /// The lock file.
+    pub path: PathBuf,
+    /// The owner record.
+    pub record: Record,
+    /// The process that proved it held.
+    pub holder: Holder,
+}
+
+impl HeldBy {
+    /// How long the lock has been held, from the record's `since`.
+    pub fn age(&self) -> Option<Duration> {
+        let since = self.record.since?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        Some(Duration::from_secs(now.saturating_sub(since)))
+    }
+
+    /// "pid 4242 (`./sync.sh --all`, for 3m12s)", or, when a leftover
+    /// process keeps a run alive, "pid 812, a leftover of the run of pid
+    /// 4242 (`sleep 300`, for 3m12s)".
+    pub fn describe(&self) -> String {
+        let age = self.age().map(|a| format!(", for {}", compact_duration(a)));
+        let age = age.unwrap_or_default();
+        match &self.holder {
+            Holder::Member { pid, cmd } => format!(
+                "pid {pid}, a leftover process of the run started by pid {} (`{}`{age})",
+                self.record.pid,
+                cmd.as_deref().unwrap_or("?")
+            ),
+            Holder::Command { pid } => format!(
+                "pid {pid}, the command of the run started by pid {} (`{}`{age})",
+                self.record.pid,
+                self.record.cmd.as_deref().unwrap_or("?")
+            ),
+            h => format!(
+                "pid {} (`{}`{age})",
+                h.pid(),
+                self.record.cmd.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+}
+
+impl fmt::Display for HeldBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` is held by {}; wait for it or stop it",
+            self.path.display(),
+            self.describe()
+        )
+    }
+}
+
+/// Formats a duration as `3m12s`, `2h5m`, `450ms`.
+pub fn compact_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let days = h / 24;
+    match (days, h, m) {
+        (d, h, _) if d > 0 => format!("{d}d{}h", h % 24),
+        (_, h, m) if h > 0 => format!("{h}h{m}m"),
+        (_, _, m) if m > 0 => format!("{m}m{s}s"),
+        _ => format!("{s}s"),
+    }
+}
+
+/// Everything that can go wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock is held by a live owner.
+    #[error("{0}")]
+    Held(Box<HeldBy>),
+
+    /// A wait ran out while the lock was still held.
+    #[error("gave up after {}: {held}", compact_duration(*.waited))]
+    Timeout {
+        /// How long it waited.
+        waited: Duration,
+        /// Who still holds it.
+        held: Box<HeldBy>,
+    },
+
+    /// The lock's owner can be judged neither alive nor dead.
+    #[error(
+        "`{path}` is left alone: {reason}. If no run is active, remove it with \
+         `onlyone release --force {path}` (or `rm {path}`)",
+        path = .path.display()
+    )]
+    Unknown {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        reason: UnknownReason,
+    },
+
+    /// Stale takeover kept losing races and retries ran out; no live owner
+    /// was seen on the last look.
+    #[error(
+        "`{}` is contended: it changed under us {tries} times in a row without a live \
+         owner; try again",
+        .path.display()
+    )]
+    Contended {
+        /// The lock file.
+        path: PathBuf,
+        /// Takeover attempts made.
+        tries: u32,
+    },
+
+    /// A symbolic link sits at the lock path.
+    #[error(
+        "`{}` is a symbolic link; onlyone never follows a link at the lock path: \
+         remove the link or use another lock path",
+        .path.display()
+    )]
+    Symlink {
+        /// The lock path.
+        path: PathBuf,
+    },
+
+    /// Something other than a regular file sits at the lock path.
+    #[error(
+        "`{}` is a {kind}, not a regular file: remove it or use another lock path",
+        .path.display()
+    )]
+    NotRegular {
+        /// The lock path.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+
+    /// The lock's directory does not exist.
+    #[error(
+        "the lock directory `{0}` does not exist: create it (mkdir -p {0}) or use another \
+         directory",
+        .dir.display()
+    )]
+    MissingDir {
+        /// The directory.
+        dir: PathBuf,
+    },
+
+    /// The lock's directory could be tampered with by another user.
+    #[error(
+        "the lock directory `{}` is unsafe to write in: {why}; fix its owner or mode, or \
+         use another directory",
+        .dir.display()
+    )]
+    UnsafeDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+
+    /// The removal guard (a kernel lock on the directory) stayed taken.
+    #[error(
+        "could not take the removal guard (flock on `{}`) within {}: another process holds \
+         it (find it with `fuser -v {}`)",
+        .dir.display(), compact_duration(*.waited), .dir.display()
+    )]
+    GuardBusy {
+        /// The directory.
+        dir: PathBuf,
+        /// How long it tried.
+        waited: Duration,
+    },
+
+    /// A release by pid found the lock held by someone else.
+    #[error(
+        "`{}` is not held by pid {pid}: {}; use --force to remove it anyway",
+        .held.path.display(), held_or_record(.held)
+    )]
+    NotOwner {
+        /// The pid that asked to release.
+        pid: u32,
+        /// Who does hold it.
+        held: Box<HeldBy>,
+    },
+
+    /// The lock this guard held was removed or replaced by someone else.
+    #[error(
+        "`{}` no longer holds this owner's record: it was removed or taken over",
+        .path.display()
+    )]
+    Lost {
+        /// The lock file.
+        path: PathBuf,
+    },
+
+    /// A pid given as the owner is not a live process.
+    #[error("pid {pid} cannot own the lock: {why}")]
+    BadOwner {
+        /// The pid.
+        pid: u32,
+        /// Why.
+        why: String,
+    },
+
+    /// A lock path that cannot name a lock file.
+    #[error("`{}` cannot be a lock path: {why}", .path.display())]
+    BadPath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+
+    /// An I/O error, with the operation and the path.
+    #[error("could not {op} `{}`: {source}", .path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn held_or_record(h: &HeldBy) -> String {
+    format!("it is held by {}", h.describe())
+}
+
+impl Error {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        source: impl Into<io::Error>,
+    ) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The owner, when the error is [`Error::Held`] or [`Error::Timeout`].
+    pub fn held_by(&self) -> Option<&HeldBy> {
+        match self {
+            Error::Held(h) | Error::Timeout { held: h, .. } => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// A shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,48 @@
+//! onlyone: run a scheduled job, or the long-running mode of a program, as
+//! one instance at a time, with a lock that says who holds it and is never
+//! stuck on a run that is over.
+//!
+//! The lock is a file whose content is the owner record ([`Record`]): the
+//! owner's pid on line 1, then its start time, the boot id, a token, the
+//! command and more. The protocol ([`LockFile`]) makes the record appear
+//! atomically, takes a stale lock over only on proof that its owner is gone
+//! ([`Verdict`]), and serialises every removal under a kernel lock that dies
+//! with its holder.
+//!
+//! ```
+//! use onlyone::{Error, LockFile};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let lock = LockFile::open(dir.path().join("sync.lock"))?;
+//! match lock.try_acquire() {
+//!     Ok(guard) => {
+//!         // ... the work; the lock is released when `guard` drops ...
+//!         guard.release()?;
+//!     }
+//!     Err(Error::Held(held)) => eprintln!("{held}"), // names the pid and a hint
+//!     Err(e) => return Err(e.into()),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Linux only: liveness is read from `/proc`. Single host: a lock on NFS is
+//! not supported.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("onlyone reads process liveness from /proc and supports Linux only");
+
+mod error;
+mod lock;
+pub mod procfs;
+pub mod record;
+#[doc(hidden)]
+pub mod test_hooks;
+pub mod verdict;
+
+pub use error::{Error, HeldBy, Result, compact_duration};
+pub use lock::{
+    AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REPROBE_INTERVAL,
+    Released, new_token,
+};
+pub use record::{Mode, NotARecord, Record};
+pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

@@ -1,0 +1,1096 @@
+//! The lock protocol: atomic acquire, guarded takeover and release, inspect.
+//!
+//! **Acquire.** The record is written whole to a temp file in the lock's
+//! directory (`O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0644), on which the
+//! writer takes a kernel lock (`flock(LOCK_EX)`) that it keeps for as long as
+//! it holds the lock. The temp file is then `link(2)`ed to the lock path:
+//! the record appears there atomically and complete, and `EEXIST` is the
+//! contention signal. The acquirer reads the path back and checks that it
+//! holds its own record before it reports success. No fsync: a record torn
+//! by a power loss predates the current boot, which makes it stale.
+//!
+//! **Contention.** The record at the path is judged ([`crate::verdict`]).
+//! Held: an error naming the owner, or, when waiting, a sleep until the file
+//! is removed (inotify), the holding process exits (pidfd), or a periodic
+//! re-probe is due (a dead owner frees nothing). Unknown: an error. Stale:
+//! a reclaim, then a new attempt.
+//!
+//! **Removal** of a lock file, a reclaim or a release alike, happens only
+//! under the *removal guard*: `flock(LOCK_EX)` on the lock's directory. The
+//! directory is never deleted by onlyone, and the kernel frees the flock when
+//! its holder dies, so a crash inside the guard blocks nobody. Under the
+//! guard the record is read again and removed only if it is still byte for
+//! byte the record that was judged (reclaim) or still carries the
+//! releaser's token (release). Inode numbers are never compared: they are
+//! reused at once.
+//!
+//! **Retries** are bounded ([`MAX_TAKEOVER_TRIES`]). A look that finds the
+//! path empty does not use one up. Running out of tries is
+//! [`Error::Contended`], never "held": "held" is reported only when a probe
+//! proved a live owner.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use rustix::fs::{AtFlags, FlockOperation, Mode as FsMode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, HeldBy, Result};
+use crate::procfs;
+use crate::record::{self, FORMAT_VERSION, MAX_RECORD_BYTES, Mode, NotARecord, Record};
+use crate::test_hooks::{self, Point};
+use crate::verdict::{self, Evidence, Verdict};
+
+/// Takeover attempts before [`Error::Contended`].
+pub const MAX_TAKEOVER_TRIES: u32 = 16;
+
+/// Looks that find the path empty, after which an acquire without a deadline
+/// reports [`Error::Contended`] instead of spinning on.
+const MAX_EMPTY_LOOKS: u32 = 100_000;
+
+/// How long the removal guard is waited for when no deadline is given. It is
+/// held for microseconds by onlyone; a longer hold is a foreign process.
+const GUARD_WAIT: Duration = Duration::from_secs(10);
+
+/// How often a waiter re-probes a held lock, to notice an owner that died
+/// without removing its record.
+pub const REPROBE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A lock file, and an open handle on its directory.
+///
+/// Opening does not take the lock: see [`LockFile::try_acquire`],
+/// [`LockFile::acquire`] and [`LockFile::inspect`].
+#[derive(Clone, Debug)]
+pub struct LockFile {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    dir_path: PathBuf,
+    name: OsString,
+    dir: OwnedFd,
+}
+
+/// Who owns a lock being acquired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Owner {
+    /// This process.
+    #[default]
+    Current,
+    /// Another live process, named by pid (a shell that calls
+    /// `onlyone acquire`). Its kernel lock cannot be held for it, so its
+    /// liveness is proven by pid and start time alone.
+    Pid(u32),
+}
+
+/// How to acquire.
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    owner: Owner,
+    wait: Option<Duration>,
+    deadline: Option<Instant>,
+    mode: Option<Mode>,
+    token: Option<String>,
+    command: Option<String>,
+}
+
+impl AcquireOptions {
+    /// Options for an immediate attempt by this process.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the owner (default: this process).
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// Waits up to `wait` for a live holder to finish.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// One budget for the whole call: waiting, the removal guard, retries.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Marks the record as a run's (see [`Mode::Run`]).
+    pub fn run_mode(mut self) -> Self {
+        self.mode = Some(Mode::Run);
+        self
+    }
+
+    /// Uses the given token (32 lowercase hex digits from
+    /// [`new_token`]) instead of a fresh one: a run hands its token to its
+    /// command before the lock is taken.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Records this command line instead of the owner's own.
+    pub fn command(mut self, command: impl Into<String>) -> Self {
+        self.command = Some(command.into());
+        self
+    }
+}
+
+/// What [`LockFile::inspect`] found at a lock path that exists.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    /// The record, or why the file is not one.
+    pub record: std::result::Result<Record, NotARecord>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The file's modification time (Unix seconds).
+    pub mtime: i64,
+}
+
+impl Inspection {
+    /// The owner, as the error type would carry it, when the verdict is held.
+    pub fn held_by(&self, path: &Path) -> Option<HeldBy> {
+        match (&self.verdict, &self.record) {
+            (Verdict::Held(holder), Ok(record)) => Some(HeldBy {
+                path: path.to_owned(),
+                record: record.clone(),
+                holder: holder.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The record was removed.
+    Removed,
+    /// There was nothing to remove (released already: release is idempotent).
+    AlreadyFree,
+}
+
+/// A fresh random token: 128 bits as 32 lowercase hex digits.
+pub fn new_token() -> String {
+    let mut buf = [0u8; 16];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(Errno::INTR) => {}
+            Err(_) => {
+                // getrandom(2) exists on every kernel onlyone supports; if it
+                // fails anyway, fall back to what is unique on this host.
+                let t = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos();
+                let seed = t ^ (u128::from(std::process::id()) << 64);
+                buf.copy_from_slice(&seed.to_le_bytes());
+                break;
+            }
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn file_kind(mode: u32) -> &'static str {
+    use rustix::fs::FileType;
+    match FileType::from_raw_mode(mode) {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "special file",
+    }
+}
+
+impl LockFile {
+    /// Names a lock file and opens its directory. The directory must exist;
+    /// the file need not.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = onlyone::LockFile::open(dir.path().join("sync.lock"))?;
+    /// assert_eq!(lock.path(), dir.path().join("sync.lock"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<LockFile> {
+        let path = path.as_ref().to_path_buf();
+        let bad = |why: &str| Error::BadPath {
+            path: path.clone(),
+            why: why.to_owned(),
+        };
+        let raw = path.as_os_str().as_bytes();
+        if raw.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if raw.ends_with(b"/") {
+            return Err(bad("it ends with `/`, so it names a directory"));
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| bad("it has no file name"))?
+            .to_os_string();
+        if name == ".." || name == "." {
+            return Err(bad("it has no file name"));
+        }
+        let dir_path = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dir = rustix::fs::open(
+            &dir_path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            FsMode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::NOENT => Error::MissingDir {
+                dir: dir_path.clone(),
+            },
+            Errno::NOTDIR => Error::BadPath {
+                path: path.clone(),
+                why: format!("`{}` is not a directory", dir_path.display()),
+            },
+            e => Error::io("open the lock directory", &dir_path, e),
+        })?;
+        Ok(LockFile {
+            inner: Arc::new(Inner {
+                path,
+                dir_path,
+                name,
+                dir,
+            }),
+        })
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The lock file's directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir_path
+    }
+
+    fn name(&self) -> &OsStr {
+        &self.inner.name
+    }
+
+    /// Reads what is at the lock path: `None` when nothing is.
+    fn look(&self) -> Result<Option<Evidence>> {
+        let path = self.path();
+        let fd = match rustix::fs::openat(
+            &self.inner.dir,
+            self.name(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            FsMode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(Error::Symlink { path: path.into() }),
+            Err(Errno::NXIO) => {
+                return Err(Error::NotRegular {
+                    path: path.into(),
+                    kind: "socket",
+                });
+            }
+            Err(e @ (Errno::ACCESS | Errno::PERM)) => {
+                // A record we may not read: judge it on its age alone.
+                let st = match rustix::fs::statat(
+                    &self.inner.dir,
+                    self.name(),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ) {
+                    Ok(st) => st,
+                    Err(Errno::NOENT) => return Ok(None),
+                    Err(e) => return Err(Error::io("inspect", path, e)),
+                };
+                self.check_regular(st.st_mode)?;
+                return Ok(Some(Evidence {
+                    bytes: Vec::new(),
+                    record: Err(NotARecord(format!(
+                        "permission denied ({})",
+                        io::Error::from(e)
+                    ))),
+                    kernel_locked: false,
+                    mtime: st.st_mtime,
+                }));
+            }
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect", path, e))?;
+        self.check_regular(st.st_mode)?;
+        let mut bytes = vec![0u8; MAX_RECORD_BYTES + 1];
+        let mut len = 0;
+        while len < bytes.len() {
+            match rustix::io::read(&fd, &mut bytes[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io("read", path, e)),
+            }
+        }
+        bytes.truncate(len);
+        let kernel_locked = match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => false,
+            Err(Errno::WOULDBLOCK) => true,
+            Err(e) => return Err(Error::io("probe the kernel lock on", path, e)),
+        };
+        let record = if len > MAX_RECORD_BYTES {
+            Err(NotARecord(format!(
+                "it is larger than {MAX_RECORD_BYTES} bytes"
+            )))
+        } else {
+            Record::parse(&bytes)
+        };
+        Ok(Some(Evidence {
+            bytes,
+            record,
+            kernel_locked,
+            mtime: st.st_mtime,
+        }))
+    }
+
+    fn check_regular(&self, mode: u32) -> Result<()> {
+        let kind = file_kind(mode);
+        if kind == "regular file" {
+            Ok(())
+        } else if kind == "symbolic link" {
+            Err(Error::Symlink {
+                path: self.path().into(),
+            })
+        } else {
+            Err(Error::NotRegular {
+                path: self.path().into(),
+                kind,
+            })
+        }
+    }
+
+    /// Reports the owner and the verdict without taking anything: `None`
+    /// when the lock is free. This is what `onlyone status` shows.
+    ///
+    /// ```
+    /// use onlyone::{LockFile, Verdict};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = LockFile::open(dir.path().join("sync.lock"))?;
+    /// assert!(lock.inspect()?.is_none());
+    ///
+    /// let guard = lock.try_acquire()?;
+    /// let seen = lock.inspect()?.expect("the lock file exists");
+    /// assert!(matches!(seen.verdict, Verdict::Held(_)));
+    /// assert_eq!(seen.record?.pid, std::process::id());
+    /// drop(guard);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn inspect(&self) -> Result<Option<Inspection>> {
+        Ok(self.look()?.map(|ev| Inspection {
+            verdict: verdict::judge(&ev),
+            record: ev.record,
+            mtime: ev.mtime,
+        }))
+    }
+
+    /// Refuses a directory another user could tamper with: owned by another
+    /// user other than root, or group/world-writable without the sticky bit.
+    fn check_dir_writable(&self) -> Result<()> {
+        let st = rustix::fs::fstat(&self.inner.dir)
+            .map_err(|e| Error::io("inspect the lock directory", self.dir(), e))?;
+        let me = rustix::process::geteuid().as_raw();
+        let why = if st.st_uid != me && st.st_uid != 0 {
+            Some(format!(
+                "it is owned by uid {}, not by you (uid {me}) or root",
+                st.st_uid
+            ))
+        } else if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+            Some(format!(
+                "it is group- or world-writable (mode {:o}) without the sticky bit",
+                st.st_mode & 0o7777
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(Error::UnsafeDir {
+                dir: self.dir().into(),
+                why,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes the lock now, as this process, or fails.
+    ///
+    /// ```
+    /// use onlyone::{Error, LockFile};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = LockFile::open(dir.path().join("sync.lock"))?;
+    ///
+    /// let guard = lock.try_acquire()?;
+    /// // A second attempt, here from the same process, is refused with the owner.
+    /// match lock.try_acquire() {
+    ///     Err(Error::Held(held)) => assert_eq!(held.record.pid, std::process::id()),
+    ///     other => panic!("expected held, got {other:?}"),
+    /// }
+    /// guard.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire(&self) -> Result<LockGuard> {
+        self.acquire(&AcquireOptions::new())
+    }
+
+    /// Takes the lock with options: another owner, waiting, a deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use onlyone::{AcquireOptions, Error, LockFile};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = LockFile::open(dir.path().join("sync.lock"))?;
+    /// let first = lock.try_acquire()?;
+    ///
+    /// // A waiter wakes as soon as the holder lets go.
+    /// let waiter = {
+    ///     let lock = lock.clone();
+    ///     std::thread::spawn(move || lock.acquire(&AcquireOptions::new().wait(Duration::from_secs(10))))
+    /// };
+    /// std::thread::sleep(Duration::from_millis(50));
+    /// first.release()?;
+    /// let second = waiter.join().unwrap()?;
+    /// second.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire(&self, opts: &AcquireOptions) -> Result<LockGuard> {
+        self.check_dir_writable()?;
+        let started = Instant::now();
+        let writer = procfs::own_identity().map_err(|e| Error::io("read", "/proc/self/stat", e))?;
+        let owner = match opts.owner {
+            Owner::Current => writer.clone(),
+            Owner::Pid(pid) => procfs::identity_of(pid).map_err(|e| Error::BadOwner {
+                pid,
+                why: e.to_string(),
+            })?,
+        };
+        let boot = procfs::boot_id()
+            .map_err(|e| Error::io("read", "/proc/sys/kernel/random/boot_id", e))?;
+        let token = opts.token.clone().unwrap_or_else(new_token);
+        let record = Record {
+            pid: owner.pid,
+            start: Some(owner.start),
+            boot: Some(boot.to_owned()),
+            token: Some(token),
+            since: Some(unix_now()),
+            pidns: owner.pidns,
+            host: Some(procfs::host_name()),
+            uid: owner.uid,
+            mode: opts.mode.unwrap_or(Mode::Lock),
+            cmd: opts
+                .command
+                .as_deref()
+                .or(owner.cmd.as_deref())
+                .map(record::escape_value),
+            cmd_pid: None,
+            cmd_start: None,
+            format: FORMAT_VERSION,
+        };
+        let bytes = record.to_bytes();
+        let temp = self.write_temp(&writer, record.token_str(), &bytes)?;
+
+        let wait_until = match (opts.wait, opts.deadline) {
+            (Some(w), Some(d)) => Some((started + w).min(d)),
+            (Some(w), None) => Some(started + w),
+            (None, _) => None,
+        };
+        let mut tries = 0u32;
+        let mut empty_looks = 0u32;
+        let mut waiter: Option<Waiter> = None;
+        loop {
+            match rustix::fs::linkat(
+                &self.inner.dir,
+                &temp.name,
+                &self.inner.dir,
+                self.name(),
+                AtFlags::empty(),
+            ) {
+                Ok(()) => {
+                    if self.reads_back(&bytes)? {
+                        let fd = temp.into_kept();
+                        let _ = rustix::fs::unlinkat(&self.inner.dir, &fd.1, AtFlags::empty());
+                        return Ok(LockGuard {
+                            lock: self.clone(),
+                            record,
+                            fd: Some(fd.0),
+                            done: false,
+                        });
+                    }
+                    // Our link landed but the path no longer holds it: a
+                    // foreign process replaced it. Never report success.
+                }
+                Err(Errno::EXIST) => {}
+                Err(e) => return Err(Error::io("link the record to", self.path(), e)),
+            }
+            test_hooks::fire(Point::BeforeLook, self.path());
+            let Some(ev) = self.look()? else {
+                empty_looks += 1;
+                if empty_looks > MAX_EMPTY_LOOKS && opts.deadline.is_none() {
+                    return Err(Error::Contended {
+                        path: self.path().into(),
+                        tries,
+                    });
+                }
+                if let Some(d) = opts.deadline
+                    && Instant::now() >= d
+                {
+                    return Err(Error::Contended {
+                        path: self.path().into(),
+                        tries,
+                    });
+                }
+                continue;
+            };
+            match verdict::judge(&ev) {
+                Verdict::Held(holder) => {
+                    let held = Box::new(HeldBy {
+                        path: self.path().into(),
+                        record: ev.record.clone().unwrap_or_else(|_| record.clone()),
+                        holder,
+                    });
+                    let Some(until) = wait_until else {
+                        return Err(Error::Held(held));
+                    };
+                    let now = Instant::now();
+                    if now >= until {
+                        return Err(Error::Timeout {
+                            waited: now - started,
+                            held,
+                        });
+                    }
+                    match &waiter {
+                        // Arm the watch first, then look again, so that a
+                        // release between the look and the watch is seen.
+                        None => waiter = Some(Waiter::new(self)),
+                        Some(w) => w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL)),
+                    }
+                }
+                Verdict::Unknown(reason) => {
+                    return Err(Error::Unknown {
+                        path: self.path().into(),
+                        reason,
+                    });
+                }
+                Verdict::Stale(_) => {
+                    if tries >= MAX_TAKEOVER_TRIES {
+                        return Err(Error::Contended {
+                            path: self.path().into(),
+                            tries,
+                        });
+                    }
+                    tries += 1;
+                    test_hooks::fire(Point::BeforeReclaim, self.path());
+                    self.reclaim(&ev.bytes, opts.deadline)?;
+                    self.sweep_temp_files();
+                }
+            }
+        }
+    }
+
+    /// Writes the record to a fresh temp file, locked, in the lock's
+    /// directory.
+    fn write_temp(
+        &self,
+        writer: &procfs::Identity,
+        token: &str,
+        bytes: &[u8],
+    ) -> Result<TempFile<'_>> {
+        let mut name = OsString::from(".");
+        name.push(self.name());
+        name.push(format!(
+            ".{}-{}.{}.tmp",
+            writer.pid,
+            writer.start,
+            &token[..token.len().min(8)]
+        ));
+        let fd = rustix::fs::openat(
+            &self.inner.dir,
+            &name,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            FsMode::from_raw_mode(0o644),
+        )
+        .map_err(|e| match e {
+            Errno::ACCESS | Errno::PERM | Errno::ROFS => Error::io(
+                "create a file in the lock directory (is it writable by you?)",
+                self.dir(),
+                e,
+            ),
+            e => Error::io("create a temp file in", self.dir(), e),
+        })?;
+        let temp = TempFile {
+            lock: self,
+            name,
+            fd: Some(fd),
+        };
+        let fd = temp
+            .fd
+            .as_ref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| Error::io("write", self.dir(), Errno::BADF))?;
+        // The umask must not hide who holds a run from other users.
+        rustix::fs::fchmod(fd, FsMode::from_raw_mode(0o644))
+            .map_err(|e| Error::io("chmod", self.dir(), e))?;
+        rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive)
+            .map_err(|e| Error::io("lock a temp file in", self.dir(), e))?;
+        let mut off = 0;
+        while off < bytes.len() {
+            match rustix::io::write(fd, &bytes[off..]) {
+                Ok(n) => off += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io("write a temp file in", self.dir(), e)),
+            }
+        }
+        Ok(temp)
+    }
+
+    /// True when the lock path holds exactly `bytes`.
+    fn reads_back(&self, bytes: &[u8]) -> Result<bool> {
+        Ok(self.look()?.is_some_and(|ev| ev.bytes == bytes))
+    }
+
+    /// Takes the removal guard: a kernel lock on the lock's directory, on a
+    /// fresh open file description (flock locks belong to those, so two
+    /// threads of one process exclude each other too).
+    fn removal_guard(&self, deadline: Option<Instant>) -> Result<OwnedFd> {
+        let fd = rustix::fs::openat(
+            &self.inner.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            FsMode::empty(),
+        )
+        .map_err(|e| Error::io("open the lock directory", self.dir(), e))?;
+        let started = Instant::now();
+        let limit = deadline.unwrap_or(started + GUARD_WAIT);
+        let mut pause = Duration::from_micros(20);
+        loop {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(fd),
+                Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => {
+                    let now = Instant::now();
+                    if now >= limit {
+                        return Err(Error::GuardBusy {
+                            dir: self.dir().into(),
+                            waited: now - started,
+                        });
+                    }
+                    std::thread::sleep(pause.min(limit - now));
+                    pause = (pause * 2).min(Duration::from_millis(2));
+                }
+                Err(e) => return Err(Error::io("take the removal guard on", self.dir(), e)),
+            }
+        }
+    }
+
+    fn unlink(&self) -> Result<()> {
+        match rustix::fs::unlinkat(&self.inner.dir, self.name(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(Error::io("remove", self.path(), e)),
+        }
+    }
+
+    /// Removes the record judged stale, if it is still exactly that record.
+    fn reclaim(&self, judged: &[u8], deadline: Option<Instant>) -> Result<bool> {
+        let _guard = self.removal_guard(deadline)?;
+        test_hooks::fire(Point::ReclaimUnderGuard, self.path());
+        match self.look()? {
+            Some(ev) if ev.bytes == judged => {
+                self.unlink()?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Releases the lock held under `token`, under the removal guard. Gone
+    /// already: [`Released::AlreadyFree`]. Held under another token:
+    /// [`Error::Lost`].
+    pub fn release_token(&self, token: &str) -> Result<Released> {
+        self.check_dir_writable()?;
+        let _guard = self.removal_guard(None)?;
+        test_hooks::fire(Point::ReleaseUnderGuard, self.path());
+        match self.look()? {
+            None => Ok(Released::AlreadyFree),
+            Some(ev) => match &ev.record {
+                Ok(r) if !token.is_empty() && r.token_str() == token => {
+                    self.unlink()?;
+                    Ok(Released::Removed)
+                }
+                _ => Err(Error::Lost {
+                    path: self.path().into(),
+                }),
+            },
+        }
+    }
+
+    /// Releases the lock on behalf of its owner `pid` (the shell that called
+    /// `onlyone acquire`), under the removal guard. The record must name
+    /// that pid *and* that process's start time.
+    ///
+    /// ```
+    /// use onlyone::{AcquireOptions, LockFile, Owner, Released};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = LockFile::open(dir.path().join("sync.lock"))?;
+    /// let me = std::process::id();
+    /// // What `onlyone acquire` does for its calling shell...
+    /// lock.acquire(&AcquireOptions::new().owner(Owner::Pid(me)))?.leave_to_owner();
+    /// // ...and what `onlyone release` does.
+    /// assert_eq!(lock.release_owned_by(me)?, Released::Removed);
+    /// assert_eq!(lock.release_owned_by(me)?, Released::AlreadyFree);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release_owned_by(&self, pid: u32) -> Result<Released> {
+        self.check_dir_writable()?;
+        let start = procfs::identity_of(pid).ok().map(|id| id.start);
+        let _guard = self.removal_guard(None)?;
+        test_hooks::fire(Point::ReleaseUnderGuard, self.path());
+        let Some(ev) = self.look()? else {
+            return Ok(Released::AlreadyFree);
+        };
+        let record = match ev.record {
+            Ok(r) => r,
+            Err(why) => {
+                return Err(Error::Unknown {
+                    path: self.path().into(),
+                    reason: verdict::UnknownReason::Unreadable {
+                        why: why.to_string(),
+                    },
+                });
+            }
+        };
+        let same_boot = record
+            .boot
+            .as_deref()
+            .is_none_or(|b| procfs::boot_id().ok() == Some(b));
+        let ours = record.pid == pid
+            && same_boot
+            && match (record.start, start) {
+                (Some(recorded), Some(now)) => recorded == now,
+                (None, _) => true,
+                (Some(_), None) => false,
+            };
+        if ours {
+            self.unlink()?;
+            return Ok(Released::Removed);
+        }
+        let holder = match verdict::judge_record(&record, ev.kernel_locked, false) {
+            Verdict::Held(h) => h,
+            _ => verdict::Holder::Owner { pid: record.pid },
+        };
+        Err(Error::NotOwner {
+            pid,
+            held: Box::new(HeldBy {
+                path: self.path().into(),
+                record,
+                holder,
+            }),
+        })
+    }
+
+    /// Removes the lock file whoever holds it, under the removal guard, and
+    /// returns what it held (`None`: it was free). For an operator who knows
+    /// better than the verdict.
+    pub fn force_release(&self) -> Result<Option<Inspection>> {
+        self.check_dir_writable()?;
+        let _guard = self.removal_guard(None)?;
+        let Some(ev) = self.look()? else {
+            return Ok(None);
+        };
+        let seen = Inspection {
+            verdict: verdict::judge(&ev),
+            record: ev.record,
+            mtime: ev.mtime,
+        };
+        self.unlink()?;
+        Ok(Some(seen))
+    }
+
+    /// Removes temp files left in the directory by writers of this lock that
+    /// died between creating and linking them. A temp file's name carries
+    /// its writer's pid and start time; a live writer's file is kept.
+    pub fn sweep_temp_files(&self) -> usize {
+        let mut prefix = b".".to_vec();
+        prefix.extend_from_slice(self.name().as_bytes());
+        prefix.push(b'.');
+        let Ok(entries) = std::fs::read_dir(self.dir()) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let name = file_name.as_bytes();
+            let Some(middle) = name
+                .strip_prefix(prefix.as_slice())
+                .and_then(|rest| rest.strip_suffix(b".tmp"))
+            else {
+                continue;
+            };
+            // middle = "PID-START.TOKEN8"
+            let Some((pid, start)) = std::str::from_utf8(middle)
+                .ok()
+                .and_then(|m| m.split_once('.'))
+                .and_then(|(id, _)| id.split_once('-'))
+                .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)))
+            else {
+                continue;
+            };
+            if !procfs::probe(pid, Some(start)).is_alive()
+                && rustix::fs::unlinkat(&self.inner.dir, file_name.as_os_str(), AtFlags::empty())
+                    .is_ok()
+            {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Replaces the record with `new`, if the path still holds `token`,
+    /// under the removal guard. The new record is written to a temp file,
+    /// kernel-locked, and renamed over the old one, so readers see either.
+    fn replace_record(&self, token: &str, new: &Record) -> Result<OwnedFd> {
+        let writer = procfs::own_identity().map_err(|e| Error::io("read", "/proc/self/stat", e))?;
+        let bytes = new.to_bytes();
+        let temp = self.write_temp(&writer, token, &bytes)?;
+        let _guard = self.removal_guard(None)?;
+        match self.look()? {
+            Some(ev) if ev.record.as_ref().is_ok_and(|r| r.token_str() == token) => {}
+            _ => {
+                return Err(Error::Lost {
+                    path: self.path().into(),
+                });
+            }
+        }
+        rustix::fs::renameat(&self.inner.dir, &temp.name, &self.inner.dir, self.name())
+            .map_err(|e| Error::io("replace", self.path(), e))?;
+        Ok(temp.into_kept().0)
+    }
+}
+
+/// A temp file that is unlinked when dropped unless it was kept.
+struct TempFile<'a> {
+    lock: &'a LockFile,
+    name: OsString,
+    fd: Option<OwnedFd>,
+}
+
+impl TempFile<'_> {
+    /// Keeps the file (and its kernel lock): returns its fd and name.
+    fn into_kept(mut self) -> (OwnedFd, OsString) {
+        let fd = self.fd.take().expect("a temp file has its fd until kept");
+        (fd, std::mem::take(&mut self.name))
+    }
+}
+
+impl Drop for TempFile<'_> {
+    fn drop(&mut self) {
+        if self.fd.is_some() {
+            let _ = rustix::fs::unlinkat(&self.lock.inner.dir, &self.name, AtFlags::empty());
+        }
+    }
+}
+
+/// Sleeps until the lock file is removed, the holding process exits, or a
+/// time passes, whichever is first.
+struct Waiter {
+    inotify: Option<OwnedFd>,
+    name: OsString,
+}
+
+impl Waiter {
+    fn new(lock: &LockFile) -> Waiter {
+        use rustix::fs::inotify;
+        let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+            .ok()
+            .filter(|fd| {
+                let dir = format!("/proc/self/fd/{}", lock.inner.dir.as_raw_fd());
+                inotify::add_watch(
+                    fd,
+                    dir,
+                    inotify::WatchFlags::DELETE
+                        | inotify::WatchFlags::MOVED_FROM
+                        | inotify::WatchFlags::DELETE_SELF
+                        | inotify::WatchFlags::MOVE_SELF,
+                )
+                .is_ok()
+            });
+        Waiter {
+            inotify,
+            name: lock.name().to_os_string(),
+        }
+    }
+
+    fn wait(&self, holder: u32, until: Instant) {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let pidfd = i32::try_from(holder)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .and_then(|p| {
+                rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+            });
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            let left = until - now;
+            let timeout = Timespec {
+                tv_sec: left.as_secs() as _,
+                tv_nsec: left.subsec_nanos() as _,
+            };
+            let mut fds = Vec::with_capacity(2);
+            if let Some(fd) = &self.inotify {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+            if let Some(fd) = &pidfd {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+            if fds.is_empty() {
+                std::thread::sleep(left.min(Duration::from_millis(10)));
+                return;
+            }
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(_) => {
+                    std::thread::sleep(left.min(Duration::from_millis(10)));
+                    return;
+                }
+            }
+            let pid_exited = pidfd.is_some() && fds.last().is_some_and(|f| !f.revents().is_empty());
+            drop(fds);
+            if pid_exited || self.drain_names_us() {
+                return;
+            }
+        }
+    }
+
+    /// Reads pending inotify events; true if one concerns the lock file or
+    /// the directory itself.
+    fn drain_names_us(&self) -> bool {
+        use rustix::fs::inotify;
+        let Some(fd) = &self.inotify else {
+            return false;
+        };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(fd, &mut buf);
+        let mut ours = false;
+        while let Ok(ev) = reader.next() {
+            let name_matches = ev
+                .file_name()
+                .is_some_and(|n| n.to_bytes() == self.name.as_bytes());
+            let self_event = ev
+                .events()
+                .intersects(inotify::ReadFlags::DELETE_SELF | inotify::ReadFlags::MOVE_SELF);
+            ours |= name_matches || self_event;
+        }
+        ours
+    }
+}
+
+/// A held lock. Dropping it releases the lock (ignoring errors); call
+/// [`LockGuard::release`] to see them.
+#[derive(Debug)]
+pub struct LockGuard {
+    lock: LockFile,
+    record: Record,
+    /// The record's inode, kernel-locked for as long as the lock is held.
+    fd: Option<OwnedFd>,
+    done: bool,
+}
+
+impl LockGuard {
+    /// The record this guard wrote.
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// This acquisition's token.
+    pub fn token(&self) -> &str {
+        self.record.token_str()
+    }
+
+    /// The lock file.
+    pub fn lock(&self) -> &LockFile {
+        &self.lock
+    }
+
+    /// Releases the lock and reports what went wrong, if anything.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = onlyone::LockFile::open(dir.path().join("sync.lock"))?;
+    /// lock.try_acquire()?.release()?;
+    /// assert!(lock.inspect()?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release(mut self) -> Result<()> {
+        self.done = true;
+        let result = self.lock.release_token(self.record.token_str()).map(|_| ());
+        self.fd = None;
+        result
+    }
+
+    /// Records the run's command (its pid and start time) in the lock file.
+    /// The record is replaced atomically; its token stays the same.
+    pub fn set_command(&mut self, pid: u32) -> Result<()> {
+        let st = procfs::read_stat(pid)
+            .ok()
+            .flatten()
+            .ok_or_else(|| Error::BadOwner {
+                pid,
+                why: "it is not running".into(),
+            })?;
+        let mut new = self.record.clone();
+        new.cmd_pid = Some(pid);
+        new.cmd_start = Some(st.start);
+        let fd = self.lock.replace_record(self.record.token_str(), &new)?;
+        self.fd = Some(fd);
+        self.record = new;
+        Ok(())
+    }
+
+    /// Leaves the lock held, to its recorded owner (for
+    /// [`Owner::Pid`]): nothing is released, and this process's kernel lock
+    /// is dropped. Returns the record.
+    pub fn leave_to_owner(mut self) -> Record {
+        self.done = true;
+        self.fd = None;
+        self.record.clone()
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.lock.release_token(self.record.token_str());
+        }
+    }
+}

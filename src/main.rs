@@ -1,0 +1,3 @@
+fn main() {
+    println!("onlyone {}", env!("CARGO_PKG_VERSION"));
+}

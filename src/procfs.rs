@@ -1,0 +1,509 @@
+//! Process identity and liveness, read from `/proc`.
+//!
+//! A process is identified by its pid *and* its start time (field 22 of
+//! `/proc/PID/stat`, clock ticks since boot) within one boot (the kernel's
+//! random `boot_id`). A pid alone is not an identity: pids are reused.
+//!
+//! - `/proc/PID/stat` is split at the *last* `)`, because the command name in
+//!   field 2 may itself contain spaces and `)`.
+//! - A zombie (state `Z`) or a dead task (`X`) answers `kill(pid, 0)` but is
+//!   not alive.
+//! - `kill(pid, 0)` is the fallback when `/proc/PID` cannot be read (a
+//!   `hidepid` mount): EPERM means alive. It is never called with a pid
+//!   outside `1..=pid_max`, because `kill(0, 0)` and `kill(-1, 0)` answer for
+//!   a whole group of processes.
+//!
+//! Values that never change while a process lives (the boot id, `pid_max`,
+//! the clock tick rate, this process's own identity) are read once and
+//! cached.
+
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Mutex, OnceLock};
+
+use rustix::process::Pid;
+
+/// The highest pid this kernel hands out (`/proc/sys/kernel/pid_max`).
+pub fn pid_max() -> u32 {
+    static PID_MAX: OnceLock<u32> = OnceLock::new();
+    *PID_MAX.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            // PID_MAX_LIMIT on 64-bit Linux: no pid is ever above it.
+            .unwrap_or(4_194_304)
+    })
+}
+
+/// The current boot's id (`/proc/sys/kernel/random/boot_id`).
+pub fn boot_id() -> io::Result<&'static str> {
+    static BOOT: OnceLock<Result<String, io::ErrorKind>> = OnceLock::new();
+    match BOOT.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| e.kind())
+    }) {
+        Ok(s) => Ok(s.as_str()),
+        Err(kind) => Err(io::Error::new(
+            *kind,
+            "cannot read /proc/sys/kernel/random/boot_id (is /proc mounted?)",
+        )),
+    }
+}
+
+/// The time the system booted, in Unix seconds (`btime` in `/proc/stat`).
+pub fn boot_time() -> Option<u64> {
+    static BTIME: OnceLock<Option<u64>> = OnceLock::new();
+    *BTIME.get_or_init(|| {
+        let stat = fs::read_to_string("/proc/stat").ok()?;
+        stat.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// Clock ticks per second, the unit of process start times.
+pub fn clock_ticks() -> u64 {
+    static TICKS: OnceLock<u64> = OnceLock::new();
+    *TICKS.get_or_init(|| rustix::param::clock_ticks_per_second().max(1))
+}
+
+/// Converts a start time in clock ticks since boot to Unix seconds.
+pub fn start_to_unix(start_ticks: u64) -> Option<u64> {
+    boot_time().map(|b| b + start_ticks / clock_ticks())
+}
+
+/// The fields of `/proc/PID/stat` that onlyone uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Field 2, without the parentheses.
+    pub comm: String,
+    /// Field 3: `R`, `S`, `D`, `Z`, `T`, `X`, ...
+    pub state: char,
+    /// Field 4.
+    pub ppid: u32,
+    /// Field 5: the process group.
+    pub pgrp: u32,
+    /// Field 6: the session.
+    pub session: u32,
+    /// Fields 14 and 15: user and system CPU time, in clock ticks.
+    pub cpu_ticks: u64,
+    /// Field 22: start time in clock ticks since boot.
+    pub start: u64,
+}
+
+impl ProcStat {
+    /// True for a zombie or a task that is being torn down.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses the text of `/proc/PID/stat`. The command name is taken between
+/// the first `(` and the *last* `)`, and the remaining fields are counted
+/// after that `)`.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let comm = text[open + 1..close].to_owned();
+    // Fields after the name start at field 3.
+    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).copied();
+    let num = |n: usize| field(n)?.parse::<u64>().ok();
+    let state = field(3)?.chars().next()?;
+    Some(ProcStat {
+        comm,
+        state,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
+        session: field(6)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
+        cpu_ticks: num(14)?.checked_add(num(15)?)?,
+        start: num(22)?,
+    })
+}
+
+/// Reads `/proc/PID/stat`. `Ok(None)` when there is no such process.
+pub fn read_stat(pid: u32) -> io::Result<Option<ProcStat>> {
+    let mut buf = [0u8; 1024];
+    let n = match read_small(&format!("/proc/{pid}/stat"), &mut buf) {
+        Ok(n) => n,
+        Err(e) if is_gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let text = String::from_utf8_lossy(&buf[..n]);
+    parse_stat(&text).map(Some).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("cannot parse /proc/{pid}/stat"),
+        )
+    })
+}
+
+fn is_gone(e: &io::Error) -> bool {
+    let code = e.raw_os_error();
+    code == Some(rustix::io::Errno::NOENT.raw_os_error())
+        || code == Some(rustix::io::Errno::SRCH.raw_os_error())
+}
+
+fn read_small(path: &str, buf: &mut [u8]) -> io::Result<usize> {
+    let mut f = fs::File::open(path)?;
+    let mut total = 0;
+    while total < buf.len() {
+        let n = f.read(&mut buf[total..])?;
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    Ok(total)
+}
+
+/// What `kill(pid, 0)` says. The pid must be in `1..=pid_max`; anything
+/// else is never probed and reads as gone.
+pub fn kill_probe(pid: u32) -> bool {
+    if pid == 0 || pid > pid_max() {
+        return false;
+    }
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(p) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::PERM) => true,
+        Err(_) => false,
+    }
+}
+
+/// The answer to "is the process with this pid (and start time) alive?"
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// Alive, with its start time checked (or no start time to check).
+    Alive,
+    /// `kill(pid, 0)` answers (EPERM or success) but `/proc/PID` is hidden,
+    /// so the start time could not be checked. Counted as alive: better to
+    /// refuse than to clobber.
+    AliveUnverified,
+    /// No process has that pid.
+    Exited,
+    /// The pid now belongs to a process that started at another time.
+    Reused {
+        /// The start time of the process that has the pid now.
+        now: u64,
+    },
+    /// The process is a zombie: it has exited and waits to be reaped.
+    Zombie,
+}
+
+impl Probe {
+    /// Alive in any form.
+    pub fn is_alive(&self) -> bool {
+        matches!(self, Probe::Alive | Probe::AliveUnverified)
+    }
+}
+
+/// Probes a pid, checking its start time when one is given.
+pub fn probe(pid: u32, start: Option<u64>) -> Probe {
+    if pid == 0 || pid > pid_max() {
+        return Probe::Exited;
+    }
+    match read_stat(pid) {
+        Ok(Some(st)) => {
+            if st.is_dead() {
+                Probe::Zombie
+            } else if start.is_some_and(|s| s != st.start) {
+                Probe::Reused { now: st.start }
+            } else {
+                Probe::Alive
+            }
+        }
+        // No /proc entry: gone, unless /proc hides it from us (hidepid).
+        Ok(None) | Err(_) => {
+            if kill_probe(pid) {
+                Probe::AliveUnverified
+            } else {
+                Probe::Exited
+            }
+        }
+    }
+}
+
+/// The inode number of a process's PID namespace.
+pub fn pidns_of(pid: u32) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(fs::metadata(format!("/proc/{pid}/ns/pid"))?.ino())
+}
+
+/// A process's command line for display, or its `comm` if the command line
+/// is empty (kernel threads, zombies) or unreadable.
+pub fn command_line(pid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    let n = read_small(&format!("/proc/{pid}/cmdline"), &mut buf).unwrap_or(0);
+    let args: Vec<&std::ffi::OsStr> = buf[..n]
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(std::ffi::OsStr::from_bytes)
+        .collect();
+    if !args.is_empty() {
+        return Some(crate::record::display_command(&args));
+    }
+    read_stat(pid)
+        .ok()
+        .flatten()
+        .map(|s| format!("[{}]", s.comm))
+}
+
+/// A process identity: pid and start time within the current boot, plus
+/// what is recorded about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The pid.
+    pub pid: u32,
+    /// Start time in clock ticks since boot.
+    pub start: u64,
+    /// The PID namespace inode.
+    pub pidns: Option<u64>,
+    /// The effective user id (from `/proc/PID/status` for others).
+    pub uid: Option<u32>,
+    /// The command line, for display.
+    pub cmd: Option<String>,
+}
+
+/// Reads the identity of another live process.
+pub fn identity_of(pid: u32) -> io::Result<Identity> {
+    let not_running = || {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("pid {pid} is not a running process"),
+        )
+    };
+    if pid == 0 || pid > pid_max() {
+        return Err(not_running());
+    }
+    let st = read_stat(pid)?.ok_or_else(not_running)?;
+    if st.is_dead() {
+        return Err(not_running());
+    }
+    use std::os::unix::fs::MetadataExt;
+    let uid = fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
+    Ok(Identity {
+        pid,
+        start: st.start,
+        pidns: pidns_of(pid).ok(),
+        uid,
+        cmd: command_line(pid),
+    })
+}
+
+/// This process's identity, read once per process (it is re-read after a
+/// fork, when the pid changes).
+pub fn own_identity() -> io::Result<Identity> {
+    static OWN: Mutex<Option<Identity>> = Mutex::new(None);
+    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(id) = cached.as_ref().filter(|id| id.pid == pid) {
+        return Ok(id.clone());
+    }
+    let st = read_stat(pid)?.ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
+    let id = Identity {
+        pid,
+        start: st.start,
+        pidns: pidns_of(pid).ok(),
+        uid: Some(rustix::process::geteuid().as_raw()),
+        cmd: command_line(pid),
+    };
+    *cached = Some(id.clone());
+    Ok(id)
+}
+
+/// This host's name.
+pub fn host_name() -> String {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned()
+    })
+    .clone()
+}
+
+/// The pid namespace of this process.
+pub fn own_pidns() -> Option<u64> {
+    static NS: OnceLock<Option<u64>> = OnceLock::new();
+    *NS.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+    })
+}
+
+/// A process found to belong to a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time.
+    pub start: u64,
+    /// Its `/proc/PID/stat` fields.
+    pub stat: ProcStat,
+    /// Why it belongs to the run.
+    pub why: Membership,
+}
+
+/// How a process was found to belong to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    /// It is in the command's process group.
+    ProcessGroup,
+    /// Its environment carries the run's `ONLYONE_TOKEN`.
+    Token,
+}
+
+/// The name of the environment variable that marks the processes of a run.
+pub const TOKEN_VAR: &str = "ONLYONE_TOKEN";
+/// The name of the environment variable that names a run's lock file.
+pub const LOCK_VAR: &str = "ONLYONE_LOCK";
+
+/// Lists the live pids in `/proc`.
+pub fn all_pids() -> io::Result<Vec<u32>> {
+    let mut pids = Vec::with_capacity(512);
+    for entry in fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        if let Some(pid) = std::str::from_utf8(entry.file_name().as_bytes())
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+        {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+/// Whether a process's initial environment holds `name=value`. `None` when
+/// the environment cannot be read (another user's process, without
+/// privilege).
+pub fn environ_has(pid: u32, name: &str, value: &str) -> Option<bool> {
+    // The environment block is bounded by the kernel's ARG_MAX budget; read
+    // at most 1 MiB of it.
+    let mut data = Vec::with_capacity(8192);
+    fs::File::open(format!("/proc/{pid}/environ"))
+        .ok()?
+        .take(1 << 20)
+        .read_to_end(&mut data)
+        .ok()?;
+    let found = data.split(|&b| b == 0).any(|entry| {
+        entry.len() == name.len() + 1 + value.len()
+            && entry.starts_with(name.as_bytes())
+            && entry[name.len()] == b'='
+            && entry.ends_with(value.as_bytes())
+    });
+    Some(found)
+}
+
+/// Finds the live processes of a run: members of the command's process
+/// group `pgid` (started no earlier than the command), and processes whose
+/// environment carries `ONLYONE_TOKEN=token`. Zombies are not members.
+/// With `first_only`, stops at the first one found.
+pub fn run_members(
+    token: &str,
+    group: Option<(u32, u64)>,
+    skip: &[u32],
+    first_only: bool,
+) -> io::Result<Vec<Member>> {
+    let mut found = Vec::new();
+    for pid in all_pids()? {
+        if skip.contains(&pid) {
+            continue;
+        }
+        let Ok(Some(stat)) = read_stat(pid) else {
+            continue;
+        };
+        if stat.is_dead() {
+            continue;
+        }
+        let why = if group.is_some_and(|(pg, st)| stat.pgrp == pg && stat.start >= st) {
+            Some(Membership::ProcessGroup)
+        } else if !token.is_empty() && environ_has(pid, TOKEN_VAR, token) == Some(true) {
+            Some(Membership::Token)
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            found.push(Member {
+                pid,
+                start: stat.start,
+                stat,
+                why,
+            });
+            if first_only {
+                break;
+            }
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_is_split_at_the_last_paren() {
+        let line =
+            "4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 987654 0 0";
+        let st = parse_stat(line).unwrap();
+        assert_eq!(st.comm, "a) b) c");
+        assert_eq!(st.state, 'S');
+        assert_eq!(st.ppid, 1);
+        assert_eq!(st.pgrp, 4242);
+        assert_eq!(st.cpu_ticks, 10);
+        assert_eq!(st.start, 987_654);
+    }
+
+    #[test]
+    fn stat_with_spaces_in_name_and_zombie_state() {
+        let line = "77 (my prog (x)) Z 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0";
+        let st = parse_stat(line).unwrap();
+        assert_eq!(st.comm, "my prog (x)");
+        assert!(st.is_dead());
+        assert_eq!(st.start, 55);
+    }
+
+    #[test]
+    fn truncated_stat_is_rejected() {
+        assert!(parse_stat("1 (init) S 0 1").is_none());
+        assert!(parse_stat("garbage").is_none());
+        assert!(parse_stat(") (").is_none());
+    }
+
+    #[test]
+    fn real_stat_of_self_parses() {
+        let me = own_identity().unwrap();
+        let st = read_stat(me.pid).unwrap().unwrap();
+        assert_eq!(st.start, me.start);
+        assert!(!st.is_dead());
+        assert_eq!(probe(me.pid, Some(me.start)), Probe::Alive);
+        assert_eq!(
+            probe(me.pid, Some(me.start + 1)),
+            Probe::Reused { now: me.start }
+        );
+    }
+
+    #[test]
+    fn invalid_pids_are_never_probed() {
+        assert!(!kill_probe(0));
+        assert!(!kill_probe(pid_max() + 1));
+        assert!(!kill_probe(u32::MAX));
+        assert_eq!(probe(0, None), Probe::Exited);
+        assert_eq!(probe(u32::MAX, None), Probe::Exited);
+    }
+
+    #[test]
+    fn boot_id_and_time_are_read() {
+        assert_eq!(boot_id().unwrap().len(), 36);
+        assert!(boot_time().unwrap() > 1_000_000_000);
+    }
+}

@@ -1,0 +1,595 @@
+//! The owner record: what a lock file says about who holds it.
+//!
+//! ```text
+//! 4242                                   <- line 1: the owner's pid, alone
+//! start=123456789                        <- owner's start time (clock ticks since boot)
+//! boot=d1dce367-f09e-4b16-b699-8439646e535a
+//! token=5f0c2a...                        <- 128 random bits naming this acquisition
+//! since=1764406800                       <- acquisition time, Unix seconds
+//! pidns=4026531836                       <- inode of the owner's PID namespace
+//! host=build-01
+//! uid=0
+//! mode=run                               <- `run` for `onlyone run`, else `lock`
+//! cmd=./sync.sh --all                    <- the owner's command line, escaped, bounded
+//! cmdpid=4250                            <- run mode: the command's pid and start time
+//! cmdstart=123456790
+//! onlyone=1                              <- format version
+//! ```
+//!
+//! Line 1 is the pid alone so that pidfile readers (`kill $(head -n1 f)`,
+//! `pkill -F f`) keep working. A file that holds line 1 only (a bare pid
+//! file written by another tool) is understood too.
+//!
+//! The parser is strict, because a record is evidence in a liveness
+//! decision: it reads at most [`MAX_RECORD_BYTES`], never panics, and rejects
+//! as "not a record" anything malformed: a pid outside `1..=pid_max`, an
+//! empty file, NUL bytes, invalid UTF-8, numeric overflow, a line that is not
+//! `key=value`, a duplicate key, or a record with keys but without `start`
+//! and `boot`. Unknown keys are ignored, so later versions can add keys; a
+//! later *format* version (`onlyone=2`) parses, and the verdict treats what
+//! it cannot prove conservatively.
+
+use std::fmt;
+
+/// The most bytes of a lock file that are ever read. A record written by
+/// onlyone is well under 2 KiB; anything longer is not a record.
+pub const MAX_RECORD_BYTES: usize = 8192;
+
+/// The record format version this build writes and fully understands.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The longest escaped command line stored in a record.
+pub const MAX_CMD_BYTES: usize = 1024;
+
+/// Whether a record was written by a plain lock or by `onlyone run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A lock held by a process (the library, or `onlyone acquire`).
+    Lock,
+    /// A lock held for the life of a run: the wrapper, the command and every
+    /// process that carries the run's token.
+    Run,
+}
+
+/// A parsed owner record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The owner's pid (line 1).
+    pub pid: u32,
+    /// The owner's start time in clock ticks since boot (`/proc/PID/stat`
+    /// field 22). `None` only for a bare pid file.
+    pub start: Option<u64>,
+    /// The boot id the record was written under. `None` only for a bare pid
+    /// file.
+    pub boot: Option<String>,
+    /// The random token of this acquisition.
+    pub token: Option<String>,
+    /// When the lock was acquired, in Unix seconds.
+    pub since: Option<u64>,
+    /// The inode number of the owner's PID namespace.
+    pub pidns: Option<u64>,
+    /// The host name the owner ran on.
+    pub host: Option<String>,
+    /// The owner's user id.
+    pub uid: Option<u32>,
+    /// Lock or run.
+    pub mode: Mode,
+    /// The owner's command line, escaped for display.
+    pub cmd: Option<String>,
+    /// Run mode: the command's pid.
+    pub cmd_pid: Option<u32>,
+    /// Run mode: the command's start time.
+    pub cmd_start: Option<u64>,
+    /// The format version (`onlyone=N`); 0 for a record without one.
+    pub format: u32,
+}
+
+/// Why some bytes are not an owner record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotARecord(pub String);
+
+impl fmt::Display for NotARecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotARecord {}
+
+fn bad(msg: impl Into<String>) -> NotARecord {
+    NotARecord(msg.into())
+}
+
+/// Parses a decimal number made of ASCII digits only: no sign, no spaces,
+/// no overflow.
+fn parse_decimal(key: &str, value: &str) -> Result<u64, NotARecord> {
+    if value.is_empty() {
+        return Err(bad(format!("`{key}` is empty")));
+    }
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(format!("`{key}` is not a decimal number: {value:?}")));
+    }
+    value
+        .parse::<u64>()
+        .map_err(|_| bad(format!("`{key}` is out of range: {value}")))
+}
+
+fn parse_pid(key: &str, value: &str, pid_max: u32) -> Result<u32, NotARecord> {
+    let n = parse_decimal(key, value)?;
+    if n == 0 || n > u64::from(pid_max) {
+        return Err(bad(format!(
+            "`{key}` {n} is not a valid pid (1..={pid_max})"
+        )));
+    }
+    Ok(n as u32)
+}
+
+impl Record {
+    /// Parses a record, validating pids against this system's `pid_max`.
+    pub fn parse(bytes: &[u8]) -> Result<Record, NotARecord> {
+        Record::parse_with_pid_max(bytes, crate::procfs::pid_max())
+    }
+
+    /// Parses a record, validating pids against the given `pid_max`. Pure:
+    /// it reads nothing but `bytes`.
+    pub fn parse_with_pid_max(bytes: &[u8], pid_max: u32) -> Result<Record, NotARecord> {
+        if bytes.is_empty() {
+            return Err(bad("the file is empty"));
+        }
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(bad(format!("it is larger than {MAX_RECORD_BYTES} bytes")));
+        }
+        if bytes.contains(&0) {
+            return Err(bad("it contains NUL bytes"));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| bad("it is not valid UTF-8"))?;
+        let mut lines = text.split('\n');
+        // A trailing newline leaves one empty last piece; a CR before the LF
+        // (a pid file written on another system) is tolerated.
+        let first = lines.next().unwrap_or("");
+        let first = first
+            .strip_suffix('\r')
+            .unwrap_or(first)
+            .trim_matches([' ', '\t']);
+        if first.is_empty() {
+            return Err(bad("line 1 (the pid) is missing"));
+        }
+        let pid = parse_pid("pid (line 1)", first, pid_max)?;
+
+        let mut rec = Record {
+            pid,
+            start: None,
+            boot: None,
+            token: None,
+            since: None,
+            pidns: None,
+            host: None,
+            uid: None,
+            mode: Mode::Lock,
+            cmd: None,
+            cmd_pid: None,
+            cmd_start: None,
+            format: 0,
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        let mut rest: Vec<&str> = lines.collect();
+        if rest.last() == Some(&"") {
+            rest.pop();
+        }
+        let bare = rest.is_empty();
+        for (i, raw) in rest.iter().enumerate() {
+            let line = raw.strip_suffix('\r').unwrap_or(raw);
+            let lineno = i + 2;
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(bad(format!("line {lineno} is not `key=value`")));
+            };
+            if key.is_empty()
+                || !key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(bad(format!("line {lineno} has a malformed key {key:?}")));
+            }
+            if seen.contains(&key) {
+                return Err(bad(format!("the key `{key}` appears twice")));
+            }
+            seen.push(key);
+            if value.chars().any(char::is_control) {
+                return Err(bad(format!("the value of `{key}` has control characters")));
+            }
+            match key {
+                "start" => rec.start = Some(parse_decimal(key, value)?),
+                "boot" => {
+                    if value.is_empty()
+                        || value.len() > 64
+                        || !value.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+                    {
+                        return Err(bad(format!("`boot` is not a boot id: {value:?}")));
+                    }
+                    rec.boot = Some(value.to_owned());
+                }
+                "token" => {
+                    if value.is_empty()
+                        || value.len() > 64
+                        || !value.bytes().all(|b| b.is_ascii_alphanumeric())
+                    {
+                        return Err(bad(format!("`token` is malformed: {value:?}")));
+                    }
+                    rec.token = Some(value.to_owned());
+                }
+                "since" => rec.since = Some(parse_decimal(key, value)?),
+                "pidns" => rec.pidns = Some(parse_decimal(key, value)?),
+                "host" => rec.host = Some(value.to_owned()),
+                "uid" => {
+                    let uid = parse_decimal(key, value)?;
+                    rec.uid = Some(
+                        u32::try_from(uid)
+                            .map_err(|_| bad(format!("`uid` is out of range: {uid}")))?,
+                    );
+                }
+                "mode" => {
+                    rec.mode = match value {
+                        "run" => Mode::Run,
+                        "lock" => Mode::Lock,
+                        // An unknown mode may name processes we do not know
+                        // how to find; the verdict must not call it stale on
+                        // the owner's death alone, so read it as a run.
+                        _ => Mode::Run,
+                    }
+                }
+                "cmd" => rec.cmd = Some(value.to_owned()),
+                "cmdpid" => rec.cmd_pid = Some(parse_pid(key, value, pid_max)?),
+                "cmdstart" => rec.cmd_start = Some(parse_decimal(key, value)?),
+                "onlyone" => {
+                    let v = parse_decimal(key, value)?;
+                    rec.format = u32::try_from(v)
+                        .map_err(|_| bad(format!("`onlyone` version is out of range: {v}")))?;
+                }
+                _ => {} // unknown keys: forward compatibility
+            }
+        }
+        if !bare {
+            if rec.start.is_none() {
+                return Err(bad("the required key `start` is missing"));
+            }
+            if rec.boot.is_none() {
+                return Err(bad("the required key `boot` is missing"));
+            }
+        }
+        if rec.cmd_pid.is_some() != rec.cmd_start.is_some() {
+            return Err(bad("`cmdpid` and `cmdstart` must appear together"));
+        }
+        Ok(rec)
+    }
+
+    /// True for a file that holds only a pid (line 1), as written by other
+    /// tools.
+    pub fn is_bare(&self) -> bool {
+        self.start.is_none()
+    }
+
+    /// Serializes the record in the format described in the module docs.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        use std::fmt::Write as _;
+        let mut s = String::with_capacity(256);
+        let _ = writeln!(s, "{}", self.pid);
+        if let Some(v) = self.start {
+            let _ = writeln!(s, "start={v}");
+        }
+        if let Some(v) = &self.boot {
+            let _ = writeln!(s, "boot={v}");
+        }
+        if let Some(v) = &self.token {
+            let _ = writeln!(s, "token={v}");
+        }
+        if let Some(v) = self.since {
+            let _ = writeln!(s, "since={v}");
+        }
+        if let Some(v) = self.pidns {
+            let _ = writeln!(s, "pidns={v}");
+        }
+        if let Some(v) = &self.host {
+            let _ = writeln!(s, "host={}", escape_controls(v));
+        }
+        if let Some(v) = self.uid {
+            let _ = writeln!(s, "uid={v}");
+        }
+        if !self.is_bare() {
+            let mode = match self.mode {
+                Mode::Lock => "lock",
+                Mode::Run => "run",
+            };
+            let _ = writeln!(s, "mode={mode}");
+        }
+        if let Some(v) = &self.cmd {
+            let _ = writeln!(s, "cmd={}", escape_controls(v));
+        }
+        if let (Some(p), Some(st)) = (self.cmd_pid, self.cmd_start) {
+            let _ = writeln!(s, "cmdpid={p}");
+            let _ = writeln!(s, "cmdstart={st}");
+        }
+        if self.format != 0 {
+            let _ = writeln!(s, "onlyone={}", self.format);
+        }
+        s.into_bytes()
+    }
+
+    /// The record's token, or `""` for a record without one.
+    pub fn token_str(&self) -> &str {
+        self.token.as_deref().unwrap_or("")
+    }
+}
+
+/// Makes a value safe for one record line: control characters become
+/// `\xNN`, and the result is cut at [`MAX_CMD_BYTES`] on a character
+/// boundary with a trailing `…`.
+pub fn escape_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len().min(MAX_CMD_BYTES));
+    for c in v.chars() {
+        let mut piece = String::new();
+        push_escaped(&mut piece, c);
+        if out.len() + piece.len() > MAX_CMD_BYTES - '…'.len_utf8() {
+            out.push('…');
+            return out;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    if c.is_control() {
+        let mut buf = [0u8; 4];
+        for b in c.encode_utf8(&mut buf).bytes() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    } else {
+        out.push(c);
+    }
+}
+
+/// Replaces control characters only; used when writing, so that a value
+/// that is already escaped is written unchanged.
+fn escape_controls(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        push_escaped(&mut out, c);
+    }
+    out
+}
+
+/// Renders an argument vector for display and for the record: each argument
+/// that needs it is single-quoted as a POSIX shell would read it; non-UTF-8
+/// bytes are shown as `\xNN`.
+pub fn display_command<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for (i, arg) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let bytes = arg.as_ref().as_bytes();
+        let text: String = match std::str::from_utf8(bytes) {
+            Ok(s) => s.to_owned(),
+            Err(_) => bytes
+                .iter()
+                .map(|&b| {
+                    if b.is_ascii() {
+                        (b as char).to_string()
+                    } else {
+                        format!("\\x{b:02x}")
+                    }
+                })
+                .collect(),
+        };
+        let plain = !text.is_empty()
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%^".contains(&b));
+        if plain {
+            out.push_str(&text);
+        } else {
+            out.push('\'');
+            out.push_str(&text.replace('\'', "'\\''"));
+            out.push('\'');
+        }
+        if out.len() > MAX_CMD_BYTES {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const PID_MAX: u32 = 4_194_304;
+
+    fn full() -> Record {
+        Record {
+            pid: 4242,
+            start: Some(123_456_789),
+            boot: Some("d1dce367-f09e-4b16-b699-8439646e535a".into()),
+            token: Some("0123456789abcdef0123456789abcdef".into()),
+            since: Some(1_764_406_800),
+            pidns: Some(4_026_531_836),
+            host: Some("build-01".into()),
+            uid: Some(0),
+            mode: Mode::Run,
+            cmd: Some("./sync.sh --all".into()),
+            cmd_pid: Some(4250),
+            cmd_start: Some(123_456_790),
+            format: FORMAT_VERSION,
+        }
+    }
+
+    #[test]
+    fn full_record_round_trips() {
+        let r = full();
+        assert_eq!(Record::parse_with_pid_max(&r.to_bytes(), PID_MAX), Ok(r));
+    }
+
+    #[test]
+    fn the_spec_example_parses() {
+        let r = Record::parse_with_pid_max(
+            b"4242\nstart=123456789\nboot=d1dce367-f09e-4b16-b699-8439646e535a\nfuture_key=anything at all\n",
+            PID_MAX,
+        )
+        .unwrap();
+        assert_eq!(r.pid, 4242);
+        assert_eq!(r.start, Some(123_456_789));
+        assert_eq!(r.mode, Mode::Lock);
+        assert!(!r.is_bare());
+    }
+
+    #[test]
+    fn bare_pid_files_are_understood() {
+        for input in [&b"4242"[..], b"4242\n", b"4242\r\n", b" 4242 \n"] {
+            let r = Record::parse_with_pid_max(input, PID_MAX).unwrap();
+            assert_eq!(r.pid, 4242, "{input:?}");
+            assert!(r.is_bare());
+        }
+    }
+
+    #[test]
+    fn crlf_records_parse() {
+        let r = Record::parse_with_pid_max(b"7\r\nstart=5\r\nboot=ab-cd\r\n", PID_MAX).unwrap();
+        assert_eq!(
+            (r.pid, r.start, r.boot.as_deref()),
+            (7, Some(5), Some("ab-cd"))
+        );
+    }
+
+    #[test]
+    fn malformed_inputs_are_not_records() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "empty"),
+            (b"\n", "missing"),
+            (b"   \n", "missing"),
+            (b"0\n", "not a valid pid"),
+            (b"-1\n", "not a decimal"),
+            (b"+5\n", "not a decimal"),
+            (b"99999999\n", "not a valid pid"),
+            (b"18446744073709551616\n", "out of range"),
+            (b"12a\n", "not a decimal"),
+            (b"42\0\n", "NUL"),
+            (b"42\n\xff\xfe\n", "UTF-8"),
+            (b"42\nstart=1\n", "`boot` is missing"),
+            (b"42\nboot=ab\n", "`start` is missing"),
+            (b"42\nstart=-5\nboot=ab\n", "not a decimal"),
+            (b"42\nstart=1\nstart=2\nboot=ab\n", "twice"),
+            (b"42\nstart=1\nboot=ab\ngarbage\n", "not `key=value`"),
+            (b"42\nstart=1\nboot=ab\n\n", "not `key=value`"),
+            (b"42\nstart=1\nboot=zz\n", "not a boot id"),
+            (b"42\nstart=1\nboot=ab\ncmdpid=5\n", "together"),
+            (b"42\nstart=1\nboot=ab\nKey=v\n", "malformed key"),
+            (b"42\nstart=1\nboot=ab\ncmd=a\x07b\n", "control"),
+            (b"42\nstart=99999999999999999999\nboot=ab\n", "out of range"),
+        ];
+        for (input, why) in cases {
+            let err = Record::parse_with_pid_max(input, PID_MAX)
+                .expect_err(&format!("{input:?} should be rejected"));
+            assert!(err.0.contains(why), "{input:?}: {err} (wanted {why:?})");
+        }
+    }
+
+    #[test]
+    fn oversized_input_is_rejected_without_parsing() {
+        let big = vec![b'1'; MAX_RECORD_BYTES + 1];
+        assert!(
+            Record::parse_with_pid_max(&big, PID_MAX)
+                .unwrap_err()
+                .0
+                .contains("larger")
+        );
+    }
+
+    #[test]
+    fn pid_max_bounds_the_pid() {
+        assert!(Record::parse_with_pid_max(b"32768\n", 32768).is_ok());
+        assert!(Record::parse_with_pid_max(b"32769\n", 32768).is_err());
+    }
+
+    #[test]
+    fn unknown_mode_is_read_as_run() {
+        let r = Record::parse_with_pid_max(b"1\nstart=1\nboot=ab\nmode=batch\n", PID_MAX).unwrap();
+        assert_eq!(r.mode, Mode::Run);
+    }
+
+    #[test]
+    fn escape_value_bounds_and_escapes() {
+        assert_eq!(escape_value("a\nb\\c"), "a\\x0ab\\c");
+        let long = "x".repeat(5000);
+        let e = escape_value(&long);
+        assert!(e.len() <= MAX_CMD_BYTES && e.ends_with('…'));
+    }
+
+    #[test]
+    fn display_command_quotes_what_needs_it() {
+        assert_eq!(display_command(&["./sync.sh", "--all"]), "./sync.sh --all");
+        assert_eq!(
+            display_command(&["echo", "a b", "it's"]),
+            "echo 'a b' 'it'\\''s'"
+        );
+    }
+
+    fn arb_record() -> impl Strategy<Value = Record> {
+        (
+            1u32..=PID_MAX,
+            any::<u64>(),
+            "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            proptest::option::of("[0-9a-zA-Z]{1,64}"),
+            proptest::option::of(any::<u64>()),
+            proptest::option::of(any::<u64>()),
+            proptest::option::of("[a-z0-9.-]{1,40}"),
+            proptest::option::of(any::<u32>()),
+            any::<bool>(),
+            proptest::option::of("[ -~]{0,200}"),
+            proptest::option::of((1u32..=PID_MAX, any::<u64>())),
+        )
+            .prop_map(
+                |(pid, start, boot, token, since, pidns, host, uid, run, cmd, cmdp)| Record {
+                    pid,
+                    start: Some(start),
+                    boot: Some(boot),
+                    token,
+                    since,
+                    pidns,
+                    host,
+                    uid,
+                    mode: if run { Mode::Run } else { Mode::Lock },
+                    cmd: cmd.map(|c| escape_value(&c)),
+                    cmd_pid: cmdp.map(|c| c.0),
+                    cmd_start: cmdp.map(|c| c.1),
+                    format: FORMAT_VERSION,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn records_round_trip(r in arb_record()) {
+            let bytes = r.to_bytes();
+            prop_assert!(bytes.len() <= MAX_RECORD_BYTES);
+            prop_assert_eq!(Record::parse_with_pid_max(&bytes, PID_MAX), Ok(r));
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = Record::parse_with_pid_max(&bytes, PID_MAX);
+        }
+
+        #[test]
+        fn parse_never_panics_on_near_records(
+            pid in "[0-9-]{0,22}",
+            lines in proptest::collection::vec("[a-z]{0,6}=?[0-9a-f -]{0,24}", 0..6),
+        ) {
+            let text = format!("{pid}\n{}", lines.join("\n"));
+            if let Ok(r) = Record::parse_with_pid_max(text.as_bytes(), PID_MAX) {
+                prop_assert!(r.pid >= 1 && r.pid <= PID_MAX);
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The verdict on a lock file: held, stale, or unknown.
+//!
+//! - **Held** when any process the record names is alive: the same pid, the
+//!   same start time, the same boot, and not a zombie. A kernel lock (flock)
+//!   held on the record by its writer is proof of life too, and the cheapest
+//!   one, so it is checked first. For a run's record, "any process" includes
+//!   the command, its process group and every process carrying the run's
+//!   token; that wider search runs only once the wrapper and the command are
+//!   gone.
+//! - **Stale** only on proof: every named process is gone, reused (another
+//!   start time) or a zombie; or the record was written under another boot;
+//!   or the file is unreadable and older than the current boot.
+//! - **Unknown** otherwise: a garbage record from this boot, an owner in
+//!   another PID namespace, a record from a newer format whose owner is
+//!   gone. onlyone never takes such a lock over; it says why and how to
+//!   clear it.
+//!
+//! No age or TTL rule ever decides a holder is dead: a slow run is not a dead
+//! run.
+
+use std::fmt;
+
+use crate::procfs::{self, Probe};
+use crate::record::{FORMAT_VERSION, Mode, NotARecord, Record};
+
+/// The verdict on a lock file that exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A live owner was proven.
+    Held(Holder),
+    /// The owner is provably gone; the lock may be taken over.
+    Stale(StaleReason),
+    /// Neither could be proven; the lock is left alone.
+    Unknown(UnknownReason),
+}
+
+/// Which process proved a lock held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// The writer still holds its kernel lock (flock) on the record.
+    KernelLock {
+        /// The recorded owner pid.
+        pid: u32,
+    },
+    /// The recorded owner is alive with the recorded start time.
+    Owner {
+        /// Its pid.
+        pid: u32,
+    },
+    /// The owner answers `kill(pid, 0)` (EPERM included) but `/proc` hides
+    /// its start time, or the record is a bare pid file.
+    OwnerUnverified {
+        /// Its pid.
+        pid: u32,
+    },
+    /// The run's command is alive.
+    Command {
+        /// Its pid.
+        pid: u32,
+    },
+    /// A leftover process of the run: in the command's process group or
+    /// carrying the run's token.
+    Member {
+        /// Its pid.
+        pid: u32,
+        /// Its command line.
+        cmd: Option<String>,
+    },
+}
+
+impl Holder {
+    /// The pid of the process that proved the lock held.
+    pub fn pid(&self) -> u32 {
+        match self {
+            Holder::KernelLock { pid }
+            | Holder::Owner { pid }
+            | Holder::OwnerUnverified { pid }
+            | Holder::Command { pid }
+            | Holder::Member { pid, .. } => *pid,
+        }
+    }
+}
+
+/// Why a lock is stale. Each renders as a sentence a user understands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaleReason {
+    /// The owner pid has no process.
+    Exited {
+        /// The recorded pid.
+        pid: u32,
+        /// True when the record is a run's and no process of it is left.
+        run: bool,
+    },
+    /// The pid belongs to another process now.
+    Reused {
+        /// The recorded pid.
+        pid: u32,
+        /// The start time (ticks since boot) of the process with the pid now.
+        now: u64,
+        /// The recorded start time.
+        recorded: u64,
+        /// True when the record is a run's and no process of it is left.
+        run: bool,
+    },
+    /// The owner is a zombie.
+    Zombie {
+        /// The recorded pid.
+        pid: u32,
+        /// True when the record is a run's and no process of it is left.
+        run: bool,
+    },
+    /// The record names another boot.
+    PreviousBoot,
+    /// The record cannot be read and the file is older than this boot.
+    UnreadableFromPreviousBoot {
+        /// Why it could not be read.
+        why: String,
+    },
+}
+
+fn clock(ticks: u64) -> String {
+    match procfs::start_to_unix(ticks) {
+        Some(secs) => {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            humantime::format_rfc3339_seconds(t).to_string()
+        }
+        None => format!("{ticks} ticks after boot"),
+    }
+}
+
+impl fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tail = |f: &mut fmt::Formatter<'_>, run: bool| {
+            if run {
+                f.write_str(", and no process of its run is left")
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            StaleReason::Exited { pid, run } => {
+                write!(f, "pid {pid} has exited")?;
+                tail(f, *run)
+            }
+            StaleReason::Reused {
+                pid,
+                now,
+                recorded,
+                run,
+            } => {
+                write!(
+                    f,
+                    "pid {pid} is now a different process (started {}; the record says {})",
+                    clock(*now),
+                    clock(*recorded)
+                )?;
+                tail(f, *run)
+            }
+            StaleReason::Zombie { pid, run } => {
+                write!(
+                    f,
+                    "the owner is a zombie (pid {pid} has exited and awaits its parent)"
+                )?;
+                tail(f, *run)
+            }
+            StaleReason::PreviousBoot => f.write_str("the owner died with the previous boot"),
+            StaleReason::UnreadableFromPreviousBoot { why } => write!(
+                f,
+                "the record is not readable ({why}) and was written before this boot"
+            ),
+        }
+    }
+}
+
+/// Why a lock can be judged neither held nor stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnknownReason {
+    /// The file is not an owner record, and it was written during this boot.
+    Unreadable {
+        /// Why it is not a record.
+        why: String,
+    },
+    /// The owner ran in another PID namespace: its pid means nothing here.
+    OtherPidNamespace {
+        /// The record's namespace inode.
+        theirs: u64,
+        /// Ours.
+        ours: u64,
+    },
+    /// The record is from a newer onlyone, and what this version can check is
+    /// gone; the newer format may name processes this version cannot find.
+    NewerFormat {
+        /// The record's format version.
+        version: u32,
+    },
+    /// The processes of the run could not be listed.
+    CannotScan {
+        /// The error.
+        why: String,
+    },
+}
+
+impl fmt::Display for UnknownReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnknownReason::Unreadable { why } => write!(f, "the record is not readable: {why}"),
+            UnknownReason::OtherPidNamespace { theirs, ours } => write!(
+                f,
+                "the owner ran in another PID namespace (pid:[{theirs}], this process is in \
+                 pid:[{ours}]), where its pid cannot be checked; run onlyone in the owner's \
+                 namespace"
+            ),
+            UnknownReason::NewerFormat { version } => write!(
+                f,
+                "the record has format version {version}, newer than this onlyone \
+                 ({FORMAT_VERSION}); its owner has exited but it may name processes this \
+                 version cannot check; use the newer onlyone"
+            ),
+            UnknownReason::CannotScan { why } => {
+                write!(f, "the processes of the run cannot be listed: {why}")
+            }
+        }
+    }
+}
+
+/// What was read at a lock path: the bytes, their parse, and whether the
+/// writer's kernel lock is still held.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// The raw bytes (at most `MAX_RECORD_BYTES + 1`).
+    pub bytes: Vec<u8>,
+    /// The parsed record, or why it is not one.
+    pub record: Result<Record, NotARecord>,
+    /// True when a kernel lock (flock) on the file is held by its writer.
+    pub kernel_locked: bool,
+    /// The file's modification time, Unix seconds.
+    pub mtime: i64,
+}
+
+/// Judges the evidence. Reads `/proc`; takes nothing.
+pub fn judge(ev: &Evidence) -> Verdict {
+    let written_before_boot = procfs::boot_time().is_some_and(|b| ev.mtime < b as i64);
+    let rec = match &ev.record {
+        Ok(r) => r,
+        Err(why) => {
+            if ev.kernel_locked {
+                // Someone alive holds a kernel lock on it: not ours to judge.
+                return Verdict::Unknown(UnknownReason::Unreadable {
+                    why: why.to_string(),
+                });
+            }
+            return if written_before_boot {
+                Verdict::Stale(StaleReason::UnreadableFromPreviousBoot {
+                    why: why.to_string(),
+                })
+            } else {
+                Verdict::Unknown(UnknownReason::Unreadable {
+                    why: why.to_string(),
+                })
+            };
+        }
+    };
+    judge_record(rec, ev.kernel_locked, written_before_boot)
+}
+
+/// Judges a parsed record. `kernel_locked` is whether its writer's flock is
+/// held; `written_before_boot` whether the file predates this boot (used for
+/// bare pid files, which carry no boot id).
+pub fn judge_record(rec: &Record, kernel_locked: bool, written_before_boot: bool) -> Verdict {
+    if kernel_locked {
+        return Verdict::Held(Holder::KernelLock { pid: rec.pid });
+    }
+    match (&rec.boot, procfs::boot_id()) {
+        (Some(theirs), Ok(ours)) if theirs != ours => {
+            return Verdict::Stale(StaleReason::PreviousBoot);
+        }
+        (None, _) if written_before_boot => return Verdict::Stale(StaleReason::PreviousBoot),
+        _ => {}
+    }
+    if let (Some(theirs), Some(ours)) = (rec.pidns, procfs::own_pidns())
+        && theirs != ours
+    {
+        return Verdict::Unknown(UnknownReason::OtherPidNamespace { theirs, ours });
+    }
+    let owner = procfs::probe(rec.pid, rec.start);
+    match owner {
+        Probe::Alive if rec.start.is_some() => {
+            return Verdict::Held(Holder::Owner { pid: rec.pid });
+        }
+        Probe::Alive | Probe::AliveUnverified => {
+            return Verdict::Held(Holder::OwnerUnverified { pid: rec.pid });
+        }
+        _ => {}
+    }
+    let run = rec.mode == Mode::Run;
+    if let (Some(pid), Some(start)) = (rec.cmd_pid, rec.cmd_start)
+        && procfs::probe(pid, Some(start)).is_alive()
+    {
+        return Verdict::Held(Holder::Command { pid });
+    }
+    if run {
+        let group = rec.cmd_pid.zip(rec.cmd_start);
+        match procfs::run_members(rec.token_str(), group, &[], true) {
+            Ok(found) => {
+                if let Some(m) = found.into_iter().next() {
+                    return Verdict::Held(Holder::Member {
+                        pid: m.pid,
+                        cmd: procfs::command_line(m.pid),
+                    });
+                }
+            }
+            Err(e) => {
+                return Verdict::Unknown(UnknownReason::CannotScan { why: e.to_string() });
+            }
+        }
+    }
+    if rec.format > FORMAT_VERSION {
+        return Verdict::Unknown(UnknownReason::NewerFormat {
+            version: rec.format,
+        });
+    }
+    let pid = rec.pid;
+    Verdict::Stale(match owner {
+        Probe::Reused { now } => StaleReason::Reused {
+            pid,
+            now,
+            recorded: rec.start.unwrap_or(0),
+            run,
+        },
+        Probe::Zombie => StaleReason::Zombie { pid, run },
+        _ => StaleReason::Exited { pid, run },
+    })
+}
