@@ -526,6 +526,7 @@ impl LockFile {
         let mut empty_looks = 0u32;
         let mut waiter: Option<Waiter> = None;
         loop {
+            test_hooks::fire(Point::BeforeLink, self.path());
             match rustix::fs::linkat(
                 &self.inner.dir,
                 &temp.name,

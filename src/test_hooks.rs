@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Where a hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Point {
+    /// In acquire, before each attempt to link the record into place.
+    BeforeLink,
     /// In acquire, after the link failed and before the record is read.
     BeforeLook,
     /// In acquire, after a stale verdict and before the removal guard.

@@ -1,0 +1,114 @@
+//! Shared helpers for the integration tests: waiting on conditions, real
+//! child processes, and hand-written records.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Polls `cond` until it holds, failing the test with `what` after
+/// `timeout`. This is waiting on a condition, not a fixed sleep.
+pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    while !cond() {
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// The start time of a live process, from `/proc/PID/stat`.
+pub fn start_of(pid: u32) -> u64 {
+    onlyone::procfs::read_stat(pid)
+        .unwrap()
+        .unwrap_or_else(|| panic!("pid {pid} is not running"))
+        .start
+}
+
+/// The state letter of a process, or None when it is gone.
+pub fn state_of(pid: u32) -> Option<char> {
+    onlyone::procfs::read_stat(pid)
+        .ok()
+        .flatten()
+        .map(|s| s.state)
+}
+
+/// Spawns `sleep 1000` and returns it.
+pub fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("1000")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sleep")
+}
+
+/// A pid and start time of a process that has exited and been reaped.
+pub fn dead_process() -> (u32, u64) {
+    let mut c = sleeper();
+    let pid = c.id();
+    let start = start_of(pid);
+    c.kill().unwrap();
+    c.wait().unwrap();
+    (pid, start)
+}
+
+pub fn boot_id() -> String {
+    onlyone::procfs::boot_id().unwrap().to_owned()
+}
+
+/// A full record in the current boot.
+pub fn record_text(pid: u32, start: u64, token: &str) -> String {
+    format!(
+        "{pid}\nstart={start}\nboot={}\ntoken={token}\nsince=1764400000\ncmd=test-owner\nonlyone=1\n",
+        boot_id()
+    )
+}
+
+/// Writes `text` at `path` atomically (temp + rename), as a foreign writer
+/// would.
+pub fn put(path: &Path, text: impl AsRef<[u8]>) {
+    let tmp = path.with_extension("handwritten");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A temp dir whose mode lets other users in (for `runuser -u nobody`).
+pub fn open_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix("onlyone-test-")
+        .tempdir_in(std::env::var_os("ONLYONE_TEST_TMP").unwrap_or_else(|| "/tmp".into()))
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Sends SIGKILL and reaps.
+pub fn kill9(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Sends SIGKILL to a pid that is not our child.
+pub fn kill9_pid(pid: u32) {
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+}
+
+/// Waits until a pid that is not our child is gone (or a zombie).
+pub fn wait_gone(pid: u32) {
+    wait_until(
+        &format!("pid {pid} to exit"),
+        Duration::from_secs(10),
+        || !matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
+    );
+}
