@@ -220,6 +220,13 @@ pub enum Error {
         why: String,
     },
 
+    /// A token given to [`crate::AcquireOptions::token`] that is not one.
+    #[error("`{token}` is not a token: a token is 32 lowercase hex digits (onlyone::new_token)")]
+    BadToken {
+        /// The token given (cut at 80 characters).
+        token: String,
+    },
+
     /// A lock path that cannot name a lock file.
     #[error("`{}` cannot be a lock path: {why}", .path.display())]
     BadPath {

@@ -68,6 +68,8 @@ pub const REPROBE_INTERVAL: Duration = Duration::from_millis(250);
 #[derive(Clone, Debug)]
 pub struct LockFile {
     inner: Arc<Inner>,
+    /// Caps every wait for the removal guard (see [`LockFile::with_deadline`]).
+    deadline: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -281,7 +283,23 @@ impl LockFile {
                 name,
                 dir,
             }),
+            deadline: None,
         })
+    }
+
+    /// Sets one deadline for every call made through this handle (and the
+    /// guards it hands out): waits for the removal guard end there with
+    /// [`Error::GuardBusy`], and an acquire ends there too.
+    pub fn with_deadline(mut self, deadline: Instant) -> LockFile {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    fn deadline_or(&self, other: Option<Instant>) -> Option<Instant> {
+        match (self.deadline, other) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The lock file's path.
@@ -298,8 +316,15 @@ impl LockFile {
         &self.inner.name
     }
 
-    /// Reads what is at the lock path: `None` when nothing is.
+    /// Reads what is at the lock path, and whether its writer's kernel lock
+    /// is held: `None` when nothing is there.
     fn look(&self) -> Result<Option<Evidence>> {
+        self.read_record(true)
+    }
+
+    /// Reads what is at the lock path; with `probe_lock`, also tests the
+    /// writer's kernel lock (a release or a read-back has no use for it).
+    fn read_record(&self, probe_lock: bool) -> Result<Option<Evidence>> {
         let path = self.path();
         let fd = match rustix::fs::openat(
             &self.inner.dir,
@@ -342,9 +367,15 @@ impl LockFile {
         };
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect", path, e))?;
         self.check_regular(st.st_mode)?;
-        let mut bytes = vec![0u8; MAX_RECORD_BYTES + 1];
+        // Read what fstat says is there (records are never rewritten in
+        // place), so a record takes one read(2) and no second one for EOF.
+        // A file larger than a record is read only far enough to say so.
+        let want = usize::try_from(st.st_size)
+            .unwrap_or(usize::MAX)
+            .min(MAX_RECORD_BYTES + 1);
+        let mut bytes = vec![0u8; want];
         let mut len = 0;
-        while len < bytes.len() {
+        while len < want {
             match rustix::io::read(&fd, &mut bytes[len..]) {
                 Ok(0) => break,
                 Ok(n) => len += n,
@@ -353,11 +384,12 @@ impl LockFile {
             }
         }
         bytes.truncate(len);
-        let kernel_locked = match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-            Ok(()) => false,
-            Err(Errno::WOULDBLOCK) => true,
-            Err(e) => return Err(Error::io("probe the kernel lock on", path, e)),
-        };
+        let kernel_locked = probe_lock
+            && match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
+                Ok(()) => false,
+                Err(Errno::WOULDBLOCK) => true,
+                Err(e) => return Err(Error::io("probe the kernel lock on", path, e)),
+            };
         let record = if len > MAX_RECORD_BYTES {
             Err(NotARecord(format!(
                 "it is larger than {MAX_RECORD_BYTES} bytes"
@@ -484,6 +516,7 @@ impl LockFile {
     pub fn acquire(&self, opts: &AcquireOptions) -> Result<LockGuard> {
         self.check_dir_writable()?;
         let started = Instant::now();
+        let deadline = self.deadline_or(opts.deadline);
         let writer = procfs::own_identity().map_err(|e| Error::io("read", "/proc/self/stat", e))?;
         let owner = match opts.owner {
             Owner::Current => writer.clone(),
@@ -494,7 +527,15 @@ impl LockFile {
         };
         let boot = procfs::boot_id()
             .map_err(|e| Error::io("read", "/proc/sys/kernel/random/boot_id", e))?;
-        let token = opts.token.clone().unwrap_or_else(new_token);
+        let token = match &opts.token {
+            Some(t) if is_token(t) => t.clone(),
+            Some(t) => {
+                return Err(Error::BadToken {
+                    token: t.chars().take(80).collect(),
+                });
+            }
+            None => new_token(),
+        };
         let record = Record {
             pid: owner.pid,
             start: Some(owner.start),
@@ -515,9 +556,11 @@ impl LockFile {
             format: FORMAT_VERSION,
         };
         let bytes = record.to_bytes();
-        let temp = self.write_temp(&writer, record.token_str(), &bytes)?;
+        // The temp file exists only while an attempt is under way: a waiter
+        // killed while it sleeps leaves nothing behind.
+        let mut temp: Option<TempFile<'_>> = None;
 
-        let wait_until = match (opts.wait, opts.deadline) {
+        let wait_until = match (opts.wait, deadline) {
             (Some(w), Some(d)) => Some((started + w).min(d)),
             (Some(w), None) => Some(started + w),
             (None, _) => None,
@@ -526,41 +569,53 @@ impl LockFile {
         let mut empty_looks = 0u32;
         let mut waiter: Option<Waiter> = None;
         loop {
+            let t = match temp.take() {
+                Some(t) => t,
+                None => self.write_temp(&writer, record.token_str(), &bytes)?,
+            };
             test_hooks::fire(Point::BeforeLink, self.path());
             match rustix::fs::linkat(
                 &self.inner.dir,
-                &temp.name,
+                &t.name,
                 &self.inner.dir,
                 self.name(),
                 AtFlags::empty(),
             ) {
-                Ok(()) => {
-                    if self.reads_back(&bytes)? {
-                        let fd = temp.into_kept();
-                        let _ = rustix::fs::unlinkat(&self.inner.dir, &fd.1, AtFlags::empty());
+                Ok(()) => match self.reads_back(record.token_str()) {
+                    Ok(true) => {
+                        let (fd, name) = t.into_kept();
+                        let _ = rustix::fs::unlinkat(&self.inner.dir, &name, AtFlags::empty());
                         return Ok(LockGuard {
                             lock: self.clone(),
                             record,
-                            fd: Some(fd.0),
+                            fd: Some(fd),
+                            creator: rustix::process::getpid(),
                             done: false,
                         });
                     }
                     // Our link landed but the path no longer holds it: a
                     // foreign process replaced it. Never report success.
-                }
-                Err(Errno::EXIST) => {}
+                    Ok(false) => temp = Some(t),
+                    Err(e) => {
+                        // Never leave our record behind on an error.
+                        drop(t);
+                        let _ = self.release_token_until(record.token_str(), deadline);
+                        return Err(e);
+                    }
+                },
+                Err(Errno::EXIST) => temp = Some(t),
                 Err(e) => return Err(Error::io("link the record to", self.path(), e)),
             }
             test_hooks::fire(Point::BeforeLook, self.path());
             let Some(ev) = self.look()? else {
                 empty_looks += 1;
-                if empty_looks > MAX_EMPTY_LOOKS && opts.deadline.is_none() {
+                if empty_looks > MAX_EMPTY_LOOKS && deadline.is_none() {
                     return Err(Error::Contended {
                         path: self.path().into(),
                         tries,
                     });
                 }
-                if let Some(d) = opts.deadline
+                if let Some(d) = deadline
                     && Instant::now() >= d
                 {
                     return Err(Error::Contended {
@@ -591,7 +646,10 @@ impl LockFile {
                         // Arm the watch first, then look again, so that a
                         // release between the look and the watch is seen.
                         None => waiter = Some(Waiter::new(self)),
-                        Some(w) => w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL)),
+                        Some(w) => {
+                            temp = None;
+                            w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL));
+                        }
                     }
                 }
                 Verdict::Unknown(reason) => {
@@ -609,7 +667,7 @@ impl LockFile {
                     }
                     tries += 1;
                     test_hooks::fire(Point::BeforeReclaim, self.path());
-                    self.reclaim(&ev.bytes, opts.deadline)?;
+                    self.reclaim(&ev, deadline)?;
                     self.sweep_temp_files();
                 }
             }
@@ -626,12 +684,8 @@ impl LockFile {
     ) -> Result<TempFile<'_>> {
         let mut name = OsString::from(".");
         name.push(self.name());
-        name.push(format!(
-            ".{}-{}.{}.tmp",
-            writer.pid,
-            writer.start,
-            &token[..token.len().min(8)]
-        ));
+        let tok: String = token.chars().take(8).collect();
+        name.push(format!(".{}-{}.{tok}.tmp", writer.pid, writer.start));
         let fd = rustix::fs::openat(
             &self.inner.dir,
             &name,
@@ -672,15 +726,18 @@ impl LockFile {
         Ok(temp)
     }
 
-    /// True when the lock path holds exactly `bytes`.
-    fn reads_back(&self, bytes: &[u8]) -> Result<bool> {
-        Ok(self.look()?.is_some_and(|ev| ev.bytes == bytes))
+    /// True when the lock path holds a record with our token.
+    fn reads_back(&self, token: &str) -> Result<bool> {
+        Ok(self
+            .read_record(false)?
+            .is_some_and(|ev| ev.record.is_ok_and(|r| r.token_str() == token)))
     }
 
     /// Takes the removal guard: a kernel lock on the lock's directory, on a
     /// fresh open file description (flock locks belong to those, so two
     /// threads of one process exclude each other too).
     fn removal_guard(&self, deadline: Option<Instant>) -> Result<OwnedFd> {
+        let deadline = self.deadline_or(deadline);
         let fd = rustix::fs::openat(
             &self.inner.dir,
             ".",
@@ -718,11 +775,17 @@ impl LockFile {
     }
 
     /// Removes the record judged stale, if it is still exactly that record.
-    fn reclaim(&self, judged: &[u8], deadline: Option<Instant>) -> Result<bool> {
+    fn reclaim(&self, judged: &Evidence, deadline: Option<Instant>) -> Result<bool> {
         let _guard = self.removal_guard(deadline)?;
         test_hooks::fire(Point::ReclaimUnderGuard, self.path());
-        match self.look()? {
-            Some(ev) if ev.bytes == judged => {
+        // The same bytes, the same readability and the same mtime: an
+        // unreadable file and an empty one both have no bytes.
+        match self.read_record(false)? {
+            Some(ev)
+                if ev.bytes == judged.bytes
+                    && ev.record.is_ok() == judged.record.is_ok()
+                    && ev.mtime == judged.mtime =>
+            {
                 self.unlink()?;
                 Ok(true)
             }
@@ -735,9 +798,13 @@ impl LockFile {
     /// [`Error::Lost`].
     pub fn release_token(&self, token: &str) -> Result<Released> {
         self.check_dir_writable()?;
-        let _guard = self.removal_guard(None)?;
+        self.release_token_until(token, None)
+    }
+
+    fn release_token_until(&self, token: &str, deadline: Option<Instant>) -> Result<Released> {
+        let _guard = self.removal_guard(deadline)?;
         test_hooks::fire(Point::ReleaseUnderGuard, self.path());
-        match self.look()? {
+        match self.read_record(false)? {
             None => Ok(Released::AlreadyFree),
             Some(ev) => match &ev.record {
                 Ok(r) if !token.is_empty() && r.token_str() == token => {
@@ -801,7 +868,7 @@ impl LockFile {
             self.unlink()?;
             return Ok(Released::Removed);
         }
-        let holder = match verdict::judge_record(&record, ev.kernel_locked, false) {
+        let holder = match verdict::judge_record(&record, ev.kernel_locked) {
             Verdict::Held(h) => h,
             _ => verdict::Holder::Owner { pid: record.pid },
         };
@@ -853,13 +920,9 @@ impl LockFile {
             else {
                 continue;
             };
-            // middle = "PID-START.TOKEN8"
-            let Some((pid, start)) = std::str::from_utf8(middle)
-                .ok()
-                .and_then(|m| m.split_once('.'))
-                .and_then(|(id, _)| id.split_once('-'))
-                .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)))
-            else {
+            // middle = "PID-START.TOKEN8", exactly: a longer lock name that
+            // starts like ours (`a.5-6` for `a`) has more dots and is not ours.
+            let Some((pid, start)) = parse_temp_middle(middle) else {
                 continue;
             };
             if !procfs::probe(pid, Some(start)).is_alive()
@@ -892,6 +955,27 @@ impl LockFile {
             .map_err(|e| Error::io("replace", self.path(), e))?;
         Ok(temp.into_kept().0)
     }
+}
+
+/// Parses `PID-START.TOKEN8` (decimal, decimal, 8 lowercase hex digits).
+fn parse_temp_middle(middle: &[u8]) -> Option<(u32, u64)> {
+    let m = std::str::from_utf8(middle).ok()?;
+    let (id, tok) = m.split_once('.')?;
+    let (pid, start) = id.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid)
+        || !digits(start)
+        || tok.len() != 8
+        || !tok.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// True for a token as [`new_token`] makes them: 32 lowercase hex digits.
+fn is_token(t: &str) -> bool {
+    t.len() == 32 && t.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// A temp file that is unlinked when dropped unless it was kept.
@@ -1024,6 +1108,9 @@ pub struct LockGuard {
     record: Record,
     /// The record's inode, kernel-locked for as long as the lock is held.
     fd: Option<OwnedFd>,
+    /// The process that acquired: a forked child must not release its
+    /// parent's lock when its copy of the guard drops.
+    creator: rustix::process::Pid,
     done: bool,
 }
 
@@ -1054,7 +1141,13 @@ impl LockGuard {
     /// ```
     pub fn release(mut self) -> Result<()> {
         self.done = true;
-        let result = self.lock.release_token(self.record.token_str()).map(|_| ());
+        let result = if rustix::process::getpid() == self.creator {
+            self.lock
+                .release_token_until(self.record.token_str(), None)
+                .map(|_| ())
+        } else {
+            Ok(())
+        };
         self.fd = None;
         result
     }
@@ -1090,8 +1183,8 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.done {
-            let _ = self.lock.release_token(self.record.token_str());
+        if !self.done && rustix::process::getpid() == self.creator {
+            let _ = self.lock.release_token_until(self.record.token_str(), None);
         }
     }
 }

@@ -94,10 +94,32 @@ pub struct ProcStat {
 }
 
 impl ProcStat {
-    /// True for a zombie or a task that is being torn down.
+    /// True when the *main thread* is a zombie or being torn down. The
+    /// process may still have live threads: see [`is_dead_process`].
     pub fn is_dead(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
     }
+}
+
+/// True when process `pid`, whose main thread reads as dead in `stat`, has
+/// no live thread either. A process whose main thread called
+/// `pthread_exit` shows `Z` in `/proc/PID/stat` while its other threads
+/// work on.
+pub fn is_dead_process(pid: u32, stat: &ProcStat) -> bool {
+    if !stat.is_dead() {
+        return false;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    !tasks.flatten().any(|t| {
+        let mut buf = [0u8; 1024];
+        let path = t.path().join("stat");
+        read_small(&path.to_string_lossy(), &mut buf)
+            .ok()
+            .and_then(|n| parse_stat(&String::from_utf8_lossy(&buf[..n])))
+            .is_some_and(|st| !st.is_dead())
+    })
 }
 
 /// Parses the text of `/proc/PID/stat`. The command name is taken between
@@ -212,7 +234,7 @@ pub fn probe(pid: u32, start: Option<u64>) -> Probe {
     }
     match read_stat(pid) {
         Ok(Some(st)) => {
-            if st.is_dead() {
+            if is_dead_process(pid, &st) {
                 Probe::Zombie
             } else if start.is_some_and(|s| s != st.start) {
                 Probe::Reused { now: st.start }
@@ -284,7 +306,7 @@ pub fn identity_of(pid: u32) -> io::Result<Identity> {
         return Err(not_running());
     }
     let st = read_stat(pid)?.ok_or_else(not_running)?;
-    if st.is_dead() {
+    if is_dead_process(pid, &st) {
         return Err(not_running());
     }
     use std::os::unix::fs::MetadataExt;
@@ -403,17 +425,53 @@ pub fn environ_has(pid: u32, name: &str, value: &str) -> Option<bool> {
     Some(found)
 }
 
+/// What is known of a run, to find its processes.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec<'a> {
+    /// The run's token (`ONLYONE_TOKEN`); empty for none.
+    pub token: &'a str,
+    /// The wrapper's start time: no process of the run started before it.
+    pub since_start: Option<u64>,
+    /// The command's pid and start time: the command leads its own process
+    /// group, whose id is its pid.
+    pub group: Option<(u32, u64)>,
+    /// The owner's uid, to tell which unreadable environments matter.
+    pub uid: Option<u32>,
+}
+
+/// The processes of a run found in `/proc`, and those that could not be
+/// checked.
+#[derive(Debug, Clone, Default)]
+pub struct RunScan {
+    /// Live processes that belong to the run.
+    pub members: Vec<Member>,
+    /// Live processes of the owner's uid, started after the run, whose
+    /// environment could not be read: they may carry the token.
+    pub unreadable: Vec<u32>,
+}
+
+/// The real uid of a process (`Uid:` in `/proc/PID/status`, readable by
+/// anyone).
+pub fn uid_of(pid: u32) -> Option<u32> {
+    let mut buf = [0u8; 4096];
+    let n = read_small(&format!("/proc/{pid}/status"), &mut buf).ok()?;
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
 /// Finds the live processes of a run: members of the command's process
-/// group `pgid` (started no earlier than the command), and processes whose
-/// environment carries `ONLYONE_TOKEN=token`. Zombies are not members.
-/// With `first_only`, stops at the first one found.
-pub fn run_members(
-    token: &str,
-    group: Option<(u32, u64)>,
-    skip: &[u32],
-    first_only: bool,
-) -> io::Result<Vec<Member>> {
-    let mut found = Vec::new();
+/// group, and processes whose environment carries `ONLYONE_TOKEN=token`.
+/// Zombies are not members, and neither is anything that started before the
+/// run. A group counts only while its leader is the recorded command or is
+/// gone: a reused pid leading a new group is not the run. With
+/// `first_only`, stops at the first member found.
+pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Result<RunScan> {
+    let leader_reused = spec.group.is_some_and(
+        |(pid, start)| matches!(read_stat(pid), Ok(Some(st)) if st.start != start && !st.is_dead()),
+    );
+    let mut scan = RunScan::default();
     for pid in all_pids()? {
         if skip.contains(&pid) {
             continue;
@@ -421,18 +479,31 @@ pub fn run_members(
         let Ok(Some(stat)) = read_stat(pid) else {
             continue;
         };
-        if stat.is_dead() {
+        if spec.since_start.is_some_and(|s| stat.start < s) || is_dead_process(pid, &stat) {
             continue;
         }
-        let why = if group.is_some_and(|(pg, st)| stat.pgrp == pg && stat.start >= st) {
+        let in_group = !leader_reused
+            && spec
+                .group
+                .is_some_and(|(pg, st)| stat.pgrp == pg && stat.start >= st);
+        let why = if in_group {
             Some(Membership::ProcessGroup)
-        } else if !token.is_empty() && environ_has(pid, TOKEN_VAR, token) == Some(true) {
-            Some(Membership::Token)
-        } else {
+        } else if spec.token.is_empty() {
             None
+        } else {
+            match environ_has(pid, TOKEN_VAR, spec.token) {
+                Some(true) => Some(Membership::Token),
+                Some(false) => None,
+                None => {
+                    if spec.uid.is_none() || uid_of(pid) == spec.uid {
+                        scan.unreadable.push(pid);
+                    }
+                    None
+                }
+            }
         };
         if let Some(why) = why {
-            found.push(Member {
+            scan.members.push(Member {
                 pid,
                 start: stat.start,
                 stat,
@@ -443,7 +514,7 @@ pub fn run_members(
             }
         }
     }
-    Ok(found)
+    Ok(scan)
 }
 
 #[cfg(test)]

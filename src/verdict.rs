@@ -193,6 +193,12 @@ pub enum UnknownReason {
         /// The record's format version.
         version: u32,
     },
+    /// A process other than the owner holds a kernel lock on the record
+    /// while the owner is gone.
+    ForeignKernelLock {
+        /// The recorded owner.
+        pid: u32,
+    },
     /// The processes of the run could not be listed.
     CannotScan {
         /// The error.
@@ -215,6 +221,11 @@ impl fmt::Display for UnknownReason {
                 "the record has format version {version}, newer than this onlyone \
                  ({FORMAT_VERSION}); its owner has exited but it may name processes this \
                  version cannot check; use the newer onlyone"
+            ),
+            UnknownReason::ForeignKernelLock { pid } => write!(
+                f,
+                "its owner pid {pid} is gone, but another process holds a kernel lock on the \
+                 file (find it with `fuser -v` on the file)"
             ),
             UnknownReason::CannotScan { why } => {
                 write!(f, "the processes of the run cannot be listed: {why}")
@@ -260,22 +271,17 @@ pub fn judge(ev: &Evidence) -> Verdict {
             };
         }
     };
-    judge_record(rec, ev.kernel_locked, written_before_boot)
+    judge_record(rec, ev.kernel_locked)
 }
 
-/// Judges a parsed record. `kernel_locked` is whether its writer's flock is
-/// held; `written_before_boot` whether the file predates this boot (used for
-/// bare pid files, which carry no boot id).
-pub fn judge_record(rec: &Record, kernel_locked: bool, written_before_boot: bool) -> Verdict {
-    if kernel_locked {
-        return Verdict::Held(Holder::KernelLock { pid: rec.pid });
-    }
-    match (&rec.boot, procfs::boot_id()) {
-        (Some(theirs), Ok(ours)) if theirs != ours => {
-            return Verdict::Stale(StaleReason::PreviousBoot);
-        }
-        (None, _) if written_before_boot => return Verdict::Stale(StaleReason::PreviousBoot),
-        _ => {}
+/// Judges a parsed record. `kernel_locked` is whether a flock on the file
+/// is held. A bare pid file carries no boot id; its pid is probed like any
+/// other (a live pid named by an older file is refused, not clobbered).
+pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
+    if let (Some(theirs), Ok(ours)) = (&rec.boot, procfs::boot_id())
+        && theirs != ours
+    {
+        return Verdict::Stale(StaleReason::PreviousBoot);
     }
     if let (Some(theirs), Some(ours)) = (rec.pidns, procfs::own_pidns())
         && theirs != ours
@@ -283,6 +289,16 @@ pub fn judge_record(rec: &Record, kernel_locked: bool, written_before_boot: bool
         return Verdict::Unknown(UnknownReason::OtherPidNamespace { theirs, ours });
     }
     let owner = procfs::probe(rec.pid, rec.start);
+    if kernel_locked {
+        // The writer's flock is proof of life when the writer is the owner.
+        // Anyone who can read the file can flock it too, so a flock held
+        // while the owner is gone proves nothing about the owner.
+        return if owner.is_alive() {
+            Verdict::Held(Holder::KernelLock { pid: rec.pid })
+        } else {
+            Verdict::Unknown(UnknownReason::ForeignKernelLock { pid: rec.pid })
+        };
+    }
     match owner {
         Probe::Alive if rec.start.is_some() => {
             return Verdict::Held(Holder::Owner { pid: rec.pid });
@@ -299,18 +315,35 @@ pub fn judge_record(rec: &Record, kernel_locked: bool, written_before_boot: bool
         return Verdict::Held(Holder::Command { pid });
     }
     if run {
-        let group = rec.cmd_pid.zip(rec.cmd_start);
-        match procfs::run_members(rec.token_str(), group, &[], true) {
-            Ok(found) => {
-                if let Some(m) = found.into_iter().next() {
-                    return Verdict::Held(Holder::Member {
-                        pid: m.pid,
-                        cmd: procfs::command_line(m.pid),
-                    });
+        let spec = procfs::RunSpec {
+            token: rec.token_str(),
+            since_start: rec.start,
+            group: rec.cmd_pid.zip(rec.cmd_start),
+            uid: rec.uid,
+        };
+        // Two scans: a process that forks and exits while /proc is listed
+        // could hide its child from one pass (after pid wrap-around).
+        for _ in 0..2 {
+            match procfs::run_members(&spec, &[], true) {
+                Ok(scan) => {
+                    if let Some(m) = scan.members.into_iter().next() {
+                        return Verdict::Held(Holder::Member {
+                            pid: m.pid,
+                            cmd: procfs::command_line(m.pid),
+                        });
+                    }
+                    if let Some(pid) = scan.unreadable.first() {
+                        return Verdict::Unknown(UnknownReason::CannotScan {
+                            why: format!(
+                                "pid {pid} started after the run and may carry its token, but its \
+                                 environment cannot be read (ask as root or as its user)"
+                            ),
+                        });
+                    }
                 }
-            }
-            Err(e) => {
-                return Verdict::Unknown(UnknownReason::CannotScan { why: e.to_string() });
+                Err(e) => {
+                    return Verdict::Unknown(UnknownReason::CannotScan { why: e.to_string() });
+                }
             }
         }
     }

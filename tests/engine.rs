@@ -1040,3 +1040,204 @@ fn temp_files_of_dead_writers_are_swept() {
     assert!(!leftover.exists(), "a dead writer's temp file is swept");
     assert!(live.exists() && unrelated.exists(), "others are kept");
 }
+
+// ---------------------------------------------------------------------------
+// Cases found in review
+
+#[test]
+fn a_process_whose_main_thread_exited_is_still_alive() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("python3 is not installed; skipped");
+        return;
+    }
+    let (_d, path, lock) = setup();
+    // The main thread calls pthread_exit; another thread works on.
+    let mut p = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes, threading, time\n\
+             threading.Thread(target=time.sleep, args=(1000,)).start()\n\
+             ctypes.CDLL(None).pthread_exit(None)\n",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = p.id();
+    wait_until("the main thread to exit", Duration::from_secs(10), || {
+        state_of(pid) == Some('Z')
+    });
+    put(&path, record_text(pid, start_of(pid), "threads"));
+    assert_eq!(verdict_of(&lock), Verdict::Held(Holder::Owner { pid }));
+    kill9(&mut p);
+}
+
+#[test]
+fn a_reused_command_pid_leading_a_new_group_is_not_the_run() {
+    let (_d, path, lock) = setup();
+    let (dead, dead_start) = dead_process();
+    let mut other = Command::new("setsid")
+        .args(["sleep", "1000"])
+        .spawn()
+        .unwrap();
+    let pid = other.id();
+    wait_until("setsid to exec sleep", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    let start = start_of(pid);
+    put(
+        &path,
+        format!(
+            "{}mode=run\ncmdpid={pid}\ncmdstart={}\n",
+            record_text(dead, dead_start, "0123456789abcdef0123456789abcdef"),
+            start - 1
+        ),
+    );
+    assert!(
+        matches!(
+            verdict_of(&lock),
+            Verdict::Stale(StaleReason::Exited { run: true, .. })
+        ),
+        "{:?}",
+        verdict_of(&lock)
+    );
+    kill9(&mut other);
+}
+
+#[test]
+fn a_malformed_token_is_refused_without_panicking() {
+    let (_d, path, lock) = setup();
+    for t in [
+        "",
+        "€€€€€€€€",
+        "ab/cd",
+        "ab\ncd",
+        "0123456789ABCDEF0123456789ABCDEF",
+    ] {
+        match lock.acquire(&AcquireOptions::new().token(t)) {
+            Err(Error::BadToken { .. }) => {}
+            other => panic!("{t:?}: expected BadToken, got {other:?}"),
+        }
+        assert!(!path.exists());
+    }
+}
+
+#[test]
+fn a_kernel_lock_held_by_someone_else_than_a_dead_owner_proves_nothing() {
+    let (_d, path, lock) = setup();
+    let (dead, start) = dead_process();
+    put(&path, record_text(dead, start, "foreign"));
+    let f = std::fs::File::open(&path).unwrap();
+    // Another process (here: this one) holds a flock on the record.
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    match verdict_of(&lock) {
+        Verdict::Unknown(UnknownReason::ForeignKernelLock { pid }) => assert_eq!(pid, dead),
+        v => panic!("expected unknown, got {v:?}"),
+    }
+    drop(f);
+    assert!(matches!(verdict_of(&lock), Verdict::Stale(_)));
+}
+
+#[test]
+fn an_old_bare_pid_file_naming_a_live_pid_is_held() {
+    let (_d, path, lock) = setup();
+    let mut other = sleeper();
+    put(&path, format!("{}\n", other.id()));
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000))
+        .unwrap();
+    drop(f);
+    assert!(matches!(verdict_of(&lock), Verdict::Held(_)));
+    kill9(&mut other);
+}
+
+#[test]
+fn the_sweep_never_takes_another_locks_temp_file() {
+    let (d, path, _lock) = setup();
+    let lock_a = LockFile::open(d.path().join("a")).unwrap();
+    let me = std::process::id();
+    // A live writer of lock `a.5-6`, whose name starts like a temp of `a`.
+    let theirs = d
+        .path()
+        .join(format!(".a.5-6.{me}-{}.0123abcd.tmp", start_of(me)));
+    std::fs::write(&theirs, "x").unwrap();
+    lock_a.sweep_temp_files();
+    assert!(theirs.exists());
+    drop(path);
+}
+
+#[test]
+fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
+    if !is_root()
+        || Command::new("runuser").arg("--version").output().is_err()
+        || Command::new("python3").arg("-V").output().is_err()
+    {
+        eprintln!("needs root, runuser and python3; skipped");
+        return;
+    }
+    let (d, path, _lock) = setup();
+    let token = onlyone::new_token();
+    let nobody_uid = 65534;
+    // The wrapper is gone: a record with a dead owner, written long ago
+    // (start 1), for uid nobody.
+    let (dead, _) = dead_process();
+    put(
+        &path,
+        format!(
+            "{dead}\nstart=1\nboot={}\ntoken={token}\nuid={nobody_uid}\nmode=run\nonlyone=1\n",
+            boot_id()
+        ),
+    );
+    // A process of the run, as nobody, that no one but root may inspect.
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let pidfile = shared.join("python.pid");
+    let mut p = Command::new("runuser")
+        .args(["-u", "nobody", "--", "env"])
+        .arg(format!("ONLYONE_TOKEN={token}"))
+        .args(["python3", "-c"])
+        .arg(
+            "import ctypes, os, sys, time\n\
+             ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n\
+             open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n\
+             os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
+             time.sleep(1000)\n",
+        )
+        .arg(&pidfile)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&pidfile);
+    let python: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    assert_eq!(onlyone::procfs::uid_of(python), Some(nobody_uid));
+    // Root sees the token: held.
+    let lock = LockFile::open(&path).unwrap();
+    assert!(
+        matches!(verdict_of(&lock), Verdict::Held(Holder::Member { pid, .. }) if pid == python),
+        "{:?}",
+        verdict_of(&lock)
+    );
+    // nobody cannot read it: unknown, never stale.
+    let out = Command::new("runuser")
+        .args(["-u", "nobody", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_entry",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env(ROLE, "inspect")
+        .env(LOCK, &path)
+        .env(READY, d.path().join("unused"))
+        .env(ARG, "1")
+        .output()
+        .unwrap();
+    let r = reports(&out.stdout);
+    assert_eq!(r.len(), 1, "{out:?}");
+    assert!(r[0].contains("CannotScan"), "{}", r[0]);
+    kill9_pid(python);
+    kill9(&mut p);
+}
