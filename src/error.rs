@@ -227,6 +227,19 @@ pub enum Error {
         token: String,
     },
 
+    /// A lock name that breaks the naming rule.
+    #[error(
+        "`{name}` is not a lock name: {why}. A name is a letter or digit, then up to 63 \
+         letters, digits, `.`, `_` or `-`; to use any file, give a path with a `/` \
+         (./{name})"
+    )]
+    BadName {
+        /// The name given (cut at 100 characters).
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
+
     /// A lock path that cannot name a lock file.
     #[error("`{}` cannot be a lock path: {why}", .path.display())]
     BadPath {

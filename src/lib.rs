@@ -33,8 +33,11 @@ compile_error!("onlyone reads process liveness from /proc and supports Linux onl
 
 mod error;
 mod lock;
+pub mod names;
 pub mod procfs;
 pub mod record;
+pub mod supervise;
+pub mod terminate;
 #[doc(hidden)]
 pub mod test_hooks;
 pub mod verdict;

@@ -793,6 +793,24 @@ impl LockFile {
         }
     }
 
+    /// Removes the lock file if it is provably stale: judged, then re-read
+    /// under the removal guard and removed only if unchanged. Returns why
+    /// it was stale when it removed it.
+    pub fn reclaim_if_stale(&self) -> Result<Option<verdict::StaleReason>> {
+        self.check_dir_writable()?;
+        let Some(ev) = self.look()? else {
+            return Ok(None);
+        };
+        match verdict::judge(&ev) {
+            Verdict::Stale(reason) => {
+                let removed = self.reclaim(&ev, None)?;
+                self.sweep_temp_files();
+                Ok(removed.then_some(reason))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Releases the lock held under `token`, under the removal guard. Gone
     /// already: [`Released::AlreadyFree`]. Held under another token:
     /// [`Error::Lost`].

@@ -1,0 +1,301 @@
+//! The command line, as clap parses it.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run a scheduled job, or the long-running mode of a CLI, as one instance at
+/// a time.
+#[derive(Debug, Parser)]
+#[command(
+    name = "onlyone",
+    version,
+    propagate_version = true,
+    after_help = "\
+Exit codes: 0 success, 75 skipped (held by a live run), 124 the run was ended
+(--max-time), 125 onlyone failed, 126/127 the command could not run / was not
+found, 128+N the command died of signal N, otherwise the command's own code.
+
+LOCK is a name (sync) for DIR/NAME.lock, or a path with a `/`. DIR is --dir,
+else $ONLYONE_DIR, else /run/onlyone (root), $XDG_RUNTIME_DIR/onlyone, or
+/tmp/onlyone-$UID.
+
+Examples:
+  onlyone run sync -- ./sync.sh --all      skip (75) if a sync is running
+  onlyone run --wait 10m sync -- ./sync.sh wait up to 10 minutes for it
+  onlyone status                           who holds what
+  onlyone stop sync                        end the running sync"
+)]
+pub struct Cli {
+    /// The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root,
+    /// $XDG_RUNTIME_DIR/onlyone, or /tmp/onlyone-$UID).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command holding the lock for exactly its life.
+    #[command(after_help = "\
+The lock is held while onlyone or any process of the run lives (the command,
+its process group, anything carrying $ONLYONE_TOKEN), even after kill -9 of
+onlyone. When the command exits, its leftover processes are ended (TERM, then
+KILL after --kill-after) before the lock is released.
+
+Examples:
+  onlyone run sync -- ./sync.sh --all
+  onlyone run -q sync -- ./sync.sh          # cron: no mail on a skip
+  onlyone run --wait 10m sync -- ./sync.sh  # wait for the running one
+  onlyone run --replace sync -- ./sync.sh   # stop the running one, then run
+  onlyone run --max-time 1h sync -- ./sync.sh
+  onlyone run --held-exit 0 sync -- ./sync.sh  # a skip is not an error")]
+    Run(Run),
+    /// Take a lock for the calling shell (for scripts; pair with release).
+    #[command(after_help = "\
+The owner is the calling shell (onlyone's parent) unless --owner says
+otherwise; the lock is held while that process lives.
+
+Example:
+  onlyone acquire sync || exit $?
+  trap 'onlyone release sync' EXIT")]
+    Acquire(Acquire),
+    /// Release a lock taken with acquire.
+    #[command(after_help = "\
+Removes the lock only if the calling shell (or --owner) holds it. --force
+removes any lock, and says whose it was.
+
+Examples:
+  onlyone release sync
+  onlyone release --force sync")]
+    Release(Release),
+    /// Should this fire run? 75 on proof of a live run, else 0 (fail open).
+    #[command(after_help = "\
+Exits 75 only when a live run provably holds the lock, and 0 otherwise, even on
+errors (said on stderr). A provably stale lock is cleared.
+
+Examples:
+  systemd:  ExecCondition=/usr/bin/onlyone precheck sync
+            (exit 1-254 skips the unit without failing it)
+  cron:     */5 * * * * onlyone precheck -q sync && ./sync.sh")]
+    Precheck(Precheck),
+    /// Show every lock (or the named ones): free, held, stale or unknown.
+    #[command(after_help = "\
+Examples:
+  onlyone status
+  onlyone status sync --json")]
+    Status(Status),
+    /// End the live run: signal, grace, KILL, then wait until the lock is free.
+    #[command(after_help = "\
+Never signals a process whose pid and start time differ from the record.
+
+Examples:
+  onlyone stop sync
+  onlyone stop --signal INT --kill-after 30s sync")]
+    Stop(Stop),
+}
+
+#[derive(Debug, Args)]
+pub struct Run {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+    /// Wait up to DUR for a running one to finish.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+    /// Stop the running one (TERM, grace, KILL), then run.
+    #[arg(long)]
+    pub replace: bool,
+    /// End the command after DUR (exit 124).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub max_time: Option<Duration>,
+    /// Grace between TERM and KILL.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    pub kill_after: Duration,
+    /// Exit code for a skip.
+    #[arg(long, value_name = "N", default_value_t = 75)]
+    pub held_exit: u8,
+    /// Leave the run's leftover processes running when the command exits.
+    #[arg(long)]
+    pub keep_strays: bool,
+    /// One budget for acquiring (waiting and stopping included).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+    /// No message on a skip.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Acquire {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// The owner's pid (default: the calling shell).
+    #[arg(long, value_name = "PID")]
+    pub owner: Option<u32>,
+    /// Wait up to DUR for a running one to finish.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+    /// Exit code when the lock is held.
+    #[arg(long, value_name = "N", default_value_t = 75)]
+    pub held_exit: u8,
+    /// One budget for the whole call.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+    /// No message when the lock is held.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Release {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// Remove the lock whoever holds it.
+    #[arg(long)]
+    pub force: bool,
+    /// The owner's pid (default: the calling shell).
+    #[arg(long, value_name = "PID", conflicts_with = "force")]
+    pub owner: Option<u32>,
+    /// One budget for the whole call.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+    /// No message when there was nothing to release.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Precheck {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// One budget for the whole call; when it runs out, exit 0.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+    /// No message when the lock is held.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Status {
+    /// Locks to show (default: every lock in DIR).
+    #[arg(value_name = "LOCK")]
+    pub locks: Vec<String>,
+    /// Print JSON (schema in README.md).
+    #[arg(long)]
+    pub json: bool,
+    /// One budget for the whole call.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct Stop {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// The first signal.
+    #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    pub signal: SignalArg,
+    /// Grace before KILL.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    pub kill_after: Duration,
+    /// One budget for the whole call.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub deadline: Option<Duration>,
+}
+
+/// A signal given by name (`TERM`, `SIGTERM`) or number (`15`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalArg(pub rustix::process::Signal);
+
+impl fmt::Display for SignalArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match nix::sys::signal::Signal::try_from(self.0.as_raw()) {
+            Ok(s) => f.write_str(s.as_str().trim_start_matches("SIG")),
+            Err(_) => write!(f, "signal {}", self.0.as_raw()),
+        }
+    }
+}
+
+fn parse_signal(s: &str) -> Result<SignalArg, String> {
+    let n = if let Ok(n) = s.parse::<i32>() {
+        n
+    } else {
+        let upper = s.to_ascii_uppercase();
+        let name = if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        };
+        name.parse::<nix::sys::signal::Signal>().map_err(|_| {
+            format!("`{s}` is not a signal: use a name like TERM or INT, or a number")
+        })? as i32
+    };
+    rustix::process::Signal::from_named_raw(n)
+        .map(SignalArg)
+        .ok_or_else(|| format!("`{s}` is not a signal onlyone can send"))
+}
+
+/// Parses `90s`, `10m`, `1h30m`, `500ms`, or a bare number of seconds
+/// (`5`, `0.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        return if secs.is_finite() && (0.0..1e12).contains(&secs) {
+            Ok(Duration::from_secs_f64(secs))
+        } else {
+            Err(format!(
+                "`{s}` is not a duration: use e.g. 90s, 10m, 1h30m or 500ms"
+            ))
+        };
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 10m, 1h30m or 500ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        for bad in ["", "-1", "x", "5 parsecs", "inf", "NaN"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn signals() {
+        for (s, n) in [("TERM", 15), ("SIGINT", 2), ("hup", 1), ("9", 9)] {
+            assert_eq!(parse_signal(s).unwrap().0.as_raw(), n, "{s}");
+        }
+        assert_eq!(parse_signal("SIGTERM").unwrap().to_string(), "TERM");
+        for bad in ["FOO", "0", "999", "-1"] {
+            assert!(parse_signal(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

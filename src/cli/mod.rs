@@ -1,0 +1,462 @@
+//! The `onlyone` command: parses arguments, calls the library, prints, and
+//! maps every outcome to an exit code in one place ([`exit`]).
+
+mod args;
+pub mod exit;
+mod status;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use onlyone::names::{self, DirSource};
+use onlyone::supervise::{self, Exit, RunOptions};
+use onlyone::terminate::{self, Stopped};
+use onlyone::{
+    AcquireOptions, Error, HeldBy, LockFile, Owner, Released, Verdict, compact_duration,
+};
+
+use args::{Cli, Command};
+use exit::Code;
+
+/// Runs the command line and returns how to exit.
+pub fn main() -> Code {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let precheck = is_precheck(&argv);
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    Code::Exit(0)
+                }
+                // A precheck fails open, even on a usage error.
+                _ if precheck => {
+                    eprintln!("onlyone precheck: letting the fire run (fail open)");
+                    Code::Exit(0)
+                }
+                _ => Code::Exit(exit::FAILURE),
+            };
+        }
+    };
+    let ctx = Ctx::new(&cli);
+    match cli.command {
+        Command::Run(a) => ctx.run(a),
+        Command::Acquire(a) => ctx.acquire(a),
+        Command::Release(a) => ctx.release(a),
+        Command::Precheck(a) => ctx.precheck(a),
+        Command::Status(a) => status::status(&ctx, a),
+        Command::Stop(a) => ctx.stop(a),
+    }
+}
+
+/// True when the subcommand is `precheck` (the first argument that is not
+/// an option or an option's value).
+fn is_precheck(argv: &[OsString]) -> bool {
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("--dir") => {
+                it.next();
+            }
+            Some(s) if s.starts_with('-') => {}
+            Some(s) => return s == "precheck",
+            None => return false,
+        }
+    }
+    false
+}
+
+/// What every command shares: the lock directory and where it came from.
+pub struct Ctx {
+    dir: PathBuf,
+    source: DirSource,
+}
+
+fn say(msg: impl std::fmt::Display) {
+    eprintln!("onlyone: {msg}");
+}
+
+fn deadline_of(d: Option<Duration>) -> Option<Instant> {
+    d.map(|d| Instant::now() + d)
+}
+
+impl Ctx {
+    fn new(cli: &Cli) -> Ctx {
+        let (dir, source) = names::lock_dir(cli.dir.as_deref());
+        Ctx { dir, source }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Resolves LOCK for a command that writes: the directory is created
+    /// when it is ours to create.
+    fn open_for_writing(&self, lock: &str) -> Result<(LockFile, String), Error> {
+        let path = names::lock_path(lock, &self.dir)?;
+        if path.parent() == Some(self.dir.as_path()) {
+            names::ensure_dir(&self.dir, self.source)?;
+        }
+        let name = names::display_name(&path, &self.dir);
+        Ok((LockFile::open(&path)?, name))
+    }
+
+    /// Resolves LOCK for a command that only reads.
+    pub fn open_for_reading(&self, lock: &str) -> Result<(LockFile, String), Error> {
+        let path = names::lock_path(lock, &self.dir)?;
+        let name = names::display_name(&path, &self.dir);
+        Ok((LockFile::open(&path)?, name))
+    }
+
+    fn run(&self, a: args::Run) -> Code {
+        let deadline = deadline_of(a.deadline);
+        let (lock, name) = match self.open_for_writing(&a.lock) {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        let lock = match deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        let mut opts = AcquireOptions::new()
+            .run_mode()
+            .command(onlyone::record::display_command(&a.command));
+        if let Some(w) = a.wait {
+            opts = opts.wait(w);
+        }
+        if let Some(d) = deadline {
+            opts = opts.deadline(d);
+        }
+        let held_exit = Code::Exit(a.held_exit);
+        let mut guard = match lock.acquire(&opts) {
+            Ok(g) => g,
+            Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) if a.replace => {
+                if !a.quiet {
+                    say(format_args!(
+                        "replacing the run of `{name}`: stopping {}",
+                        h.describe()
+                    ));
+                }
+                if let Err(e) =
+                    terminate::stop(&lock, rustix::process::Signal::TERM, a.kill_after, deadline)
+                {
+                    return fail(e);
+                }
+                let again = opts.clone().wait(a.kill_after + Duration::from_secs(5));
+                match lock.acquire(&again) {
+                    Ok(g) => g,
+                    Err(e) => return self.refused(e, &name, a.quiet, held_exit),
+                }
+            }
+            Err(e) => return self.refused(e, &name, a.quiet, held_exit),
+        };
+        let run_opts = RunOptions {
+            max_time: a.max_time,
+            kill_after: a.kill_after,
+            keep_strays: a.keep_strays,
+        };
+        let outcome = supervise::run(&mut guard, &a.command, &run_opts);
+        let released = guard.release();
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                say(&e);
+                return Code::Exit(e.exit_code());
+            }
+        };
+        if let Err(e) = released {
+            say(format_args!("the run ended, but releasing failed: {e}"));
+        }
+        if !outcome.strays.signalled.is_empty() || !outcome.strays.killed.is_empty() {
+            say(format_args!(
+                "ended {} leftover process(es) of the run of `{name}`: {}",
+                outcome
+                    .strays
+                    .signalled
+                    .len()
+                    .max(outcome.strays.killed.len()),
+                pids(&outcome.strays.signalled)
+            ));
+        }
+        if !outcome.strays.survivors.is_empty() {
+            say(format_args!(
+                "leftover process(es) of the run of `{name}` would not die: {}",
+                pids(&outcome.strays.survivors)
+            ));
+        }
+        if outcome.timed_out {
+            say(format_args!(
+                "the run of `{name}` reached --max-time {}; it was ended",
+                compact_duration(a.max_time.unwrap_or_default())
+            ));
+            return Code::Exit(exit::ENDED);
+        }
+        match outcome.exit {
+            Exit::Code(c) => Code::Exit(c.clamp(0, 255) as u8),
+            Exit::Signal(s) => Code::Signal(s),
+        }
+    }
+
+    /// Maps a failed acquire to a message and a code: held (or a wait that
+    /// ran out while held) is the skip code; anything else is a failure.
+    fn refused(&self, e: Error, name: &str, quiet: bool, held: Code) -> Code {
+        match &e {
+            Error::Held(h) | Error::Timeout { held: h, .. } => {
+                if !quiet {
+                    let waited = match &e {
+                        Error::Timeout { waited, .. } => {
+                            format!(" (waited {})", compact_duration(*waited))
+                        }
+                        _ => String::new(),
+                    };
+                    say(format_args!("{}{waited}", held_message(name, h)));
+                }
+                held
+            }
+            _ => fail(e),
+        }
+    }
+
+    fn acquire(&self, a: args::Acquire) -> Code {
+        let deadline = deadline_of(a.deadline);
+        let (lock, name) = match self.open_for_writing(&a.lock) {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        let owner = a.owner.unwrap_or_else(parent_pid);
+        let mut opts = AcquireOptions::new().owner(Owner::Pid(owner));
+        if let Some(w) = a.wait {
+            opts = opts.wait(w);
+        }
+        if let Some(d) = deadline {
+            opts = opts.deadline(d);
+        }
+        match lock.acquire(&opts) {
+            Ok(g) => {
+                g.leave_to_owner();
+                Code::Exit(0)
+            }
+            Err(e) => self.refused(e, &name, a.quiet, Code::Exit(a.held_exit)),
+        }
+    }
+
+    fn release(&self, a: args::Release) -> Code {
+        let (lock, name) = match self.open_for_writing(&a.lock) {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        let lock = match deadline_of(a.deadline) {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        if a.force {
+            return match lock.force_release() {
+                Ok(None) => {
+                    say(format_args!("`{name}` was not held"));
+                    Code::Exit(0)
+                }
+                Ok(Some(seen)) => {
+                    let state = match &seen.verdict {
+                        Verdict::Held(_) => "held".to_owned(),
+                        Verdict::Stale(r) => format!("stale: {r}"),
+                        Verdict::Unknown(r) => format!("unknown: {r}"),
+                    };
+                    let whose = match &seen.record {
+                        Ok(r) => format!("pid {} (`{}`)", r.pid, r.cmd.as_deref().unwrap_or("?")),
+                        Err(_) => "no readable owner".to_owned(),
+                    };
+                    say(format_args!(
+                        "removed `{name}`, which was {state}; it belonged to {whose}"
+                    ));
+                    Code::Exit(0)
+                }
+                Err(e) => fail(e),
+            };
+        }
+        let owner = a.owner.unwrap_or_else(parent_pid);
+        match lock.release_owned_by(owner) {
+            Ok(Released::Removed) => Code::Exit(0),
+            Ok(Released::AlreadyFree) => {
+                if !a.quiet {
+                    say(format_args!("`{name}` was not held; nothing to release"));
+                }
+                Code::Exit(0)
+            }
+            Err(Error::NotOwner { pid, held }) => {
+                say(format_args!(
+                    "refusing to release `{name}`: it is held by {}, not by pid {pid}; \
+                     `onlyone release --force {}` removes it anyway",
+                    held.describe(),
+                    a.lock
+                ));
+                Code::Exit(exit::FAILURE)
+            }
+            Err(e) => fail(e),
+        }
+    }
+
+    fn precheck(&self, a: args::Precheck) -> Code {
+        let deadline = deadline_of(a.deadline);
+        let lock_arg = a.lock.clone();
+        let dir = self.dir.clone();
+        let source = self.source;
+        let quiet = a.quiet;
+        // Every call is bounded: the verdict runs on a worker, and a
+        // precheck that cannot finish in time lets the fire run.
+        let verdict = within(deadline, move || {
+            let ctx = Ctx { dir, source };
+            let (lock, name) = ctx.open_for_reading(&lock_arg)?;
+            let seen = lock.inspect()?;
+            let cleaned = match &seen {
+                Some(s) if matches!(s.verdict, Verdict::Stale(_)) => {
+                    lock.reclaim_if_stale().ok().flatten()
+                }
+                _ => None,
+            };
+            Ok::<_, Error>((lock, name, seen, cleaned))
+        });
+        match verdict {
+            None => {
+                say("precheck: the deadline ran out; letting the fire run (fail open)");
+                Code::Exit(0)
+            }
+            Some(Err(e)) => {
+                say(format_args!(
+                    "precheck: {e}; letting the fire run (fail open)"
+                ));
+                Code::Exit(0)
+            }
+            Some(Ok((lock, name, seen, cleaned))) => match seen {
+                None => Code::Exit(0),
+                Some(s) => match (&s.verdict, s.held_by(lock.path())) {
+                    (Verdict::Held(_), Some(h)) => {
+                        if !quiet {
+                            say(held_message(&name, &h));
+                        }
+                        Code::Exit(exit::HELD)
+                    }
+                    (Verdict::Held(_), None) => Code::Exit(exit::HELD),
+                    (Verdict::Stale(r), _) => {
+                        if cleaned.is_some() {
+                            say(format_args!(
+                                "precheck: cleared the stale lock `{name}`: {r}"
+                            ));
+                        }
+                        Code::Exit(0)
+                    }
+                    (Verdict::Unknown(r), _) => {
+                        say(format_args!(
+                            "precheck: `{name}` cannot be judged ({r}); letting the fire run \
+                             (fail open)"
+                        ));
+                        Code::Exit(0)
+                    }
+                },
+            },
+        }
+    }
+
+    fn stop(&self, a: args::Stop) -> Code {
+        let deadline = deadline_of(a.deadline);
+        let (lock, name) = match self.open_for_writing(&a.lock) {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        let lock = match deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        match terminate::stop(&lock, a.signal.0, a.kill_after, deadline) {
+            Ok(Stopped::NotRunning) => {
+                say(format_args!("`{name}` is not running; nothing to stop"));
+                Code::Exit(0)
+            }
+            Ok(Stopped::WasStale { record }) => {
+                let who = record.map(|r| format!(" (pid {} is gone)", r.pid));
+                say(format_args!(
+                    "`{name}` was not running{}; cleared its stale lock",
+                    who.unwrap_or_default()
+                ));
+                Code::Exit(0)
+            }
+            Ok(Stopped::Ended {
+                record,
+                ended,
+                took,
+            }) => {
+                let killed = if ended.killed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; KILL was needed for {}", pids(&ended.killed))
+                };
+                say(format_args!(
+                    "stopped the run of `{name}` (pid {}, `{}`) in {}: {} to {}{killed}",
+                    record.pid,
+                    record.cmd.as_deref().unwrap_or("?"),
+                    compact_duration(took),
+                    a.signal,
+                    pids(&ended.signalled),
+                ));
+                Code::Exit(0)
+            }
+            Err(e) => fail(e),
+        }
+    }
+}
+
+/// "another run of `sync` is active as pid 4242 (`./sync.sh --all`, for
+/// 3m12s); wait for it (--wait) or stop it (onlyone stop sync)"
+pub fn held_message(name: &str, h: &HeldBy) -> String {
+    let what = match &h.holder {
+        onlyone::Holder::Member { .. } | onlyone::Holder::Command { .. } => {
+            format!("a run of `{name}` is still active: {}", h.describe())
+        }
+        _ => format!("another run of `{name}` is active as {}", h.describe()),
+    };
+    let stop_arg = if name.contains('/') {
+        format!("'{name}'")
+    } else {
+        name.to_owned()
+    };
+    format!("{what}; wait for it (--wait) or stop it (onlyone stop {stop_arg})")
+}
+
+fn pids(p: &[u32]) -> String {
+    let list: Vec<String> = p.iter().map(|p| format!("pid {p}")).collect();
+    if list.is_empty() {
+        "no process".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> Code {
+    say(e);
+    Code::Exit(exit::FAILURE)
+}
+
+/// The calling shell: onlyone's parent.
+fn parent_pid() -> u32 {
+    rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32)
+}
+
+/// Runs `f` on a worker thread and waits for it until `deadline`; `None`
+/// when the deadline passes first (the worker is abandoned; the process is
+/// about to exit).
+pub fn within<T: Send + 'static>(
+    deadline: Option<Instant>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let Some(deadline) = deadline else {
+        return Some(f());
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .ok()
+}

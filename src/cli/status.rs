@@ -1,0 +1,300 @@
+//! `onlyone status`: every lock in DIR (or the named ones), as a table for
+//! people or as JSON for machines.
+//!
+//! The JSON schema (version 1, stable: fields are only ever added):
+//!
+//! ```text
+//! { "schema": 1, "dir": "/run/onlyone",
+//!   "locks": [ { "name", "path", "state", "pid", "command_pid", "holder_pid",
+//!                "holder", "since", "since_unix", "age_seconds", "command",
+//!                "mode", "host", "uid", "token", "reason" } ] }
+//! ```
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use onlyone::{Holder, Inspection, LockFile, Mode, Verdict, compact_duration, names};
+
+use super::exit::{Code, FAILURE};
+use super::{Ctx, args, within};
+
+/// One lock, as `status --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct LockStatus {
+    /// `NAME` for `DIR/NAME.lock`, else the path.
+    pub name: String,
+    /// The lock file.
+    pub path: String,
+    /// `free`, `held`, `stale` or `unknown`.
+    pub state: &'static str,
+    /// The owner's pid (the wrapper of a run).
+    pub pid: Option<u32>,
+    /// A run's command pid.
+    pub command_pid: Option<u32>,
+    /// The process that proves the lock held.
+    pub holder_pid: Option<u32>,
+    /// What that process is: `owner`, `command` or `leftover`.
+    pub holder: Option<&'static str>,
+    /// When the lock was taken, RFC 3339 (UTC).
+    pub since: Option<String>,
+    /// The same, in Unix seconds.
+    pub since_unix: Option<u64>,
+    /// Seconds since then.
+    pub age_seconds: Option<u64>,
+    /// The recorded command line.
+    pub command: Option<String>,
+    /// `run` or `lock`.
+    pub mode: Option<&'static str>,
+    /// The owner's host.
+    pub host: Option<String>,
+    /// The owner's uid.
+    pub uid: Option<u32>,
+    /// The acquisition's token.
+    pub token: Option<String>,
+    /// Why a lock is stale or unknown, or what keeps a run held.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    schema: u32,
+    dir: String,
+    locks: Vec<LockStatus>,
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Describes one lock path.
+pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error>) -> LockStatus {
+    let mut s = LockStatus {
+        name,
+        path: path.display().to_string(),
+        state: "free",
+        pid: None,
+        command_pid: None,
+        holder_pid: None,
+        holder: None,
+        since: None,
+        since_unix: None,
+        age_seconds: None,
+        command: None,
+        mode: None,
+        host: None,
+        uid: None,
+        token: None,
+        reason: None,
+    };
+    let seen = match lock.and_then(|l| l.inspect()) {
+        Ok(Some(seen)) => seen,
+        Ok(None) | Err(onlyone::Error::MissingDir { .. }) => return s,
+        Err(e) => {
+            s.state = "unknown";
+            s.reason = Some(e.to_string());
+            return s;
+        }
+    };
+    fill(&mut s, &seen);
+    s
+}
+
+fn fill(s: &mut LockStatus, seen: &Inspection) {
+    if let Ok(r) = &seen.record {
+        s.pid = Some(r.pid);
+        s.command_pid = r.cmd_pid;
+        s.since_unix = r.since;
+        s.since = r.since.map(|t| {
+            humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(t)).to_string()
+        });
+        s.age_seconds = r.since.map(|t| now_unix().saturating_sub(t));
+        s.command = r.cmd.clone();
+        s.mode = (!r.is_bare()).then_some(match r.mode {
+            Mode::Run => "run",
+            Mode::Lock => "lock",
+        });
+        s.host = r.host.clone();
+        s.uid = r.uid;
+        s.token = r.token.clone();
+    }
+    match &seen.verdict {
+        Verdict::Held(h) => {
+            s.state = "held";
+            s.holder_pid = Some(h.pid());
+            s.holder = Some(match h {
+                Holder::KernelLock { .. }
+                | Holder::Owner { .. }
+                | Holder::OwnerUnverified { .. } => "owner",
+                Holder::Command { .. } => "command",
+                Holder::Member { .. } => "leftover",
+            });
+            if let Holder::Member { pid, cmd } = h {
+                s.reason = Some(format!(
+                    "held by pid {pid}, a leftover process of the run: `{}`",
+                    cmd.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        Verdict::Stale(r) => {
+            s.state = "stale";
+            s.reason = Some(r.to_string());
+        }
+        Verdict::Unknown(r) => {
+            s.state = "unknown";
+            s.reason = Some(r.to_string());
+        }
+    }
+}
+
+/// The lock files in `dir`: regular `*.lock` files, not temp files.
+fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') || !name.ends_with(".lock") {
+            continue;
+        }
+        out.push(dir.join(name).display().to_string());
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub fn status(ctx: &Ctx, a: args::Status) -> Code {
+    let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
+    let dir = ctx.dir().to_path_buf();
+    let named = a.locks.clone();
+    let ctx_dir = dir.clone();
+    let source = ctx.source;
+    let result = within(deadline, move || -> Result<Vec<LockStatus>, String> {
+        let ctx = Ctx {
+            dir: ctx_dir.clone(),
+            source,
+        };
+        let targets = if named.is_empty() {
+            lock_files(&ctx_dir).map_err(|e| {
+                format!(
+                    "cannot list the lock directory `{}`: {e}",
+                    ctx_dir.display()
+                )
+            })?
+        } else {
+            named
+        };
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            match names::lock_path(&t, &ctx_dir) {
+                Ok(path) => {
+                    let name = names::display_name(&path, &ctx_dir);
+                    let lock = ctx
+                        .open_for_reading(&path.display().to_string())
+                        .map(|(l, _)| l);
+                    out.push(describe(&path, name, lock));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(out)
+    });
+    let locks = match result {
+        None => {
+            super::say("status: the deadline ran out before every lock was read");
+            return Code::Exit(FAILURE);
+        }
+        Some(Err(e)) => {
+            super::say(e);
+            return Code::Exit(FAILURE);
+        }
+        Some(Ok(l)) => l,
+    };
+    let mut out = std::io::stdout().lock();
+    let written = if a.json {
+        let report = Report {
+            schema: 1,
+            dir: dir.display().to_string(),
+            locks,
+        };
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        print_table(&mut out, &locks, std::io::stdout().is_terminal())
+    };
+    match written {
+        Ok(()) => Code::Exit(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Code::Exit(0),
+        Err(e) => {
+            super::say(format_args!("cannot write the status: {e}"));
+            Code::Exit(FAILURE)
+        }
+    }
+}
+
+/// A table: aligned for a terminal, tab-separated otherwise (for `cut`).
+fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std::io::Result<()> {
+    let header = ["LOCK", "STATE", "PID", "CMDPID", "SINCE", "AGE", "COMMAND"];
+    let rows: Vec<[String; 7]> = locks
+        .iter()
+        .map(|l| {
+            let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
+            let mut cmd = l.command.clone().unwrap_or_else(|| "-".into());
+            if let Some(r) = &l.reason {
+                cmd = format!("{cmd}  [{r}]");
+            }
+            [
+                l.name.clone(),
+                l.state.to_owned(),
+                opt(l.pid),
+                opt(l.command_pid),
+                l.since.clone().unwrap_or_else(|| "-".into()),
+                l.age_seconds
+                    .map_or("-".into(), |s| compact_duration(Duration::from_secs(s))),
+                cmd,
+            ]
+        })
+        .collect();
+    if !aligned {
+        writeln!(out, "{}", header.join("\t"))?;
+        for r in &rows {
+            writeln!(out, "{}", r.join("\t"))?;
+        }
+        return Ok(());
+    }
+    if rows.is_empty() {
+        return writeln!(out, "no locks");
+    }
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: [&str; 7]| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i == 6 {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(header))?;
+    for r in &rows {
+        writeln!(out, "{}", line(r.each_ref().map(String::as_str)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! The supervisor of a run: the command under the lock, for exactly its
+//! life.
+//!
+//! - The command is started as the leader of its own process group, with
+//!   `ONLYONE_LOCK` and `ONLYONE_TOKEN` in its environment; its pid and start
+//!   time go into the record.
+//! - SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to onlyone are forwarded to the
+//!   command's process group. They are blocked and read from a signalfd, so
+//!   none is lost between checks; the command starts with an empty mask.
+//! - From an interactive terminal, the command's group is made the
+//!   terminal's foreground group, so it can read the terminal and Ctrl-C
+//!   reaches it directly; onlyone takes the terminal back when it stops or
+//!   exits, with SIGTTOU blocked so it is never stopped doing so. If the
+//!   command is stopped (Ctrl-Z), onlyone stops too, and resumes it on
+//!   `fg`.
+//! - `max_time`: TERM to the group, then KILL after `kill_after`.
+//! - When the command exits, the processes of the run that are left
+//!   (strays: its group and whatever carries the token) are ended, TERM then
+//!   KILL, before the caller releases the lock; `keep_strays` skips that.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal as NixSignal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid as NixPid;
+
+use crate::error::Error;
+use crate::lock::LockGuard;
+use crate::procfs::{LOCK_VAR, TOKEN_VAR};
+use crate::terminate::{self, Ended, Target};
+
+/// How a run is supervised.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// End the command after this long (TERM, then KILL after `kill_after`).
+    pub max_time: Option<Duration>,
+    /// The grace between TERM and KILL, for `max_time` and for strays.
+    pub kill_after: Duration,
+    /// Leave the run's leftover processes alone when the command exits.
+    pub keep_strays: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_time: None,
+            kill_after: Duration::from_secs(5),
+            keep_strays: false,
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal.
+    Signal(i32),
+}
+
+/// What happened in a run.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// How the command ended.
+    pub exit: Exit,
+    /// True when onlyone ended it (`max_time`).
+    pub timed_out: bool,
+    /// The leftover processes that were ended (empty with `keep_strays`).
+    pub strays: Ended,
+    /// The leftover processes that were kept (with `keep_strays`).
+    pub kept: Vec<u32>,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The command could not be executed (exit 126) or found (127).
+    #[error("cannot run `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The exec error.
+        #[source]
+        source: io::Error,
+    },
+    /// onlyone itself failed.
+    #[error(transparent)]
+    Lock(#[from] Error),
+    /// A system call of the supervisor failed.
+    #[error("cannot supervise the command: {0}")]
+    Sys(#[from] nix::Error),
+}
+
+impl RunError {
+    /// 127 for a command that was not found, 126 for one that could not be
+    /// executed, 125 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Spawn { source, .. } if source.kind() == io::ErrorKind::NotFound => 127,
+            RunError::Spawn { .. } => 126,
+            _ => 125,
+        }
+    }
+}
+
+/// The signals onlyone forwards to the command.
+pub const FORWARDED: [NixSignal; 4] = [
+    NixSignal::SIGTERM,
+    NixSignal::SIGINT,
+    NixSignal::SIGHUP,
+    NixSignal::SIGQUIT,
+];
+
+fn supervised_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in FORWARDED {
+        set.add(s);
+    }
+    set.add(NixSignal::SIGCHLD);
+    set
+}
+
+/// The controlling terminal, when onlyone is in its foreground group.
+fn foreground_terminal() -> Option<OwnedFd> {
+    let fd = rustix::fs::open(
+        "/dev/tty",
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    let fg = nix::unistd::tcgetpgrp(&fd).ok()?;
+    (fg == nix::unistd::getpgrp()).then_some(fd)
+}
+
+/// Makes `pgrp` the terminal's foreground group without being stopped by
+/// SIGTTOU (which a background caller would get).
+fn give_terminal(tty: BorrowedFd<'_>, pgrp: NixPid) {
+    let mut ttou = SigSet::empty();
+    ttou.add(NixSignal::SIGTTOU);
+    let mut old = SigSet::empty();
+    if nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&ttou),
+        Some(&mut old),
+    )
+    .is_ok()
+    {
+        let _ = nix::unistd::tcsetpgrp(tty, pgrp);
+        let _ = old.thread_set_mask();
+    }
+}
+
+/// Runs `argv` under `guard` until it exits, as described in the module
+/// docs. The caller releases the lock afterwards.
+///
+/// The forwarded signals are blocked in the calling thread for the run;
+/// call it from a program whose other threads block them too (or that has
+/// none), so that a signal is forwarded rather than killing onlyone.
+pub fn run(
+    guard: &mut LockGuard,
+    argv: &[OsString],
+    opts: &RunOptions,
+) -> Result<RunOutcome, RunError> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(RunError::Spawn {
+            program: String::new(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "no command given"),
+        });
+    };
+    let signals = supervised_signals();
+    let mut old_mask = SigSet::empty();
+    nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&signals),
+        Some(&mut old_mask),
+    )?;
+    let result = run_blocked(guard, program, args, opts, &signals);
+    // Forwarded signals were consumed from the signalfd; what is still
+    // pending now arrived after the command ended and acts on onlyone.
+    let _ = old_mask.thread_set_mask();
+    result
+}
+
+fn run_blocked(
+    guard: &mut LockGuard,
+    program: &OsString,
+    args: &[OsString],
+    opts: &RunOptions,
+    signals: &SigSet,
+) -> Result<RunOutcome, RunError> {
+    let sigfd = SignalFd::with_flags(signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+    let tty = foreground_terminal();
+    let tty_raw = tty.as_ref().map(|t| t.as_raw_fd());
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env(LOCK_VAR, guard.lock().path())
+        .env(TOKEN_VAR, guard.token())
+        .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only async-signal-safe functions (sigprocmask, tcsetpgrp, getpid); it
+    // allocates nothing. The tty fd stays open in the child until exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(raw) = tty_raw {
+                // SAFETY: `raw` is the parent's open /dev/tty descriptor,
+                // inherited by this child and open until exec.
+                let tty = BorrowedFd::borrow_raw(raw);
+                let mut ttou = SigSet::empty();
+                ttou.add(NixSignal::SIGTTOU);
+                let _ = ttou.thread_block();
+                let _ = nix::unistd::tcsetpgrp(tty, nix::unistd::getpid());
+            }
+            // The command starts with nothing blocked.
+            SigSet::empty().thread_set_mask()?;
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|source| RunError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    let pid = child.id();
+    let npid = NixPid::from_raw(pid as i32);
+    // The child is ours until we reap it, so its pid cannot be reused.
+    if let Err(e) = guard.set_command(pid) {
+        let _ = nix::sys::signal::killpg(npid, NixSignal::SIGKILL);
+        let _ = waitpid(npid, None);
+        return Err(e.into());
+    }
+    let cmd_start = guard.record().cmd_start.unwrap_or(0);
+
+    let started = Instant::now();
+    let term_at = opts.max_time.map(|d| started + d);
+    let mut kill_at: Option<Instant> = None;
+    let mut timed_out = false;
+    let exit = loop {
+        match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => break Exit::Signal(sig as i32),
+            Ok(WaitStatus::Stopped(..)) => {
+                if let Some(t) = &tty {
+                    suspend_with(t.as_fd(), npid);
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let now = Instant::now();
+        if let Some(t) = term_at
+            && !timed_out
+            && now >= t
+        {
+            timed_out = true;
+            let _ = nix::sys::signal::killpg(npid, NixSignal::SIGTERM);
+            kill_at = Some(now + opts.kill_after);
+        }
+        if let Some(k) = kill_at
+            && now >= k
+        {
+            let _ = nix::sys::signal::killpg(npid, NixSignal::SIGKILL);
+            kill_at = None;
+        }
+        let next = [if timed_out { None } else { term_at }, kill_at]
+            .into_iter()
+            .flatten()
+            .min();
+        let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
+        wait_readable(sigfd.as_fd(), timeout);
+        while let Ok(Some(info)) = sigfd.read_signal() {
+            let signo = info.ssi_signo as i32;
+            if let Ok(sig) = NixSignal::try_from(signo)
+                && FORWARDED.contains(&sig)
+            {
+                let _ = nix::sys::signal::killpg(npid, sig);
+            }
+        }
+    };
+    if let Some(t) = &tty
+        && nix::unistd::tcgetpgrp(t).ok() != Some(nix::unistd::getpgrp())
+    {
+        give_terminal(t.as_fd(), nix::unistd::getpgrp());
+    }
+
+    let me = std::process::id();
+    let leftovers: Vec<Target> =
+        terminate::processes_of(&with_command(guard, pid, cmd_start), &[me])
+            .map_err(RunError::Lock)?
+            .into_iter()
+            .filter(|t| t.pid != guard.record().pid)
+            .collect();
+    let (strays, kept) = if opts.keep_strays {
+        (Ended::default(), leftovers.iter().map(|t| t.pid).collect())
+    } else {
+        let ended = terminate::terminate(
+            &leftovers,
+            rustix::process::Signal::TERM,
+            opts.kill_after,
+            None,
+        );
+        (ended, Vec::new())
+    };
+    Ok(RunOutcome {
+        exit,
+        timed_out,
+        strays,
+        kept,
+    })
+}
+
+fn with_command(guard: &LockGuard, pid: u32, start: u64) -> crate::record::Record {
+    let mut r = guard.record().clone();
+    r.cmd_pid = Some(pid);
+    r.cmd_start = Some(start);
+    r
+}
+
+/// Waits until `fd` is readable or `timeout` passes (forever: `None`).
+fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let ts = timeout.map(|t| Timespec {
+        tv_sec: t.as_secs() as _,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let _ = rustix::event::poll(&mut fds, ts.as_ref());
+}
+
+/// The command was stopped from the terminal (Ctrl-Z): take the terminal
+/// back, stop onlyone too so the shell sees a stopped job, and on `fg`
+/// hand the terminal back and continue the command.
+fn suspend_with(tty: BorrowedFd<'_>, child: NixPid) {
+    let me = nix::unistd::getpgrp();
+    give_terminal(tty, me);
+    let _ = nix::sys::signal::raise(NixSignal::SIGSTOP);
+    // Resumed: by `fg` (the terminal is ours again) or `bg`.
+    if nix::unistd::tcgetpgrp(tty).ok() == Some(me) {
+        give_terminal(tty, child);
+    }
+    let _ = nix::sys::signal::killpg(child, NixSignal::SIGCONT);
+}
