@@ -73,7 +73,10 @@ impl fmt::Display for HeldBy {
 pub fn compact_duration(d: Duration) -> String {
     let secs = d.as_secs();
     if secs == 0 {
-        return format!("{}ms", d.as_millis());
+        return match d.as_millis() {
+            0 => "0s".to_owned(),
+            ms => format!("{ms}ms"),
+        };
     }
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
     let days = h / 24;
@@ -230,8 +233,8 @@ pub enum Error {
     /// A lock name that breaks the naming rule.
     #[error(
         "`{name}` is not a lock name: {why}. A name is a letter or digit, then up to 63 \
-         letters, digits, `.`, `_` or `-`; to use any file, give a path with a `/` \
-         (./{name})"
+         letters, digits, `.`, `_` or `-`; to use any other file, give its path (one with \
+         a `/`)"
     )]
     BadName {
         /// The name given (cut at 100 characters).

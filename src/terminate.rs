@@ -195,13 +195,13 @@ pub enum Stopped {
     NotRunning,
     /// The lock was stale; it was cleared.
     WasStale {
-        /// The record that was removed.
-        record: Option<Record>,
+        /// Why it was stale.
+        reason: crate::verdict::StaleReason,
     },
     /// The run was ended and the lock is free.
     Ended {
         /// The record of the run that was stopped.
-        record: Record,
+        record: Box<Record>,
         /// The processes and what they needed.
         ended: Ended,
         /// How long it took.
@@ -231,11 +231,9 @@ pub fn stop(
                 reason,
             });
         }
-        (Verdict::Stale(_), record) => {
+        (Verdict::Stale(reason), _) => {
             lock.reclaim_if_stale()?;
-            return Ok(Stopped::WasStale {
-                record: record.ok(),
-            });
+            return Ok(Stopped::WasStale { reason });
         }
         (Verdict::Held(_), Ok(record)) => record,
         (Verdict::Held(_), Err(why)) => {
@@ -298,7 +296,7 @@ pub fn stop(
     // A wrapper killed by KILL leaves its record behind: clear it.
     lock.reclaim_if_stale()?;
     Ok(Stopped::Ended {
-        record,
+        record: Box::new(record),
         ended,
         took: started.elapsed(),
     })

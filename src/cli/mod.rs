@@ -34,7 +34,7 @@ pub fn main() -> Code {
                 }
                 // A precheck fails open, even on a usage error.
                 _ if precheck => {
-                    eprintln!("onlyone precheck: letting the fire run (fail open)");
+                    say("precheck: letting the fire run (fail open)");
                     Code::Exit(0)
                 }
                 _ => Code::Exit(exit::FAILURE),
@@ -75,8 +75,12 @@ pub struct Ctx {
     source: DirSource,
 }
 
+/// Prints a message on stderr. A closed stderr must not change the exit
+/// code (a precheck must still answer 0 or 75), so write errors are
+/// ignored rather than panicking as `eprintln!` would.
 fn say(msg: impl std::fmt::Display) {
-    eprintln!("onlyone: {msg}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "onlyone: {msg}");
 }
 
 fn deadline_of(d: Option<Duration>) -> Option<Instant> {
@@ -374,11 +378,9 @@ impl Ctx {
                 say(format_args!("`{name}` is not running; nothing to stop"));
                 Code::Exit(0)
             }
-            Ok(Stopped::WasStale { record }) => {
-                let who = record.map(|r| format!(" (pid {} is gone)", r.pid));
+            Ok(Stopped::WasStale { reason }) => {
                 say(format_args!(
-                    "`{name}` was not running{}; cleared its stale lock",
-                    who.unwrap_or_default()
+                    "`{name}` was not running ({reason}); cleared its stale lock"
                 ));
                 Code::Exit(0)
             }

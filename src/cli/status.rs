@@ -253,8 +253,11 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
             if let Some(r) = &l.reason {
                 cmd = format!("{cmd}  [{r}]");
             }
+            // A tab or newline in a name or a command would break the
+            // columns: control characters are shown escaped.
+            let cmd = onlyone::record::escape_value(&cmd);
             [
-                l.name.clone(),
+                onlyone::record::escape_value(&l.name),
                 l.state.to_owned(),
                 opt(l.pid),
                 opt(l.command_pid),
