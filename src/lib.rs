@@ -32,9 +32,11 @@
 compile_error!("onlyone reads process liveness from /proc and supports Linux only");
 
 mod error;
+pub mod idle;
 mod lock;
 pub mod names;
 pub mod procfs;
+pub mod reap;
 pub mod record;
 pub mod supervise;
 pub mod terminate;

@@ -404,6 +404,47 @@ pub fn all_pids() -> io::Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// The I/O totals of a process: `rchar + wchar` from `/proc/PID/io` (every
+/// byte read or written through a system call, terminals and pipes
+/// included). `None` when it cannot be read (another user's process,
+/// without privilege).
+pub fn io_bytes(pid: u32) -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let n = read_small(&format!("/proc/{pid}/io"), &mut buf).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    field("rchar:")?.checked_add(field("wchar:")?)
+}
+
+/// The values of the given variables in a process's initial environment
+/// (`None` for one that is not set). `None` when the environment cannot be
+/// read.
+pub fn environ_values(pid: u32, names: &[&str]) -> Option<Vec<Option<String>>> {
+    let mut data = Vec::with_capacity(8192);
+    fs::File::open(format!("/proc/{pid}/environ"))
+        .ok()?
+        .take(1 << 20)
+        .read_to_end(&mut data)
+        .ok()?;
+    let mut out = vec![None; names.len()];
+    for entry in data.split(|&b| b == 0) {
+        for (i, name) in names.iter().enumerate() {
+            if out[i].is_none()
+                && entry.len() > name.len()
+                && entry.starts_with(name.as_bytes())
+                && entry[name.len()] == b'='
+            {
+                out[i] = Some(String::from_utf8_lossy(&entry[name.len() + 1..]).into_owned());
+            }
+        }
+    }
+    Some(out)
+}
+
 /// Whether a process's initial environment holds `name=value`. `None` when
 /// the environment cannot be read (another user's process, without
 /// privilege).

@@ -14,6 +14,9 @@
 //!   command is stopped (Ctrl-Z), onlyone stops too, and resumes it on
 //!   `fg`.
 //! - `max_time`: TERM to the group, then KILL after `kill_after`.
+//! - `idle_timeout`: the run is over when every process of it has been idle
+//!   (no CPU time, no byte read or written: [`crate::idle`]) for that long;
+//!   it is then ended like `max_time`.
 //! - When the command exits, the processes of the run that are left
 //!   (strays: its group and whatever carries the token) are ended, TERM then
 //!   KILL, before the caller releases the lock; `keep_strays` skips that.
@@ -31,6 +34,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid as NixPid;
 
 use crate::error::Error;
+use crate::idle::{self, IdleWatch};
 use crate::lock::LockGuard;
 use crate::procfs::{LOCK_VAR, TOKEN_VAR};
 use crate::terminate::{self, Ended, Target};
@@ -44,6 +48,8 @@ pub struct RunOptions {
     pub kill_after: Duration,
     /// Leave the run's leftover processes alone when the command exits.
     pub keep_strays: bool,
+    /// End the run once all its processes have been idle this long.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for RunOptions {
@@ -52,6 +58,7 @@ impl Default for RunOptions {
             max_time: None,
             kill_after: Duration::from_secs(5),
             keep_strays: false,
+            idle_timeout: None,
         }
     }
 }
@@ -65,13 +72,22 @@ pub enum Exit {
     Signal(i32),
 }
 
+/// Why onlyone ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    /// It ran for `max_time`.
+    MaxTime(Duration),
+    /// All its processes were idle for `idle_timeout`.
+    Idle(Duration),
+}
+
 /// What happened in a run.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     /// How the command ended.
     pub exit: Exit,
-    /// True when onlyone ended it (`max_time`).
-    pub timed_out: bool,
+    /// Set when onlyone ended it.
+    pub ended_by: Option<EndedBy>,
     /// The leftover processes that were ended (empty with `keep_strays`).
     pub strays: Ended,
     /// The leftover processes that were kept (with `keep_strays`).
@@ -240,7 +256,12 @@ fn run_blocked(
     let started = Instant::now();
     let term_at = opts.max_time.map(|d| started + d);
     let mut kill_at: Option<Instant> = None;
-    let mut timed_out = false;
+    let mut ended_by: Option<EndedBy> = None;
+    let me = std::process::id();
+    let run_record = with_command(guard, pid, cmd_start);
+    let mut idle = opts
+        .idle_timeout
+        .map(|w| (w, IdleWatch::new(), started + idle::sample_interval(w)));
     let exit = loop {
         match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
@@ -257,12 +278,28 @@ fn run_blocked(
         }
         let now = Instant::now();
         if let Some(t) = term_at
-            && !timed_out
+            && ended_by.is_none()
             && now >= t
         {
-            timed_out = true;
+            ended_by = Some(EndedBy::MaxTime(t - started));
             let _ = nix::sys::signal::killpg(npid, NixSignal::SIGTERM);
             kill_at = Some(now + opts.kill_after);
+        }
+        if let Some((window, watch, next)) = &mut idle
+            && ended_by.is_none()
+            && now >= *next
+        {
+            // A scan that fails shows as a change of the set: never idle.
+            let procs: Vec<(u32, u64)> = terminate::processes_of(&run_record, &[me])
+                .map(|t| t.into_iter().map(|t| (t.pid, t.start)).collect())
+                .unwrap_or_default();
+            watch.sample(&procs);
+            *next = Instant::now() + idle::sample_interval(*window);
+            if watch.idle_for() >= *window {
+                ended_by = Some(EndedBy::Idle(*window));
+                let _ = nix::sys::signal::killpg(npid, NixSignal::SIGTERM);
+                kill_at = Some(now + opts.kill_after);
+            }
         }
         if let Some(k) = kill_at
             && now >= k
@@ -270,10 +307,12 @@ fn run_blocked(
             let _ = nix::sys::signal::killpg(npid, NixSignal::SIGKILL);
             kill_at = None;
         }
-        let next = [if timed_out { None } else { term_at }, kill_at]
-            .into_iter()
-            .flatten()
-            .min();
+        let sample_at = idle.as_ref().map(|(_, _, next)| *next);
+        let next = if ended_by.is_some() {
+            kill_at
+        } else {
+            [term_at, sample_at].into_iter().flatten().min()
+        };
         let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
         wait_readable(sigfd.as_fd(), timeout);
         while let Ok(Some(info)) = sigfd.read_signal() {
@@ -291,13 +330,11 @@ fn run_blocked(
         give_terminal(t.as_fd(), nix::unistd::getpgrp());
     }
 
-    let me = std::process::id();
-    let leftovers: Vec<Target> =
-        terminate::processes_of(&with_command(guard, pid, cmd_start), &[me])
-            .map_err(RunError::Lock)?
-            .into_iter()
-            .filter(|t| t.pid != guard.record().pid)
-            .collect();
+    let leftovers: Vec<Target> = terminate::processes_of(&run_record, &[me])
+        .map_err(RunError::Lock)?
+        .into_iter()
+        .filter(|t| t.pid != guard.record().pid)
+        .collect();
     let (strays, kept) = if opts.keep_strays {
         (Ended::default(), leftovers.iter().map(|t| t.pid).collect())
     } else {
@@ -311,7 +348,7 @@ fn run_blocked(
     };
     Ok(RunOutcome {
         exit,
-        timed_out,
+        ended_by,
         strays,
         kept,
     })

@@ -98,6 +98,19 @@ Examples:
   onlyone stop sync
   onlyone stop --signal INT --kill-after 30s sync")]
     Stop(Stop),
+    /// End the lingering processes of finished or idle runs of the named jobs.
+    #[command(after_help = "\
+A process is ended only when (1) it belongs to a run of a named job (it carries
+that job's ONLYONE_LOCK/ONLYONE_TOKEN, or is the lock's recorded command),
+(2) its run is finished (the lock no longer names its token) or the whole run
+has been idle, and (3) it has been idle (no CPU time, no byte read or written)
+for --idle. Idleness is remembered between calls in DIR/.onlyone-reap.json.
+Always exits 0.
+
+Examples:
+  onlyone reap sync && onlyone precheck sync     # the precheck of a fire
+  onlyone reap --dry-run --json sync")]
+    Reap(Reap),
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +130,10 @@ pub struct Run {
     /// End the command after DUR (exit 124).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub max_time: Option<Duration>,
+    /// End the run once all its processes have used no CPU and done no I/O
+    /// for DUR (exit 124).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub idle_timeout: Option<Duration>,
     /// Grace between TERM and KILL.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
     pub kill_after: Duration,
@@ -215,6 +232,28 @@ pub struct Stop {
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub deadline: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct Reap {
+    /// The jobs (lock names or paths) whose lingering processes to end.
+    #[arg(value_name = "LOCK", required = true)]
+    pub locks: Vec<String>,
+    /// How long a process must have been idle.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
+    pub idle: Duration,
+    /// Grace between TERM and KILL.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    pub grace: Duration,
+    /// One budget for every call reap makes.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "90s")]
+    pub deadline: Duration,
+    /// Show what would be ended, and why; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print every candidate as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A signal given by name (`TERM`, `SIGTERM`) or number (`15`).

@@ -3,6 +3,7 @@
 
 mod args;
 pub mod exit;
+mod reap;
 mod status;
 
 use std::ffi::OsString;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use onlyone::names::{self, DirSource};
-use onlyone::supervise::{self, Exit, RunOptions};
+use onlyone::supervise::{self, EndedBy, Exit, RunOptions};
 use onlyone::terminate::{self, Stopped};
 use onlyone::{
     AcquireOptions, Error, HeldBy, LockFile, Owner, Released, Verdict, compact_duration,
@@ -23,7 +24,7 @@ use exit::Code;
 /// Runs the command line and returns how to exit.
 pub fn main() -> Code {
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let precheck = is_precheck(&argv);
+    let fails_open = subcommand(&argv).filter(|c| *c == "precheck" || *c == "reap");
     let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) => {
@@ -32,9 +33,13 @@ pub fn main() -> Code {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     Code::Exit(0)
                 }
-                // A precheck fails open, even on a usage error.
-                _ if precheck => {
-                    say("precheck: letting the fire run (fail open)");
+                // A precheck fails open, and a reap always exits 0, even on
+                // a usage error.
+                _ if fails_open.is_some() => {
+                    say(format_args!(
+                        "{}: exiting 0 all the same (it never blocks a fire)",
+                        fails_open.unwrap_or_default()
+                    ));
                     Code::Exit(0)
                 }
                 _ => Code::Exit(exit::FAILURE),
@@ -49,12 +54,13 @@ pub fn main() -> Code {
         Command::Precheck(a) => ctx.precheck(a),
         Command::Status(a) => status::status(&ctx, a),
         Command::Stop(a) => ctx.stop(a),
+        Command::Reap(a) => reap::reap(&ctx, a),
     }
 }
 
-/// True when the subcommand is `precheck` (the first argument that is not
-/// an option or an option's value).
-fn is_precheck(argv: &[OsString]) -> bool {
+/// The subcommand: the first argument that is not an option or an option's
+/// value.
+fn subcommand(argv: &[OsString]) -> Option<&str> {
     let mut it = argv.iter().skip(1);
     while let Some(a) = it.next() {
         match a.to_str() {
@@ -62,11 +68,11 @@ fn is_precheck(argv: &[OsString]) -> bool {
                 it.next();
             }
             Some(s) if s.starts_with('-') => {}
-            Some(s) => return s == "precheck",
-            None => return false,
+            Some(s) => return Some(s),
+            None => return None,
         }
     }
-    false
+    None
 }
 
 /// What every command shares: the lock directory and where it came from.
@@ -161,6 +167,7 @@ impl Ctx {
             max_time: a.max_time,
             kill_after: a.kill_after,
             keep_strays: a.keep_strays,
+            idle_timeout: a.idle_timeout,
         };
         let outcome = supervise::run(&mut guard, &a.command, &run_opts);
         let released = guard.release();
@@ -191,12 +198,23 @@ impl Ctx {
                 pids(&outcome.strays.survivors)
             ));
         }
-        if outcome.timed_out {
-            say(format_args!(
-                "the run of `{name}` reached --max-time {}; it was ended",
-                compact_duration(a.max_time.unwrap_or_default())
-            ));
-            return Code::Exit(exit::ENDED);
+        match outcome.ended_by {
+            Some(EndedBy::MaxTime(t)) => {
+                say(format_args!(
+                    "the run of `{name}` reached --max-time {}; it was ended",
+                    compact_duration(t)
+                ));
+                return Code::Exit(exit::ENDED);
+            }
+            Some(EndedBy::Idle(t)) => {
+                say(format_args!(
+                    "the run of `{name}` was idle for {} (no CPU time, no byte read or \
+                     written by any of its processes); it was ended",
+                    compact_duration(t)
+                ));
+                return Code::Exit(exit::ENDED);
+            }
+            None => {}
         }
         match outcome.exit {
             Exit::Code(c) => Code::Exit(c.clamp(0, 255) as u8),

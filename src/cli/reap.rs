@@ -1,0 +1,73 @@
+//! `onlyone reap`: the reaper's command. Always exits 0.
+
+use std::io::Write;
+use std::time::Instant;
+
+use onlyone::names;
+use onlyone::reap::{self, Fate, Job, ReapOptions};
+
+use super::exit::Code;
+use super::{Ctx, args, say};
+
+pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
+    let deadline = Instant::now() + a.deadline;
+    let mut jobs = Vec::new();
+    for l in &a.locks {
+        match names::lock_path(l, ctx.dir()) {
+            Ok(path) => jobs.push(Job {
+                name: names::display_name(&path, ctx.dir()),
+                lock: path,
+            }),
+            Err(e) => say(format_args!("reap: {e}; skipping it")),
+        }
+    }
+    if jobs.is_empty() {
+        return Code::Exit(0);
+    }
+    if !a.dry_run
+        && let Err(e) = names::ensure_dir(ctx.dir(), ctx.source)
+    {
+        say(format_args!("reap: {e}"));
+        return Code::Exit(0);
+    }
+    let opts = ReapOptions {
+        idle: a.idle,
+        grace: a.grace,
+        deadline,
+        dry_run: a.dry_run,
+    };
+    let report = reap::reap(&jobs, ctx.dir(), &opts);
+    if a.json {
+        let mut out = std::io::stdout().lock();
+        // A closed stdout must not change the exit code.
+        if let Err(e) = serde_json::to_writer_pretty(&mut out, &report) {
+            say(format_args!("reap: {e}"));
+        }
+        let _ = writeln!(out);
+    } else {
+        for c in &report.candidates {
+            let what = match (c.verdict, report.dry_run) {
+                (Fate::Ended, true) => "would end",
+                (Fate::Ended, false) => "ended",
+                (Fate::Failed, _) => "failed to end",
+                (Fate::KeptBusy | Fate::KeptIdleTooShort | Fate::KeptNotNamed, _) => "kept",
+            };
+            // Kept processes of jobs that were not named are not news.
+            if c.verdict == Fate::KeptNotNamed {
+                continue;
+            }
+            let _ = writeln!(
+                std::io::stdout(),
+                "{what} pid {} (`{}`) of `{}`: {}",
+                c.pid,
+                c.command.as_deref().unwrap_or("?"),
+                c.job.as_deref().unwrap_or("?"),
+                c.reason
+            );
+        }
+    }
+    for e in &report.errors {
+        say(format_args!("reap: {e}"));
+    }
+    Code::Exit(0)
+}

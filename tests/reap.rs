@@ -1,0 +1,456 @@
+//! `onlyone reap` and `run --idle-timeout` with real processes. The idle
+//! window is driven through the reaper's state file (its "last changed"
+//! times are moved back), never by sleeping for minutes.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_onlyone"))
+}
+
+struct Dir {
+    _tmp: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn dir() -> Dir {
+    let t = open_tempdir();
+    let path = t.path().join("locks");
+    Dir { _tmp: t, path }
+}
+
+fn onlyone(d: &Dir, args: &[&str]) -> Output {
+    bin().arg("--dir").arg(&d.path).args(args).output().unwrap()
+}
+
+/// A process that is killed when the test ends, pass or fail.
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        kill9(&mut self.0);
+    }
+}
+
+/// Spawns `argv` carrying a run's markers for `lock`.
+fn marked(argv: &[&str], lock: &Path, token: &str) -> Proc {
+    Proc(
+        Command::new(argv[0])
+            .args(&argv[1..])
+            .env("ONLYONE_LOCK", lock)
+            .env("ONLYONE_TOKEN", token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn alive(pid: u32) -> bool {
+    matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X')
+}
+
+fn state_path(d: &Dir) -> PathBuf {
+    d.path.join(".onlyone-reap.json")
+}
+
+/// Moves every "last changed" time in the state file back by `by`, as if
+/// that much time had passed with nothing changing.
+fn age_state(d: &Dir, by: Duration) {
+    let p = state_path(d);
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    for (_, seen) in v["procs"].as_object_mut().unwrap() {
+        let t = seen["changed_ms"].as_u64().unwrap();
+        seen["changed_ms"] = serde_json::json!(t.saturating_sub(by.as_millis() as u64));
+    }
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+fn reap_json(d: &Dir, args: &[&str]) -> serde_json::Value {
+    let mut full = vec!["reap", "--json"];
+    full.extend_from_slice(args);
+    let out = onlyone(d, &full);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+fn verdict_of(report: &serde_json::Value, pid: u32) -> Option<String> {
+    report["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["pid"] == pid)
+        .map(|c| c["verdict"].as_str().unwrap().to_owned())
+}
+
+/// Waits until a process's counters stop moving (it reached its idle
+/// point: `sleep` after exec), so the first reap records final values.
+fn settle(pid: u32) {
+    let read = || {
+        let st = onlyone::procfs::read_stat(pid).unwrap().unwrap();
+        (st.cpu_ticks, onlyone::procfs::io_bytes(pid))
+    };
+    let mut last = read();
+    wait_until("the process to settle", Duration::from_secs(10), || {
+        std::thread::sleep(Duration::from_millis(30));
+        let now = read();
+        let same = now == last;
+        last = now;
+        same && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() != "sh")
+    });
+}
+
+#[test]
+fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_runs() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let lock = d.path.join("sync.lock");
+    // A run whose command leaves an idle process behind and whose wrapper
+    // is then killed: the lingering process keeps the lock held.
+    let pidfile = d.path.join("pid");
+    let mut wrapper = Proc(
+        bin()
+            .arg("--dir")
+            .arg(&d.path)
+            .args(["run", "sync", "--", "sh", "-c"])
+            .arg(format!(
+                "sleep 1000 & echo $! > {}; wait",
+                pidfile.display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until(
+        "the run to start its child",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n')),
+    );
+    let lingering: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let rec = onlyone::LockFile::open(&lock)
+        .unwrap()
+        .inspect()
+        .unwrap()
+        .unwrap()
+        .record
+        .unwrap();
+    kill9(&mut wrapper.0);
+    kill9_pid(rec.cmd_pid.unwrap());
+    wait_gone(rec.cmd_pid.unwrap());
+    settle(lingering);
+
+    // The next fire is refused: the run is still "alive".
+    assert_eq!(onlyone(&d, &["precheck", "sync"]).status.code(), Some(75));
+
+    // An unrelated idle `sleep` of the user's own, and a process of a job
+    // that was not named.
+    let mut own = Proc(sleeper());
+    let other = marked(
+        &["sleep", "1000"],
+        &d.path.join("other.lock"),
+        &"b".repeat(32),
+    );
+
+    let first = reap_json(&d, &["--idle", "10m", "sync"]);
+    assert_eq!(
+        verdict_of(&first, lingering).as_deref(),
+        Some("kept-idle-too-short")
+    );
+    assert_eq!(
+        verdict_of(&first, other.0.id()).as_deref(),
+        Some("kept-not-named")
+    );
+    assert_eq!(
+        verdict_of(&first, own.0.id()),
+        None,
+        "no marker: not even a candidate"
+    );
+
+    age_state(&d, Duration::from_secs(11 * 60));
+    let t = Instant::now();
+    let out = onlyone(&d, &["reap", "--idle", "10m", "sync"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("ended pid {lingering}")), "{text}");
+    assert!(
+        !alive(lingering),
+        "the lingering process is gone when reap returns"
+    );
+    assert!(t.elapsed() < Duration::from_secs(6));
+
+    // The seed's flow: reap && precheck, and the fire runs.
+    let flow = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{b} --dir {d} reap sync && {b} --dir {d} precheck sync",
+            b = env!("CARGO_BIN_EXE_onlyone"),
+            d = d.path.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(flow.status.code(), Some(0), "{flow:?}");
+    assert_eq!(
+        onlyone(&d, &["run", "sync", "--", "true"]).status.code(),
+        Some(0)
+    );
+
+    // Nothing else was touched.
+    assert!(alive(own.0.id()) && alive(other.0.id()));
+    kill9(&mut own.0);
+}
+
+#[test]
+fn busy_processes_of_a_named_job_are_kept() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let lock = d.path.join("sync.lock");
+    let tok = "c".repeat(32);
+    let cpu = marked(&["sh", "-c", "while :; do :; done"], &lock, &tok);
+    let printer = marked(&["sh", "-c", "while :; do echo tick; done"], &lock, &tok);
+    let idle = marked(&["sleep", "1000"], &lock, &tok);
+    settle(idle.0.id());
+    reap_json(&d, &["--idle", "1s", "sync"]);
+    age_state(&d, Duration::from_secs(3600));
+    // The busy ones must have moved their counters since the first reap
+    // looked (on a loaded machine a loop may not be scheduled at once).
+    let recorded = |pid: u32| {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state_path(&d)).unwrap()).unwrap();
+        let start = start_of(pid);
+        let seen = &v["procs"][format!("{pid}-{start}")];
+        (seen["cpu"].as_u64().unwrap(), seen["io"].as_u64())
+    };
+    let now = |pid: u32| {
+        let st = onlyone::procfs::read_stat(pid).unwrap().unwrap();
+        (st.cpu_ticks, onlyone::procfs::io_bytes(pid))
+    };
+    for pid in [cpu.0.id(), printer.0.id()] {
+        let before = recorded(pid);
+        wait_until("the busy process to move", Duration::from_secs(10), || {
+            now(pid) != before
+        });
+    }
+    let r = reap_json(&d, &["--idle", "1s", "sync"]);
+    assert_eq!(verdict_of(&r, cpu.0.id()).as_deref(), Some("kept-busy"));
+    assert_eq!(verdict_of(&r, printer.0.id()).as_deref(), Some("kept-busy"));
+    assert_eq!(verdict_of(&r, idle.0.id()).as_deref(), Some("ended"));
+    assert!(alive(cpu.0.id()) && alive(printer.0.id()));
+    assert!(!alive(idle.0.id()));
+}
+
+#[test]
+fn a_dry_run_changes_nothing() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let lock = d.path.join("sync.lock");
+    let p = marked(&["sleep", "1000"], &lock, &"d".repeat(32));
+    settle(p.0.id());
+    reap_json(&d, &["--idle", "1s", "sync"]);
+    age_state(&d, Duration::from_secs(3600));
+    let before = std::fs::read(state_path(&d)).unwrap();
+    let r = reap_json(&d, &["--idle", "1s", "--dry-run", "sync"]);
+    assert_eq!(r["dry_run"], true);
+    assert_eq!(verdict_of(&r, p.0.id()).as_deref(), Some("ended"));
+    let text = onlyone(&d, &["reap", "--idle", "1s", "--dry-run", "sync"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains(&format!("would end pid {}", p.0.id())),
+        "{text:?}"
+    );
+    assert!(alive(p.0.id()), "a dry run signals nothing");
+    assert_eq!(
+        std::fs::read(state_path(&d)).unwrap(),
+        before,
+        "nor writes the state"
+    );
+    // The real reap then does it.
+    reap_json(&d, &["--idle", "1s", "sync"]);
+    assert!(!alive(p.0.id()));
+}
+
+#[test]
+fn the_deadline_caps_a_reap_with_many_candidates() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let lock = d.path.join("sync.lock");
+    let tok = "e".repeat(32);
+    // Forty idle processes that ignore TERM: ending them would take the
+    // whole 60 s grace.
+    let procs: Vec<Proc> = (0..40)
+        .map(|_| marked(&["sh", "-c", "trap '' TERM; exec sleep 1000"], &lock, &tok))
+        .collect();
+    for p in &procs {
+        settle(p.0.id());
+    }
+    reap_json(&d, &["--idle", "1s", "sync"]);
+    age_state(&d, Duration::from_secs(3600));
+    let t = Instant::now();
+    let out = onlyone(
+        &d,
+        &[
+            "reap",
+            "--idle",
+            "1s",
+            "--grace",
+            "60s",
+            "--deadline",
+            "1s",
+            "sync",
+        ],
+    );
+    let took = t.elapsed();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(took < Duration::from_millis(1800), "took {took:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("deadline"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn concurrent_reaps_keep_the_state_file_whole() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let lock = d.path.join("sync.lock");
+    let _procs: Vec<Proc> = (0..5)
+        .map(|_| marked(&["sleep", "1000"], &lock, &"f".repeat(32)))
+        .collect();
+    for _round in 0..10 {
+        let children: Vec<Child> = (0..4)
+            .map(|_| {
+                bin()
+                    .arg("--dir")
+                    .arg(&d.path)
+                    .args(["reap", "--idle", "10m", "sync"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0));
+            assert!(
+                !String::from_utf8_lossy(&out.stderr).contains("unreadable"),
+                "{out:?}"
+            );
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state_path(&d)).unwrap()).unwrap();
+        let procs = v["procs"].as_object().unwrap();
+        for p in &_procs {
+            let k = format!("{}-{}", p.0.id(), start_of(p.0.id()));
+            assert!(procs.contains_key(&k), "{k} missing from {procs:?}");
+        }
+    }
+}
+
+#[test]
+fn reap_always_exits_0() {
+    let d = dir();
+    for args in [
+        vec!["reap"],
+        vec!["reap", "--bogus", "x"],
+        vec!["reap", "bad name"],
+        vec!["reap", "--idle", "soon", "x"],
+    ] {
+        let out = onlyone(&d, &args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+    }
+    // A lock directory that is a file.
+    let f = d._tmp.path().join("file");
+    std::fs::write(&f, "").unwrap();
+    let out = bin()
+        .arg("--dir")
+        .arg(&f)
+        .args(["reap", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+#[test]
+fn idle_timeout_ends_an_idle_run_with_124_and_releases() {
+    let d = dir();
+    let t = Instant::now();
+    let out = onlyone(
+        &d,
+        &["run", "--idle-timeout", "1s", "job", "--", "sleep", "1000"],
+    );
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("idle for 1s"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(!d.path.join("job.lock").exists(), "released");
+    assert_eq!(
+        onlyone(&d, &["run", "job", "--", "true"]).status.code(),
+        Some(0)
+    );
+}
+
+fn have_python() -> bool {
+    Command::new("python3").arg("-V").output().is_ok()
+}
+
+#[test]
+fn idle_timeout_never_ends_a_run_that_prints_between_idle_spells() {
+    if !have_python() {
+        eprintln!("python3 is not installed; skipped");
+        return;
+    }
+    let d = dir();
+    // One process, no forks: a line every 0.5 s for 4 s, with a 1 s window.
+    // Only its bytes written show it is alive.
+    let out = onlyone(
+        &d,
+        &[
+            "run",
+            "--idle-timeout",
+            "1s",
+            "job",
+            "--",
+            "python3",
+            "-u",
+            "-c",
+            "import time\nfor i in range(8):\n    print(i)\n    time.sleep(0.5)\n",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 8);
+}
+
+#[test]
+fn idle_timeout_never_ends_a_busy_silent_run() {
+    if !have_python() {
+        eprintln!("python3 is not installed; skipped");
+        return;
+    }
+    let d = dir();
+    // CPU for 3 s without a byte of output or a fork, with a 1 s window.
+    let out = onlyone(
+        &d,
+        &[
+            "run",
+            "--idle-timeout",
+            "1s",
+            "job",
+            "--",
+            "python3",
+            "-c",
+            "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\n",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
