@@ -87,13 +87,23 @@ pub struct ProcStat {
     pub pgrp: u32,
     /// Field 6: the session.
     pub session: u32,
+    /// Field 9: the kernel's flags for the process (`PF_*`).
+    pub flags: u64,
     /// Fields 14 and 15: user and system CPU time, in clock ticks.
     pub cpu_ticks: u64,
     /// Field 22: start time in clock ticks since boot.
     pub start: u64,
 }
 
+/// `PF_KTHREAD`: the process is a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
 impl ProcStat {
+    /// True for a kernel thread: it has no environment and runs no command.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
     /// True when the *main thread* is a zombie or being torn down. The
     /// process may still have live threads: see [`is_dead_process`].
     pub fn is_dead(&self) -> bool {
@@ -143,6 +153,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
         session: field(6)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
+        flags: num(9)?,
         cpu_ticks: num(14)?.checked_add(num(15)?)?,
         start: num(22)?,
     })
@@ -502,6 +513,26 @@ pub fn uid_of(pid: u32) -> Option<u32> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// Whether a process whose environment could not be read may still carry
+/// the run's token: it is still the same live process, of the owner's uid,
+/// and its parent is not a readable process without the token. (A process
+/// inherits its environment from its parent; one whose parent lacks the
+/// token got it only if that parent put it there, which no process outside
+/// the run does. An orphan, adopted by pid 1, keeps the doubt.)
+fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
+    if !matches!(read_stat(pid), Ok(Some(now)) if now.start == stat.start && !now.is_dead()) {
+        return false;
+    }
+    if spec.uid.is_some() && uid_of(pid) != spec.uid {
+        return false;
+    }
+    let parent = stat.ppid;
+    if parent <= 1 {
+        return parent == 1;
+    }
+    !matches!(environ_has(parent, TOKEN_VAR, spec.token), Some(false))
+}
+
 /// Finds the live processes of a run: members of the command's process
 /// group, and processes whose environment carries `ONLYONE_TOKEN=token`.
 /// Zombies are not members, and neither is anything that started before the
@@ -520,7 +551,10 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
         let Ok(Some(stat)) = read_stat(pid) else {
             continue;
         };
-        if spec.since_start.is_some_and(|s| stat.start < s) || is_dead_process(pid, &stat) {
+        if spec.since_start.is_some_and(|s| stat.start < s)
+            || stat.is_kernel_thread()
+            || is_dead_process(pid, &stat)
+        {
             continue;
         }
         let in_group = !leader_reused
@@ -536,7 +570,7 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
                 Some(true) => Some(Membership::Token),
                 Some(false) => None,
                 None => {
-                    if spec.uid.is_none() || uid_of(pid) == spec.uid {
+                    if may_carry_token(pid, &stat, spec) {
                         scan.unreadable.push(pid);
                     }
                     None

@@ -21,9 +21,10 @@
 //!   (strays: its group and whatever carries the token) are ended, TERM then
 //!   KILL, before the caller releases the lock; `keep_strays` skips that.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -215,14 +216,17 @@ fn run_blocked(
     let tty = foreground_terminal();
     let tty_raw = tty.as_ref().map(|t| t.as_raw_fd());
 
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env(LOCK_VAR, guard.lock().path())
-        .env(TOKEN_VAR, guard.token())
-        .process_group(0);
+    let spawn_error = |source| RunError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    };
+    let exec = Exec::new(program, args, guard).map_err(spawn_error)?;
+    let mut cmd = Command::new(&exec.resolved);
+    cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec and calls
-    // only async-signal-safe functions (sigprocmask, tcsetpgrp, getpid); it
-    // allocates nothing. The tty fd stays open in the child until exec.
+    // only async-signal-safe functions (sigprocmask, tcsetpgrp, getpid,
+    // execve); it allocates nothing: the exec's arguments were built
+    // before the fork. The tty fd stays open in the child until exec.
     unsafe {
         cmd.pre_exec(move || {
             if let Some(raw) = tty_raw {
@@ -236,13 +240,12 @@ fn run_blocked(
             }
             // The command starts with nothing blocked.
             SigSet::empty().thread_set_mask()?;
-            Ok(())
+            // Exec here rather than let std call execvp(3), which runs a
+            // file that fails with ENOEXEC through /bin/sh.
+            Err(exec.exec())
         });
     }
-    let child = cmd.spawn().map_err(|source| RunError::Spawn {
-        program: program.to_string_lossy().into_owned(),
-        source,
-    })?;
+    let child = cmd.spawn().map_err(spawn_error)?;
     let pid = child.id();
     let npid = NixPid::from_raw(pid as i32);
     // The child is ours until we reap it, so its pid cannot be reused.
@@ -352,6 +355,122 @@ fn run_blocked(
         strays,
         kept,
     })
+}
+
+/// A command ready for execve(2): the resolved path, argv and envp, built
+/// before the fork so that the child allocates nothing.
+struct Exec {
+    resolved: std::path::PathBuf,
+    path: CString,
+    _args: Vec<CString>,
+    _env: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the raw pointers point into the CStrings owned by the same
+// value, which are never changed or dropped while it lives.
+unsafe impl Send for Exec {}
+// SAFETY: as above; the value is only read.
+unsafe impl Sync for Exec {}
+
+impl Exec {
+    fn new(program: &OsString, args: &[OsString], guard: &LockGuard) -> io::Result<Exec> {
+        let resolved = resolve(program)?;
+        let cstr = |b: &[u8]| {
+            CString::new(b).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "an argument contains a NUL byte",
+                )
+            })
+        };
+        let path = cstr(resolved.as_os_str().as_bytes())?;
+        let mut all_args = vec![cstr(program.as_bytes())?];
+        for a in args {
+            all_args.push(cstr(a.as_bytes())?);
+        }
+        let mut env = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            if k == LOCK_VAR || k == TOKEN_VAR {
+                continue;
+            }
+            let mut kv = k.into_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            env.push(cstr(&kv)?);
+        }
+        let mut lock = format!("{LOCK_VAR}=").into_bytes();
+        lock.extend_from_slice(guard.lock().path().as_os_str().as_bytes());
+        env.push(cstr(&lock)?);
+        env.push(cstr(format!("{TOKEN_VAR}={}", guard.token()).as_bytes())?);
+        let ptrs = |v: &[CString]| {
+            let mut p: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
+            p.push(std::ptr::null());
+            p
+        };
+        Ok(Exec {
+            resolved,
+            path,
+            argv: ptrs(&all_args),
+            envp: ptrs(&env),
+            _args: all_args,
+            _env: env,
+        })
+    }
+
+    /// Replaces this process with the command; returns only on failure.
+    fn exec(&self) -> io::Error {
+        // SAFETY: path, argv and envp are NUL-terminated and point into
+        // CStrings that this value owns (see `new`).
+        unsafe { libc::execve(self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
+        io::Error::last_os_error()
+    }
+}
+
+/// Finds `program` as execvp(3) would: as given when it has a `/`, else in
+/// each directory of `$PATH`. A file found but not executable is EACCES
+/// (126), nothing found is ENOENT (127).
+fn resolve(program: &OsString) -> io::Result<std::path::PathBuf> {
+    use rustix::fs::Access;
+    if program.as_bytes().contains(&b'/') {
+        return Ok(program.into());
+    }
+    if program.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "an empty command name",
+        ));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut denied = None;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            ".".into()
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        match std::fs::metadata(&candidate) {
+            Ok(m) if m.is_file() => {
+                if rustix::fs::access(&candidate, Access::EXEC_OK).is_ok() {
+                    return Ok(candidate);
+                }
+                denied.get_or_insert(candidate);
+            }
+            _ => {}
+        }
+    }
+    match denied {
+        Some(p) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("`{}` is not executable", p.display()),
+        )),
+        None => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "not found in $PATH",
+        )),
+    }
 }
 
 fn with_command(guard: &LockGuard, pid: u32, start: u64) -> crate::record::Record {

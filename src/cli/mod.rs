@@ -37,7 +37,7 @@ pub fn main() -> Code {
                 // a usage error.
                 _ if fails_open.is_some() => {
                     say(format_args!(
-                        "{}: exiting 0 all the same (it never blocks a fire)",
+                        "{}: exiting 0 all the same (fail open: it never blocks a fire)",
                         fails_open.unwrap_or_default()
                     ));
                     Code::Exit(0)
