@@ -49,6 +49,12 @@ impl HeldBy {
                 self.record.pid,
                 self.record.cmd.as_deref().unwrap_or("?")
             ),
+            Holder::OtherKernelLock { owner } => format!(
+                "a process that holds a kernel lock on the lock file (the recorded owner, pid \
+                 {owner} running `{}`, has exited{age}; `fuser -v {}` names the holder)",
+                self.record.cmd.as_deref().unwrap_or("?"),
+                self.path.display()
+            ),
             h => format!(
                 "pid {} (`{}`{age})",
                 h.pid(),

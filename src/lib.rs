@@ -47,7 +47,7 @@ pub mod verdict;
 pub use error::{Error, HeldBy, Result, compact_duration};
 pub use lock::{
     AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REPROBE_INTERVAL,
-    Released, new_token,
+    Released, TakeOver, new_token,
 };
 pub use record::{Mode, NotARecord, Record};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

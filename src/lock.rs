@@ -384,12 +384,12 @@ impl LockFile {
             }
         }
         bytes.truncate(len);
-        let kernel_locked = probe_lock
-            && match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-                Ok(()) => false,
-                Err(Errno::WOULDBLOCK) => true,
-                Err(e) => return Err(Error::io("probe the kernel lock on", path, e)),
-            };
+        let flock_held = || match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => Ok(false),
+            Err(Errno::WOULDBLOCK) => Ok(true),
+            Err(e) => Err(Error::io("probe the kernel lock on", path, e)),
+        };
+        let mut kernel_locked = probe_lock && flock_held()?;
         let record = if len > MAX_RECORD_BYTES {
             Err(NotARecord(format!(
                 "it is larger than {MAX_RECORD_BYTES} bytes"
@@ -397,6 +397,15 @@ impl LockFile {
         } else {
             Record::parse(&bytes)
         };
+        // The flock was seen held; if the owner has died since, look again:
+        // a dying process drops its flocks before /proc shows it dead, so a
+        // flock still held after that is not the owner's.
+        if kernel_locked
+            && let Ok(r) = &record
+            && !procfs::probe(r.pid, r.start).is_alive()
+        {
+            kernel_locked = flock_held()?;
+        }
         Ok(Some(Evidence {
             bytes,
             record,
@@ -567,6 +576,7 @@ impl LockFile {
         };
         let mut tries = 0u32;
         let mut empty_looks = 0u32;
+        let mut took_over: Option<TakeOver> = None;
         let mut waiter: Option<Waiter> = None;
         loop {
             let t = match temp.take() {
@@ -591,6 +601,7 @@ impl LockFile {
                             fd: Some(fd),
                             creator: rustix::process::getpid(),
                             done: false,
+                            took_over,
                         });
                     }
                     // Our link landed but the path no longer holds it: a
@@ -658,7 +669,7 @@ impl LockFile {
                         reason,
                     });
                 }
-                Verdict::Stale(_) => {
+                Verdict::Stale(reason) => {
                     if tries >= MAX_TAKEOVER_TRIES {
                         return Err(Error::Contended {
                             path: self.path().into(),
@@ -667,7 +678,12 @@ impl LockFile {
                     }
                     tries += 1;
                     test_hooks::fire(Point::BeforeReclaim, self.path());
-                    self.reclaim(&ev, deadline)?;
+                    if self.reclaim(&ev, deadline)? {
+                        took_over = Some(TakeOver {
+                            record: ev.record.ok(),
+                            reason,
+                        });
+                    }
                     self.sweep_temp_files();
                 }
             }
@@ -1130,9 +1146,25 @@ pub struct LockGuard {
     /// parent's lock when its copy of the guard drops.
     creator: rustix::process::Pid,
     done: bool,
+    took_over: Option<TakeOver>,
+}
+
+/// A stale lock this acquisition removed on its way in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakeOver {
+    /// The stale record, when it was readable.
+    pub record: Option<Record>,
+    /// Why it was stale.
+    pub reason: verdict::StaleReason,
 }
 
 impl LockGuard {
+    /// The stale lock this acquisition took over, if it did: worth telling
+    /// an operator (a previous holder crashed).
+    pub fn took_over(&self) -> Option<&TakeOver> {
+        self.took_over.as_ref()
+    }
+
     /// The record this guard wrote.
     pub fn record(&self) -> &Record {
         &self.record

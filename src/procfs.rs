@@ -97,6 +97,8 @@ pub struct ProcStat {
 
 /// `PF_KTHREAD`: the process is a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_EXITING`: the task is in exit(2) and runs no more user code.
+const PF_EXITING: u64 = 0x0000_0004;
 
 impl ProcStat {
     /// True for a kernel thread: it has no environment and runs no command.
@@ -104,10 +106,11 @@ impl ProcStat {
         self.flags & PF_KTHREAD != 0
     }
 
-    /// True when the *main thread* is a zombie or being torn down. The
-    /// process may still have live threads: see [`is_dead_process`].
+    /// True when the *main thread* is a zombie, being torn down, or in
+    /// exit(2). The process may still have live threads: see
+    /// [`is_dead_process`].
     pub fn is_dead(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x')
+        matches!(self.state, 'Z' | 'X' | 'x') || self.flags & PF_EXITING != 0
     }
 }
 
@@ -460,21 +463,50 @@ pub fn environ_values(pid: u32, names: &[&str]) -> Option<Vec<Option<String>>> {
 /// the environment cannot be read (another user's process, without
 /// privilege).
 pub fn environ_has(pid: u32, name: &str, value: &str) -> Option<bool> {
+    match environ_check(pid, name, value) {
+        Environ::Has(b) => Some(b),
+        Environ::Gone | Environ::Denied => None,
+    }
+}
+
+/// What reading a process's environment for a variable found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environ {
+    /// Read: whether it holds the variable with that value.
+    Has(bool),
+    /// The process is gone or exiting (its memory is already released).
+    Gone,
+    /// Not readable by this user (another user's, or non-dumpable).
+    Denied,
+}
+
+/// Reads `/proc/PID/environ` for `name=value`, telling a process that is
+/// gone from one that may not be read.
+pub fn environ_check(pid: u32, name: &str, value: &str) -> Environ {
+    let classify = |e: io::Error| {
+        if is_gone(&e) {
+            Environ::Gone
+        } else {
+            Environ::Denied
+        }
+    };
     // The environment block is bounded by the kernel's ARG_MAX budget; read
     // at most 1 MiB of it.
     let mut data = Vec::with_capacity(8192);
-    fs::File::open(format!("/proc/{pid}/environ"))
-        .ok()?
-        .take(1 << 20)
-        .read_to_end(&mut data)
-        .ok()?;
+    let mut f = match fs::File::open(format!("/proc/{pid}/environ")) {
+        Ok(f) => f,
+        Err(e) => return classify(e),
+    };
+    if let Err(e) = (&mut f).take(1 << 20).read_to_end(&mut data) {
+        return classify(e);
+    }
     let found = data.split(|&b| b == 0).any(|entry| {
         entry.len() == name.len() + 1 + value.len()
             && entry.starts_with(name.as_bytes())
             && entry[name.len()] == b'='
             && entry.ends_with(value.as_bytes())
     });
-    Some(found)
+    Environ::Has(found)
 }
 
 /// What is known of a run, to find its processes.
@@ -566,10 +598,10 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
         } else if spec.token.is_empty() {
             None
         } else {
-            match environ_has(pid, TOKEN_VAR, spec.token) {
-                Some(true) => Some(Membership::Token),
-                Some(false) => None,
-                None => {
+            match environ_check(pid, TOKEN_VAR, spec.token) {
+                Environ::Has(true) => Some(Membership::Token),
+                Environ::Has(false) | Environ::Gone => None,
+                Environ::Denied => {
                     if may_carry_token(pid, &stat, spec) {
                         scan.unreadable.push(pid);
                     }

@@ -58,6 +58,13 @@ pub enum Holder {
         /// Its pid.
         pid: u32,
     },
+    /// The recorded owner is gone, but another process holds a kernel lock
+    /// on the record (a child between fork and exec, or a foreign process:
+    /// `fuser -v` on the file names it).
+    OtherKernelLock {
+        /// The recorded owner, which has exited.
+        owner: u32,
+    },
     /// A leftover process of the run: in the command's process group or
     /// carrying the run's token.
     Member {
@@ -77,6 +84,7 @@ impl Holder {
             | Holder::OwnerUnverified { pid }
             | Holder::Command { pid }
             | Holder::Member { pid, .. } => *pid,
+            Holder::OtherKernelLock { owner } => *owner,
         }
     }
 }
@@ -193,12 +201,6 @@ pub enum UnknownReason {
         /// The record's format version.
         version: u32,
     },
-    /// A process other than the owner holds a kernel lock on the record
-    /// while the owner is gone.
-    ForeignKernelLock {
-        /// The recorded owner.
-        pid: u32,
-    },
     /// The processes of the run could not be listed.
     CannotScan {
         /// The error.
@@ -221,11 +223,6 @@ impl fmt::Display for UnknownReason {
                 "the record has format version {version}, newer than this onlyone \
                  ({FORMAT_VERSION}); its owner has exited but it may name processes this \
                  version cannot check; use the newer onlyone"
-            ),
-            UnknownReason::ForeignKernelLock { pid } => write!(
-                f,
-                "its owner pid {pid} is gone, but another process holds a kernel lock on the \
-                 file (find it with `fuser -v` on the file)"
             ),
             UnknownReason::CannotScan { why } => {
                 write!(f, "the processes of the run cannot be listed: {why}")
@@ -289,15 +286,9 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
         return Verdict::Unknown(UnknownReason::OtherPidNamespace { theirs, ours });
     }
     let owner = procfs::probe(rec.pid, rec.start);
-    if kernel_locked {
-        // The writer's flock is proof of life when the writer is the owner.
-        // Anyone who can read the file can flock it too, so a flock held
-        // while the owner is gone proves nothing about the owner.
-        return if owner.is_alive() {
-            Verdict::Held(Holder::KernelLock { pid: rec.pid })
-        } else {
-            Verdict::Unknown(UnknownReason::ForeignKernelLock { pid: rec.pid })
-        };
+    if kernel_locked && owner.is_alive() {
+        // The cheap common case: the writer holds its flock.
+        return Verdict::Held(Holder::KernelLock { pid: rec.pid });
     }
     match owner {
         Probe::Alive if rec.start.is_some() => {
@@ -346,6 +337,13 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
                 }
             }
         }
+    }
+    if kernel_locked {
+        // The owner is gone, yet someone holds a kernel lock on its record:
+        // the run's command between fork and exec (it inherits the flock
+        // until exec closes it), a forked child of a library user, or a
+        // foreign process. Someone alive holds it: never stale.
+        return Verdict::Held(Holder::OtherKernelLock { owner: rec.pid });
     }
     if rec.format > FORMAT_VERSION {
         return Verdict::Unknown(UnknownReason::NewerFormat {

@@ -1121,16 +1121,21 @@ fn a_malformed_token_is_refused_without_panicking() {
 }
 
 #[test]
-fn a_kernel_lock_held_by_someone_else_than_a_dead_owner_proves_nothing() {
+fn a_kernel_lock_held_after_the_owner_died_is_held_by_someone_else() {
     let (_d, path, lock) = setup();
     let (dead, start) = dead_process();
     put(&path, record_text(dead, start, "foreign"));
     let f = std::fs::File::open(&path).unwrap();
     // Another process (here: this one) holds a flock on the record.
     rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
-    match verdict_of(&lock) {
-        Verdict::Unknown(UnknownReason::ForeignKernelLock { pid }) => assert_eq!(pid, dead),
-        v => panic!("expected unknown, got {v:?}"),
+    // Someone alive holds it: never stale, and the message says how to
+    // find the holder.
+    match lock.try_acquire() {
+        Err(Error::Held(h)) => {
+            assert_eq!(h.holder, Holder::OtherKernelLock { owner: dead });
+            assert!(h.to_string().contains("fuser -v"), "{h}");
+        }
+        other => panic!("expected held, got {other:?}"),
     }
     drop(f);
     assert!(matches!(verdict_of(&lock), Verdict::Stale(_)));

@@ -163,6 +163,7 @@ impl Ctx {
             }
             Err(e) => return self.refused(e, &name, a.quiet, held_exit),
         };
+        report_takeover(&name, &guard);
         let run_opts = RunOptions {
             max_time: a.max_time,
             kill_after: a.kill_after,
@@ -258,6 +259,7 @@ impl Ctx {
         }
         match lock.acquire(&opts) {
             Ok(g) => {
+                report_takeover(&name, &g);
                 g.leave_to_owner();
                 Code::Exit(0)
             }
@@ -442,6 +444,22 @@ pub fn held_message(name: &str, h: &HeldBy) -> String {
         name.to_owned()
     };
     format!("{what}; wait for it (--wait) or stop it (onlyone stop {stop_arg})")
+}
+
+/// Says so when an acquisition took over a stale lock: a previous holder
+/// crashed or was killed, which an operator wants to know.
+fn report_takeover(name: &str, guard: &onlyone::LockGuard) {
+    if let Some(t) = guard.took_over() {
+        let from = t
+            .record
+            .as_ref()
+            .map(|r| format!(" from pid {}", r.pid))
+            .unwrap_or_default();
+        say(format_args!(
+            "took over the stale lock `{name}`{from}: {}",
+            t.reason
+        ));
+    }
 }
 
 fn pids(p: &[u32]) -> String {

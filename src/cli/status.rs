@@ -36,7 +36,7 @@ pub struct LockStatus {
     pub command_pid: Option<u32>,
     /// The process that proves the lock held.
     pub holder_pid: Option<u32>,
-    /// What that process is: `owner`, `command` or `leftover`.
+    /// What that process is: `owner`, `command`, `leftover` or `kernel-lock`.
     pub holder: Option<&'static str>,
     /// When the lock was taken, RFC 3339 (UTC).
     pub since: Option<String>,
@@ -132,6 +132,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 | Holder::Owner { .. }
                 | Holder::OwnerUnverified { .. } => "owner",
                 Holder::Command { .. } => "command",
+                Holder::OtherKernelLock { .. } => "kernel-lock",
                 Holder::Member { .. } => "leftover",
             });
             if let Holder::Member { pid, cmd } = h {

@@ -1,0 +1,608 @@
+//! Chaos contention: many contenders loop on one lock while a killer sends
+//! SIGKILL at random moments, and independent checks count what must never
+//! happen.
+//!
+//! ```text
+//! cargo run --release --example chaos -- [--mode run|shell|lib] [--seconds N]
+//!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N] [--dir DIR]
+//! ```
+//!
+//! - **The critical section** is this program again (`--cs`): it takes its
+//!   own kernel lock (`flock -n` on a separate file) for its whole life and
+//!   exits 99 if it cannot, so an overlap is seen without trusting onlyone.
+//!   It appends its run's token to a log (runs started) and lasts 0-3 ms.
+//! - **Modes.** `run`: contenders loop `onlyone run --wait 10s`. `shell`:
+//!   contenders loop `sh -c 'onlyone acquire … && CS; onlyone release …'`,
+//!   and the killer kills the whole script (its process group). `lib`:
+//!   worker processes of this program, each with several threads, loop on
+//!   the library's `acquire`/`release`; the killer kills workers.
+//! - **Counts.** Overlaps (a CS that found its kernel lock taken: must be
+//!   0); runs started; kills; stuck intervals (the lock file names a run
+//!   none of whose processes is alive, and stays so for more than a second
+//!   while contenders keep trying: must be 0); live takeovers (onlyone said
+//!   it took over a lock from a pid that the killer had not killed, or
+//!   killed only after the takeover: must be 0).
+//!
+//! Exits 1 when a must-be-zero count is not zero, or fewer runs or kills
+//! happened than `--min-runs` / `--min-kills`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use onlyone::{AcquireOptions, LockFile, procfs};
+
+const OVERLAP_EXIT: i32 = 99;
+const STUCK_BOUND: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Run,
+    Shell,
+    Lib,
+}
+
+struct Opts {
+    mode: Mode,
+    seconds: u64,
+    contenders: usize,
+    kill_every: Duration,
+    min_runs: u64,
+    min_kills: u64,
+    dir: Option<PathBuf>,
+}
+
+fn parse_args() -> Opts {
+    let mut o = Opts {
+        mode: Mode::Run,
+        seconds: 20,
+        contenders: 4,
+        kill_every: Duration::from_millis(100),
+        min_runs: 0,
+        min_kills: 0,
+        dir: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--mode" => {
+                o.mode = match val().as_str() {
+                    "run" => Mode::Run,
+                    "shell" => Mode::Shell,
+                    "lib" => Mode::Lib,
+                    m => usage(&format!("unknown mode {m}")),
+                }
+            }
+            "--seconds" => o.seconds = num(&val()),
+            "--contenders" => o.contenders = num(&val()) as usize,
+            "--kill-every-ms" => o.kill_every = Duration::from_millis(num(&val())),
+            "--min-runs" => o.min_runs = num(&val()),
+            "--min-kills" => o.min_kills = num(&val()),
+            "--dir" => o.dir = Some(PathBuf::from(val())),
+            _ => usage(&format!("unknown argument {a}")),
+        }
+    }
+    o
+}
+
+fn num(s: &str) -> u64 {
+    s.parse()
+        .unwrap_or_else(|_| usage(&format!("`{s}` is not a number")))
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("chaos: {msg}");
+    eprintln!(
+        "usage: chaos [--mode run|shell|lib] [--seconds N] [--contenders N] \
+         [--kill-every-ms N] [--min-runs N] [--min-kills N] [--dir DIR]"
+    );
+    std::process::exit(2);
+}
+
+/// The critical section: `chaos --cs CHECK LOG`.
+fn critical_section(check: &Path, log: &Path) -> ! {
+    let f = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(check)
+        .expect("open the check file");
+    if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        std::process::exit(OVERLAP_EXIT);
+    }
+    let token = std::env::var("ONLYONE_TOKEN").unwrap_or_else(|_| "lib".into());
+    let mut l = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open the log");
+    let _ = writeln!(l, "{token}");
+    let micros = u64::from(std::process::id() % 3000);
+    std::thread::sleep(Duration::from_micros(micros));
+    std::process::exit(0);
+}
+
+/// Shared counters and the kill book.
+#[derive(Default)]
+struct Stats {
+    overlaps: AtomicU64,
+    kills: AtomicU64,
+    timeouts: AtomicU64,
+    errors: AtomicU64,
+    live_takeovers: AtomicU64,
+    takeovers: AtomicU64,
+    stuck: AtomicU64,
+    /// pid -> when the killer sent it SIGKILL (latest).
+    killed: Mutex<HashMap<u32, Instant>>,
+    /// Live contender processes: pid -> process group to kill.
+    live: Mutex<HashMap<u32, i32>>,
+    first_errors: Mutex<Vec<String>>,
+}
+
+impl Stats {
+    fn error(&self, msg: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut v = self.first_errors.lock().unwrap();
+        if v.len() < 10 {
+            v.push(msg);
+        }
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        Some("--cs") => {
+            let check = PathBuf::from(args.next().expect("CHECK"));
+            let log = PathBuf::from(args.next().expect("LOG"));
+            critical_section(&check, &log);
+        }
+        Some("--lib-worker") => {
+            let lock = PathBuf::from(args.next().expect("LOCK"));
+            let check = PathBuf::from(args.next().expect("CHECK"));
+            let log = PathBuf::from(args.next().expect("LOG"));
+            lib_worker(&lock, &check, &log);
+        }
+        _ => {}
+    }
+    let o = parse_args();
+    let exe = std::env::current_exe().expect("current_exe");
+    let onlyone = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("onlyone"))
+        .filter(|p| p.exists())
+        .or_else(|| std::env::var_os("ONLYONE_BIN").map(PathBuf::from))
+        .expect("the onlyone binary (build it, or set ONLYONE_BIN)");
+    let base = o.dir.clone().unwrap_or_else(|| {
+        let shm = Path::new("/dev/shm");
+        let root = if shm.is_dir() { shm } else { Path::new("/tmp") };
+        root.join(format!("onlyone-chaos-{}", std::process::id()))
+    });
+    let _ = std::fs::remove_dir_all(&base);
+    let locks = base.join("locks");
+    std::fs::create_dir_all(&locks).expect("create the chaos dir");
+    let check = base.join("check.flock");
+    let log = base.join("runs.log");
+    let lock_path = locks.join("job.lock");
+
+    let stats = Arc::new(Stats::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let until = started + Duration::from_secs(o.seconds);
+
+    let mut threads = Vec::new();
+    for i in 0..o.contenders {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        let (exe, onlyone, locks, check, log) = (
+            exe.clone(),
+            onlyone.clone(),
+            locks.clone(),
+            check.clone(),
+            log.clone(),
+        );
+        let mode = o.mode;
+        threads.push(std::thread::spawn(move || {
+            contender(i, mode, &exe, &onlyone, &locks, &check, &log, &stats, &stop)
+        }));
+    }
+    let killer = {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        let every = o.kill_every;
+        let mode = o.mode;
+        std::thread::spawn(move || killer(mode, every, &stats, &stop))
+    };
+    let monitor = {
+        let (stats, stop, lock_path) = (stats.clone(), stop.clone(), lock_path.clone());
+        std::thread::spawn(move || monitor(&lock_path, &stats, &stop))
+    };
+
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, Ordering::SeqCst);
+    // Library workers loop until killed.
+    if o.mode == Mode::Lib {
+        for (pid, _) in stats.live.lock().unwrap().iter() {
+            if let Some(p) = rustix::process::Pid::from_raw(*pid as i32) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let _ = killer.join();
+    let _ = monitor.join();
+
+    let runs = std::fs::read_to_string(&log)
+        .map(|s| s.lines().count() as u64)
+        .unwrap_or(0);
+    let secs = started.elapsed().as_secs_f64();
+    let s = &stats;
+    let overlaps = s.overlaps.load(Ordering::Relaxed);
+    let stuck = s.stuck.load(Ordering::Relaxed);
+    let live = s.live_takeovers.load(Ordering::Relaxed);
+    let kills = s.kills.load(Ordering::Relaxed);
+    println!(
+        "chaos mode={:?} contenders={} seconds={secs:.1}",
+        o.mode, o.contenders
+    );
+    println!("  runs started     {runs} ({:.0}/s)", runs as f64 / secs);
+    println!("  kills            {kills}");
+    println!("  takeovers        {}", s.takeovers.load(Ordering::Relaxed));
+    println!("  overlaps         {overlaps}");
+    println!("  stuck intervals  {stuck}");
+    println!("  live takeovers   {live}");
+    println!("  wait timeouts    {}", s.timeouts.load(Ordering::Relaxed));
+    println!("  other errors     {}", s.errors.load(Ordering::Relaxed));
+    for e in s.first_errors.lock().unwrap().iter() {
+        println!("    {e}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    let bad = overlaps > 0 || stuck > 0 || live > 0 || runs < o.min_runs || kills < o.min_kills;
+    if bad {
+        println!("chaos: FAILED");
+        std::process::exit(1);
+    }
+    println!("chaos: ok");
+}
+
+#[allow(clippy::too_many_arguments)]
+fn contender(
+    i: usize,
+    mode: Mode,
+    exe: &Path,
+    onlyone: &Path,
+    locks: &Path,
+    check: &Path,
+    log: &Path,
+    stats: &Stats,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut cmd = match mode {
+            Mode::Run => {
+                let mut c = Command::new(onlyone);
+                c.arg("--dir")
+                    .arg(locks)
+                    .args(["run", "--wait", "10s", "-q", "job", "--"])
+                    .arg(exe)
+                    .arg("--cs")
+                    .arg(check)
+                    .arg(log);
+                c
+            }
+            Mode::Shell => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(
+                        "\"$1\" --dir \"$2\" acquire --wait 10s -q job || exit $?; \
+                         \"$3\" --cs \"$4\" \"$5\"; rc=$?; \
+                         \"$1\" --dir \"$2\" release job; exit $rc",
+                    )
+                    .arg("sh")
+                    .arg(onlyone)
+                    .arg(locks)
+                    .arg(exe)
+                    .arg(check)
+                    .arg(log)
+                    .process_group(0);
+                c
+            }
+            Mode::Lib => {
+                let mut c = Command::new(exe);
+                c.arg("--lib-worker")
+                    .arg(locks.join("job.lock"))
+                    .arg(check)
+                    .arg(log);
+                c
+            }
+        };
+        let spawned_at = Instant::now();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child: Child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                stats.error(format!("contender {i}: spawn: {e}"));
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let pid = child.id();
+        let pgid = if mode == Mode::Shell {
+            -(pid as i32)
+        } else {
+            pid as i32
+        };
+        stats.live.lock().unwrap().insert(pid, pgid);
+        let mut stderr = String::new();
+        if let Some(e) = child.stderr.take() {
+            for line in BufReader::new(e).lines().map_while(Result::ok) {
+                stderr.push_str(&line);
+                stderr.push('\n');
+            }
+        }
+        let status = child.wait();
+        stats.live.lock().unwrap().remove(&pid);
+        let finished_at = Instant::now();
+        check_takeovers(&stderr, spawned_at, finished_at, stats);
+        let Ok(status) = status else { continue };
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(0), _) => {}
+            (Some(OVERLAP_EXIT), _) => {
+                stats.overlaps.fetch_add(1, Ordering::Relaxed);
+                stats.error(format!("OVERLAP seen by a critical section: {stderr}"));
+            }
+            (Some(75), _) => {
+                stats.timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+            // Killed by the killer: the process itself, or its command
+            // (onlyone reports 128+9), or in shell mode the script.
+            (_, Some(9)) | (Some(137), _) => {}
+            (code, sig) => {
+                if mode == Mode::Lib && stop.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let diag = if std::env::var_os("CHAOS_DIAG").is_some() {
+                    diagnose(&stderr, &locks.join("job.lock"))
+                } else {
+                    String::new()
+                };
+                stats.error(format!(
+                    "exit {code:?} signal {sig:?}: {} {diag}",
+                    stderr.trim()
+                ))
+            }
+        }
+    }
+}
+
+/// Parses "took over the stale lock `job` from pid N: …" lines and checks
+/// that pid N was killed before this contender finished (a holder that
+/// exits normally releases; only a killed one leaves a stale lock).
+fn check_takeovers(stderr: &str, spawned: Instant, finished: Instant, stats: &Stats) {
+    for line in stderr.lines() {
+        let Some(rest) = line.split("took over the stale lock").nth(1) else {
+            continue;
+        };
+        stats.takeovers.fetch_add(1, Ordering::Relaxed);
+        let pid = rest
+            .split("from pid ")
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .and_then(|p| p.trim().parse::<u32>().ok());
+        let Some(pid) = pid else { continue };
+        let killed = stats.killed.lock().unwrap().get(&pid).copied();
+        let ok = killed.is_some_and(|k| k <= finished);
+        if !ok {
+            stats.live_takeovers.fetch_add(1, Ordering::Relaxed);
+            stats.error(format!(
+                "LIVE TAKEOVER? pid {pid} was not killed before the takeover \
+                 (spawned {:?} ago): {line}",
+                spawned.elapsed()
+            ));
+        }
+    }
+}
+
+/// Every `every`, SIGKILLs a random live contender process, or one of its
+/// children (the command of a run).
+fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
+    let mut rng = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let jitter = Duration::from_micros(next() % (every.as_micros() as u64 * 2).max(1));
+        std::thread::sleep(jitter);
+        let live: Vec<(u32, i32)> = stats
+            .live
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        if live.is_empty() {
+            continue;
+        }
+        let (pid, pgid) = live[(next() % live.len() as u64) as usize];
+        let mut target = pgid;
+        if mode == Mode::Run && next() % 2 == 0 {
+            // The run's command instead of onlyone itself.
+            if let Some(c) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .ok()
+                .and_then(|s| {
+                    s.split_whitespace()
+                        .next()
+                        .and_then(|p| p.parse::<i32>().ok())
+                })
+            {
+                target = c;
+            }
+        }
+        // Record first: a takeover can follow the kill at once.
+        let now = Instant::now();
+        {
+            let mut k = stats.killed.lock().unwrap();
+            k.insert(target.unsigned_abs(), now);
+            k.insert(pid, now);
+        }
+        let r = if target < 0 {
+            rustix::process::Pid::from_raw(-target)
+                .map(|p| rustix::process::kill_process_group(p, rustix::process::Signal::KILL))
+        } else {
+            rustix::process::Pid::from_raw(target)
+                .map(|p| rustix::process::kill_process(p, rustix::process::Signal::KILL))
+        };
+        if matches!(r, Some(Ok(()))) {
+            stats.kills.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Watches the lock: a record none of whose processes lives, that stays
+/// for more than STUCK_BOUND while contenders try, is a stuck interval.
+fn monitor(lock: &Path, stats: &Stats, stop: &AtomicBool) {
+    let mut dead_since: Option<(String, Instant)> = None;
+    let mut counted: Option<String> = None;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+        let Ok(bytes) = std::fs::read(lock) else {
+            dead_since = None;
+            continue;
+        };
+        let Ok(rec) = onlyone::Record::parse(&bytes) else {
+            continue;
+        };
+        let token = rec.token.clone().unwrap_or_default();
+        let alive = |pid: u32, start: Option<u64>| {
+            matches!(procfs::read_stat(pid), Ok(Some(st))
+                if Some(st.start) == start.or(Some(st.start)) && !st.is_dead())
+        };
+        let mut any =
+            alive(rec.pid, rec.start) || rec.cmd_pid.is_some_and(|p| alive(p, rec.cmd_start));
+        if !any && !token.is_empty() {
+            any = procfs::all_pids().unwrap_or_default().into_iter().any(|p| {
+                procfs::environ_has(p, procfs::TOKEN_VAR, &token) == Some(true) && alive(p, None)
+            });
+        }
+        if any {
+            dead_since = None;
+            continue;
+        }
+        match &dead_since {
+            Some((t, since)) if *t == token => {
+                if since.elapsed() > STUCK_BOUND && counted.as_deref() != Some(token.as_str()) {
+                    stats.stuck.fetch_add(1, Ordering::Relaxed);
+                    stats.error(format!(
+                        "STUCK: the lock names a dead run (pid {}) for {:?}",
+                        rec.pid,
+                        since.elapsed()
+                    ));
+                    counted = Some(token.clone());
+                }
+            }
+            _ => dead_since = Some((token, Instant::now())),
+        }
+    }
+}
+
+/// A library worker: several threads loop acquire (waiting) → critical
+/// section (in-process: its own flock on CHECK, on a fresh open file
+/// description per pass) → release, until killed.
+fn lib_worker(lock: &Path, check: &Path, log: &Path) -> ! {
+    let lock = LockFile::open(lock).expect("open the lock");
+    let mut threads = Vec::new();
+    for _ in 0..4 {
+        let (lock, check, log) = (lock.clone(), check.to_path_buf(), log.to_path_buf());
+        threads.push(std::thread::spawn(move || {
+            loop {
+                let g = match lock.acquire(&AcquireOptions::new().wait(Duration::from_secs(10))) {
+                    Ok(g) => g,
+                    Err(onlyone::Error::Timeout { .. }) => continue,
+                    Err(e) => {
+                        eprintln!("lib worker: {e}");
+                        std::process::exit(3);
+                    }
+                };
+                let f = std::fs::File::options()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&check)
+                    .expect("open the check file");
+                if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                    .is_err()
+                {
+                    std::process::exit(OVERLAP_EXIT);
+                }
+                if let Ok(mut l) = std::fs::File::options()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                {
+                    let _ = writeln!(l, "{}", g.token());
+                }
+                std::thread::sleep(Duration::from_micros(200));
+                drop(f);
+                if let Err(e) = g.release() {
+                    eprintln!("lib worker: release: {e}");
+                    std::process::exit(3);
+                }
+            }
+        }));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    std::process::exit(0);
+}
+
+/// With `CHAOS_DIAG` set: what the process named in an error looks like,
+/// and who has the lock file open, with the kernel's flock table.
+fn diagnose(stderr: &str, lock: &Path) -> String {
+    let mut out = String::new();
+    if let Some(rest) = stderr.split("cannot be listed: pid ").nth(1)
+        && let Some(pid) = rest.split_whitespace().next()
+    {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let head: Vec<&str> = status.lines().take(8).collect();
+        out.push_str(&format!("[pid {pid}: {}]", head.join("|")));
+    }
+    if stderr.contains("kernel lock") {
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        let flocks: Vec<&str> = locks.lines().filter(|l| l.contains("FLOCK")).collect();
+        out.push_str(&format!("[/proc/locks: {}]", flocks.join(" | ")));
+        for p in procfs::all_pids().unwrap_or_default() {
+            let Ok(fds) = std::fs::read_dir(format!("/proc/{p}/fd")) else {
+                continue;
+            };
+            for fd in fds.flatten() {
+                if let Ok(t) = std::fs::read_link(fd.path())
+                    && t.starts_with(lock.parent().unwrap_or(lock))
+                {
+                    out.push_str(&format!("[pid {p} has {} open]", t.display()));
+                }
+            }
+        }
+    }
+    out
+}
