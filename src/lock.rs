@@ -57,6 +57,9 @@ const MAX_EMPTY_LOOKS: u32 = 100_000;
 /// held for microseconds by onlyone; a longer hold is a foreign process.
 const GUARD_WAIT: Duration = Duration::from_secs(10);
 
+/// The start of every temp file's name.
+const TEMP_PREFIX: &str = ".onlyone.";
+
 /// How often a waiter re-probes a held lock, to notice an owner that died
 /// without removing its record.
 pub const REPROBE_INTERVAL: Duration = Duration::from_millis(250);
@@ -326,6 +329,16 @@ impl LockFile {
     /// writer's kernel lock (a release or a read-back has no use for it).
     fn read_record(&self, probe_lock: bool) -> Result<Option<Evidence>> {
         let path = self.path();
+        if probe_lock {
+            // Look before opening: opening a device can act on it (a tape
+            // rewinds). A read-back or a release reads a file this process
+            // expects to be its own, in a directory no one else may write.
+            match rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => self.check_regular(st.st_mode)?,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(_) => {} // the open below says what is wrong
+            }
+        }
         let fd = match rustix::fs::openat(
             &self.inner.dir,
             self.name(),
@@ -536,6 +549,17 @@ impl LockFile {
         };
         let boot = procfs::boot_id()
             .map_err(|e| Error::io("read", "/proc/sys/kernel/random/boot_id", e))?;
+        // An owner that leads its process group (a script run by cron,
+        // systemd or a shell's job control) keeps the lock held through the
+        // processes it starts in that group. An owner that does not lead its
+        // group shares it with others (siblings), so only the owner counts.
+        let (pgid, pgstart) = match opts.owner {
+            Owner::Pid(pid) => match procfs::read_stat(pid) {
+                Ok(Some(st)) if st.pgrp == pid => (Some(pid), Some(st.start)),
+                _ => (None, None),
+            },
+            Owner::Current => (None, None),
+        };
         let token = match &opts.token {
             Some(t) if is_token(t) => t.clone(),
             Some(t) => {
@@ -562,6 +586,8 @@ impl LockFile {
                 .map(record::escape_value),
             cmd_pid: None,
             cmd_start: None,
+            pgid,
+            pgstart,
             format: FORMAT_VERSION,
         };
         let bytes = record.to_bytes();
@@ -698,10 +724,13 @@ impl LockFile {
         token: &str,
         bytes: &[u8],
     ) -> Result<TempFile<'_>> {
-        let mut name = OsString::from(".");
-        name.push(self.name());
+        // The name does not include the lock's, so a lock file name of up
+        // to 255 bytes still leaves room for it.
         let tok: String = token.chars().take(8).collect();
-        name.push(format!(".{}-{}.{tok}.tmp", writer.pid, writer.start));
+        let name = OsString::from(format!(
+            "{TEMP_PREFIX}{}-{}.{tok}.tmp",
+            writer.pid, writer.start
+        ));
         let fd = rustix::fs::openat(
             &self.inner.dir,
             &name,
@@ -934,13 +963,12 @@ impl LockFile {
         Ok(Some(seen))
     }
 
-    /// Removes temp files left in the directory by writers of this lock that
-    /// died between creating and linking them. A temp file's name carries
-    /// its writer's pid and start time; a live writer's file is kept.
+    /// Removes temp files left in the directory by writers that died
+    /// between creating and linking them (`.onlyone.PID-START.TOKEN.tmp`).
+    /// A temp file's name carries its writer's pid and start time; a live
+    /// writer's file is kept, whichever lock it is for.
     pub fn sweep_temp_files(&self) -> usize {
-        let mut prefix = b".".to_vec();
-        prefix.extend_from_slice(self.name().as_bytes());
-        prefix.push(b'.');
+        let prefix = TEMP_PREFIX.as_bytes();
         let Ok(entries) = std::fs::read_dir(self.dir()) else {
             return 0;
         };
@@ -949,13 +977,12 @@ impl LockFile {
             let file_name = entry.file_name();
             let name = file_name.as_bytes();
             let Some(middle) = name
-                .strip_prefix(prefix.as_slice())
+                .strip_prefix(prefix)
                 .and_then(|rest| rest.strip_suffix(b".tmp"))
             else {
                 continue;
             };
-            // middle = "PID-START.TOKEN8", exactly: a longer lock name that
-            // starts like ours (`a.5-6` for `a`) has more dots and is not ours.
+            // middle = "PID-START.TOKEN8", exactly.
             let Some((pid, start)) = parse_temp_middle(middle) else {
                 continue;
             };

@@ -39,15 +39,17 @@ pub fn pid_max() -> u32 {
 /// The current boot's id (`/proc/sys/kernel/random/boot_id`).
 pub fn boot_id() -> io::Result<&'static str> {
     static BOOT: OnceLock<Result<String, io::ErrorKind>> = OnceLock::new();
-    match BOOT.get_or_init(|| {
-        fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_owned())
-            .map_err(|e| e.kind())
-    }) {
+    match BOOT.get_or_init(
+        || match fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+            Ok(s) if crate::record::is_boot_id(s.trim()) => Ok(s.trim().to_owned()),
+            Ok(_) => Err(io::ErrorKind::InvalidData),
+            Err(e) => Err(e.kind()),
+        },
+    ) {
         Ok(s) => Ok(s.as_str()),
         Err(kind) => Err(io::Error::new(
             *kind,
-            "cannot read /proc/sys/kernel/random/boot_id (is /proc mounted?)",
+            "cannot read this boot's id from /proc/sys/kernel/random/boot_id (is /proc mounted?)",
         )),
     }
 }
@@ -106,11 +108,17 @@ impl ProcStat {
         self.flags & PF_KTHREAD != 0
     }
 
-    /// True when the *main thread* is a zombie, being torn down, or in
-    /// exit(2). The process may still have live threads: see
-    /// [`is_dead_process`].
+    /// True when the *main thread* is a zombie or being torn down. The
+    /// process may still have live threads: see [`is_dead_process`]. A task
+    /// in exit(2) that is not a zombie yet still holds its files and counts
+    /// as alive.
     pub fn is_dead(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x') || self.flags & PF_EXITING != 0
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+
+    /// True while the task is in exit(2): it runs no more user code.
+    pub fn is_exiting(&self) -> bool {
+        self.flags & PF_EXITING != 0
     }
 }
 
@@ -367,6 +375,30 @@ pub fn host_name() -> String {
     .clone()
 }
 
+/// Checks that `/proc` shows this process as it is: its own stat is
+/// readable and names its own pid. Checked once per process.
+pub fn usable() -> Result<(), String> {
+    static OK: OnceLock<Result<(), String>> = OnceLock::new();
+    OK.get_or_init(|| {
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        match read_stat(pid) {
+            Ok(Some(st)) if !st.is_dead() => {}
+            Ok(_) => return Err(format!("/proc/{pid} (this process) is missing")),
+            Err(e) => return Err(format!("/proc/{pid}/stat cannot be read: {e}")),
+        }
+        match fs::read_link("/proc/self") {
+            Ok(p) if p.as_os_str() == pid.to_string().as_str() => Ok(()),
+            Ok(p) => Err(format!(
+                "/proc/self is {}, not this process ({pid}): /proc belongs to another PID \
+                 namespace",
+                p.display()
+            )),
+            Err(e) => Err(format!("/proc/self cannot be read: {e}")),
+        }
+    })
+    .clone()
+}
+
 /// The pid namespace of this process.
 pub fn own_pidns() -> Option<u64> {
     static NS: OnceLock<Option<u64>> = OnceLock::new();
@@ -516,9 +548,10 @@ pub struct RunSpec<'a> {
     pub token: &'a str,
     /// The wrapper's start time: no process of the run started before it.
     pub since_start: Option<u64>,
-    /// The command's pid and start time: the command leads its own process
-    /// group, whose id is its pid.
-    pub group: Option<(u32, u64)>,
+    /// A process group whose members (started no earlier than
+    /// `since_start`) belong, and the start time of its leader when known:
+    /// a run's command leads its own group, whose id is its pid.
+    pub group: Option<(u32, Option<u64>)>,
     /// The owner's uid, to tell which unreadable environments matter.
     pub uid: Option<u32>,
 }
@@ -532,6 +565,9 @@ pub struct RunScan {
     /// Live processes of the owner's uid, started after the run, whose
     /// environment could not be read: they may carry the token.
     pub unreadable: Vec<u32>,
+    /// Processes in exit(2) whose environment is already gone: they may
+    /// have been of the run, and hold their files a moment longer.
+    pub exiting: Vec<u32>,
 }
 
 /// The real uid of a process (`Uid:` in `/proc/PID/status`, readable by
@@ -572,9 +608,11 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
 /// gone: a reused pid leading a new group is not the run. With
 /// `first_only`, stops at the first member found.
 pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Result<RunScan> {
-    let leader_reused = spec.group.is_some_and(
-        |(pid, start)| matches!(read_stat(pid), Ok(Some(st)) if st.start != start && !st.is_dead()),
-    );
+    let leader_reused = spec.group.is_some_and(|(pid, start)| {
+        start.is_some_and(
+            |start| matches!(read_stat(pid), Ok(Some(st)) if st.start != start && !st.is_dead()),
+        )
+    });
     let mut scan = RunScan::default();
     for pid in all_pids()? {
         if skip.contains(&pid) {
@@ -589,10 +627,7 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
         {
             continue;
         }
-        let in_group = !leader_reused
-            && spec
-                .group
-                .is_some_and(|(pg, st)| stat.pgrp == pg && stat.start >= st);
+        let in_group = !leader_reused && spec.group.is_some_and(|(pg, _)| stat.pgrp == pg);
         let why = if in_group {
             Some(Membership::ProcessGroup)
         } else if spec.token.is_empty() {
@@ -600,7 +635,18 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
         } else {
             match environ_check(pid, TOKEN_VAR, spec.token) {
                 Environ::Has(true) => Some(Membership::Token),
-                Environ::Has(false) | Environ::Gone => None,
+                Environ::Has(false) => None,
+                // Its memory is gone but it is not a zombie yet: it is in
+                // exit(2), still holding its files. It may be a process of
+                // the run; wait for it rather than guess.
+                Environ::Gone => {
+                    if matches!(read_stat(pid), Ok(Some(now)) if now.start == stat.start && !now.is_dead())
+                        && may_carry_token(pid, &stat, spec)
+                    {
+                        scan.exiting.push(pid);
+                    }
+                    None
+                }
                 Environ::Denied => {
                     if may_carry_token(pid, &stat, spec) {
                         scan.unreadable.push(pid);

@@ -80,6 +80,11 @@ pub struct Record {
     pub cmd_pid: Option<u32>,
     /// Run mode: the command's start time.
     pub cmd_start: Option<u64>,
+    /// Lock mode, for an owner named by pid (a shell script): its process
+    /// group, whose members started after the owner keep the lock held.
+    pub pgid: Option<u32>,
+    /// The start time of that group's leader, when it was alive.
+    pub pgstart: Option<u64>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
@@ -169,6 +174,8 @@ impl Record {
             cmd: None,
             cmd_pid: None,
             cmd_start: None,
+            pgid: None,
+            pgstart: None,
             format: 0,
         };
         let mut seen: Vec<&str> = Vec::new();
@@ -200,10 +207,7 @@ impl Record {
             match key {
                 "start" => rec.start = Some(parse_decimal(key, value)?),
                 "boot" => {
-                    if value.is_empty()
-                        || value.len() > 64
-                        || !value.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
-                    {
+                    if !is_boot_id(value) {
                         return Err(bad(format!("`boot` is not a boot id: {value:?}")));
                     }
                     rec.boot = Some(value.to_owned());
@@ -240,6 +244,8 @@ impl Record {
                 "cmd" => rec.cmd = Some(value.to_owned()),
                 "cmdpid" => rec.cmd_pid = Some(parse_pid(key, value, pid_max)?),
                 "cmdstart" => rec.cmd_start = Some(parse_decimal(key, value)?),
+                "pgid" => rec.pgid = Some(parse_pid(key, value, pid_max)?),
+                "pgstart" => rec.pgstart = Some(parse_decimal(key, value)?),
                 "onlyone" => {
                     let v = parse_decimal(key, value)?;
                     rec.format = u32::try_from(v)
@@ -308,16 +314,55 @@ impl Record {
             let _ = writeln!(s, "cmdpid={p}");
             let _ = writeln!(s, "cmdstart={st}");
         }
+        if let Some(g) = self.pgid {
+            let _ = writeln!(s, "pgid={g}");
+        }
+        if let Some(g) = self.pgstart {
+            let _ = writeln!(s, "pgstart={g}");
+        }
         if self.format != 0 {
             let _ = writeln!(s, "onlyone={}", self.format);
         }
         s.into_bytes()
     }
 
+    /// What to look for in `/proc` to find the processes that keep this
+    /// record's lock held besides the owner: a run's command group and
+    /// token carriers, or the process group of a script that acquired.
+    /// `None` when the owner alone counts.
+    pub fn scan_spec(&self) -> Option<crate::procfs::RunSpec<'_>> {
+        match (self.mode, self.pgid) {
+            (Mode::Run, _) => Some(crate::procfs::RunSpec {
+                token: self.token_str(),
+                since_start: self.start,
+                group: self.cmd_pid.map(|p| (p, self.cmd_start)),
+                uid: self.uid,
+            }),
+            (Mode::Lock, Some(pgid)) => Some(crate::procfs::RunSpec {
+                token: "",
+                since_start: self.start,
+                group: Some((pgid, self.pgstart)),
+                uid: self.uid,
+            }),
+            (Mode::Lock, None) => None,
+        }
+    }
+
     /// The record's token, or `""` for a record without one.
     pub fn token_str(&self) -> &str {
         self.token.as_deref().unwrap_or("")
     }
+}
+
+/// True for a boot id as the kernel writes it: a UUID in lowercase,
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`. A truncated one is not one: it
+/// must never compare as "another boot".
+pub fn is_boot_id(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => matches!(b, b'0'..=b'9' | b'a'..=b'f'),
+        })
 }
 
 /// Makes a value safe for one record line: control characters become
@@ -421,6 +466,8 @@ mod tests {
             cmd: Some("./sync.sh --all".into()),
             cmd_pid: Some(4250),
             cmd_start: Some(123_456_790),
+            pgid: None,
+            pgstart: None,
             format: FORMAT_VERSION,
         }
     }
@@ -455,10 +502,15 @@ mod tests {
 
     #[test]
     fn crlf_records_parse() {
-        let r = Record::parse_with_pid_max(b"7\r\nstart=5\r\nboot=ab-cd\r\n", PID_MAX).unwrap();
+        let r = Record::parse_with_pid_max(
+            b"7\r\nstart=5\r\nboot=d1dce367-f09e-4b16-b699-8439646e535a\r\n",
+            PID_MAX,
+        )
+        .unwrap();
+        assert_eq!((r.pid, r.start), (7, Some(5)));
         assert_eq!(
-            (r.pid, r.start, r.boot.as_deref()),
-            (7, Some(5), Some("ab-cd"))
+            r.boot.as_deref(),
+            Some("d1dce367-f09e-4b16-b699-8439646e535a")
         );
     }
 
@@ -477,16 +529,48 @@ mod tests {
             (b"42\0\n", "NUL"),
             (b"42\n\xff\xfe\n", "UTF-8"),
             (b"42\nstart=1\n", "`boot` is missing"),
-            (b"42\nboot=ab\n", "`start` is missing"),
-            (b"42\nstart=-5\nboot=ab\n", "not a decimal"),
-            (b"42\nstart=1\nstart=2\nboot=ab\n", "twice"),
-            (b"42\nstart=1\nboot=ab\ngarbage\n", "not `key=value`"),
-            (b"42\nstart=1\nboot=ab\n\n", "not `key=value`"),
+            (
+                b"42\nboot=d1dce367-f09e-4b16-b699-8439646e535a\n",
+                "`start` is missing",
+            ),
+            (
+                b"42\nstart=-5\nboot=d1dce367-f09e-4b16-b699-8439646e535a\n",
+                "not a decimal",
+            ),
+            (
+                b"42\nstart=1\nstart=2\nboot=d1dce367-f09e-4b16-b699-8439646e535a\n",
+                "twice",
+            ),
+            (
+                b"42\nstart=1\nboot=d1dce367-f09e-4b16-b699-8439646e535a\ngarbage\n",
+                "not `key=value`",
+            ),
+            (
+                b"42\nstart=1\nboot=d1dce367-f09e-4b16-b699-8439646e535a\n\n",
+                "not `key=value`",
+            ),
             (b"42\nstart=1\nboot=zz\n", "not a boot id"),
-            (b"42\nstart=1\nboot=ab\ncmdpid=5\n", "together"),
-            (b"42\nstart=1\nboot=ab\nKey=v\n", "malformed key"),
-            (b"42\nstart=1\nboot=ab\ncmd=a\x07b\n", "control"),
-            (b"42\nstart=99999999999999999999\nboot=ab\n", "out of range"),
+            (b"42\nstart=1\nboot=d1dce367-f0\n", "not a boot id"),
+            (
+                b"42\nstart=1\nboot=D1DCE367-F09E-4B16-B699-8439646E535A\n",
+                "not a boot id",
+            ),
+            (
+                b"42\nstart=1\nboot=d1dce367-f09e-4b16-b699-8439646e535a\ncmdpid=5\n",
+                "together",
+            ),
+            (
+                b"42\nstart=1\nboot=d1dce367-f09e-4b16-b699-8439646e535a\nKey=v\n",
+                "malformed key",
+            ),
+            (
+                b"42\nstart=1\nboot=d1dce367-f09e-4b16-b699-8439646e535a\ncmd=a\x07b\n",
+                "control",
+            ),
+            (
+                b"42\nstart=99999999999999999999\nboot=d1dce367-f09e-4b16-b699-8439646e535a\n",
+                "out of range",
+            ),
         ];
         for (input, why) in cases {
             let err = Record::parse_with_pid_max(input, PID_MAX)
@@ -514,7 +598,11 @@ mod tests {
 
     #[test]
     fn unknown_mode_is_read_as_run() {
-        let r = Record::parse_with_pid_max(b"1\nstart=1\nboot=ab\nmode=batch\n", PID_MAX).unwrap();
+        let r = Record::parse_with_pid_max(
+            b"1\nstart=1\nboot=d1dce367-f09e-4b16-b699-8439646e535a\nmode=batch\n",
+            PID_MAX,
+        )
+        .unwrap();
         assert_eq!(r.mode, Mode::Run);
     }
 
@@ -563,6 +651,8 @@ mod tests {
                     cmd: cmd.map(|c| escape_value(&c)),
                     cmd_pid: cmdp.map(|c| c.0),
                     cmd_start: cmdp.map(|c| c.1),
+                    pgid: cmdp.map(|c| c.0),
+                    pgstart: cmdp.map(|c| c.1 / 2),
                     format: FORMAT_VERSION,
                 },
             )

@@ -19,7 +19,7 @@ use rustix::process::{Pid, PidfdFlags, Signal};
 
 use crate::error::{Error, Result};
 use crate::lock::LockFile;
-use crate::procfs::{self, RunSpec};
+use crate::procfs;
 use crate::record::{Mode, Record};
 use crate::verdict::Verdict;
 
@@ -172,13 +172,7 @@ pub fn processes_of(record: &Record, skip: &[u32]) -> Result<Vec<Target>> {
     {
         push(pid, start, &mut out);
     }
-    if record.mode == Mode::Run {
-        let spec = RunSpec {
-            token: record.token_str(),
-            since_start: record.start,
-            group: record.cmd_pid.zip(record.cmd_start),
-            uid: record.uid,
-        };
+    if let Some(spec) = record.scan_spec() {
         let scan = procfs::run_members(&spec, skip, false)
             .map_err(|e| Error::io("list processes in", "/proc", e))?;
         for m in scan.members {

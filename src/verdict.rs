@@ -21,7 +21,7 @@
 use std::fmt;
 
 use crate::procfs::{self, Probe};
-use crate::record::{FORMAT_VERSION, Mode, NotARecord, Record};
+use crate::record::{FORMAT_VERSION, NotARecord, Record};
 
 /// The verdict on a lock file that exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +201,12 @@ pub enum UnknownReason {
         /// The record's format version.
         version: u32,
     },
+    /// `/proc` does not show this process itself, or this boot's id: no
+    /// liveness can be proven either way.
+    NoProc {
+        /// What is wrong.
+        why: String,
+    },
     /// The processes of the run could not be listed.
     CannotScan {
         /// The error.
@@ -223,6 +229,11 @@ impl fmt::Display for UnknownReason {
                 "the record has format version {version}, newer than this onlyone \
                  ({FORMAT_VERSION}); its owner has exited but it may name processes this \
                  version cannot check; use the newer onlyone"
+            ),
+            UnknownReason::NoProc { why } => write!(
+                f,
+                "/proc cannot be trusted here ({why}); run onlyone where /proc is mounted for \
+                 this PID namespace"
             ),
             UnknownReason::CannotScan { why } => {
                 write!(f, "the processes of the run cannot be listed: {why}")
@@ -275,15 +286,31 @@ pub fn judge(ev: &Evidence) -> Verdict {
 /// is held. A bare pid file carries no boot id; its pid is probed like any
 /// other (a live pid named by an older file is refused, not clobbered).
 pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
-    if let (Some(theirs), Ok(ours)) = (&rec.boot, procfs::boot_id())
-        && theirs != ours
-    {
-        return Verdict::Stale(StaleReason::PreviousBoot);
+    // Without a working /proc nothing can be proven dead: a pid that does
+    // not show is not a pid that exited.
+    if let Err(why) = procfs::usable() {
+        return Verdict::Unknown(UnknownReason::NoProc { why });
     }
-    if let (Some(theirs), Some(ours)) = (rec.pidns, procfs::own_pidns())
-        && theirs != ours
-    {
-        return Verdict::Unknown(UnknownReason::OtherPidNamespace { theirs, ours });
+    if let Some(theirs) = &rec.boot {
+        match procfs::boot_id() {
+            Ok(ours) if theirs != ours => return Verdict::Stale(StaleReason::PreviousBoot),
+            Ok(_) => {}
+            Err(e) => return Verdict::Unknown(UnknownReason::NoProc { why: e.to_string() }),
+        }
+    }
+    if let Some(theirs) = rec.pidns {
+        match procfs::own_pidns() {
+            Some(ours) if theirs != ours => {
+                return Verdict::Unknown(UnknownReason::OtherPidNamespace { theirs, ours });
+            }
+            Some(_) => {}
+            None => {
+                return Verdict::Unknown(UnknownReason::NoProc {
+                    why: "this process's PID namespace cannot be read from /proc/self/ns/pid"
+                        .into(),
+                });
+            }
+        }
     }
     let owner = procfs::probe(rec.pid, rec.start);
     if kernel_locked && owner.is_alive() {
@@ -299,19 +326,13 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
         }
         _ => {}
     }
-    let run = rec.mode == Mode::Run;
+    let run = rec.scan_spec().is_some();
     if let (Some(pid), Some(start)) = (rec.cmd_pid, rec.cmd_start)
         && procfs::probe(pid, Some(start)).is_alive()
     {
         return Verdict::Held(Holder::Command { pid });
     }
-    if run {
-        let spec = procfs::RunSpec {
-            token: rec.token_str(),
-            since_start: rec.start,
-            group: rec.cmd_pid.zip(rec.cmd_start),
-            uid: rec.uid,
-        };
+    if let Some(spec) = rec.scan_spec() {
         // Two scans: a process that forks and exits while /proc is listed
         // could hide its child from one pass (after pid wrap-around).
         for _ in 0..2 {
@@ -321,6 +342,12 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
                         return Verdict::Held(Holder::Member {
                             pid: m.pid,
                             cmd: procfs::command_line(m.pid),
+                        });
+                    }
+                    if let Some(&pid) = scan.exiting.first() {
+                        return Verdict::Held(Holder::Member {
+                            pid,
+                            cmd: procfs::command_line(pid),
                         });
                     }
                     if let Some(pid) = scan.unreadable.first() {

@@ -334,10 +334,15 @@ impl Ctx {
             let ctx = Ctx { dir, source };
             let (lock, name) = ctx.open_for_reading(&lock_arg)?;
             let seen = lock.inspect()?;
+            // Clearing is a courtesy: it must not hold the answer up when
+            // another process holds the removal guard.
             let cleaned = match &seen {
-                Some(s) if matches!(s.verdict, Verdict::Stale(_)) => {
-                    lock.reclaim_if_stale().ok().flatten()
-                }
+                Some(s) if matches!(s.verdict, Verdict::Stale(_)) => lock
+                    .clone()
+                    .with_deadline(Instant::now() + Duration::from_millis(100))
+                    .reclaim_if_stale()
+                    .ok()
+                    .flatten(),
                 _ => None,
             };
             Ok::<_, Error>((lock, name, seen, cleaned))
