@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --release --example chaos -- [--mode run|shell|lib] [--seconds N]
-//!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N] [--dir DIR]
+//!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N]
+//!     [--max-seconds N] [--dir DIR]
 //! ```
 //!
 //! - **The critical section** is this program again (`--cs`): it takes its
@@ -54,6 +55,7 @@ struct Opts {
     kill_every: Duration,
     min_runs: u64,
     min_kills: u64,
+    max_seconds: u64,
     dir: Option<PathBuf>,
 }
 
@@ -65,6 +67,7 @@ fn parse_args() -> Opts {
         kill_every: Duration::from_millis(100),
         min_runs: 0,
         min_kills: 0,
+        max_seconds: 0,
         dir: None,
     };
     let mut args = std::env::args().skip(1);
@@ -87,6 +90,7 @@ fn parse_args() -> Opts {
             "--kill-every-ms" => o.kill_every = Duration::from_millis(num(&val())),
             "--min-runs" => o.min_runs = num(&val()),
             "--min-kills" => o.min_kills = num(&val()),
+            "--max-seconds" => o.max_seconds = num(&val()),
             "--dir" => o.dir = Some(PathBuf::from(val())),
             _ => usage(&format!("unknown argument {a}")),
         }
@@ -103,9 +107,15 @@ fn usage(msg: &str) -> ! {
     eprintln!("chaos: {msg}");
     eprintln!(
         "usage: chaos [--mode run|shell|lib] [--seconds N] [--contenders N] \
-         [--kill-every-ms N] [--min-runs N] [--min-kills N] [--dir DIR]"
+         [--kill-every-ms N] [--min-runs N] [--min-kills N] [--max-seconds N] [--dir DIR]"
     );
     std::process::exit(2);
+}
+
+fn count_lines(p: &Path) -> u64 {
+    std::fs::read(p)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+        .unwrap_or(0)
 }
 
 /// The critical section: `chaos --cs CHECK LOG`.
@@ -226,8 +236,21 @@ fn main() {
         std::thread::spawn(move || monitor(&lock_path, &stats, &stop))
     };
 
-    while Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(200));
+    // Run for --seconds; then, up to --max-seconds, until the minimum runs
+    // and kills are reached (a slower machine takes longer, not fewer).
+    let hard_until = started + Duration::from_secs(o.max_seconds.max(o.seconds));
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = Instant::now();
+        if now >= hard_until {
+            break;
+        }
+        if now >= until {
+            let runs = count_lines(&log);
+            if runs >= o.min_runs && stats.kills.load(Ordering::Relaxed) >= o.min_kills {
+                break;
+            }
+        }
     }
     stop.store(true, Ordering::SeqCst);
     // Library workers loop until killed.
@@ -244,9 +267,7 @@ fn main() {
     let _ = killer.join();
     let _ = monitor.join();
 
-    let runs = std::fs::read_to_string(&log)
-        .map(|s| s.lines().count() as u64)
-        .unwrap_or(0);
+    let runs = count_lines(&log);
     let secs = started.elapsed().as_secs_f64();
     let s = &stats;
     let overlaps = s.overlaps.load(Ordering::Relaxed);

@@ -75,6 +75,17 @@ impl fmt::Display for HeldBy {
     }
 }
 
+/// Formats Unix seconds as RFC 3339 (UTC), or as `@SECONDS` for a time past
+/// the year 9999, which RFC 3339 cannot write (a record may say anything).
+pub fn format_unix_time(secs: u64) -> String {
+    const YEAR_10000: u64 = 253_402_300_800;
+    if secs >= YEAR_10000 {
+        return format!("@{secs}");
+    }
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 /// Formats a duration as `3m12s`, `2h5m`, `450ms`.
 pub fn compact_duration(d: Duration) -> String {
     let secs = d.as_secs();

@@ -79,6 +79,11 @@ impl IdleWatch {
         active
     }
 
+    /// Counts as activity now (a sample that could not be taken).
+    pub fn mark_active(&mut self) {
+        self.last_activity = Instant::now();
+    }
+
     /// How long every watched process has been idle.
     pub fn idle_for(&self) -> Duration {
         self.last_activity.elapsed()

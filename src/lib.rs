@@ -44,7 +44,7 @@ pub mod terminate;
 pub mod test_hooks;
 pub mod verdict;
 
-pub use error::{Error, HeldBy, Result, compact_duration};
+pub use error::{Error, HeldBy, Result, compact_duration, format_unix_time};
 pub use lock::{
     AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REPROBE_INTERVAL,
     Released, TakeOver, new_token,

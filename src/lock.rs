@@ -241,7 +241,14 @@ impl LockFile {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<LockFile> {
-        let path = path.as_ref().to_path_buf();
+        // Absolute, so that what a run hands its command in ONLYONE_LOCK
+        // names the same file from any directory.
+        let given = path.as_ref();
+        let path = if given.as_os_str().is_empty() {
+            given.to_path_buf()
+        } else {
+            std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf())
+        };
         let bad = |why: &str| Error::BadPath {
             path: path.clone(),
             why: why.to_owned(),

@@ -73,7 +73,7 @@ pub fn clock_ticks() -> u64 {
 
 /// Converts a start time in clock ticks since boot to Unix seconds.
 pub fn start_to_unix(start_ticks: u64) -> Option<u64> {
-    boot_time().map(|b| b + start_ticks / clock_ticks())
+    boot_time().and_then(|b| b.checked_add(start_ticks / clock_ticks()))
 }
 
 /// The fields of `/proc/PID/stat` that onlyone uses.

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::idle::{self, Counters};
+use crate::idle::Counters;
 use crate::lock::LockFile;
 use crate::procfs::{self, LOCK_VAR, TOKEN_VAR};
 use crate::terminate::{self, Target};
@@ -135,15 +135,8 @@ struct State {
 struct Seen {
     cpu: u64,
     io: Option<u64>,
-    /// When the counters last changed, Unix milliseconds.
+    /// When the counters last changed, milliseconds since boot.
     changed_ms: u64,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Takes the reap guard (flock on `dir/.onlyone-reap.lock`), waiting until
@@ -228,19 +221,61 @@ fn save_state(dir: &Path, state: &State) -> Result<(), String> {
     })
 }
 
-/// One process that carries a run's marker.
+/// One process that belongs, or may belong, to a run.
 struct Marked {
     pid: u32,
     start: u64,
+    /// The job it belongs to (index into the jobs), if a named one.
+    job: Option<usize>,
+    /// The lock its environment names, as it names it.
     lock: Option<String>,
     token: Option<String>,
     counters: Counters,
+    /// Why it is not of a named job although it names one's path.
+    foreign: Option<&'static str>,
 }
 
-/// Lists the processes whose environment carries `ONLYONE_TOKEN`, plus the
-/// commands recorded in the named locks.
-fn scan(jobs: &[Job], deadline: Instant, errors: &mut Vec<String>) -> Vec<Marked> {
+/// A named job, with its lock as this reap sees it.
+struct JobView<'a> {
+    job: &'a Job,
+    /// The lock path, absolute, its directory's symlinks resolved.
+    key: PathBuf,
+    /// The token the lock names now (`Ok(None)`: free), or why the lock
+    /// cannot be read.
+    live: Result<Option<String>, String>,
+    /// The live run's processes could not all be measured.
+    unmeasurable: bool,
+}
+
+/// The path `p`, absolute, with its directory's symlinks resolved, as seen
+/// from the directory `cwd` (another process's `/proc/PID/cwd`).
+fn canonical(p: &Path, cwd: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or(abs.clone()),
+        _ => abs,
+    }
+}
+
+fn mount_ns(pid: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(format!("/proc/{pid}/ns/mnt"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// Lists the processes whose environment carries `ONLYONE_TOKEN` or
+/// `ONLYONE_LOCK`, and the processes of the named jobs' live runs (their
+/// process groups, whatever their environment).
+fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) -> Vec<Marked> {
     let me = std::process::id();
+    let my_mnt = mount_ns("self");
     let mut out = Vec::new();
     let pids = match procfs::all_pids() {
         Ok(p) => p,
@@ -270,39 +305,79 @@ fn scan(jobs: &[Job], deadline: Instant, errors: &mut Vec<String>) -> Vec<Marked
         if procfs::is_dead_process(pid, &st) {
             continue;
         }
+        // The same path in another mount namespace (a container) is
+        // another file; a relative path is relative to that process.
+        let mut foreign = None;
+        let job = lock.as_deref().and_then(|l| {
+            let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_else(|_| "/".into());
+            let key = canonical(Path::new(l), &cwd);
+            let i = views.iter().position(|v| v.key == key)?;
+            if mount_ns(&pid.to_string()) != my_mnt {
+                foreign =
+                    Some("it runs in another mount namespace, where that path is another file");
+                return None;
+            }
+            Some(i)
+        });
         out.push(Marked {
             pid,
             start: st.start,
+            job,
             lock,
             token,
             counters: Counters {
                 cpu_ticks: st.cpu_ticks,
                 io_bytes: procfs::io_bytes(pid),
             },
+            foreign,
         });
     }
-    // The recorded command of a named lock belongs to its run even if its
-    // environment was cleared.
-    for job in jobs {
-        let Ok(lock) = LockFile::open(&job.lock) else {
+    // The live runs' other processes: their command's group (an
+    // environment may have been cleared), and what cannot be read.
+    for (i, view) in views.iter_mut().enumerate() {
+        let Ok(Some(token)) = &view.live else {
             continue;
         };
-        let Ok(Some(seen)) = lock.inspect() else {
+        let Ok(lock) = LockFile::open(&view.job.lock) else {
             continue;
         };
-        let Ok(rec) = seen.record else { continue };
-        if let (Some(pid), Some(start)) = (rec.cmd_pid, rec.cmd_start)
-            && pid != me
-            && !out.iter().any(|m| m.pid == pid && m.start == start)
-            && let Some(counters) = idle::counters(pid, start)
-        {
-            out.push(Marked {
-                pid,
-                start,
-                lock: Some(job.lock.display().to_string()),
-                token: rec.token.clone(),
-                counters,
-            });
+        let Some(rec) = lock.inspect().ok().flatten().and_then(|s| s.record.ok()) else {
+            continue;
+        };
+        if rec.token.as_deref() != Some(token.as_str()) {
+            continue;
+        }
+        let Some(spec) = rec.scan_spec() else {
+            continue;
+        };
+        match procfs::run_members(&spec, &[me, rec.pid], false) {
+            Ok(found) => {
+                view.unmeasurable |= !found.unreadable.is_empty() || !found.exiting.is_empty();
+                for m in found.members {
+                    if out.iter().any(|o| o.pid == m.pid && o.start == m.start) {
+                        continue;
+                    }
+                    out.push(Marked {
+                        pid: m.pid,
+                        start: m.start,
+                        job: Some(i),
+                        lock: Some(view.job.lock.display().to_string()),
+                        token: Some(token.clone()),
+                        counters: Counters {
+                            cpu_ticks: m.stat.cpu_ticks,
+                            io_bytes: procfs::io_bytes(m.pid),
+                        },
+                        foreign: None,
+                    });
+                }
+            }
+            Err(e) => {
+                view.unmeasurable = true;
+                errors.push(format!(
+                    "cannot list the processes of `{}`: {e}",
+                    view.job.name
+                ));
+            }
         }
     }
     out
@@ -359,9 +434,19 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
         }
     };
     let mut state = load_state(dir, &mut errors);
-    let now = now_ms();
+    let now = clock_ms();
     let window_ms = opts.idle.as_millis() as u64;
-    let marked = scan(jobs, opts.deadline, &mut errors);
+    let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let mut views: Vec<JobView<'_>> = jobs
+        .iter()
+        .map(|job| JobView {
+            job,
+            key: canonical(&job.lock, &here),
+            live: live_token(&job.lock),
+            unmeasurable: false,
+        })
+        .collect();
+    let marked = scan(&mut views, opts.deadline, &mut errors);
 
     // Update what each process was last seen doing.
     let mut looks: HashMap<(u32, u64), Look> = HashMap::new();
@@ -376,8 +461,7 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
             Some(p) if same => p.changed_ms,
             _ => now,
         };
-        // Busy: seen before and active since. First sight is not "busy",
-        // only "too short".
+        // First sight counts as active now; unmeasurable I/O is activity.
         looks.insert(
             (m.pid, m.start),
             Look {
@@ -396,30 +480,13 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
         );
     }
     state.procs = next;
-
-    // Which runs are live: the token each named lock names now.
-    let mut live_token: HashMap<String, Option<String>> = HashMap::new();
-    for job in jobs {
-        let token = LockFile::open(&job.lock)
-            .ok()
-            .and_then(|l| l.inspect().ok().flatten())
-            .and_then(|s| s.record.ok())
-            .and_then(|r| r.token);
-        live_token.insert(job.lock.display().to_string(), token);
-    }
-    let job_of = |lock: &Option<String>| -> Option<&Job> {
-        let lock = lock.as_deref()?;
-        jobs.iter().find(|j| j.lock.as_os_str() == lock)
-    };
+    let idle_enough = |l: &Look| !l.first && !l.busy && l.idle_ms >= window_ms;
+    let window = crate::error::compact_duration(opts.idle);
 
     let mut candidates = Vec::new();
     let mut to_end: Vec<(usize, Target)> = Vec::new();
     for m in &marked {
-        let Look {
-            idle_ms: idle_for,
-            busy,
-            first,
-        } = looks[&(m.pid, m.start)];
+        let look = looks[&(m.pid, m.start)];
         let mut c = Candidate {
             pid: m.pid,
             start: m.start,
@@ -429,36 +496,37 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
             command: procfs::command_line(m.pid),
             verdict: Fate::KeptNotNamed,
             reason: String::new(),
-            idle_seconds: Some(idle_for / 1000),
+            idle_seconds: Some(look.idle_ms / 1000),
         };
-        let Some(job) = job_of(&m.lock) else {
-            c.reason = match &m.lock {
-                Some(l) => format!("it belongs to the lock `{l}`, which was not named"),
-                None => "it carries a run token but names no lock".into(),
+        let Some(view) = m.job.map(|i| &views[i]) else {
+            c.reason = match (&m.lock, m.foreign) {
+                (Some(l), Some(why)) => format!("it names the lock `{l}`, but {why}"),
+                (Some(l), None) => format!("it belongs to the lock `{l}`, which was not named"),
+                (None, _) => "it carries a run token but names no lock".into(),
             };
             candidates.push(c);
             continue;
         };
-        c.job = Some(job.name.clone());
-        let live = live_token
-            .get(&job.lock.display().to_string())
-            .cloned()
-            .flatten();
-        let run_live = live.is_some() && live == m.token;
-        let window = crate::error::compact_duration(opts.idle);
-        let idle_txt = crate::error::compact_duration(Duration::from_millis(idle_for));
-        if run_live {
-            // The whole run must have been idle for the window.
-            let run: Vec<&Marked> = marked
+        c.job = Some(view.job.name.clone());
+        let idle_txt = crate::error::compact_duration(Duration::from_millis(look.idle_ms));
+        let live = match &view.live {
+            Ok(t) => t.clone(),
+            Err(why) => {
+                c.verdict = Fate::KeptBusy;
+                c.reason = format!("its lock cannot be read ({why}), so its run counts as live");
+                candidates.push(c);
+                continue;
+            }
+        };
+        if live.is_some() && live == m.token {
+            // A live run: every process of it must have been idle for the
+            // window, and all of them must be measurable.
+            let run: Vec<Look> = marked
                 .iter()
-                .filter(|o| o.token == m.token && job_of(&o.lock).is_some())
+                .filter(|o| o.job == m.job && o.token == m.token)
+                .map(|o| looks[&(o.pid, o.start)])
                 .collect();
-            let run_idle = run
-                .iter()
-                .map(|o| looks[&(o.pid, o.start)].idle_ms)
-                .min()
-                .unwrap_or(0);
-            if run_idle >= window_ms {
+            if !view.unmeasurable && run.iter().all(idle_enough) {
                 c.verdict = Fate::Ended;
                 c.reason =
                     format!("its run is live but every process of it has been idle for {window}");
@@ -469,17 +537,21 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
                         start: m.start,
                     },
                 ));
-            } else if run.iter().any(|o| looks[&(o.pid, o.start)].busy) {
+            } else if view.unmeasurable {
+                c.verdict = Fate::KeptBusy;
+                c.reason = "its run is live and not all its processes can be measured".into();
+            } else if run.iter().any(|l| l.busy) {
                 c.verdict = Fate::KeptBusy;
                 c.reason = "its run is live and active".into();
             } else {
+                let least = run.iter().map(|l| l.idle_ms).min().unwrap_or(0);
                 c.verdict = Fate::KeptIdleTooShort;
                 c.reason = format!(
                     "its run is live and has been idle for {} of {window}",
-                    crate::error::compact_duration(Duration::from_millis(run_idle))
+                    crate::error::compact_duration(Duration::from_millis(least))
                 );
             }
-        } else if idle_for >= window_ms {
+        } else if idle_enough(&look) {
             c.verdict = Fate::Ended;
             c.reason = format!("its run is over and it has been idle for {idle_txt}");
             to_end.push((
@@ -489,10 +561,10 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
                     start: m.start,
                 },
             ));
-        } else if busy {
+        } else if look.busy {
             c.verdict = Fate::KeptBusy;
             c.reason = "its run is over, but it used CPU or did I/O since the last look".into();
-        } else if first {
+        } else if look.first {
             c.verdict = Fate::KeptIdleTooShort;
             c.reason = "its run is over; first seen now".into();
         } else {
@@ -528,8 +600,8 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
         // A wrapper that still lives releases the lock once its command is
         // gone: wait for that, so a precheck right after sees it free.
         let until = opts.deadline.min(Instant::now() + RELEASE_WAIT);
-        for job in jobs {
-            let Some(Some(token)) = live_token.get(&job.lock.display().to_string()) else {
+        for view in &views {
+            let Ok(Some(token)) = &view.live else {
                 continue;
             };
             if !to_end
@@ -538,17 +610,12 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
             {
                 continue;
             }
-            let Ok(lock) = LockFile::open(&job.lock) else {
+            let Ok(lock) = LockFile::open(&view.job.lock) else {
                 continue;
             };
             let mut pause = Duration::from_millis(1);
             while Instant::now() < until
-                && lock
-                    .inspect()
-                    .ok()
-                    .flatten()
-                    .and_then(|s| s.record.ok())
-                    .is_some_and(|r| r.token.as_deref() == Some(token.as_str()))
+                && matches!(live_token(&view.job.lock), Ok(Some(t)) if &t == token)
             {
                 // A wrapper killed earlier leaves a stale record: clear it.
                 if lock.reclaim_if_stale().ok().flatten().is_some() {
@@ -578,6 +645,38 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
     r.candidates = candidates;
     r.errors.extend(errors);
     r.complete = !out_of_time;
+}
+
+/// The token a lock names now: `Ok(None)` when it is free, an error when it
+/// cannot be read (then its runs count as live).
+fn live_token(lock: &Path) -> Result<Option<String>, String> {
+    let l = LockFile::open(lock).map_err(|e| e.to_string())?;
+    match l.inspect() {
+        Ok(None) => Ok(None),
+        Ok(Some(seen)) => match seen.record {
+            Ok(r) => Ok(r.token),
+            Err(why) => Err(why.to_string()),
+        },
+        Err(crate::Error::MissingDir { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Milliseconds since boot (`/proc/uptime`): unlike the wall clock it never
+/// jumps, and the state file belongs to one boot.
+fn clock_ms() -> u64 {
+    fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or_else(
+            || {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0)
+            },
+            |secs| (secs * 1000.0) as u64,
+        )
 }
 
 /// What one reap saw of a process.

@@ -213,7 +213,14 @@ fn run_blocked(
     signals: &SigSet,
 ) -> Result<RunOutcome, RunError> {
     let sigfd = SignalFd::with_flags(signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
-    let tty = foreground_terminal();
+    // An inherited "ignore" for SIGCHLD would have the kernel reap the
+    // command behind our back; the command's exit is also watched through
+    // a pidfd, which works whatever SIGCHLD's disposition.
+    // SAFETY: SIG_DFL installs no handler.
+    let _ = unsafe {
+        nix::sys::signal::signal(NixSignal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl)
+    };
+    let tty = foreground_terminal().filter(|_| alone_in_process_group());
     let tty_raw = tty.as_ref().map(|t| t.as_raw_fd());
 
     let spawn_error = |source| RunError::Spawn {
@@ -255,6 +262,10 @@ fn run_blocked(
         return Err(e.into());
     }
     let cmd_start = guard.record().cmd_start.unwrap_or(0);
+    let child_fd = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
 
     let started = Instant::now();
     let term_at = opts.max_time.map(|d| started + d);
@@ -269,10 +280,14 @@ fn run_blocked(
         match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
             Ok(WaitStatus::Signaled(_, sig, _)) => break Exit::Signal(sig as i32),
-            Ok(WaitStatus::Stopped(..)) => {
-                if let Some(t) = &tty {
-                    suspend_with(t.as_fd(), npid);
-                }
+            // Stopped by job control (Ctrl-Z, or reading the terminal from
+            // the background): stop with it, so the shell shows the job as
+            // stopped. A plain SIGSTOP from someone else is theirs to undo.
+            Ok(WaitStatus::Stopped(
+                _,
+                NixSignal::SIGTSTP | NixSignal::SIGTTIN | NixSignal::SIGTTOU,
+            )) => {
+                suspend_with(tty.as_ref().map(|t| t.as_fd()), npid);
                 continue;
             }
             Ok(_) => {}
@@ -292,11 +307,14 @@ fn run_blocked(
             && ended_by.is_none()
             && now >= *next
         {
-            // A scan that fails shows as a change of the set: never idle.
-            let procs: Vec<(u32, u64)> = terminate::processes_of(&run_record, &[me])
-                .map(|t| t.into_iter().map(|t| (t.pid, t.start)).collect())
-                .unwrap_or_default();
-            watch.sample(&procs);
+            match terminate::processes_of(&run_record, &[me]) {
+                Ok(t) => {
+                    let procs: Vec<(u32, u64)> = t.into_iter().map(|t| (t.pid, t.start)).collect();
+                    watch.sample(&procs);
+                }
+                // What cannot be seen is never idle.
+                Err(_) => watch.mark_active(),
+            }
             *next = Instant::now() + idle::sample_interval(*window);
             if watch.idle_for() >= *window {
                 ended_by = Some(EndedBy::Idle(*window));
@@ -317,7 +335,7 @@ fn run_blocked(
             [term_at, sample_at].into_iter().flatten().min()
         };
         let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
-        wait_readable(sigfd.as_fd(), timeout);
+        wait_readable(sigfd.as_fd(), child_fd.as_ref().map(|f| f.as_fd()), timeout);
         while let Ok(Some(info)) = sigfd.read_signal() {
             let signo = info.ssi_signo as i32;
             if let Ok(sig) = NixSignal::try_from(signo)
@@ -328,27 +346,33 @@ fn run_blocked(
         }
     };
     if let Some(t) = &tty
-        && nix::unistd::tcgetpgrp(t).ok() != Some(nix::unistd::getpgrp())
+        && nix::unistd::tcgetpgrp(t).ok() == Some(npid)
     {
         give_terminal(t.as_fd(), nix::unistd::getpgrp());
     }
 
-    let leftovers: Vec<Target> = terminate::processes_of(&run_record, &[me])
-        .map_err(RunError::Lock)?
-        .into_iter()
-        .filter(|t| t.pid != guard.record().pid)
-        .collect();
-    let (strays, kept) = if opts.keep_strays {
-        (Ended::default(), leftovers.iter().map(|t| t.pid).collect())
-    } else {
-        let ended = terminate::terminate(
-            &leftovers,
-            rustix::process::Signal::TERM,
-            opts.kill_after,
-            None,
-        );
-        (ended, Vec::new())
+    let leftovers = |me: u32| -> Result<Vec<Target>, RunError> {
+        Ok(terminate::processes_of(&run_record, &[me])
+            .map_err(RunError::Lock)?
+            .into_iter()
+            .filter(|t| t.pid != me)
+            .collect())
     };
+    let (strays, kept) = if opts.keep_strays {
+        (
+            Ended::default(),
+            leftovers(me)?.iter().map(|t| t.pid).collect(),
+        )
+    } else {
+        (
+            end_strays(npid, opts.kill_after, || leftovers(me))?,
+            Vec::new(),
+        )
+    };
+    // Signals that came after the command ended were for the run, which is
+    // over: consume them, so that onlyone still releases the lock and
+    // reports the command's own exit.
+    while let Ok(Some(_)) = sigfd.read_signal() {}
     Ok(RunOutcome {
         exit,
         ended_by,
@@ -480,26 +504,90 @@ fn with_command(guard: &LockGuard, pid: u32, start: u64) -> crate::record::Recor
     r
 }
 
-/// Waits until `fd` is readable or `timeout` passes (forever: `None`).
-fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) {
+/// Waits until `fd` (or `other`) is readable or `timeout` passes
+/// (forever: `None`).
+fn wait_readable(fd: BorrowedFd<'_>, other: Option<BorrowedFd<'_>>, timeout: Option<Duration>) {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let ts = timeout.map(|t| Timespec {
         tv_sec: t.as_secs() as _,
         tv_nsec: t.subsec_nanos() as _,
     });
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let mut fds = vec![PollFd::new(&fd, PollFlags::IN)];
+    if let Some(o) = &other {
+        fds.push(PollFd::new(o, PollFlags::IN));
+    }
     let _ = rustix::event::poll(&mut fds, ts.as_ref());
 }
 
-/// The command was stopped from the terminal (Ctrl-Z): take the terminal
-/// back, stop onlyone too so the shell sees a stopped job, and on `fg`
-/// hand the terminal back and continue the command.
-fn suspend_with(tty: BorrowedFd<'_>, child: NixPid) {
+/// Ends the run's leftover processes: TERM, grace, KILL, then looks again,
+/// because a stray may fork while it is being ended (a TERM trap that
+/// starts another process). A few rounds, then KILL to the whole process
+/// group. What still lives is reported as a survivor: the lock must then
+/// stay held.
+fn end_strays(
+    group: NixPid,
+    grace: Duration,
+    mut scan: impl FnMut() -> Result<Vec<Target>, RunError>,
+) -> Result<Ended, RunError> {
+    let mut all = Ended::default();
+    for round in 0..4 {
+        let targets = scan()?;
+        if targets.is_empty() {
+            return Ok(all);
+        }
+        let first = if round == 0 {
+            rustix::process::Signal::TERM
+        } else {
+            rustix::process::Signal::KILL
+        };
+        let ended = terminate::terminate(&targets, first, grace, None);
+        all.signalled.extend(ended.signalled);
+        all.killed.extend(ended.killed);
+        all.skipped.extend(ended.skipped);
+        all.survivors = ended.survivors;
+    }
+    let _ = nix::sys::signal::killpg(group, NixSignal::SIGKILL);
+    let left = scan()?;
+    let fds: Vec<Target> = left;
+    let ended = terminate::terminate(&fds, rustix::process::Signal::KILL, Duration::ZERO, None);
+    all.survivors = ended.survivors;
+    Ok(all)
+}
+
+/// True when no other process shares onlyone's process group: handing the
+/// terminal to the command's group would otherwise stop the others (the
+/// rest of a pipeline that reads the terminal).
+fn alone_in_process_group() -> bool {
+    let me = std::process::id();
+    let Ok(Some(mine)) = crate::procfs::read_stat(me) else {
+        return false;
+    };
+    crate::procfs::all_pids().is_ok_and(|pids| {
+        !pids.into_iter().any(|p| {
+            p != me
+                && crate::procfs::read_stat(p)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.pgrp == mine.pgrp && !s.is_dead())
+        })
+    })
+}
+
+/// The command was stopped by job control (Ctrl-Z): take the terminal back
+/// if it holds it, stop onlyone too so the shell sees a stopped job, and
+/// when continued (`fg`, `bg`) hand the terminal back if onlyone has it and
+/// continue the command.
+fn suspend_with(tty: Option<BorrowedFd<'_>>, child: NixPid) {
     let me = nix::unistd::getpgrp();
-    give_terminal(tty, me);
+    if let Some(tty) = tty
+        && nix::unistd::tcgetpgrp(tty).ok() == Some(child)
+    {
+        give_terminal(tty, me);
+    }
     let _ = nix::sys::signal::raise(NixSignal::SIGSTOP);
-    // Resumed: by `fg` (the terminal is ours again) or `bg`.
-    if nix::unistd::tcgetpgrp(tty).ok() == Some(me) {
+    if let Some(tty) = tty
+        && nix::unistd::tcgetpgrp(tty).ok() == Some(me)
+    {
         give_terminal(tty, child);
     }
     let _ = nix::sys::signal::killpg(child, NixSignal::SIGCONT);

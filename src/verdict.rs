@@ -128,10 +128,7 @@ pub enum StaleReason {
 
 fn clock(ticks: u64) -> String {
     match procfs::start_to_unix(ticks) {
-        Some(secs) => {
-            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-            humantime::format_rfc3339_seconds(t).to_string()
-        }
+        Some(secs) => crate::error::format_unix_time(secs),
         None => format!("{ticks} ticks after boot"),
     }
 }

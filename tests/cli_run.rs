@@ -1049,3 +1049,72 @@ fn a_finished_run_is_not_kept_unknown_by_a_kernel_thread() {
     );
     sb.assert_free("L");
 }
+
+// ---------------------------------------------------------------------------
+// Found in review
+
+/// A parent that ignores SIGCHLD (the setting survives exec) must not make
+/// the run wait forever: the kernel would reap the command unseen.
+#[test]
+fn an_inherited_ignored_sigchld_does_not_hang_the_run() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("python3 is not installed; skipped");
+        return;
+    }
+    let sb = Sandbox::new();
+    let mut c = Command::new("python3");
+    c.args([
+        "-c",
+        "import os, signal, sys\n\
+         signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
+         os.execv(sys.argv[1], sys.argv[1:])\n",
+        BIN,
+        "--dir",
+    ])
+    .arg(sb.dir())
+    .args(["run", "L", "--", "sh", "-c", "sleep 0.2; exit 3"])
+    .env(MARKER, sb.dir())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
+    let out = sb.finish(c);
+    assert_eq!(out.code(), 3, "{out:?}");
+    assert!(out.took < Duration::from_secs(5), "{out:?}");
+    sb.assert_free("L");
+}
+
+/// A stray that forks on TERM (a trap that starts another process) is
+/// followed: nothing of the run outlives it, and the lock is released only
+/// then.
+#[test]
+fn a_stray_that_forks_when_ended_is_followed() {
+    let sb = Sandbox::new();
+    let pidfile = sb.p("late.pid");
+    let mut c = sb.cmd(&[
+        "run",
+        "--kill-after",
+        "2s",
+        "L",
+        "--",
+        "sh",
+        "-c",
+        "sh -c 'trap \"sleep 300 & echo \\$! > $PIDFILE; exit 0\" TERM; \
+         while :; do sleep 0.05; done' >/dev/null 2>&1 & \
+         sleep 0.2; exit 0",
+    ]);
+    c.env("PIDFILE", &pidfile);
+    let out = sb.finish(c);
+    assert_eq!(out.code(), 0, "{out:?}");
+    wait_until("the trap to write its pid", LONG, || {
+        read_opt(&pidfile).is_some_and(|s| s.ends_with('\n'))
+    });
+    let late: u32 = read(&pidfile).trim().parse().unwrap();
+    assert!(
+        !matches!(state_of(late), Some(s) if s != 'Z' && s != 'X'),
+        "the process started by the stray's TERM trap outlived the run"
+    );
+    sb.assert_free("L");
+}
+
+fn read_opt(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}

@@ -498,3 +498,25 @@ fn ctrl_z_stops_the_job_and_fg_resumes_it() {
     let jobs = sh.jobs();
     assert_eq!(jobs.trim(), "", "the shell has jobs left");
 }
+
+/// Ctrl-Z then `bg`: the run goes on in the background and, when it ends,
+/// onlyone does not take the terminal from the shell (the shell lives on).
+#[test]
+fn a_run_sent_to_the_background_leaves_the_terminal_to_the_shell() {
+    let mut sh = Shell::start();
+    sh.line(r#""$OO" --dir "$D" run L -- sh -c 'sleep 0.5; echo bg-done'"#);
+    let (pid, start) = sh.wait_command_in_foreground();
+    sh.send(b"\x1a");
+    sh.expect("Stopped");
+    sh.expect_prompt();
+    sh.line("bg");
+    sh.expect_prompt();
+    sh.line("wait; echo \"waited-$?\"");
+    sh.expect("bg-done");
+    sh.expect("waited-0");
+    sh.expect_prompt();
+    assert!(!alive(pid, start));
+    // The shell still has the terminal and answers.
+    assert_eq!(sh.run("true"), 0, "{}", sh.transcript());
+    sh.assert_free();
+}

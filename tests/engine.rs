@@ -1244,3 +1244,39 @@ fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
     kill9_pid(python);
     kill9(&mut p);
 }
+
+/// Found by fuzzing: a start time or a `since` past the year 9999 made
+/// printing the verdict panic (the CLI exited 101, and `run` never ran its
+/// command).
+#[test]
+fn absurd_times_in_a_record_never_panic() {
+    let (_d, path, lock) = setup();
+    let me = std::process::id();
+    put(
+        &path,
+        format!(
+            "{me}\nstart=99999999999999999\nboot={}\nsince=18446744073709551615\nmode=lock\n",
+            boot_id()
+        ),
+    );
+    match verdict_of(&lock) {
+        Verdict::Stale(r) => assert!(r.to_string().contains("different process"), "{r}"),
+        v => panic!("our pid with another start time is reused: {v:?}"),
+    }
+    let bin = env!("CARGO_BIN_EXE_onlyone");
+    let status = Command::new(bin)
+        .args(["status", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0), "{status:?}");
+    assert!(String::from_utf8_lossy(&status.stdout).contains("\"stale\""));
+    let run = Command::new(bin)
+        .args(["run"])
+        .arg(&path)
+        .args(["--", "echo", "RAN"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "RAN\n");
+}

@@ -454,3 +454,156 @@ fn idle_timeout_never_ends_a_busy_silent_run() {
     );
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Found in review
+
+#[test]
+fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
+    let d = dir();
+    // Two directories, each with its own `locks/` subdirectory.
+    let a = d._tmp.path().join("a");
+    let b = d._tmp.path().join("b");
+    std::fs::create_dir_all(a.join("locks")).unwrap();
+    std::fs::create_dir_all(b.join("locks")).unwrap();
+    // A live, idle run of `job` whose lock is b/locks/job.lock...
+    let mut run = Proc(
+        bin()
+            .current_dir(&b)
+            .args(["--dir", "locks", "run", "job", "--", "sleep", "1000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lock = b.join("locks/job.lock");
+    wait_until("the run to start", Duration::from_secs(10), || {
+        onlyone::LockFile::open(&lock)
+            .ok()
+            .and_then(|l| l.inspect().ok().flatten())
+            .and_then(|s| s.record.ok())
+            .is_some_and(|r| r.cmd_pid.is_some())
+    });
+    // ...is not the `job` of a/locks: reaping that one never touches it.
+    for _ in 0..2 {
+        let out = bin()
+            .current_dir(&a)
+            .args(["--dir", "locks", "reap", "--idle", "0s", "job"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        age_state_at(&a.join("locks"), Duration::from_secs(3600));
+    }
+    assert!(
+        run.0.try_wait().unwrap().is_none(),
+        "the other directory's run was ended"
+    );
+    kill9(&mut run.0);
+}
+
+fn age_state_at(dir: &Path, by: Duration) {
+    let p = dir.join(".onlyone-reap.json");
+    let Ok(bytes) = std::fs::read(&p) else { return };
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    for (_, seen) in v["procs"].as_object_mut().unwrap() {
+        let t = seen["changed_ms"].as_u64().unwrap();
+        seen["changed_ms"] = serde_json::json!(t.saturating_sub(by.as_millis() as u64));
+    }
+    std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("python3 is not installed; skipped");
+        return;
+    }
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    // The worker carries no marker (env -i), but is in the run's group.
+    let mut run = Proc(
+        bin()
+            .arg("--dir")
+            .arg(&d.path)
+            .args([
+                "run",
+                "busy",
+                "--",
+                "env",
+                "-i",
+                "/usr/bin/env",
+                "python3",
+                "-c",
+            ])
+            .arg("while True: pass")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lock = d.path.join("busy.lock");
+    wait_until("the run to start", Duration::from_secs(10), || {
+        onlyone::LockFile::open(&lock)
+            .ok()
+            .and_then(|l| l.inspect().ok().flatten())
+            .and_then(|s| s.record.ok())
+            .is_some_and(|r| r.cmd_pid.is_some())
+    });
+    let worker = onlyone::LockFile::open(&lock)
+        .unwrap()
+        .inspect()
+        .unwrap()
+        .unwrap()
+        .record
+        .unwrap()
+        .cmd_pid
+        .unwrap();
+    reap_json(&d, &["--idle", "1s", "busy"]);
+    age_state(&d, Duration::from_secs(3600));
+    // The worker uses CPU between the looks (waited for, not assumed).
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state_path(&d)).unwrap()).unwrap();
+    let seen = v["procs"][format!("{worker}-{}", start_of(worker))]["cpu"]
+        .as_u64()
+        .expect("the worker is in the state");
+    wait_until("the worker to use CPU", Duration::from_secs(10), || {
+        onlyone::procfs::read_stat(worker)
+            .unwrap()
+            .unwrap()
+            .cpu_ticks
+            > seen
+    });
+    let r = reap_json(&d, &["--idle", "1s", "busy"]);
+    let ended: Vec<_> = r["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "ended")
+        .collect();
+    assert!(ended.is_empty(), "a busy run was reaped: {ended:?}");
+    assert!(
+        run.0.try_wait().unwrap().is_none(),
+        "the busy run was ended"
+    );
+    kill9(&mut run.0);
+}
+
+#[test]
+fn a_process_seen_for_the_first_time_is_never_ended() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let p = marked(
+        &["sleep", "1000"],
+        &d.path.join("sync.lock"),
+        &"a".repeat(32),
+    );
+    settle(p.0.id());
+    let r = reap_json(&d, &["--idle", "0s", "sync"]);
+    assert_eq!(
+        verdict_of(&r, p.0.id()).as_deref(),
+        Some("kept-idle-too-short")
+    );
+    assert!(alive(p.0.id()));
+}

@@ -171,6 +171,20 @@ impl Ctx {
             idle_timeout: a.idle_timeout,
         };
         let outcome = supervise::run(&mut guard, &a.command, &run_opts);
+        if let Ok(o) = &outcome
+            && !o.strays.survivors.is_empty()
+        {
+            // Processes of the run outlived TERM and KILL: the run is not
+            // over, so the lock stays held (they carry its token) and the
+            // next run waits for them.
+            say(format_args!(
+                "leftover process(es) of the run of `{name}` would not die ({}); the lock \
+                 stays held until they exit",
+                pids(&o.strays.survivors)
+            ));
+            guard.leave_to_owner();
+            return Code::Exit(exit::FAILURE);
+        }
         let released = guard.release();
         let outcome = match outcome {
             Ok(o) => o,
@@ -191,12 +205,6 @@ impl Ctx {
                     .len()
                     .max(outcome.strays.killed.len()),
                 pids(&outcome.strays.signalled)
-            ));
-        }
-        if !outcome.strays.survivors.is_empty() {
-            say(format_args!(
-                "leftover process(es) of the run of `{name}` would not die: {}",
-                pids(&outcome.strays.survivors)
             ));
         }
         match outcome.ended_by {

@@ -110,9 +110,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
         s.pid = Some(r.pid);
         s.command_pid = r.cmd_pid;
         s.since_unix = r.since;
-        s.since = r.since.map(|t| {
-            humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(t)).to_string()
-        });
+        s.since = r.since.map(onlyone::format_unix_time);
         s.age_seconds = r.since.map(|t| now_unix().saturating_sub(t));
         s.command = r.cmd.clone();
         s.mode = (!r.is_bare()).then_some(match r.mode {
