@@ -66,28 +66,9 @@ impl Drop for World {
     }
 }
 
-/// Live (not zombie) processes whose environment carries `MARK=mark`.
+/// Live processes whose environment carries `MARK=mark`.
 fn marked_pids(mark: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let want = format!("{MARK}={mark}");
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me || matches!(state_of(pid), None | Some('Z') | Some('X')) {
-            continue;
-        }
-        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
-            && env.split(|&b| b == 0).any(|v| v == want.as_bytes())
-        {
-            out.push(pid);
-        }
-    }
-    out
+    support::processes_with_env(MARK, mark)
 }
 
 /// What a finished command did.

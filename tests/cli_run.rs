@@ -169,22 +169,7 @@ impl Drop for Sandbox {
 
 /// Live processes whose environment carries `MARKER=dir`.
 fn marked_processes(dir: &Path) -> Vec<u32> {
-    let mut want = format!("{MARKER}=").into_bytes();
-    want.extend(dir.as_os_str().as_encoded_bytes());
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|&pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == want.as_slice()))
-        })
-        .filter(|&pid| matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'))
-        .collect()
+    support::processes_with_env(MARKER, &dir.to_string_lossy())
 }
 
 fn kill(pid: u32, sig: Signal) {

@@ -112,3 +112,17 @@ pub fn wait_gone(pid: u32) {
         || !matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
     );
 }
+
+/// Live (not zombie) processes other than this one whose environment
+/// carries `name=value`: what a test started, however deep, so it can be
+/// killed when the test ends.
+pub fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
+    let me = std::process::id();
+    onlyone::procfs::all_pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter(|&pid| onlyone::procfs::environ_has(pid, name, value) == Some(true))
+        .filter(|&pid| matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'))
+        .collect()
+}
