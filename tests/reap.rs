@@ -485,6 +485,16 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
             .and_then(|s| s.record.ok())
             .is_some_and(|r| r.cmd_pid.is_some())
     });
+    let cmd = onlyone::LockFile::open(&lock)
+        .unwrap()
+        .inspect()
+        .unwrap()
+        .unwrap()
+        .record
+        .unwrap()
+        .cmd_pid
+        .unwrap();
+    let _cmd_guard = KillOnDrop(cmd);
     // ...is not the `job` of a/locks: reaping that one never touches it.
     for _ in 0..2 {
         let out = bin()
@@ -500,6 +510,14 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
         "the other directory's run was ended"
     );
     kill9(&mut run.0);
+}
+
+/// Kills a pid (not our child) when dropped.
+struct KillOnDrop(u32);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        kill9_pid(self.0);
+    }
 }
 
 fn age_state_at(dir: &Path, by: Duration) {
@@ -560,6 +578,9 @@ fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
         .unwrap()
         .cmd_pid
         .unwrap();
+    // The worker outlives a SIGKILLed wrapper: it is ended with the test,
+    // pass or fail.
+    let _worker_guard = KillOnDrop(worker);
     reap_json(&d, &["--idle", "1s", "busy"]);
     age_state(&d, Duration::from_secs(3600));
     // The worker uses CPU between the looks (waited for, not assumed).
