@@ -227,33 +227,16 @@ fn run_blocked(
         program: program.to_string_lossy().into_owned(),
         source,
     };
+    // Orphans of the run come back to onlyone rather than to init: when it
+    // has no child left and the command's group is empty, no process of
+    // the run is left, and the /proc scan for strays can be skipped.
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let exec = Exec::new(program, args, guard).map_err(spawn_error)?;
-    let mut cmd = Command::new(&exec.resolved);
-    cmd.process_group(0);
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only async-signal-safe functions (sigprocmask, tcsetpgrp, getpid,
-    // execve); it allocates nothing: the exec's arguments were built
-    // before the fork. The tty fd stays open in the child until exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(raw) = tty_raw {
-                // SAFETY: `raw` is the parent's open /dev/tty descriptor,
-                // inherited by this child and open until exec.
-                let tty = BorrowedFd::borrow_raw(raw);
-                let mut ttou = SigSet::empty();
-                ttou.add(NixSignal::SIGTTOU);
-                let _ = ttou.thread_block();
-                let _ = nix::unistd::tcsetpgrp(tty, nix::unistd::getpid());
-            }
-            // The command starts with nothing blocked.
-            SigSet::empty().thread_set_mask()?;
-            // Exec here rather than let std call execvp(3), which runs a
-            // file that fails with ENOEXEC through /bin/sh.
-            Err(exec.exec())
-        });
+    let pid = match tty_raw {
+        None => exec.spawn(),
+        Some(raw) => exec.spawn_with_terminal(raw),
     }
-    let child = cmd.spawn().map_err(spawn_error)?;
-    let pid = child.id();
+    .map_err(spawn_error)?;
     let npid = NixPid::from_raw(pid as i32);
     // The child is ours until we reap it, so its pid cannot be reused.
     if let Err(e) = guard.set_command(pid) {
@@ -277,6 +260,9 @@ fn run_blocked(
         .idle_timeout
         .map(|w| (w, IdleWatch::new(), started + idle::sample_interval(w)));
     let exit = loop {
+        // Orphans of the run, reparented to onlyone, are reaped as they die
+        // so they do not pile up as zombies in a long run.
+        reap_orphans(npid);
         match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
             Ok(WaitStatus::Signaled(_, sig, _)) => break Exit::Signal(sig as i32),
@@ -352,6 +338,9 @@ fn run_blocked(
     }
 
     let leftovers = |me: u32| -> Result<Vec<Target>, RunError> {
+        if no_descendants_left(npid) {
+            return Ok(Vec::new());
+        }
         Ok(terminate::processes_of(&run_record, &[me])
             .map_err(RunError::Lock)?
             .into_iter()
@@ -369,6 +358,7 @@ fn run_blocked(
             Vec::new(),
         )
     };
+    reap_children();
     // Signals that came after the command ended were for the run, which is
     // over: consume them, so that onlyone still releases the lock and
     // reports the command's own exit.
@@ -441,6 +431,67 @@ impl Exec {
             _args: all_args,
             _env: env,
         })
+    }
+
+    /// Starts the command with posix_spawn(3): in a process group of its
+    /// own, with an empty signal mask and SIGPIPE at its default (onlyone,
+    /// as every Rust program, ignores it). No /bin/sh fallback on ENOEXEC.
+    fn spawn(&self) -> io::Result<u32> {
+        use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+        let mut attr = PosixSpawnAttr::init()?;
+        attr.set_flags(
+            PosixSpawnFlags::POSIX_SPAWN_SETPGROUP
+                | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+                | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+        )?;
+        attr.set_pgroup(NixPid::from_raw(0))?;
+        attr.set_sigmask(&SigSet::empty())?;
+        let mut default = SigSet::empty();
+        default.add(NixSignal::SIGPIPE);
+        attr.set_sigdefault(&default)?;
+        let actions = PosixSpawnFileActions::init()?;
+        let pid = nix::spawn::posix_spawn(
+            self.path.as_c_str(),
+            &actions,
+            &attr,
+            &self._args,
+            &self._env,
+        )?;
+        Ok(pid.as_raw() as u32)
+    }
+
+    /// Starts the command with fork and exec, handing it the terminal
+    /// `tty_raw` (an open descriptor of /dev/tty) before the exec.
+    fn spawn_with_terminal(self, tty_raw: i32) -> io::Result<u32> {
+        let mut cmd = Command::new(&self.resolved);
+        cmd.process_group(0);
+        // SAFETY: the closure runs in the forked child before exec and
+        // calls only async-signal-safe functions (sigprocmask, sigaction,
+        // tcsetpgrp, getpid, execve); it allocates nothing: the exec's
+        // arguments were built before the fork. The tty fd stays open in the
+        // child until exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // SAFETY: `tty_raw` is the parent's open /dev/tty
+                // descriptor, inherited by this child and open until exec.
+                let tty = BorrowedFd::borrow_raw(tty_raw);
+                let mut ttou = SigSet::empty();
+                ttou.add(NixSignal::SIGTTOU);
+                let _ = ttou.thread_block();
+                let _ = nix::unistd::tcsetpgrp(tty, nix::unistd::getpid());
+                // SAFETY: SIG_DFL installs no handler.
+                let _ = nix::sys::signal::signal(
+                    NixSignal::SIGPIPE,
+                    nix::sys::signal::SigHandler::SigDfl,
+                );
+                // The command starts with nothing blocked.
+                SigSet::empty().thread_set_mask()?;
+                // Exec here rather than let std call execvp(3), which runs
+                // a file that fails with ENOEXEC through /bin/sh.
+                Err(self.exec())
+            });
+        }
+        Ok(cmd.spawn()?.id())
     }
 
     /// Replaces this process with the command; returns only on failure.
@@ -552,6 +603,56 @@ fn end_strays(
     let ended = terminate::terminate(&fds, rustix::process::Signal::KILL, Duration::ZERO, None);
     all.survivors = ended.survivors;
     Ok(all)
+}
+
+/// True when no process of the run can be left: onlyone (a child
+/// subreaper) has no child, so no descendant of the command lives, and the
+/// command's process group is empty. Zombie children are reaped on the way.
+fn no_descendants_left(group: NixPid) -> bool {
+    loop {
+        match waitpid(NixPid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => continue,
+            Err(nix::errno::Errno::ECHILD) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+    matches!(
+        nix::sys::signal::killpg(group, None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// Reaps exited children other than the command (orphans of the run that
+/// came back to onlyone), leaving the command's status to be collected.
+fn reap_orphans(command: NixPid) {
+    use nix::sys::wait::{Id, waitid};
+    loop {
+        // Peek first (WNOWAIT), so the command's exit is not consumed here.
+        match waitid(
+            Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(status) => match status.pid() {
+                Some(pid) if pid != command => {
+                    let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+                }
+                _ => return,
+            },
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reaps the zombies of ended strays (they are onlyone's children, as a
+/// subreaper).
+fn reap_children() {
+    while let Ok(s) = waitpid(NixPid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+        if s == WaitStatus::StillAlive {
+            break;
+        }
+    }
 }
 
 /// True when no other process shares onlyone's process group: handing the

@@ -1103,3 +1103,36 @@ fn a_stray_that_forks_when_ended_is_followed() {
 fn read_opt(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
+
+/// The command starts with nothing blocked and SIGPIPE at its default,
+/// whatever onlyone blocks or ignores itself.
+#[test]
+fn the_command_starts_with_no_signal_blocked_and_sigpipe_default() {
+    let sb = Sandbox::new();
+    let status = sb.p("status");
+    let mut c = sb.cmd(&[
+        "run",
+        "L",
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/$$/status > \"$OUT\"",
+    ]);
+    c.env("OUT", &status);
+    assert_eq!(sb.finish(c).code(), 0);
+    let text = read(&status);
+    let field = |k: &str| {
+        let v = text
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {text}"));
+        u64::from_str_radix(v.trim(), 16).unwrap()
+    };
+    assert_eq!(field("SigBlk:"), 0, "blocked signals leak into the command");
+    let sigpipe = 1u64 << (13 - 1);
+    assert_eq!(
+        field("SigIgn:") & sigpipe,
+        0,
+        "SIGPIPE is ignored in the command"
+    );
+}
