@@ -80,7 +80,10 @@ struct Inner {
     path: PathBuf,
     dir_path: PathBuf,
     name: OsString,
-    dir: OwnedFd,
+    /// The directory, shared by the handles of the locks in it.
+    dir: Arc<OwnedFd>,
+    /// Set once the directory was found safe to write in.
+    dir_ok: std::sync::OnceLock<()>,
 }
 
 /// Who owns a lock being acquired.
@@ -241,6 +244,17 @@ impl LockFile {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<LockFile> {
+        Self::open_sharing(path, None)
+    }
+
+    /// Names another lock file. When it lives in the same directory as this
+    /// one, the directory handle is shared instead of opened again (a
+    /// `status` over thousands of locks opens it once).
+    pub fn sibling(&self, path: impl AsRef<Path>) -> Result<LockFile> {
+        Self::open_sharing(path, Some(self))
+    }
+
+    fn open_sharing(path: impl AsRef<Path>, near: Option<&LockFile>) -> Result<LockFile> {
         // Absolute, so that what a run hands its command in ONLYONE_LOCK
         // names the same file from any directory.
         let given = path.as_ref();
@@ -271,6 +285,18 @@ impl LockFile {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        if let Some(near) = near.filter(|n| n.inner.dir_path == dir_path) {
+            return Ok(LockFile {
+                inner: Arc::new(Inner {
+                    path,
+                    dir_path,
+                    name,
+                    dir: near.inner.dir.clone(),
+                    dir_ok: std::sync::OnceLock::new(),
+                }),
+                deadline: None,
+            });
+        }
         let dir = rustix::fs::open(
             &dir_path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -291,7 +317,8 @@ impl LockFile {
                 path,
                 dir_path,
                 name,
-                dir,
+                dir: Arc::new(dir),
+                dir_ok: std::sync::OnceLock::new(),
             }),
             deadline: None,
         })
@@ -477,7 +504,12 @@ impl LockFile {
     /// Refuses a directory another user could tamper with: owned by another
     /// user other than root, or group/world-writable without the sticky bit.
     fn check_dir_writable(&self) -> Result<()> {
-        let st = rustix::fs::fstat(&self.inner.dir)
+        // Checked once per handle: the directory is held open, and its owner
+        // and mode do not change under a working onlyone.
+        if self.inner.dir_ok.get().is_some() {
+            return Ok(());
+        }
+        let st = rustix::fs::fstat(&*self.inner.dir)
             .map_err(|e| Error::io("inspect the lock directory", self.dir(), e))?;
         let me = rustix::process::geteuid().as_raw();
         let why = if st.st_uid != me && st.st_uid != 0 {
@@ -498,7 +530,10 @@ impl LockFile {
                 dir: self.dir().into(),
                 why,
             }),
-            None => Ok(()),
+            None => {
+                let _ = self.inner.dir_ok.set(());
+                Ok(())
+            }
         }
     }
 
@@ -547,6 +582,8 @@ impl LockFile {
         let started = Instant::now();
         let deadline = self.deadline_or(opts.deadline);
         let writer = procfs::own_identity().map_err(|e| Error::io("read", "/proc/self/stat", e))?;
+        let writer_pid = rustix::process::Pid::from_raw(writer.pid as i32)
+            .unwrap_or_else(rustix::process::getpid);
         let owner = match opts.owner {
             Owner::Current => writer.clone(),
             Owner::Pid(pid) => procfs::identity_of(pid).map_err(|e| Error::BadOwner {
@@ -617,22 +654,15 @@ impl LockFile {
                 None => self.write_temp(&writer, record.token_str(), &bytes)?,
             };
             test_hooks::fire(Point::BeforeLink, self.path());
-            match rustix::fs::linkat(
-                &self.inner.dir,
-                &t.name,
-                &self.inner.dir,
-                self.name(),
-                AtFlags::empty(),
-            ) {
+            match t.link_into_place() {
                 Ok(()) => match self.reads_back(record.token_str()) {
                     Ok(true) => {
-                        let (fd, name) = t.into_kept();
-                        let _ = rustix::fs::unlinkat(&self.inner.dir, &name, AtFlags::empty());
+                        let fd = t.into_kept();
                         return Ok(LockGuard {
                             lock: self.clone(),
                             record,
                             fd: Some(fd),
-                            creator: rustix::process::getpid(),
+                            creator: writer_pid,
                             done: false,
                             took_over,
                         });
@@ -744,17 +774,10 @@ impl LockFile {
             OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             FsMode::from_raw_mode(0o644),
         )
-        .map_err(|e| match e {
-            Errno::ACCESS | Errno::PERM | Errno::ROFS => Error::io(
-                "create a file in the lock directory (is it writable by you?)",
-                self.dir(),
-                e,
-            ),
-            e => Error::io("create a temp file in", self.dir(), e),
-        })?;
+        .map_err(|e| self.create_error(e))?;
         let temp = TempFile {
             lock: self,
-            name,
+            name: Some(name),
             fd: Some(fd),
         };
         let fd = temp
@@ -762,7 +785,8 @@ impl LockFile {
             .as_ref()
             .map(|f| f.as_fd())
             .ok_or_else(|| Error::io("write", self.dir(), Errno::BADF))?;
-        // The umask must not hide who holds a run from other users.
+        // The umask must not hide who holds a run from other users (it is
+        // process-wide and may change, so it is not cached to skip this).
         rustix::fs::fchmod(fd, FsMode::from_raw_mode(0o644))
             .map_err(|e| Error::io("chmod", self.dir(), e))?;
         rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive)
@@ -778,11 +802,56 @@ impl LockFile {
         Ok(temp)
     }
 
+    fn create_error(&self, e: Errno) -> Error {
+        match e {
+            Errno::ACCESS | Errno::PERM | Errno::ROFS => Error::io(
+                "create a file in the lock directory (is it writable by you?)",
+                self.dir(),
+                e,
+            ),
+            e => Error::io("create a temp file in", self.dir(), e),
+        }
+    }
+
     /// True when the lock path holds a record with our token.
     fn reads_back(&self, token: &str) -> Result<bool> {
-        Ok(self
-            .read_record(false)?
-            .is_some_and(|ev| ev.record.is_ok_and(|r| r.token_str() == token)))
+        Ok(self.holds_token(token)? == Some(true))
+    }
+
+    /// Whether the record at the lock path carries `token` (`None`: no
+    /// file). The cheap read for a read-back and a release, of a file this
+    /// process expects to be its own: one open, one read, no fstat (a short
+    /// read of a regular file is its end; anything else there reads as not
+    /// ours).
+    fn holds_token(&self, token: &str) -> Result<Option<bool>> {
+        let path = self.path();
+        let fd = match rustix::fs::openat(
+            &self.inner.dir,
+            self.name(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            FsMode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(Error::Symlink { path: path.into() }),
+            Err(Errno::NXIO) => return Ok(Some(false)),
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let mut buf = [0u8; MAX_RECORD_BYTES + 1];
+        let n = loop {
+            match rustix::io::read(&fd, &mut buf) {
+                Ok(n) => break n,
+                Err(Errno::INTR) => {}
+                // A directory or a FIFO is not our record.
+                Err(_) => return Ok(Some(false)),
+            }
+        };
+        if n > MAX_RECORD_BYTES || token.is_empty() {
+            return Ok(Some(false));
+        }
+        Ok(Some(
+            Record::parse(&buf[..n]).is_ok_and(|r| r.token_str() == token),
+        ))
     }
 
     /// Takes the removal guard: a kernel lock on the lock's directory, on a
@@ -874,17 +943,15 @@ impl LockFile {
     fn release_token_until(&self, token: &str, deadline: Option<Instant>) -> Result<Released> {
         let _guard = self.removal_guard(deadline)?;
         test_hooks::fire(Point::ReleaseUnderGuard, self.path());
-        match self.read_record(false)? {
+        match self.holds_token(token)? {
             None => Ok(Released::AlreadyFree),
-            Some(ev) => match &ev.record {
-                Ok(r) if !token.is_empty() && r.token_str() == token => {
-                    self.unlink()?;
-                    Ok(Released::Removed)
-                }
-                _ => Err(Error::Lost {
-                    path: self.path().into(),
-                }),
-            },
+            Some(true) => {
+                self.unlink()?;
+                Ok(Released::Removed)
+            }
+            Some(false) => Err(Error::Lost {
+                path: self.path().into(),
+            }),
         }
     }
 
@@ -1019,9 +1086,13 @@ impl LockFile {
                 });
             }
         }
-        rustix::fs::renameat(&self.inner.dir, &temp.name, &self.inner.dir, self.name())
+        let name = temp.name.as_deref().unwrap_or_default();
+        rustix::fs::renameat(&self.inner.dir, name, &self.inner.dir, self.name())
             .map_err(|e| Error::io("replace", self.path(), e))?;
-        Ok(temp.into_kept().0)
+        // Renamed: the temp name is gone already.
+        let mut temp = temp;
+        temp.name = None;
+        Ok(temp.into_kept())
     }
 }
 
@@ -1049,22 +1120,33 @@ fn is_token(t: &str) -> bool {
 /// A temp file that is unlinked when dropped unless it was kept.
 struct TempFile<'a> {
     lock: &'a LockFile,
-    name: OsString,
+    /// `None` once the name is gone (renamed over the lock file).
+    name: Option<OsString>,
     fd: Option<OwnedFd>,
 }
 
 impl TempFile<'_> {
-    /// Keeps the file (and its kernel lock): returns its fd and name.
-    fn into_kept(mut self) -> (OwnedFd, OsString) {
-        let fd = self.fd.take().expect("a temp file has its fd until kept");
-        (fd, std::mem::take(&mut self.name))
+    /// Gives the file the lock's name (`link(2)`; EEXIST when taken).
+    fn link_into_place(&self) -> rustix::io::Result<()> {
+        let dir = &self.lock.inner.dir;
+        let name = self.name.as_deref().ok_or(Errno::BADF)?;
+        rustix::fs::linkat(dir, name, dir, self.lock.name(), AtFlags::empty())
+    }
+
+    /// Keeps the file (and its kernel lock): drops its temporary name, if
+    /// any, and returns its fd.
+    fn into_kept(mut self) -> OwnedFd {
+        if let Some(name) = self.name.take() {
+            let _ = rustix::fs::unlinkat(&self.lock.inner.dir, &name, AtFlags::empty());
+        }
+        self.fd.take().expect("a temp file has its fd until kept")
     }
 }
 
 impl Drop for TempFile<'_> {
     fn drop(&mut self) {
-        if self.fd.is_some() {
-            let _ = rustix::fs::unlinkat(&self.lock.inner.dir, &self.name, AtFlags::empty());
+        if let (Some(name), Some(_)) = (&self.name, &self.fd) {
+            let _ = rustix::fs::unlinkat(&self.lock.inner.dir, name, AtFlags::empty());
         }
     }
 }

@@ -193,15 +193,18 @@ fn is_gone(e: &io::Error) -> bool {
         || code == Some(rustix::io::Errno::SRCH.raw_os_error())
 }
 
+/// Reads a small `/proc` file. Its files are produced whole on the first
+/// read, so a read that does not fill the buffer is the end: no second
+/// read(2) just to see end of file (it counts in every /proc scan).
 fn read_small(path: &str, buf: &mut [u8]) -> io::Result<usize> {
     let mut f = fs::File::open(path)?;
     let mut total = 0;
     while total < buf.len() {
         let n = f.read(&mut buf[total..])?;
-        if n == 0 {
+        total += n;
+        if n == 0 || total < buf.len() {
             break;
         }
-        total += n;
     }
     Ok(total)
 }

@@ -193,13 +193,23 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
             named
         };
         let mut out = Vec::with_capacity(targets.len());
+        // The locks of one directory share its handle.
+        let mut first: Option<LockFile> = None;
         for t in targets {
             match names::lock_path(&t, &ctx_dir) {
                 Ok(path) => {
                     let name = names::display_name(&path, &ctx_dir);
-                    let lock = ctx
-                        .open_for_reading(&path.display().to_string())
-                        .map(|(l, _)| l);
+                    let lock = match &first {
+                        Some(f) => f.sibling(&path),
+                        None => ctx
+                            .open_for_reading(&path.display().to_string())
+                            .map(|(l, _)| l),
+                    };
+                    if first.is_none()
+                        && let Ok(l) = &lock
+                    {
+                        first = Some(l.clone());
+                    }
                     out.push(describe(&path, name, lock));
                 }
                 Err(e) => return Err(e.to_string()),
@@ -218,7 +228,8 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
         }
         Some(Ok(l)) => l,
     };
-    let mut out = std::io::stdout().lock();
+    // One write(2) per buffer, not per line: stdout is line-buffered.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = if a.json {
         let report = Report {
             schema: 1,
@@ -231,7 +242,7 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
     } else {
         print_table(&mut out, &locks, std::io::stdout().is_terminal())
     };
-    match written {
+    match written.and_then(|()| out.flush()) {
         Ok(()) => Code::Exit(0),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Code::Exit(0),
         Err(e) => {
