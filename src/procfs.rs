@@ -568,9 +568,6 @@ pub struct RunScan {
     /// Live processes of the owner's uid, started after the run, whose
     /// environment could not be read: they may carry the token.
     pub unreadable: Vec<u32>,
-    /// Processes in exit(2) whose environment is already gone: they may
-    /// have been of the run, and hold their files a moment longer.
-    pub exiting: Vec<u32>,
 }
 
 /// The real uid of a process (`Uid:` in `/proc/PID/status`, readable by
@@ -638,18 +635,10 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
         } else {
             match environ_check(pid, TOKEN_VAR, spec.token) {
                 Environ::Has(true) => Some(Membership::Token),
-                Environ::Has(false) => None,
-                // Its memory is gone but it is not a zombie yet: it is in
-                // exit(2), still holding its files. It may be a process of
-                // the run; wait for it rather than guess.
-                Environ::Gone => {
-                    if matches!(read_stat(pid), Ok(Some(now)) if now.start == stat.start && !now.is_dead())
-                        && may_carry_token(pid, &stat, spec)
-                    {
-                        scan.exiting.push(pid);
-                    }
-                    None
-                }
+                // A process in exit(2) whose memory is already gone cannot
+                // say; it runs no more user code. (One in the command's
+                // group counts above, exiting or not.)
+                Environ::Has(false) | Environ::Gone => None,
                 Environ::Denied => {
                     if may_carry_token(pid, &stat, spec) {
                         scan.unreadable.push(pid);

@@ -352,7 +352,7 @@ fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) 
         };
         match procfs::run_members(&spec, &[me, rec.pid], false) {
             Ok(found) => {
-                view.unmeasurable |= !found.unreadable.is_empty() || !found.exiting.is_empty();
+                view.unmeasurable |= !found.unreadable.is_empty();
                 for m in found.members {
                     if out.iter().any(|o| o.pid == m.pid && o.start == m.start) {
                         continue;

@@ -341,12 +341,6 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
                             cmd: procfs::command_line(m.pid),
                         });
                     }
-                    if let Some(&pid) = scan.exiting.first() {
-                        return Verdict::Held(Holder::Member {
-                            pid,
-                            cmd: procfs::command_line(pid),
-                        });
-                    }
                     if let Some(pid) = scan.unreadable.first() {
                         return Verdict::Unknown(UnknownReason::CannotScan {
                             why: format!(
