@@ -623,11 +623,13 @@ impl LockFile {
             host: Some(procfs::host_name()),
             uid: owner.uid,
             mode: opts.mode.unwrap_or(Mode::Lock),
-            cmd: opts
-                .command
-                .as_deref()
-                .or(owner.cmd.as_deref())
-                .map(record::escape_value),
+            cmd: match (&opts.command, opts.owner) {
+                (Some(c), _) => Some(c.clone()),
+                (None, Owner::Current) => procfs::own_command_line(),
+                (None, Owner::Pid(_)) => owner.cmd.clone(),
+            }
+            .as_deref()
+            .map(record::escape_value),
             cmd_pid: None,
             cmd_start: None,
             pgid,
@@ -849,8 +851,10 @@ impl LockFile {
         if n > MAX_RECORD_BYTES || token.is_empty() {
             return Ok(Some(false));
         }
+        // Only the token matters here: no need to read pid_max to check
+        // line 1's range.
         Ok(Some(
-            Record::parse(&buf[..n]).is_ok_and(|r| r.token_str() == token),
+            Record::parse_with_pid_max(&buf[..n], u32::MAX).is_ok_and(|r| r.token_str() == token),
         ))
     }
 
@@ -1078,13 +1082,10 @@ impl LockFile {
         let bytes = new.to_bytes();
         let temp = self.write_temp(&writer, token, &bytes)?;
         let _guard = self.removal_guard(None)?;
-        match self.look()? {
-            Some(ev) if ev.record.as_ref().is_ok_and(|r| r.token_str() == token) => {}
-            _ => {
-                return Err(Error::Lost {
-                    path: self.path().into(),
-                });
-            }
+        if self.holds_token(token)? != Some(true) {
+            return Err(Error::Lost {
+                path: self.path().into(),
+            });
         }
         let name = temp.name.as_deref().unwrap_or_default();
         rustix::fs::renameat(&self.inner.dir, name, &self.inner.dir, self.name())

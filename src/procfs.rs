@@ -315,7 +315,8 @@ pub struct Identity {
     pub pidns: Option<u64>,
     /// The effective user id (from `/proc/PID/status` for others).
     pub uid: Option<u32>,
-    /// The command line, for display.
+    /// The command line, for display (`None` in [`own_identity`]: see
+    /// [`own_command_line`]).
     pub cmd: Option<String>,
 }
 
@@ -360,10 +361,27 @@ pub fn own_identity() -> io::Result<Identity> {
         start: st.start,
         pidns: pidns_of(pid).ok(),
         uid: Some(rustix::process::geteuid().as_raw()),
-        cmd: command_line(pid),
+        // Read on demand: see `own_command_line` (a run records its
+        // command's line, not its own).
+        cmd: None,
     };
     *cached = Some(id.clone());
     Ok(id)
+}
+
+/// This process's command line, for display; read once per process.
+pub fn own_command_line() -> Option<String> {
+    static OWN: Mutex<Option<(u32, Option<String>)>> = Mutex::new(None);
+    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((p, cmd)) = cached.as_ref()
+        && *p == pid
+    {
+        return cmd.clone();
+    }
+    let cmd = command_line(pid);
+    *cached = Some((pid, cmd.clone()));
+    cmd
 }
 
 /// This host's name.
