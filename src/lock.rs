@@ -845,7 +845,8 @@ impl LockFile {
                 Ok(n) => break n,
                 Err(Errno::INTR) => {}
                 // A directory or a FIFO is not our record.
-                Err(_) => return Ok(Some(false)),
+                Err(Errno::ISDIR | Errno::AGAIN | Errno::INVAL) => return Ok(Some(false)),
+                Err(e) => return Err(Error::io("read", path, e)),
             }
         };
         if n > MAX_RECORD_BYTES || token.is_empty() {

@@ -99,8 +99,6 @@ pub struct ProcStat {
 
 /// `PF_KTHREAD`: the process is a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
-/// `PF_EXITING`: the task is in exit(2) and runs no more user code.
-const PF_EXITING: u64 = 0x0000_0004;
 
 impl ProcStat {
     /// True for a kernel thread: it has no environment and runs no command.
@@ -114,11 +112,6 @@ impl ProcStat {
     /// as alive.
     pub fn is_dead(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
-    }
-
-    /// True while the task is in exit(2): it runs no more user code.
-    pub fn is_exiting(&self) -> bool {
-        self.flags & PF_EXITING != 0
     }
 }
 

@@ -227,10 +227,6 @@ fn run_blocked(
         program: program.to_string_lossy().into_owned(),
         source,
     };
-    // Orphans of the run come back to onlyone rather than to init: when it
-    // has no child left and the command's group is empty, no process of
-    // the run is left, and the /proc scan for strays can be skipped.
-    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let exec = Exec::new(program, args, guard).map_err(spawn_error)?;
     let pid = match tty_raw {
         None => exec.spawn(),
@@ -260,9 +256,6 @@ fn run_blocked(
         .idle_timeout
         .map(|w| (w, IdleWatch::new(), started + idle::sample_interval(w)));
     let exit = loop {
-        // Orphans of the run, reparented to onlyone, are reaped as they die
-        // so they do not pile up as zombies in a long run.
-        reap_orphans(npid);
         match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
             Ok(WaitStatus::Signaled(_, sig, _)) => break Exit::Signal(sig as i32),
@@ -337,10 +330,10 @@ fn run_blocked(
         give_terminal(t.as_fd(), nix::unistd::getpgrp());
     }
 
+    // Every process of the run is looked for, descendants or not: a
+    // process can carry the token without descending from the command (a
+    // job handed to `at` keeps its environment).
     let leftovers = |me: u32| -> Result<Vec<Target>, RunError> {
-        if no_descendants_left(npid) {
-            return Ok(Vec::new());
-        }
         Ok(terminate::processes_of(&run_record, &[me])
             .map_err(RunError::Lock)?
             .into_iter()
@@ -358,7 +351,6 @@ fn run_blocked(
             Vec::new(),
         )
     };
-    reap_children();
     // Signals that came after the command ended were for the run, which is
     // over: consume them, so that onlyone still releases the lock and
     // reports the command's own exit.
@@ -603,56 +595,6 @@ fn end_strays(
     let ended = terminate::terminate(&fds, rustix::process::Signal::KILL, Duration::ZERO, None);
     all.survivors = ended.survivors;
     Ok(all)
-}
-
-/// True when no process of the run can be left: onlyone (a child
-/// subreaper) has no child, so no descendant of the command lives, and the
-/// command's process group is empty. Zombie children are reaped on the way.
-fn no_descendants_left(group: NixPid) -> bool {
-    loop {
-        match waitpid(NixPid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => return false,
-            Ok(_) => continue,
-            Err(nix::errno::Errno::ECHILD) => break,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return false,
-        }
-    }
-    matches!(
-        nix::sys::signal::killpg(group, None),
-        Err(nix::errno::Errno::ESRCH)
-    )
-}
-
-/// Reaps exited children other than the command (orphans of the run that
-/// came back to onlyone), leaving the command's status to be collected.
-fn reap_orphans(command: NixPid) {
-    use nix::sys::wait::{Id, waitid};
-    loop {
-        // Peek first (WNOWAIT), so the command's exit is not consumed here.
-        match waitid(
-            Id::All,
-            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
-        ) {
-            Ok(status) => match status.pid() {
-                Some(pid) if pid != command => {
-                    let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
-                }
-                _ => return,
-            },
-            Err(_) => return,
-        }
-    }
-}
-
-/// Reaps the zombies of ended strays (they are onlyone's children, as a
-/// subreaper).
-fn reap_children() {
-    while let Ok(s) = waitpid(NixPid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-        if s == WaitStatus::StillAlive {
-            break;
-        }
-    }
 }
 
 /// True when no other process shares onlyone's process group: handing the

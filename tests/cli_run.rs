@@ -1136,3 +1136,47 @@ fn the_command_starts_with_no_signal_blocked_and_sigpipe_default() {
         "SIGPIPE is ignored in the command"
     );
 }
+
+/// A process that carries the run's token without descending from the
+/// command (as a job handed to `at` would) is a process of the run too: it
+/// is ended before the lock is released.
+#[test]
+fn a_token_carrier_that_is_not_a_descendant_is_ended_with_the_run() {
+    let sb = Sandbox::new();
+    let tok = sb.p("token");
+    let go = sb.p("go");
+    let mut c = sb.cmd(&[
+        "run",
+        "L",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$ONLYONE_TOKEN\" > \"$TOK.tmp\"; mv \"$TOK.tmp\" \"$TOK\"; \
+         while [ ! -e \"$GO\" ]; do sleep 0.02; done",
+    ]);
+    c.env("TOK", &tok).env("GO", &go);
+    let mut run = Kid::spawn(c);
+    wait_until("the run to publish its token", LONG, || tok.exists());
+    let token = read(&tok).trim().to_owned();
+    // Started by the test, not by the run: it only carries the token.
+    let carrier = Kid::spawn({
+        let mut s = Command::new("sleep");
+        s.arg("1000")
+            .env("ONLYONE_TOKEN", &token)
+            .env(MARKER, sb.dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        s
+    });
+    let carrier_pid = carrier.0.id();
+    std::fs::write(&go, "").unwrap();
+    let status = run.wait_for(LONG);
+    assert_eq!(shell_code(status), 0);
+    wait_until(
+        "the carrier to be ended",
+        LONG,
+        || !matches!(state_of(carrier_pid), Some(s) if s != 'Z' && s != 'X'),
+    );
+    sb.assert_free("L");
+}
