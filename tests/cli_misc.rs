@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -116,32 +115,12 @@ fn finish(mut cmd: Command, limit: Duration) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let read = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = r.read_to_end(&mut s);
-            String::from_utf8_lossy(&s).into_owned()
-        })
-    };
-    let so = read(Box::new(child.stdout.take().unwrap()));
-    let se = read(Box::new(child.stderr.take().unwrap()));
-    let mut pause = Duration::from_millis(1);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > limit {
-            kill9(&mut child);
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(10));
-    };
+    let (status, so, se) = support::wait_bounded(&mut child, start, limit, &format!("{cmd:?}"));
     let took = start.elapsed();
     Out {
         status,
-        stdout: so.join().unwrap(),
-        stderr: se.join().unwrap(),
+        stdout: so,
+        stderr: se,
         took,
     }
 }

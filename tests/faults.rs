@@ -19,7 +19,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -140,34 +139,14 @@ fn finish(mut cmd: Command, what: &str) -> Out {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let read = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = r.read_to_end(&mut s);
-            String::from_utf8_lossy(&s).into_owned()
-        })
-    };
-    let so = read(Box::new(child.stdout.take().unwrap()));
-    let se = read(Box::new(child.stderr.take().unwrap()));
-    let mut pause = Duration::from_millis(1);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > HANG {
-            kill9(&mut child);
-            panic!("{what}: hung (still running after {HANG:?})");
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(5));
-    };
+    let (status, so, se) = support::wait_bounded(&mut child, start, HANG, what);
     let took = start.elapsed();
     let out = Out {
         what: what.to_owned(),
         status,
         took,
-        stdout: so.join().unwrap(),
-        stderr: se.join().unwrap(),
+        stdout: so,
+        stderr: se,
     };
     assert!(
         out.status.code().is_some(),

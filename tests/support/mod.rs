@@ -126,3 +126,38 @@ pub fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
         .filter(|&pid| matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'))
         .collect()
 }
+
+/// Waits for `child` (spawned with piped stdout and stderr) at most `limit`
+/// after `start`, draining both pipes meanwhile; kills it and fails the
+/// test, naming `what`, if it is still running then. Returns its status,
+/// stdout and stderr.
+pub fn wait_bounded(
+    child: &mut Child,
+    start: std::time::Instant,
+    limit: Duration,
+    what: &str,
+) -> (std::process::ExitStatus, String, String) {
+    use std::io::Read;
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let so = read(Box::new(child.stdout.take().expect("stdout piped")));
+    let se = read(Box::new(child.stderr.take().expect("stderr piped")));
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > limit {
+            kill9(child);
+            panic!("{what}: hung (still running after {limit:?})");
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    };
+    (status, so.join().unwrap(), se.join().unwrap())
+}
