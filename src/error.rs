@@ -86,6 +86,15 @@ pub fn format_unix_time(secs: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// A user's name (`root`, `backup`), or `uid N` when the user database has
+/// none for it.
+pub fn user_name(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => format!("uid {uid}"),
+    }
+}
+
 /// Formats a duration as `3m12s`, `2h5m`, `450ms`.
 pub fn compact_duration(d: Duration) -> String {
     let secs = d.as_secs();
@@ -231,6 +240,23 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The processes of a run belong to another user, whom this one may not
+    /// signal.
+    #[error(
+        "cannot stop `{}`: pid {pid} runs as {owner}, and you ({me}) may not signal it; {}",
+        .path.display(), who_can_stop(.owner)
+    )]
+    NotPermitted {
+        /// The lock file.
+        path: PathBuf,
+        /// The process that could not be signalled.
+        pid: u32,
+        /// Its user's name.
+        owner: String,
+        /// This process's user's name.
+        me: String,
+    },
+
     /// A pid given as the owner is not a live process.
     #[error("pid {pid} cannot own the lock: {why}")]
     BadOwner {
@@ -280,6 +306,14 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+fn who_can_stop(owner: &str) -> String {
+    if owner == "root" {
+        "only root can stop it (sudo onlyone stop ...)".to_owned()
+    } else {
+        format!("{owner} or root can stop it (sudo -u {owner} onlyone stop ...)")
+    }
 }
 
 fn held_or_record(h: &HeldBy) -> String {

@@ -44,10 +44,10 @@ pub mod terminate;
 pub mod test_hooks;
 pub mod verdict;
 
-pub use error::{Error, HeldBy, Result, compact_duration, format_unix_time};
+pub use error::{Error, HeldBy, Result, compact_duration, format_unix_time, user_name};
 pub use lock::{
     AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REPROBE_INTERVAL,
-    Released, TakeOver, new_token,
+    Released, Releaser, TakeOver, new_token,
 };
 pub use record::{Mode, NotARecord, Record};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

@@ -139,6 +139,12 @@ impl AcquireOptions {
         self
     }
 
+    /// Says which processes keep the lock held (default: [`Mode::Lock`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
     /// Uses the given token (32 lowercase hex digits from
     /// [`new_token`]) instead of a fresh one: a run hands its token to its
     /// command before the lock is taken.
@@ -176,6 +182,36 @@ impl Inspection {
             }),
             _ => None,
         }
+    }
+}
+
+/// Who may release a lock on its owner's behalf (see
+/// [`LockFile::release_as`]): any of several owner processes, or whoever
+/// carries the acquisition's token.
+#[derive(Debug, Clone, Default)]
+pub struct Releaser {
+    owners: Vec<u32>,
+    token: Option<String>,
+}
+
+impl Releaser {
+    /// Nobody yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Accepts a record owned by the live process `pid` (pid and start
+    /// time are both checked).
+    pub fn owner(mut self, pid: u32) -> Self {
+        self.owners.push(pid);
+        self
+    }
+
+    /// Accepts a record that carries `token` (as `ONLYONE_TOKEN` hands it
+    /// to a script's workers).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
     }
 }
 
@@ -514,8 +550,9 @@ impl LockFile {
         let me = rustix::process::geteuid().as_raw();
         let why = if st.st_uid != me && st.st_uid != 0 {
             Some(format!(
-                "it is owned by uid {}, not by you (uid {me}) or root",
-                st.st_uid
+                "it is owned by {}, not by you ({}) or root",
+                crate::error::user_name(st.st_uid),
+                crate::error::user_name(me)
             ))
         } else if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
             Some(format!(
@@ -977,8 +1014,20 @@ impl LockFile {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn release_owned_by(&self, pid: u32) -> Result<Released> {
+        self.release_as(&Releaser::new().owner(pid))
+    }
+
+    /// Releases the lock for whoever `releaser` says may: the record names
+    /// one of its owner processes (pid and start time), or carries its
+    /// token. Under the removal guard. Held by anyone else:
+    /// [`Error::NotOwner`], naming the first owner pid.
+    pub fn release_as(&self, releaser: &Releaser) -> Result<Released> {
         self.check_dir_writable()?;
-        let start = procfs::identity_of(pid).ok().map(|id| id.start);
+        let owners: Vec<(u32, Option<u64>)> = releaser
+            .owners
+            .iter()
+            .map(|&pid| (pid, procfs::identity_of(pid).ok().map(|id| id.start)))
+            .collect();
         let _guard = self.removal_guard(None)?;
         test_hooks::fire(Point::ReleaseUnderGuard, self.path());
         let Some(ev) = self.look()? else {
@@ -999,14 +1048,20 @@ impl LockFile {
             .boot
             .as_deref()
             .is_none_or(|b| procfs::boot_id().ok() == Some(b));
-        let ours = record.pid == pid
-            && same_boot
-            && match (record.start, start) {
-                (Some(recorded), Some(now)) => recorded == now,
-                (None, _) => true,
-                (Some(_), None) => false,
-            };
-        if ours {
+        let owned = |&(pid, start): &(u32, Option<u64>)| {
+            record.pid == pid
+                && same_boot
+                && match (record.start, start) {
+                    (Some(recorded), Some(now)) => recorded == now,
+                    (None, _) => true,
+                    (Some(_), None) => false,
+                }
+        };
+        let by_token = releaser
+            .token
+            .as_deref()
+            .is_some_and(|t| record.token.as_deref() == Some(t));
+        if by_token || owners.iter().any(owned) {
             self.unlink()?;
             return Ok(Released::Removed);
         }
@@ -1015,7 +1070,7 @@ impl LockFile {
             _ => verdict::Holder::Owner { pid: record.pid },
         };
         Err(Error::NotOwner {
-            pid,
+            pid: releaser.owners.first().copied().unwrap_or(0),
             held: Box::new(HeldBy {
                 path: self.path().into(),
                 record,

@@ -16,6 +16,9 @@ use crate::error::Error;
 /// The longest lock name.
 pub const MAX_NAME: usize = 64;
 
+/// root's default lock directory.
+pub const ROOT_DIR: &str = "/run/onlyone";
+
 /// The environment variable that overrides the lock directory.
 pub const DIR_VAR: &str = "ONLYONE_DIR";
 
@@ -41,7 +44,7 @@ pub fn lock_dir(explicit: Option<&Path>) -> (PathBuf, DirSource) {
     }
     let uid = rustix::process::geteuid();
     if uid.is_root() {
-        return (PathBuf::from("/run/onlyone"), DirSource::Default);
+        return (PathBuf::from(ROOT_DIR), DirSource::Default);
     }
     if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         return (PathBuf::from(x).join("onlyone"), DirSource::Default);
@@ -102,7 +105,9 @@ pub fn display_name(path: &Path, dir: &Path) -> String {
 }
 
 /// Creates the lock directory if it is missing (0755 for root, 0700
-/// otherwise; missing parents too) and checks that it is a directory.
+/// otherwise) and checks that it is a directory. Only the directory itself
+/// is created: a missing parent is an error that names it, so that a typo
+/// in `--dir` does not build a tree of directories as root.
 pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
     match fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => return Ok(()),
@@ -122,14 +127,28 @@ pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
     } else {
         0o700
     };
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(mode)
-        .create(dir)
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::NotADirectory => not_a_dir(dir, source),
-            _ => Error::io("create the lock directory", dir, e),
-        })?;
+    match fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {}
+        // Another process created it meanwhile.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let parent = dir.parent().unwrap_or(Path::new("/"));
+            return Err(Error::BadPath {
+                path: dir.to_path_buf(),
+                why: format!(
+                    "the lock directory{} cannot be created: its parent `{}` does not exist; \
+                     create it (mkdir -p {}) or use another directory",
+                    from(source),
+                    parent.display(),
+                    parent.display()
+                ),
+            });
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+            return Err(not_a_dir(dir, source));
+        }
+        Err(e) => return Err(Error::io("create the lock directory", dir, e)),
+    }
     // The umask may have narrowed the mode; widen it back for root, so
     // other users can see who holds a run.
     if mode == 0o755
@@ -142,15 +161,21 @@ pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
     Ok(())
 }
 
-fn not_a_dir(dir: &Path, source: DirSource) -> Error {
-    let from = match source {
+fn from(source: DirSource) -> &'static str {
+    match source {
         DirSource::Flag => " (from --dir)",
         DirSource::Env => " (from $ONLYONE_DIR)",
         DirSource::Default => "",
-    };
+    }
+}
+
+fn not_a_dir(dir: &Path, source: DirSource) -> Error {
     Error::BadPath {
         path: dir.to_path_buf(),
-        why: format!("the lock directory{from} exists but is not a directory; point it elsewhere"),
+        why: format!(
+            "the lock directory{} exists but is not a directory; point it elsewhere",
+            from(source)
+        ),
     }
 }
 

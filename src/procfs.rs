@@ -277,6 +277,34 @@ pub fn pidns_of(pid: u32) -> io::Result<u64> {
     Ok(fs::metadata(format!("/proc/{pid}/ns/pid"))?.ino())
 }
 
+/// The inode of the pipe that a process's descriptor `fd` is, if it is
+/// one (`/proc/PID/fd/FD` reads `pipe:[INODE]`).
+pub fn pipe_of(pid: u32, fd: u32) -> Option<u64> {
+    let target = fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let text = target.to_str()?;
+    text.strip_prefix("pipe:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// True when process `pid` holds the read end of the pipe `inode` (a
+/// descriptor on it opened read-only, per `/proc/PID/fdinfo`).
+pub fn reads_pipe(pid: u32, inode: u64) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        let Some(n) = fd.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            return false;
+        };
+        pipe_of(pid, n) == Some(inode)
+            && fs::read_to_string(format!("/proc/{pid}/fdinfo/{n}")).is_ok_and(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                    .is_some_and(|flags| flags & 0o3 == 0)
+            })
+    })
+}
+
 /// A process's command line for display, or its `comm` if the command line
 /// is empty (kernel threads, zombies) or unreadable.
 pub fn command_line(pid: u32) -> Option<String> {

@@ -6,9 +6,11 @@
 //! A process is ended only when all three hold:
 //!
 //! 1. **It belongs to a run of a named job**: its environment carries
-//!    `ONLYONE_LOCK` naming that job's lock file (and the run's
-//!    `ONLYONE_TOKEN`), or it is the command recorded in that lock. Nothing
-//!    else is ever touched.
+//!    `ONLYONE_LOCK` naming that job's lock file, or the `ONLYONE_TOKEN` of
+//!    the run that lock names now (a process a terminal server started for
+//!    the run, `run --linger`), or it is in the run's process group, or it
+//!    owns the lock (a script that took it with `acquire`, a program with
+//!    the library). Nothing else is ever touched.
 //! 2. **Its run is finished or idle**: the lock no longer names its token
 //!    (the wrapper is gone, or the lock was released or taken over), or
 //!    every process of the run has been idle for the window.
@@ -30,7 +32,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -135,8 +137,9 @@ struct State {
 struct Seen {
     cpu: u64,
     io: Option<u64>,
-    /// When the counters last changed, milliseconds since boot.
-    changed_ms: u64,
+    /// When the counters last changed, milliseconds since boot
+    /// (`CLOCK_BOOTTIME`). Signed: a time before the boot is a time too.
+    changed_ms: i64,
 }
 
 /// Takes the reap guard (flock on `dir/.onlyone-reap.lock`), waiting until
@@ -308,7 +311,7 @@ fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) 
         // The same path in another mount namespace (a container) is
         // another file; a relative path is relative to that process.
         let mut foreign = None;
-        let job = lock.as_deref().and_then(|l| {
+        let by_path = lock.as_deref().and_then(|l| {
             let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_else(|_| "/".into());
             let key = canonical(Path::new(l), &cwd);
             let i = views.iter().position(|v| v.key == key)?;
@@ -318,6 +321,15 @@ fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) 
                 return None;
             }
             Some(i)
+        });
+        // A process handed only the token (`tmux new-window -e
+        // ONLYONE_TOKEN=...`) belongs to the live run whose lock names it:
+        // 128 random bits name one run, wherever its lock is.
+        let job = by_path.or_else(|| {
+            let t = token.as_deref()?;
+            views
+                .iter()
+                .position(|v| matches!(&v.live, Ok(Some(live)) if live == t))
         });
         out.push(Marked {
             pid,
@@ -346,6 +358,24 @@ fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) 
         };
         if rec.token.as_deref() != Some(token.as_str()) {
             continue;
+        }
+        // The owner of a lock taken by a script or a program (not a run's
+        // wrapper, which ends when its command does) is part of the run.
+        if rec.mode != crate::Mode::Run
+            && let Some(start) = rec.start
+            && rec.pid != me
+            && !out.iter().any(|o| o.pid == rec.pid && o.start == start)
+            && let Some(counters) = crate::idle::counters(rec.pid, start)
+        {
+            out.push(Marked {
+                pid: rec.pid,
+                start,
+                job: Some(i),
+                lock: Some(view.job.lock.display().to_string()),
+                token: Some(token.clone()),
+                counters,
+                foreign: None,
+            });
         }
         let Some(spec) = rec.scan_spec() else {
             continue;
@@ -416,6 +446,37 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
     report
 }
 
+/// Tells the reaper what the processes a lingering run left behind (`run
+/// --linger`) are doing now: their counters go into the state file in
+/// `state_dir` as of this moment, so the first reap after the window can
+/// judge them, instead of counting them active at first sight. Best
+/// effort: false when the state could not be written (the reaper then
+/// needs two looks, as for any process it has not seen).
+pub fn note_lingering(state_dir: &Path, procs: &[Target]) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let Ok(guard) = lock_state(state_dir, deadline) else {
+        return false;
+    };
+    let mut errors = Vec::new();
+    let mut state = load_state(state_dir, &mut errors);
+    let now = clock_ms();
+    for t in procs {
+        if let Some(c) = crate::idle::counters(t.pid, t.start) {
+            state.procs.insert(
+                key(t.pid, t.start),
+                Seen {
+                    cpu: c.cpu_ticks,
+                    io: c.io_bytes,
+                    changed_ms: now,
+                },
+            );
+        }
+    }
+    let saved = save_state(state_dir, &state).is_ok();
+    drop(guard);
+    saved && errors.is_empty()
+}
+
 fn key(pid: u32, start: u64) -> String {
     format!("{pid}-{start}")
 }
@@ -435,7 +496,7 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
     };
     let mut state = load_state(dir, &mut errors);
     let now = clock_ms();
-    let window_ms = opts.idle.as_millis() as u64;
+    let window_ms = u64::try_from(opts.idle.as_millis()).unwrap_or(u64::MAX);
     let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
     let mut views: Vec<JobView<'_>> = jobs
         .iter()
@@ -465,7 +526,7 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
         looks.insert(
             (m.pid, m.start),
             Look {
-                idle_ms: now.saturating_sub(changed_ms),
+                idle_ms: u64::try_from(now.saturating_sub(changed_ms)).unwrap_or(0),
                 busy: prev.is_some() && !same,
                 first: prev.is_none(),
             },
@@ -662,21 +723,12 @@ fn live_token(lock: &Path) -> Result<Option<String>, String> {
     }
 }
 
-/// Milliseconds since boot (`/proc/uptime`): unlike the wall clock it never
-/// jumps, and the state file belongs to one boot.
-fn clock_ms() -> u64 {
-    fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or_else(
-            || {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(0)
-            },
-            |secs| (secs * 1000.0) as u64,
-        )
+/// Milliseconds since boot (`CLOCK_BOOTTIME`): unlike the wall clock it
+/// never jumps, it counts time suspended, and the state file belongs to
+/// one boot.
+fn clock_ms() -> i64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    t.tv_sec.saturating_mul(1000) + t.tv_nsec / 1_000_000
 }
 
 /// What one reap saw of a process.

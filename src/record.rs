@@ -9,7 +9,7 @@
 //! pidns=4026531836                       <- inode of the owner's PID namespace
 //! host=build-01
 //! uid=0
-//! mode=run                               <- `run` for `onlyone run`, else `lock`
+//! mode=run                               <- `run`, `script` or `lock` (see [`Mode`])
 //! cmd=./sync.sh --all                    <- the owner's command line, escaped, bounded
 //! cmdpid=4250                            <- run mode: the command's pid and start time
 //! cmdstart=123456790
@@ -41,14 +41,31 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The longest escaped command line stored in a record.
 pub const MAX_CMD_BYTES: usize = 1024;
 
-/// Whether a record was written by a plain lock or by `onlyone run`.
+/// Which processes keep a record's lock held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// A lock held by a process (the library, or `onlyone acquire`).
+    /// A lock held by a process (the library, or `onlyone acquire`): the
+    /// owner, and the members of its process group when it leads one.
     Lock,
     /// A lock held for the life of a run: the wrapper, the command and every
     /// process that carries the run's token.
     Run,
+    /// A lock taken by `onlyone acquire --export` for a shell script: the
+    /// owner (the script), its process group when it leads one, and every
+    /// process that carries the token (the script's workers, which the
+    /// exported `ONLYONE_TOKEN` reaches).
+    Script,
+}
+
+impl Mode {
+    /// The word the record and `status` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Lock => "lock",
+            Mode::Run => "run",
+            Mode::Script => "script",
+        }
+    }
 }
 
 /// A parsed owner record.
@@ -235,6 +252,7 @@ impl Record {
                     rec.mode = match value {
                         "run" => Mode::Run,
                         "lock" => Mode::Lock,
+                        "script" => Mode::Script,
                         // An unknown mode may name processes we do not know
                         // how to find; the verdict must not call it stale on
                         // the owner's death alone, so read it as a run.
@@ -301,11 +319,7 @@ impl Record {
             let _ = writeln!(s, "uid={v}");
         }
         if !self.is_bare() {
-            let mode = match self.mode {
-                Mode::Lock => "lock",
-                Mode::Run => "run",
-            };
-            let _ = writeln!(s, "mode={mode}");
+            let _ = writeln!(s, "mode={}", self.mode.as_str());
         }
         if let Some(v) = &self.cmd {
             let _ = writeln!(s, "cmd={}", escape_controls(v));
@@ -328,14 +342,20 @@ impl Record {
 
     /// What to look for in `/proc` to find the processes that keep this
     /// record's lock held besides the owner: a run's command group and
-    /// token carriers, or the process group of a script that acquired.
-    /// `None` when the owner alone counts.
+    /// token carriers, a script's token carriers, or the process group of
+    /// a script that acquired. `None` when the owner alone counts.
     pub fn scan_spec(&self) -> Option<crate::procfs::RunSpec<'_>> {
         match (self.mode, self.pgid) {
             (Mode::Run, _) => Some(crate::procfs::RunSpec {
                 token: self.token_str(),
                 since_start: self.start,
                 group: self.cmd_pid.map(|p| (p, self.cmd_start)),
+                uid: self.uid,
+            }),
+            (Mode::Script, pgid) => Some(crate::procfs::RunSpec {
+                token: self.token_str(),
+                since_start: self.start,
+                group: pgid.map(|g| (g, self.pgstart)),
                 uid: self.uid,
             }),
             (Mode::Lock, Some(pgid)) => Some(crate::procfs::RunSpec {
@@ -633,12 +653,12 @@ mod tests {
             proptest::option::of(any::<u64>()),
             proptest::option::of("[a-z0-9.-]{1,40}"),
             proptest::option::of(any::<u32>()),
-            any::<bool>(),
+            prop_oneof![Just(Mode::Lock), Just(Mode::Run), Just(Mode::Script)],
             proptest::option::of("[ -~]{0,200}"),
             proptest::option::of((1u32..=PID_MAX, any::<u64>())),
         )
             .prop_map(
-                |(pid, start, boot, token, since, pidns, host, uid, run, cmd, cmdp)| Record {
+                |(pid, start, boot, token, since, pidns, host, uid, mode, cmd, cmdp)| Record {
                     pid,
                     start: Some(start),
                     boot: Some(boot),
@@ -647,7 +667,7 @@ mod tests {
                     pidns,
                     host,
                     uid,
-                    mode: if run { Mode::Run } else { Mode::Lock },
+                    mode,
                     cmd: cmd.map(|c| escape_value(&c)),
                     cmd_pid: cmdp.map(|c| c.0),
                     cmd_start: cmdp.map(|c| c.1),

@@ -7,12 +7,21 @@
 //! - SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to onlyone are forwarded to the
 //!   command's process group. They are blocked and read from a signalfd, so
 //!   none is lost between checks; the command starts with an empty mask.
-//! - From an interactive terminal, the command's group is made the
-//!   terminal's foreground group, so it can read the terminal and Ctrl-C
-//!   reaches it directly; onlyone takes the terminal back when it stops or
-//!   exits, with SIGTTOU blocked so it is never stopped doing so. If the
-//!   command is stopped (Ctrl-Z), onlyone stops too, and resumes it on
-//!   `fg`.
+//! - From an interactive terminal (onlyone's process group is the
+//!   terminal's foreground group, whoever else is in it: a script's shell
+//!   too), the command's group is made the terminal's foreground group, so
+//!   it can read the terminal and Ctrl-C reaches it directly; onlyone takes
+//!   the terminal back when it stops or exits, with SIGTTOU blocked so it
+//!   is never stopped doing so. The command starts with SIGTSTP, SIGTTIN
+//!   and SIGTTOU at their defaults (tmux leaves them ignored). The handover
+//!   happens after the exec, so a Ctrl-Z can never stop a child that has
+//!   not exec'd yet; a command that reads the terminal before it has it
+//!   stops on SIGTTIN and is continued. If the command is stopped by job
+//!   control (Ctrl-Z), onlyone stops its own process group as the
+//!   terminal would have (the shell sees the job stopped), and resumes the
+//!   command on `fg` or `bg`. Every stop and continue of the command wakes
+//!   onlyone: SIGCHLD is read from the same signalfd as the forwarded
+//!   signals.
 //! - `max_time`: TERM to the group, then KILL after `kill_after`.
 //! - `idle_timeout`: the run is over when every process of it has been idle
 //!   (no CPU time, no byte read or written: [`crate::idle`]) for that long;
@@ -20,13 +29,17 @@
 //! - When the command exits, the processes of the run that are left
 //!   (strays: its group and whatever carries the token) are ended, TERM then
 //!   KILL, before the caller releases the lock; `keep_strays` skips that.
+//! - `linger`: for work handed to a process that is not the command's
+//!   child (a terminal server, tmux, screen). When the command exits on
+//!   its own, the run's processes that outlive it are left running and
+//!   reported in [`RunOutcome::kept`]: the caller leaves the lock to them
+//!   (they carry the token, so the verdict finds them), and the reaper
+//!   ends them once idle.
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal as NixSignal};
@@ -49,6 +62,10 @@ pub struct RunOptions {
     pub kill_after: Duration,
     /// Leave the run's leftover processes alone when the command exits.
     pub keep_strays: bool,
+    /// Leave the run's leftover processes running when the command exits
+    /// on its own, and report them in [`RunOutcome::kept`]: they keep the
+    /// lock held (see the module docs).
+    pub linger: bool,
     /// End the run once all its processes have been idle this long.
     pub idle_timeout: Option<Duration>,
 }
@@ -59,6 +76,7 @@ impl Default for RunOptions {
             max_time: None,
             kill_after: Duration::from_secs(5),
             keep_strays: false,
+            linger: false,
             idle_timeout: None,
         }
     }
@@ -91,8 +109,16 @@ pub struct RunOutcome {
     pub ended_by: Option<EndedBy>,
     /// The leftover processes that were ended (empty with `keep_strays`).
     pub strays: Ended,
-    /// The leftover processes that were kept (with `keep_strays`).
-    pub kept: Vec<u32>,
+    /// The leftover processes that were kept (with `keep_strays`, or with
+    /// `linger` when the command exited on its own).
+    pub kept: Vec<Target>,
+    /// With `linger`, the command exited on its own: the lock is left to
+    /// the run's remaining processes. The caller keeps the record in place
+    /// even when none was seen yet: work handed to a terminal server may
+    /// exec (and show the token) only after the command has returned. A
+    /// record none of whose processes lives is stale, and the next acquire
+    /// takes it over.
+    pub lingers: bool,
 }
 
 /// Why a run could not start.
@@ -144,14 +170,20 @@ fn supervised_signals() -> SigSet {
     set
 }
 
-/// The controlling terminal, when onlyone is in its foreground group.
-fn foreground_terminal() -> Option<OwnedFd> {
-    let fd = rustix::fs::open(
+/// The controlling terminal, if onlyone has one.
+fn controlling_terminal() -> Option<OwnedFd> {
+    rustix::fs::open(
         "/dev/tty",
         rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
-    .ok()?;
+    .ok()
+}
+
+/// The controlling terminal, when onlyone's process group is its
+/// foreground group (whoever else is in the group).
+fn foreground_terminal() -> Option<OwnedFd> {
+    let fd = controlling_terminal()?;
     let fg = nix::unistd::tcgetpgrp(&fd).ok()?;
     (fg == nix::unistd::getpgrp()).then_some(fd)
 }
@@ -220,20 +252,26 @@ fn run_blocked(
     let _ = unsafe {
         nix::sys::signal::signal(NixSignal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl)
     };
-    let tty = foreground_terminal().filter(|_| alone_in_process_group());
-    let tty_raw = tty.as_ref().map(|t| t.as_raw_fd());
+    // Job control stops onlyone with its command (see `suspend_with`),
+    // whatever disposition it inherited.
+    // SAFETY: SIG_DFL installs no handler.
+    let _ = unsafe {
+        nix::sys::signal::signal(NixSignal::SIGTSTP, nix::sys::signal::SigHandler::SigDfl)
+    };
 
     let spawn_error = |source| RunError::Spawn {
         program: program.to_string_lossy().into_owned(),
         source,
     };
     let exec = Exec::new(program, args, guard).map_err(spawn_error)?;
-    let pid = match tty_raw {
-        None => exec.spawn(),
-        Some(raw) => exec.spawn_with_terminal(raw),
-    }
-    .map_err(spawn_error)?;
+    let pid = exec.spawn().map_err(spawn_error)?;
     let npid = NixPid::from_raw(pid as i32);
+    // The terminal goes to the command once it has exec'd: posix_spawn
+    // returns only then.
+    let tty = foreground_terminal();
+    if let Some(t) = &tty {
+        give_terminal(t.as_fd(), npid);
+    }
     // The child is ours until we reap it, so its pid cannot be reused.
     if let Err(e) = guard.set_command(pid) {
         let _ = nix::sys::signal::killpg(npid, NixSignal::SIGKILL);
@@ -259,6 +297,16 @@ fn run_blocked(
         match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
             Ok(WaitStatus::Signaled(_, sig, _)) => break Exit::Signal(sig as i32),
+            // It touched the terminal before the handover reached it: it
+            // has the terminal now, so let it go on.
+            Ok(WaitStatus::Stopped(_, NixSignal::SIGTTIN | NixSignal::SIGTTOU))
+                if tty
+                    .as_ref()
+                    .is_some_and(|t| nix::unistd::tcgetpgrp(t).ok() == Some(npid)) =>
+            {
+                let _ = nix::sys::signal::killpg(npid, NixSignal::SIGCONT);
+                continue;
+            }
             // Stopped by job control (Ctrl-Z, or reading the terminal from
             // the background): stop with it, so the shell shows the job as
             // stopped. A plain SIGSTOP from someone else is theirs to undo.
@@ -266,7 +314,7 @@ fn run_blocked(
                 _,
                 NixSignal::SIGTSTP | NixSignal::SIGTTIN | NixSignal::SIGTTOU,
             )) => {
-                suspend_with(tty.as_ref().map(|t| t.as_fd()), npid);
+                suspend_with(npid);
                 continue;
             }
             Ok(_) => {}
@@ -340,11 +388,9 @@ fn run_blocked(
             .filter(|t| t.pid != me)
             .collect())
     };
-    let (strays, kept) = if opts.keep_strays {
-        (
-            Ended::default(),
-            leftovers(me)?.iter().map(|t| t.pid).collect(),
-        )
+    let lingers = opts.linger && ended_by.is_none();
+    let (strays, kept) = if opts.keep_strays || lingers {
+        (Ended::default(), leftovers(me)?)
     } else {
         (
             end_strays(npid, opts.kill_after, || leftovers(me))?,
@@ -360,25 +406,16 @@ fn run_blocked(
         ended_by,
         strays,
         kept,
+        lingers,
     })
 }
 
-/// A command ready for execve(2): the resolved path, argv and envp, built
-/// before the fork so that the child allocates nothing.
+/// A command ready for posix_spawn(3): the resolved path, argv and envp.
 struct Exec {
-    resolved: std::path::PathBuf,
     path: CString,
-    _args: Vec<CString>,
-    _env: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
+    args: Vec<CString>,
+    env: Vec<CString>,
 }
-
-// SAFETY: the raw pointers point into the CStrings owned by the same
-// value, which are never changed or dropped while it lives.
-unsafe impl Send for Exec {}
-// SAFETY: as above; the value is only read.
-unsafe impl Sync for Exec {}
 
 impl Exec {
     fn new(program: &OsString, args: &[OsString], guard: &LockGuard) -> io::Result<Exec> {
@@ -410,24 +447,18 @@ impl Exec {
         lock.extend_from_slice(guard.lock().path().as_os_str().as_bytes());
         env.push(cstr(&lock)?);
         env.push(cstr(format!("{TOKEN_VAR}={}", guard.token()).as_bytes())?);
-        let ptrs = |v: &[CString]| {
-            let mut p: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
-            p.push(std::ptr::null());
-            p
-        };
         Ok(Exec {
-            resolved,
             path,
-            argv: ptrs(&all_args),
-            envp: ptrs(&env),
-            _args: all_args,
-            _env: env,
+            args: all_args,
+            env,
         })
     }
 
     /// Starts the command with posix_spawn(3): in a process group of its
-    /// own, with an empty signal mask and SIGPIPE at its default (onlyone,
-    /// as every Rust program, ignores it). No /bin/sh fallback on ENOEXEC.
+    /// own, with an empty signal mask, and SIGPIPE (onlyone, as every Rust
+    /// program, ignores it) and the job-control signals SIGTSTP, SIGTTIN
+    /// and SIGTTOU (a terminal multiplexer may leave them ignored) at their
+    /// defaults. No /bin/sh fallback on ENOEXEC.
     fn spawn(&self) -> io::Result<u32> {
         use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
         let mut attr = PosixSpawnAttr::init()?;
@@ -439,59 +470,24 @@ impl Exec {
         attr.set_pgroup(NixPid::from_raw(0))?;
         attr.set_sigmask(&SigSet::empty())?;
         let mut default = SigSet::empty();
-        default.add(NixSignal::SIGPIPE);
+        for sig in [
+            NixSignal::SIGPIPE,
+            NixSignal::SIGTSTP,
+            NixSignal::SIGTTIN,
+            NixSignal::SIGTTOU,
+        ] {
+            default.add(sig);
+        }
         attr.set_sigdefault(&default)?;
         let actions = PosixSpawnFileActions::init()?;
         let pid = nix::spawn::posix_spawn(
             self.path.as_c_str(),
             &actions,
             &attr,
-            &self._args,
-            &self._env,
+            &self.args,
+            &self.env,
         )?;
         Ok(pid.as_raw() as u32)
-    }
-
-    /// Starts the command with fork and exec, handing it the terminal
-    /// `tty_raw` (an open descriptor of /dev/tty) before the exec.
-    fn spawn_with_terminal(self, tty_raw: i32) -> io::Result<u32> {
-        let mut cmd = Command::new(&self.resolved);
-        cmd.process_group(0);
-        // SAFETY: the closure runs in the forked child before exec and
-        // calls only async-signal-safe functions (sigprocmask, sigaction,
-        // tcsetpgrp, getpid, execve); it allocates nothing: the exec's
-        // arguments were built before the fork. The tty fd stays open in the
-        // child until exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // SAFETY: `tty_raw` is the parent's open /dev/tty
-                // descriptor, inherited by this child and open until exec.
-                let tty = BorrowedFd::borrow_raw(tty_raw);
-                let mut ttou = SigSet::empty();
-                ttou.add(NixSignal::SIGTTOU);
-                let _ = ttou.thread_block();
-                let _ = nix::unistd::tcsetpgrp(tty, nix::unistd::getpid());
-                // SAFETY: SIG_DFL installs no handler.
-                let _ = nix::sys::signal::signal(
-                    NixSignal::SIGPIPE,
-                    nix::sys::signal::SigHandler::SigDfl,
-                );
-                // The command starts with nothing blocked.
-                SigSet::empty().thread_set_mask()?;
-                // Exec here rather than let std call execvp(3), which runs
-                // a file that fails with ENOEXEC through /bin/sh.
-                Err(self.exec())
-            });
-        }
-        Ok(cmd.spawn()?.id())
-    }
-
-    /// Replaces this process with the command; returns only on failure.
-    fn exec(&self) -> io::Error {
-        // SAFETY: path, argv and envp are NUL-terminated and point into
-        // CStrings that this value owns (see `new`).
-        unsafe { libc::execve(self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
-        io::Error::last_os_error()
     }
 }
 
@@ -597,41 +593,26 @@ fn end_strays(
     Ok(all)
 }
 
-/// True when no other process shares onlyone's process group: handing the
-/// terminal to the command's group would otherwise stop the others (the
-/// rest of a pipeline that reads the terminal).
-fn alone_in_process_group() -> bool {
-    let me = std::process::id();
-    let Ok(Some(mine)) = crate::procfs::read_stat(me) else {
-        return false;
-    };
-    crate::procfs::all_pids().is_ok_and(|pids| {
-        !pids.into_iter().any(|p| {
-            p != me
-                && crate::procfs::read_stat(p)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|s| s.pgrp == mine.pgrp && !s.is_dead())
-        })
-    })
-}
-
-/// The command was stopped by job control (Ctrl-Z): take the terminal back
-/// if it holds it, stop onlyone too so the shell sees a stopped job, and
-/// when continued (`fg`, `bg`) hand the terminal back if onlyone has it and
-/// continue the command.
-fn suspend_with(tty: Option<BorrowedFd<'_>>, child: NixPid) {
+/// The command was stopped by job control (Ctrl-Z, or reading the
+/// terminal from the background). Takes the terminal back if the command
+/// holds it, and stops onlyone's own process group with SIGTSTP, as the
+/// terminal would have stopped the job had the command been in it: the
+/// shell that waits for the job (a script's shell too) sees it stopped. In
+/// an orphaned group (no job-control shell above) the kernel discards the
+/// SIGTSTP rather than leave a job stopped that nothing would continue:
+/// onlyone then goes on at once. When continued (`fg`, `bg`), onlyone hands
+/// the terminal back to the command if its group is in the foreground, and
+/// continues the command.
+fn suspend_with(child: NixPid) {
     let me = nix::unistd::getpgrp();
-    if let Some(tty) = tty
-        && nix::unistd::tcgetpgrp(tty).ok() == Some(child)
+    if let Some(tty) = controlling_terminal()
+        && nix::unistd::tcgetpgrp(&tty).ok() == Some(child)
     {
-        give_terminal(tty, me);
+        give_terminal(tty.as_fd(), me);
     }
-    let _ = nix::sys::signal::raise(NixSignal::SIGSTOP);
-    if let Some(tty) = tty
-        && nix::unistd::tcgetpgrp(tty).ok() == Some(me)
-    {
-        give_terminal(tty, child);
+    let _ = nix::sys::signal::killpg(me, NixSignal::SIGTSTP);
+    if let Some(tty) = foreground_terminal() {
+        give_terminal(tty.as_fd(), child);
     }
     let _ = nix::sys::signal::killpg(child, NixSignal::SIGCONT);
 }

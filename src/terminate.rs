@@ -47,6 +47,8 @@ pub struct Ended {
     /// Processes not signalled because their pid now names another process
     /// (or none).
     pub skipped: Vec<u32>,
+    /// Processes this user may not signal (EPERM).
+    pub denied: Vec<u32>,
 }
 
 impl Ended {
@@ -71,9 +73,23 @@ pub fn open_verified(t: Target) -> Option<OwnedFd> {
 }
 
 /// Sends `sig` to the process `t`, only if it is still that process.
-/// Returns whether the signal was sent.
-pub fn signal_verified(t: Target, sig: Signal) -> bool {
-    open_verified(t).is_some_and(|fd| rustix::process::pidfd_send_signal(&fd, sig).is_ok())
+/// Returns whether the signal was sent; EPERM is an error.
+pub fn signal_verified(t: Target, sig: Signal) -> std::result::Result<bool, rustix::io::Errno> {
+    match open_verified(t) {
+        None => Ok(false),
+        Some(fd) => match rustix::process::pidfd_send_signal(&fd, sig) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::PERM) => Err(rustix::io::Errno::PERM),
+            Err(_) => Ok(false),
+        },
+    }
+}
+
+/// A stopped process acts on no signal but KILL until it is continued:
+/// after a signal that should end it, continue it, as `kill` and systemd
+/// do.
+fn needs_continue(sig: Signal) -> bool {
+    !matches!(sig, Signal::KILL | Signal::CONT | Signal::STOP)
 }
 
 /// Waits until every pidfd reports its process gone, or `until`. Returns
@@ -119,8 +135,15 @@ pub fn terminate(
     for &t in targets {
         match open_verified(t) {
             Some(fd) => {
-                if rustix::process::pidfd_send_signal(&fd, first).is_ok() {
-                    ended.signalled.push(t.pid);
+                match rustix::process::pidfd_send_signal(&fd, first) {
+                    Ok(()) => {
+                        ended.signalled.push(t.pid);
+                        if needs_continue(first) {
+                            let _ = rustix::process::pidfd_send_signal(&fd, Signal::CONT);
+                        }
+                    }
+                    Err(rustix::io::Errno::PERM) => ended.denied.push(t.pid),
+                    Err(_) => {}
                 }
                 fds.push((t.pid, fd));
             }
@@ -249,6 +272,12 @@ pub fn stop(
         .start
         .is_some_and(|s| procfs::probe(record.pid, Some(s)).is_alive());
     let mut ended = Ended::default();
+    let denied = |pid: u32| Error::NotPermitted {
+        path: lock.path().into(),
+        pid,
+        owner: crate::error::user_name(procfs::uid_of(pid).or(record.uid).unwrap_or(0)),
+        me: crate::error::user_name(rustix::process::geteuid().as_raw()),
+    };
     if wrapper_alive && record.mode == Mode::Run {
         // The wrapper forwards the signal to its command, ends the strays
         // and releases; give it the grace to do so.
@@ -256,13 +285,23 @@ pub fn stop(
             pid: record.pid,
             start: record.start.unwrap_or(0),
         };
-        if signal_verified(t, first) {
-            ended.signalled.push(t.pid);
+        match signal_verified(t, first) {
+            Ok(true) => ended.signalled.push(t.pid),
+            Ok(false) => {}
+            Err(_) => return Err(denied(t.pid)),
+        }
+        if needs_continue(first) {
+            continue_run(&record);
         }
         wait_free(lock, &record, cap(Instant::now() + grace));
     } else {
         let targets = processes_of(&record, &[me])?;
         ended = terminate(&targets, first, grace, deadline);
+        if ended.signalled.is_empty()
+            && let Some(&pid) = ended.denied.first()
+        {
+            return Err(denied(pid));
+        }
     }
     if still_held(lock, &record) {
         // Past the grace: KILL everything of the run that is left.
@@ -294,6 +333,27 @@ pub fn stop(
         ended,
         took: started.elapsed(),
     })
+}
+
+/// Continues the wrapper and the command's process group of a run: a
+/// stopped command (Ctrl-Z in a terminal that has since gone) acts on the
+/// wrapper's forwarded TERM only once continued.
+fn continue_run(record: &Record) {
+    let wrapper = Target {
+        pid: record.pid,
+        start: record.start.unwrap_or(0),
+    };
+    let _ = signal_verified(wrapper, Signal::CONT);
+    if let (Some(pid), Some(start)) = (record.cmd_pid, record.cmd_start)
+        && let Some(fd) = open_verified(Target { pid, start })
+    {
+        // The command leads its group, whose id is its pid; while the
+        // command is this one (the pidfd is held), that group is the run's.
+        let _ = rustix::process::pidfd_send_signal(&fd, Signal::CONT);
+        if let Some(group) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(group, Signal::CONT);
+        }
+    }
 }
 
 /// True while the lock still holds `record`'s token and is held.

@@ -468,7 +468,8 @@ fn precheck_exits_0_or_75_whatever_the_input() {
     let file = d.join("plainfile");
     std::fs::write(&file, "x").unwrap();
     precheck(&w, &file, &["x"], 0, &["not a directory", "fail open"]);
-    precheck(&w, &d.join("missing"), &["x"], 0, &["does not exist"]);
+    // A missing directory (`/run` after a reboot) means no lock: silent.
+    precheck(&w, &d.join("missing"), &["x"], 0, &[]).quiet();
     assert!(!d.join("missing").exists(), "precheck created the dir");
 
     // An unreadable directory: root still reads it.
@@ -587,7 +588,7 @@ fn precheck_as_an_unprivileged_user() {
 // ---------------------------------------------------------------------------
 // 2. status
 
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "name",
     "path",
     "state",
@@ -604,6 +605,7 @@ const KEYS: [&str; 16] = [
     "uid",
     "token",
     "reason",
+    "stopped",
 ];
 
 /// Checks one entry of `locks[]` against the documented schema.
@@ -641,8 +643,12 @@ fn check_schema(l: &Value) {
         ["owner", "command", "leftover"].contains(&v.as_str().unwrap_or(""))
     });
     opt("mode", |v| {
-        ["run", "lock"].contains(&v.as_str().unwrap_or(""))
+        ["run", "lock", "script"].contains(&v.as_str().unwrap_or(""))
     });
+    assert!(o["stopped"].is_boolean(), "`stopped` is a boolean: {l:#}");
+    if o["stopped"] == true {
+        assert_eq!(o["state"], "held", "only a held lock is stopped: {l:#}");
+    }
     opt("token", |v| {
         v.as_str()
             .is_some_and(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -716,10 +722,11 @@ fn status_json_follows_the_documented_schema() {
     assert_eq!(free["path"], w.lock("free").display().to_string());
     for k in KEYS
         .iter()
-        .filter(|k| !["name", "path", "state"].contains(k))
+        .filter(|k| !["name", "path", "state", "stopped"].contains(k))
     {
         assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
     }
+    assert_eq!(free["stopped"], false);
 
     let r = entry(&v, "run");
     assert_eq!(r["state"], "held", "{r:#}");
@@ -758,6 +765,14 @@ fn status_json_follows_the_documented_schema() {
     assert_eq!(o["pid"], orphan.wrapper);
     assert_eq!(o["holder"], "command", "{o:#}");
     assert_eq!(o["holder_pid"], orphan.cmd, "{o:#}");
+    // It says that the wrapper is gone and which process keeps the run.
+    let why = o["reason"].as_str().unwrap_or_else(|| panic!("no reason: {o:#}"));
+    assert!(
+        why.contains(&format!("the wrapper (pid {}) is gone", orphan.wrapper))
+            && why.contains(&format!("held by pid {}, the run's command", orphan.cmd)),
+        "{o:#}"
+    );
+    assert_eq!(o["stopped"], false);
 
     // status only reads: the stale and unknown locks are still there.
     assert!(w.lock("stale").exists() && w.lock("unknown").exists());
@@ -1105,6 +1120,224 @@ fn releasing_twice_is_fine() {
         .expect(0)
         .quiet();
     assert_untouched(sp);
+}
+
+// ---------------------------------------------------------------------------
+// 5b. scripts as cron runs them: `acquire --export`, and `release` from the
+// owner itself or a worker
+
+impl World {
+    /// A shell (`sh` is dash on Debian) with `$OO` and `$D` set.
+    fn shell(&self, shell: &str, script: &str) -> Command {
+        let mut c = self.program(shell);
+        c.arg("-c").arg(script).env("OO", BIN).env("D", self.dir());
+        c
+    }
+
+    /// Writes an executable script into this world.
+    fn script(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir().join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+}
+
+/// `KEY=VALUE` numbers from a file a script wrote, once it is complete.
+fn wait_numbers(path: &Path, keys: &[&str]) -> Vec<u32> {
+    let mut out = Vec::new();
+    wait_until(&format!("{}", path.display()), HANG, || {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        out = keys
+            .iter()
+            .filter_map(|k| {
+                text.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                    .and_then(|v| v.parse().ok())
+            })
+            .collect();
+        out.len() == keys.len() && text.ends_with('\n')
+    });
+    out
+}
+
+/// Debian's cron runs `/bin/sh -c 'LINE'` as the leader of a session and
+/// process group of its own, and dash forks even a single command: the
+/// script does not lead its group. A script that took the lock with
+/// `--export` is killed with SIGKILL while its worker works: the worker
+/// carries the token, so the next `acquire`, `run` and `precheck` all
+/// skip until it ends, and then the next run takes over.
+#[test]
+fn a_script_run_by_cron_is_held_by_its_worker_after_kill_9() {
+    let mut w = World::new();
+    let script = w.script(
+        "sync.sh",
+        r#"#!/bin/sh
+vars=$("$OO" --dir "$D" acquire -q scr --export) || exit $?
+eval "$vars"
+sleep 1000 &
+echo "script=$$ worker=$!" > "$D/pids"
+wait
+"#,
+    );
+    let mut cron = w.program("setsid");
+    cron.args(["-w", "sh", "-c"])
+        .arg(&script)
+        .env("OO", BIN)
+        .env("D", w.dir());
+    w.spawn(cron);
+    let [sh_pid, worker] = wait_numbers(&w.dir().join("pids"), &["script", "worker"])[..] else {
+        unreachable!()
+    };
+    let st = onlyone::procfs::read_stat(sh_pid).unwrap().unwrap();
+    assert_ne!(st.pgrp, sh_pid, "the shape: the script does not lead its group");
+    let rec = std::fs::read_to_string(w.lock("scr")).unwrap();
+    assert_eq!(rec.lines().next(), Some(sh_pid.to_string().as_str()), "{rec}");
+    assert!(rec.contains("\nmode=script\n"), "{rec}");
+
+    kill9_pid(sh_pid);
+    wait_gone(sh_pid);
+    assert!(
+        matches!(state_of(worker), Some(s) if s != 'Z'),
+        "the worker outlives the script"
+    );
+    w.oo(&["acquire", "scr"])
+        .expect(75)
+        .says(&format!("pid {worker}"));
+    w.oo(&["run", "scr", "--", "true"])
+        .expect(75)
+        .says(&format!("pid {worker}"));
+    precheck(&w, w.dir(), &["scr"], 75, &[&format!("pid {worker}")]);
+    let v = status_json(&w, &["scr"]);
+    assert_eq!(v["locks"][0]["holder"], "leftover", "{v:#}");
+    assert_eq!(v["locks"][0]["holder_pid"], worker, "{v:#}");
+
+    kill9_pid(worker);
+    wait_gone(worker);
+    w.oo(&["run", "scr", "--", "true"])
+        .expect(0)
+        .says(&format!("took over the stale lock `scr` from pid {sh_pid}"));
+}
+
+/// `eval` of nothing succeeds, so both ways of writing it must stop the
+/// script when the lock is held: `--export` prints `exit 75` then.
+#[test]
+fn both_export_forms_stop_a_script_when_the_lock_is_held() {
+    let mut w = World::new();
+    let (_, sp) = w.sleeper();
+    w.oo(&["acquire", "scr", "--owner", &sp.to_string()])
+        .expect(0);
+    for shell in ["sh", "bash"] {
+        for form in [
+            r#"vars=$("$OO" --dir "$D" acquire scr --export) || exit $?; eval "$vars"; echo RAN"#,
+            r#"eval "$("$OO" --dir "$D" acquire scr --export)"; echo RAN"#,
+        ] {
+            let out = w.finish(w.shell(shell, form));
+            assert_eq!(out.code(), 75, "{shell}: {form}: {out:#?}");
+            assert!(!out.stdout.contains("RAN"), "{shell}: {form}: {out:#?}");
+            assert!(
+                out.stderr.contains(&format!("pid {sp}")),
+                "{shell}: {form}: {out:#?}"
+            );
+        }
+    }
+    // Any other failure prints its own code, usage errors included.
+    let out = w.finish(w.shell(
+        "sh",
+        r#"eval "$("$OO" --dir "$D" acquire 'bad name' --export)"; echo RAN"#,
+    ));
+    assert_eq!(out.code(), 125, "{out:#?}");
+    assert!(!out.stdout.contains("RAN"), "{out:#?}");
+    let out = w.oo(&["acquire", "scr", "--export", "--no-such-flag"]);
+    out.expect(125);
+    assert_eq!(out.stdout, "exit 125\n", "{out:#?}");
+    assert_untouched(sp);
+}
+
+/// On success `--export` prints assignments quoted for sh, with the token
+/// the record names, whatever the path holds; the owner is the script
+/// itself, also when bash forks a subshell for the substitution
+/// (`$(... 2>/dev/null)`), which exits at once.
+#[test]
+fn export_prints_quoted_assignments_and_the_script_owns_the_lock() {
+    let w = World::new();
+    let odd = w.subdir("it's a dir $HOME");
+    let lock = odd.join("a \"lock\"");
+    let out = w.oo(&["acquire", lock.to_str().unwrap(), "--export", "--owner", &std::process::id().to_string()]);
+    out.expect(0);
+    let token = field(&lock, "token").unwrap();
+    assert_eq!(
+        out.stdout,
+        format!(
+            "ONLYONE_LOCK='{}'; ONLYONE_TOKEN='{token}'; export ONLYONE_LOCK ONLYONE_TOKEN\n",
+            lock.display().to_string().replace('\'', r"'\''")
+        )
+    );
+    std::fs::remove_file(&lock).unwrap();
+    for shell in ["sh", "bash"] {
+        for redirect in ["", " 2>/dev/null"] {
+            let script = format!(
+                r#"vars=$("$OO" --dir "$D" acquire "$0" --export{redirect}) || exit $?
+eval "$vars"
+printf 'me=%s lock=%s token=%s\n' "$$" "$ONLYONE_LOCK" "$ONLYONE_TOKEN"
+head -n1 "$ONLYONE_LOCK""#
+            );
+            let mut c = w.shell(shell, &script);
+            c.arg(&lock);
+            let out = w.finish(c);
+            out.expect(0);
+            let mut lines = out.stdout.lines();
+            let first = lines.next().unwrap_or_default();
+            let me = first
+                .strip_prefix("me=")
+                .and_then(|r| r.split(' ').next())
+                .unwrap_or_else(|| panic!("{out:#?}"));
+            assert!(
+                first.contains(&format!("lock={} token=", lock.display())),
+                "{shell}{redirect}: {out:#?}"
+            );
+            assert_eq!(
+                first.rsplit("token=").next(),
+                field(&lock, "token").as_deref(),
+                "{shell}{redirect}: {out:#?}"
+            );
+            assert_eq!(lines.next(), Some(me), "{shell}{redirect}: the owner: {out:#?}");
+            std::fs::remove_file(&lock).unwrap();
+        }
+    }
+}
+
+/// `bash -c '...; onlyone release L'` execs onlyone: the releasing process
+/// is the owner itself. A worker that carries the exported token may
+/// release too; a process with another token may not.
+#[test]
+fn release_by_the_owner_itself_or_a_worker_with_the_token() {
+    let w = World::new();
+    let out = w.finish(w.shell(
+        "bash",
+        r#""$OO" --dir "$D" acquire tk6 && "$OO" --dir "$D" release tk6"#,
+    ));
+    out.expect(0).quiet();
+    assert!(!w.lock("tk6").exists());
+
+    let out = w.finish(w.shell(
+        "sh",
+        r#"eval "$("$OO" --dir "$D" acquire tk7 --export)"
+sh -c '"$OO" --dir "$D" release tk7' && echo released"#,
+    ));
+    out.expect(0);
+    assert!(out.stdout.ends_with("released\n"), "{out:#?}");
+    assert!(!w.lock("tk7").exists());
+
+    // Another lock's token does not open this one.
+    let out = w.finish(w.shell(
+        "sh",
+        r#"eval "$("$OO" --dir "$D" acquire tk8 --export)"
+ONLYONE_TOKEN=0123456789abcdef0123456789abcdef sh -c '"$OO" --dir "$D" release tk8'
+echo "rc=$?""#,
+    ));
+    assert!(out.stdout.ends_with("rc=125\n"), "{out:#?}");
+    assert!(out.stderr.contains("refusing to release `tk8`"), "{out:#?}");
 }
 
 // ---------------------------------------------------------------------------

@@ -66,8 +66,10 @@ fn age_state(d: &Dir, by: Duration) {
     let p = state_path(d);
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
     for (_, seen) in v["procs"].as_object_mut().unwrap() {
-        let t = seen["changed_ms"].as_u64().unwrap();
-        seen["changed_ms"] = serde_json::json!(t.saturating_sub(by.as_millis() as u64));
+        // Signed: on a machine booted a minute ago, eleven minutes ago is
+        // before the boot.
+        let t = seen["changed_ms"].as_i64().unwrap();
+        seen["changed_ms"] = serde_json::json!(t - by.as_millis() as i64);
     }
     std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
 }
@@ -525,8 +527,10 @@ fn age_state_at(dir: &Path, by: Duration) {
     let Ok(bytes) = std::fs::read(&p) else { return };
     let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     for (_, seen) in v["procs"].as_object_mut().unwrap() {
-        let t = seen["changed_ms"].as_u64().unwrap();
-        seen["changed_ms"] = serde_json::json!(t.saturating_sub(by.as_millis() as u64));
+        // Signed: on a machine booted a minute ago, eleven minutes ago is
+        // before the boot.
+        let t = seen["changed_ms"].as_i64().unwrap();
+        seen["changed_ms"] = serde_json::json!(t - by.as_millis() as i64);
     }
     std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
 }
@@ -627,4 +631,253 @@ fn a_process_seen_for_the_first_time_is_never_ended() {
         Some("kept-idle-too-short")
     );
     assert!(alive(p.0.id()));
+}
+
+/// A private tmux server (its own `TMUX_TMPDIR`), killed when the test
+/// ends, pass or fail.
+struct Tmux {
+    tmpdir: PathBuf,
+}
+
+impl Tmux {
+    fn start(under: &Path) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!("tmux is not installed: skipping (.ci/run installs it)");
+            return None;
+        }
+        let tmpdir = under.join("tmux");
+        std::fs::create_dir_all(&tmpdir).unwrap();
+        let t = Tmux { tmpdir };
+        let st = t
+            .cmd()
+            .args(["-f", "/dev/null", "new-session", "-d", "-s", "base", "sleep 100000"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "tmux new-session: {st:?}");
+        Some(t)
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.env("TMUX_TMPDIR", &self.tmpdir)
+            .env_remove("TMUX")
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").status();
+    }
+}
+
+/// The seed's runner: each fire hands its work to a terminal server that
+/// is not the work's parent, and the command returns at once. With
+/// `--linger` (the README's line, run as written) the agent in the tmux
+/// pane holds the lock: fires skip while it lives, and once it sits idle
+/// at its prompt for the window, the reaper ends it and the next fire runs.
+#[test]
+fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let Some(tmux) = Tmux::start(d._tmp.path()) else {
+        return;
+    };
+    let work = d._tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let agent = work.join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\necho $$ > agent.pid.tmp && mv agent.pid.tmp agent.pid\necho at-the-prompt\nread answer\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let fire = || {
+        Command::new("sh")
+            .arg("-c")
+            .arg(readme_block("tmux"))
+            .current_dir(&work)
+            .env("PATH", path_with_onlyone(d._tmp.path()))
+            .env("ONLYONE_DIR", &d.path)
+            .env("TMUX_TMPDIR", &tmux.tmpdir)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = fire();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let pidfile = work.join("agent.pid");
+    wait_until("the agent to start in tmux", Duration::from_secs(10), || {
+        pidfile.exists()
+    });
+    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let ppid = onlyone::procfs::read_stat(pid).unwrap().unwrap().ppid;
+    assert!(
+        onlyone::procfs::command_line(ppid).is_some_and(|c| c.starts_with("tmux")),
+        "the agent is the tmux server's child, not the command's"
+    );
+
+    // Fires skip while the agent lives, whatever it is doing.
+    let out = fire();
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    assert_eq!(onlyone(&d, &["precheck", "agent"]).status.code(), Some(75));
+    let status = onlyone(&d, &["status", "--json", "agent"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["locks"][0]["holder_pid"], pid, "{v:#}");
+
+    // Idle at its prompt for the window: the reaper ends it.
+    settle_at_prompt(pid);
+    let _ = reap_json(&d, &["--idle", "10m", "agent"]);
+    age_state(&d, Duration::from_secs(11 * 60));
+    let r = reap_json(&d, &["--idle", "10m", "agent"]);
+    assert_eq!(verdict_of(&r, pid).as_deref(), Some("ended"), "{r:#}");
+    assert!(!alive(pid));
+    std::fs::remove_file(&pidfile).unwrap();
+    let out = fire();
+    assert_eq!(out.status.code(), Some(0), "the next fire runs: {out:?}");
+    wait_until("the next agent", Duration::from_secs(10), || pidfile.exists());
+}
+
+/// When a lingering run's command exits, onlyone tells the reaper what
+/// its processes are doing, so the first reap after the window ends an
+/// agent that has been idle since: no second look needed.
+#[test]
+fn reap_judges_a_lingering_run_from_its_first_call() {
+    let d = dir();
+    std::fs::create_dir_all(&d.path).unwrap();
+    let Some(tmux) = Tmux::start(d._tmp.path()) else {
+        return;
+    };
+    let go = d._tmp.path().join("go");
+    let pidfile = d._tmp.path().join("agent.pid");
+    // The command returns once the test says the agent has settled.
+    let script = format!(
+        "tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" \
+         'echo $$ > {p}.tmp && mv {p}.tmp {p}; read answer'; \
+         while [ ! -e {go} ]; do sleep 0.01; done",
+        p = pidfile.display(),
+        go = go.display()
+    );
+    let mut run = Proc(
+        bin()
+            .arg("--dir")
+            .arg(&d.path)
+            .args(["run", "--linger", "agent", "--", "sh", "-c", &script])
+            .env("TMUX_TMPDIR", &tmux.tmpdir)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("the agent to start", Duration::from_secs(10), || pidfile.exists());
+    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    settle_at_prompt(pid);
+    std::fs::write(&go, "").unwrap();
+    let (status, _, stderr) = wait_bounded(
+        &mut run.0,
+        Instant::now(),
+        Duration::from_secs(20),
+        "run --linger",
+    );
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the run of `agent` lingers in pid {pid}")),
+        "{stderr}"
+    );
+    age_state(&d, Duration::from_secs(11 * 60));
+    let r = reap_json(&d, &["--idle", "10m", "agent"]);
+    assert_eq!(verdict_of(&r, pid).as_deref(), Some("ended"), "first call: {r:#}");
+    assert!(!alive(pid));
+    assert_eq!(
+        onlyone(&d, &["run", "agent", "--", "true"]).status.code(),
+        Some(0)
+    );
+}
+
+/// Waits until an interactive process sits at its prompt: blocked in a
+/// read, its counters still.
+fn settle_at_prompt(pid: u32) {
+    let read = || {
+        let st = onlyone::procfs::read_stat(pid).unwrap().unwrap();
+        (st.cpu_ticks, onlyone::procfs::io_bytes(pid), st.state)
+    };
+    let mut last = read();
+    wait_until("the agent to sit at its prompt", Duration::from_secs(10), || {
+        std::thread::sleep(Duration::from_millis(30));
+        let now = read();
+        let same = now == last && now.2 == 'S';
+        last = now;
+        same
+    });
+}
+
+/// `--linger` with nothing left behind leaves a stale record that the next
+/// run takes over; with a stray that carries the token, the lock stays
+/// held by it. The wrapper exits with the command's code either way.
+#[test]
+fn linger_releases_when_nothing_is_left_and_holds_for_a_leftover() {
+    let d = dir();
+    assert_eq!(
+        onlyone(&d, &["run", "--linger", "L", "--", "sh", "-c", "exit 3"]).status.code(),
+        Some(3)
+    );
+    // Nothing lingers: the record is stale, and the next run takes it over.
+    let v: serde_json::Value =
+        serde_json::from_slice(&onlyone(&d, &["status", "--json", "L"]).stdout).unwrap();
+    assert_eq!(v["locks"][0]["state"], "stale", "{v:#}");
+    assert_eq!(onlyone(&d, &["run", "L", "--", "true"]).status.code(), Some(0));
+    assert!(!d.path.join("L.lock").exists(), "released");
+    let pidfile = d.path.join("stray.pid");
+    let out = onlyone(
+        &d,
+        &[
+            "run",
+            "--linger",
+            "L",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep 1000 >/dev/null 2>&1 & echo $! > {}; exit 4", pidfile.display()),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let stray: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let _cleanup = KillOnDrop(stray);
+    assert!(alive(stray), "the leftover lives on");
+    let again = onlyone(&d, &["run", "L", "--", "true"]);
+    assert_eq!(again.status.code(), Some(75), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains(&format!("pid {stray}")),
+        "{again:?}"
+    );
+    kill9_pid(stray);
+    wait_gone(stray);
+    assert_eq!(onlyone(&d, &["run", "L", "--", "true"]).status.code(), Some(0));
+}
+
+/// A lock taken by a script (`acquire --owner`) is covered: its owner is
+/// part of the run, ended once idle for the window.
+#[test]
+fn reap_covers_a_lock_taken_by_a_script() {
+    let d = dir();
+    let owner = Proc(sleeper());
+    let pid = owner.0.id();
+    let out = onlyone(&d, &["acquire", "scr", "--owner", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    settle(pid);
+    let first = reap_json(&d, &["--idle", "10m", "scr"]);
+    assert_eq!(
+        verdict_of(&first, pid).as_deref(),
+        Some("kept-idle-too-short"),
+        "{first:#}"
+    );
+    age_state(&d, Duration::from_secs(11 * 60));
+    let r = reap_json(&d, &["--idle", "10m", "scr"]);
+    assert_eq!(verdict_of(&r, pid).as_deref(), Some("ended"), "{r:#}");
+    assert!(!alive(pid));
+    assert_eq!(onlyone(&d, &["precheck", "scr"]).status.code(), Some(0));
 }

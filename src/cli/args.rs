@@ -54,21 +54,36 @@ Examples:
   onlyone run --wait 10m sync -- ./sync.sh  # wait for the running one
   onlyone run --replace sync -- ./sync.sh   # stop the running one, then run
   onlyone run --max-time 1h sync -- ./sync.sh
-  onlyone run --held-exit 0 sync -- ./sync.sh  # a skip is not an error")]
+  onlyone run --held-exit 0 sync -- ./sync.sh  # a skip is not an error
+  onlyone run --linger agent -- sh -c \
+    'tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
+                                            # the agent in tmux holds the lock")]
     Run(Run),
     /// Take a lock for the calling shell (for scripts; pair with release).
     #[command(after_help = "\
 The owner is the calling shell (onlyone's parent) unless --owner says
-otherwise; the lock is held while that process lives.
+otherwise. With --export the lock is held while the script or any process
+that carries its ONLYONE_TOKEN lives (the script's workers, even after the
+script is killed); without it, while the script lives (and its process
+group, when it leads one).
 
-Example:
-  onlyone acquire sync || exit $?
-  trap 'onlyone release sync' EXIT")]
+--export prints, on success, assignments for eval:
+  ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK ONLYONE_TOKEN
+and on failure `exit N` (N is its own exit code), so that
+eval \"$(onlyone acquire NAME --export)\" stops the script too.
+
+Example (a script run by cron):
+  vars=$(onlyone acquire -q sync --export) || exit $?
+  eval \"$vars\"
+  trap 'onlyone release sync' EXIT
+  ./worker &                 # carries the token: part of the run")]
     Acquire(Acquire),
     /// Release a lock taken with acquire.
     #[command(after_help = "\
-Removes the lock only if the calling shell (or --owner) holds it. --force
-removes any lock, and says whose it was.
+Removes the lock only if it is held by the calling shell (or --owner), by
+onlyone's own process (`bash -c '...; onlyone release L'` execs it), or under
+the ONLYONE_TOKEN in onlyone's environment (a script that used --export).
+--force removes any lock, and says whose it was.
 
 Examples:
   onlyone release sync
@@ -77,12 +92,14 @@ Examples:
     /// Should this fire run? 75 on proof of a live run, else 0 (fail open).
     #[command(after_help = "\
 Exits 75 only when a live run provably holds the lock, and 0 otherwise, even on
-errors (said on stderr). A provably stale lock is cleared.
+errors (said on stderr). A provably stale lock is cleared. A precheck takes no
+lock: what it lets through must still run under `onlyone run` (or acquire).
 
 Examples:
   systemd:  ExecCondition=/usr/bin/onlyone precheck sync
+            ExecStart=/usr/bin/onlyone run sync -- /usr/local/bin/sync.sh
             (exit 1-254 skips the unit without failing it)
-  cron:     */5 * * * * onlyone precheck -q sync && ./sync.sh")]
+  reaper:   onlyone reap sync && onlyone precheck sync")]
     Precheck(Precheck),
     /// Show every lock (or the named ones): free, held, stale or unknown.
     #[command(after_help = "\
@@ -101,7 +118,8 @@ Examples:
     /// End the lingering processes of finished or idle runs of the named jobs.
     #[command(after_help = "\
 A process is ended only when (1) it belongs to a run of a named job (it carries
-that job's ONLYONE_LOCK/ONLYONE_TOKEN, or is the lock's recorded command),
+that job's ONLYONE_LOCK, or the token of the run its lock names, is in the
+run's process group, or owns the lock: a script that acquired it),
 (2) its run is finished (the lock no longer names its token) or the whole run
 has been idle, and (3) it has been idle (no CPU time, no byte read or written)
 for --idle. Idleness is remembered between calls in DIR/.onlyone-reap.json.
@@ -122,29 +140,35 @@ pub struct Run {
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
     /// Wait up to DUR for a running one to finish.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// Stop the running one (TERM, grace, KILL), then run.
     #[arg(long)]
     pub replace: bool,
     /// End the command after DUR (exit 124).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub max_time: Option<Duration>,
     /// End the run once all its processes have used no CPU and done no I/O
     /// for DUR (exit 124).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub idle_timeout: Option<Duration>,
     /// Grace between TERM and KILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
     pub kill_after: Duration,
     /// Exit code for a skip.
     #[arg(long, value_name = "N", default_value_t = 75)]
     pub held_exit: u8,
-    /// Leave the run's leftover processes running when the command exits.
-    #[arg(long)]
+    /// Leave the run's leftover processes running when the command exits
+    /// (and release the lock).
+    #[arg(long, conflicts_with = "linger")]
     pub keep_strays: bool,
+    /// When the command exits, the run's processes that outlive it keep the
+    /// lock held (work handed to tmux, screen, a terminal server); `onlyone
+    /// reap` ends them once idle.
+    #[arg(long)]
+    pub linger: bool,
     /// One budget for acquiring (waiting and stopping included).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
     /// No message on a skip.
     #[arg(short, long)]
@@ -160,15 +184,20 @@ pub struct Acquire {
     #[arg(long, value_name = "PID")]
     pub owner: Option<u32>,
     /// Wait up to DUR for a running one to finish.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// Exit code when the lock is held.
     #[arg(long, value_name = "N", default_value_t = 75)]
     pub held_exit: u8,
     /// One budget for the whole call.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
-    /// No message when the lock is held.
+    /// Print shell assignments of ONLYONE_LOCK and ONLYONE_TOKEN for eval
+    /// (`exit N` on failure); processes that carry the token keep the lock
+    /// held.
+    #[arg(long)]
+    pub export: bool,
+    /// No message when the lock is held or a stale lock is taken over.
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -185,7 +214,7 @@ pub struct Release {
     #[arg(long, value_name = "PID", conflicts_with = "force")]
     pub owner: Option<u32>,
     /// One budget for the whole call.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
     /// No message when there was nothing to release.
     #[arg(short, long)]
@@ -198,7 +227,7 @@ pub struct Precheck {
     #[arg(value_name = "LOCK")]
     pub lock: String,
     /// One budget for the whole call; when it runs out, exit 0.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
     /// No message when the lock is held.
     #[arg(short, long)]
@@ -214,7 +243,7 @@ pub struct Status {
     #[arg(long)]
     pub json: bool,
     /// One budget for the whole call.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
 }
 
@@ -227,10 +256,10 @@ pub struct Stop {
     #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
     pub signal: SignalArg,
     /// Grace before KILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
     pub kill_after: Duration,
     /// One budget for the whole call.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
 }
 
@@ -240,13 +269,13 @@ pub struct Reap {
     #[arg(value_name = "LOCK", required = true)]
     pub locks: Vec<String>,
     /// How long a process must have been idle.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "10m")]
     pub idle: Duration,
     /// Grace between TERM and KILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
     pub grace: Duration,
     /// One budget for every call reap makes.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "90s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "90s")]
     pub deadline: Duration,
     /// Show what would be ended, and why; change nothing.
     #[arg(long)]
@@ -293,6 +322,11 @@ fn parse_signal(s: &str) -> Result<SignalArg, String> {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
+        if secs < 0.0 {
+            return Err(format!(
+                "`{s}` is negative: a duration is 0 or more, e.g. 90s, 10m, 1h30m or 500ms"
+            ));
+        }
         return if secs.is_finite() && (0.0..1e12).contains(&secs) {
             Ok(Duration::from_secs_f64(secs))
         } else {

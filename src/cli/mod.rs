@@ -15,7 +15,8 @@ use onlyone::names::{self, DirSource};
 use onlyone::supervise::{self, EndedBy, Exit, RunOptions};
 use onlyone::terminate::{self, Stopped};
 use onlyone::{
-    AcquireOptions, Error, HeldBy, LockFile, Owner, Released, Verdict, compact_duration,
+    AcquireOptions, Error, HeldBy, LockFile, Owner, Released, Releaser, Verdict,
+    compact_duration,
 };
 
 use args::{Cli, Command};
@@ -29,6 +30,7 @@ pub fn main() -> Code {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            usage_hints(&argv, &e);
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     Code::Exit(0)
@@ -56,6 +58,37 @@ pub fn main() -> Code {
         Command::Stop(a) => ctx.stop(a),
         Command::Reap(a) => reap::reap(&ctx, a),
     }
+}
+
+/// What clap cannot know: `run LOCK COMMAND` without `--`, and
+/// `acquire --export`'s promise to print `exit N` on any failure.
+fn usage_hints(argv: &[OsString], e: &clap::Error) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let sub = subcommand(argv);
+    if sub == Some("acquire") && argv.iter().any(|a| a == "--export") {
+        print_stdout(&format!("exit {}\n", exit::FAILURE));
+    }
+    if sub != Some("run")
+        || e.kind() != ErrorKind::UnknownArgument
+        || argv.iter().any(|a| a == "--")
+    {
+        return;
+    }
+    let Some(ContextValue::String(bad)) = e.get(ContextKind::InvalidArg) else {
+        return;
+    };
+    // The command starts at the first word clap did not take.
+    let Some(at) = argv.iter().skip(1).position(|a| a == bad.as_str()) else {
+        return;
+    };
+    let mut fixed: Vec<OsString> = vec!["onlyone".into()];
+    fixed.extend(argv[1..=at].iter().cloned());
+    fixed.push("--".into());
+    fixed.extend(argv[at + 1..].iter().cloned());
+    say(format_args!(
+        "the command goes after `--`: {}",
+        onlyone::record::display_command(&fixed)
+    ));
 }
 
 /// The subcommand: the first argument that is not an option or an option's
@@ -101,6 +134,12 @@ impl Ctx {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// True when the lock directory exists (the reaper keeps its state
+    /// there).
+    fn state_dir_exists(&self) -> bool {
+        self.dir.is_dir()
     }
 
     /// Resolves LOCK for a command that writes: the directory is created
@@ -163,14 +202,50 @@ impl Ctx {
             }
             Err(e) => return self.refused(e, &name, a.quiet, held_exit),
         };
-        report_takeover(&name, &guard);
+        if !a.quiet {
+            report_takeover(&name, &guard);
+        }
         let run_opts = RunOptions {
             max_time: a.max_time,
             kill_after: a.kill_after,
             keep_strays: a.keep_strays,
+            linger: a.linger,
             idle_timeout: a.idle_timeout,
         };
         let outcome = supervise::run(&mut guard, &a.command, &run_opts);
+        if let Ok(o) = &outcome
+            && o.lingers
+        {
+            // The work goes on in processes that outlive the command: they
+            // keep the lock held (they carry its token), and the reaper,
+            // told what they are doing now, ends them once idle. The record
+            // stays even when none is seen yet (a terminal server may exec
+            // the work a moment after the command returned): with no
+            // process of the run left, it is stale and the next fire takes
+            // it over.
+            if !o.kept.is_empty() {
+                let noted =
+                    self.state_dir_exists() && onlyone::reap::note_lingering(&self.dir, &o.kept);
+                if !a.quiet {
+                    say(format_args!(
+                        "the run of `{name}` lingers in {}: the lock stays held until they \
+                         exit, or `onlyone reap {}` ends them once idle{}",
+                        pid_list(&o.kept),
+                        a.lock,
+                        if noted {
+                            ""
+                        } else {
+                            " (the reaper's state could not be written: it needs a second look)"
+                        }
+                    ));
+                }
+            }
+            guard.leave_to_owner();
+            return match o.exit {
+                Exit::Code(c) => Code::Exit(c.clamp(0, 255) as u8),
+                Exit::Signal(s) => Code::Signal(s),
+            };
+        }
         if let Ok(o) = &outcome
             && !o.strays.survivors.is_empty()
         {
@@ -252,13 +327,36 @@ impl Ctx {
     }
 
     fn acquire(&self, a: args::Acquire) -> Code {
+        let code = self.acquire_lock(&a);
+        if a.export {
+            // `eval "$(onlyone acquire NAME --export)"` must stop the script
+            // when the lock was not taken: eval of nothing succeeds.
+            let line = match &code {
+                Ok(lock) => export_line(lock),
+                Err(Code::Exit(n)) => format!("exit {n}\n"),
+                Err(Code::Signal(n)) => format!("exit {}\n", 128 + n),
+            };
+            print_stdout(&line);
+        }
+        code.map_or_else(|c| c, |_| Code::Exit(0))
+    }
+
+    /// Takes the lock for the calling shell; on success returns what
+    /// `--export` prints.
+    fn acquire_lock(&self, a: &args::Acquire) -> Result<Exported, Code> {
         let deadline = deadline_of(a.deadline);
-        let (lock, name) = match self.open_for_writing(&a.lock) {
-            Ok(x) => x,
-            Err(e) => return fail(e),
-        };
-        let owner = a.owner.unwrap_or_else(parent_pid);
+        let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
+        let owner = a.owner.unwrap_or_else(|| {
+            if a.export {
+                substitution_caller()
+            } else {
+                parent_pid()
+            }
+        });
         let mut opts = AcquireOptions::new().owner(Owner::Pid(owner));
+        if a.export {
+            opts = opts.mode(onlyone::Mode::Script);
+        }
         if let Some(w) = a.wait {
             opts = opts.wait(w);
         }
@@ -267,11 +365,17 @@ impl Ctx {
         }
         match lock.acquire(&opts) {
             Ok(g) => {
-                report_takeover(&name, &g);
+                if !a.quiet {
+                    report_takeover(&name, &g);
+                }
+                let token = g.token().to_owned();
                 g.leave_to_owner();
-                Code::Exit(0)
+                Ok(Exported {
+                    path: lock.path().to_owned(),
+                    token,
+                })
             }
-            Err(e) => self.refused(e, &name, a.quiet, Code::Exit(a.held_exit)),
+            Err(e) => Err(self.refused(e, &name, a.quiet, Code::Exit(a.held_exit))),
         }
     }
 
@@ -308,8 +412,22 @@ impl Ctx {
                 Err(e) => fail(e),
             };
         }
-        let owner = a.owner.unwrap_or_else(parent_pid);
-        match lock.release_owned_by(owner) {
+        let releaser = match a.owner {
+            Some(pid) => Releaser::new().owner(pid),
+            // The calling shell, or onlyone itself when the shell exec'd it
+            // (`bash -c '...; onlyone release L'`), or a script's worker
+            // that carries the token `acquire --export` handed out.
+            None => {
+                let mut r = Releaser::new()
+                    .owner(parent_pid())
+                    .owner(std::process::id());
+                if let Some(token) = exported_token_for(lock.path()) {
+                    r = r.token(token);
+                }
+                r
+            }
+        };
+        match lock.release_as(&releaser) {
             Ok(Released::Removed) => Code::Exit(0),
             Ok(Released::AlreadyFree) => {
                 if !a.quiet {
@@ -360,6 +478,8 @@ impl Ctx {
                 say("precheck: the deadline ran out; letting the fire run (fail open)");
                 Code::Exit(0)
             }
+            // No lock directory (`/run` is emptied at boot): no lock.
+            Some(Err(Error::MissingDir { .. })) => Code::Exit(0),
             Some(Err(e)) => {
                 say(format_args!(
                     "precheck: {e}; letting the fire run (fail open)"
@@ -475,6 +595,11 @@ fn report_takeover(name: &str, guard: &onlyone::LockGuard) {
     }
 }
 
+fn pid_list(t: &[onlyone::terminate::Target]) -> String {
+    let p: Vec<u32> = t.iter().map(|t| t.pid).collect();
+    pids(&p)
+}
+
 fn pids(p: &[u32]) -> String {
     let list: Vec<String> = p.iter().map(|p| format!("pid {p}")).collect();
     if list.is_empty() {
@@ -489,9 +614,84 @@ fn fail(e: impl std::fmt::Display) -> Code {
     Code::Exit(exit::FAILURE)
 }
 
+/// What `acquire --export` hands a script.
+struct Exported {
+    path: PathBuf,
+    token: String,
+}
+
+/// `ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK
+/// ONLYONE_TOKEN`, each value quoted for sh.
+fn export_line(e: &Exported) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    format!(
+        "{lock}={}; {token}={}; export {lock} {token}\n",
+        sh_quote(e.path.as_os_str().as_bytes()),
+        sh_quote(e.token.as_bytes()),
+        lock = onlyone::procfs::LOCK_VAR,
+        token = onlyone::procfs::TOKEN_VAR,
+    )
+}
+
+/// Quotes bytes for a POSIX shell: inside single quotes everything is
+/// literal but the single quote itself, written `'\''`. Bytes that are
+/// not UTF-8 are kept as they are (the shell reads bytes).
+fn sh_quote(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// Writes to stdout; a closed stdout must not change the exit code.
+fn print_stdout(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
+}
+
+/// The token that `acquire --export` handed to this process's
+/// environment, when `ONLYONE_LOCK` there names `path`.
+fn exported_token_for(path: &Path) -> Option<String> {
+    let lock = std::env::var_os(onlyone::procfs::LOCK_VAR)?;
+    let token = std::env::var(onlyone::procfs::TOKEN_VAR).ok()?;
+    let same = std::path::absolute(Path::new(&lock)).ok()? == path;
+    same.then_some(token)
+}
+
 /// The calling shell: onlyone's parent.
 fn parent_pid() -> u32 {
     rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32)
+}
+
+/// The shell that called onlyone from a command substitution
+/// (`vars=$(onlyone acquire L --export)`): most shells exec onlyone in the
+/// substitution's child, so the caller is the parent, but bash forks a
+/// subshell for `$(onlyone ... 2>/dev/null)`, and that subshell exits as
+/// soon as onlyone does: it must not own the lock. The caller is the
+/// nearest ancestor that reads the pipe onlyone writes to; every process
+/// between is a subshell writing to the same pipe. Anything else: the
+/// parent.
+fn substitution_caller() -> u32 {
+    use onlyone::procfs;
+    let parent = parent_pid();
+    let me = std::process::id();
+    let Some(pipe) = procfs::pipe_of(me, 1) else {
+        return parent;
+    };
+    let mut pid = parent;
+    for _ in 0..8 {
+        if procfs::reads_pipe(pid, pipe) {
+            return pid;
+        }
+        // Not the reader: a subshell in between writes to the same pipe.
+        if procfs::pipe_of(pid, 1) != Some(pipe) {
+            break;
+        }
+        match procfs::read_stat(pid) {
+            Ok(Some(st)) if st.ppid > 1 => pid = st.ppid,
+            _ => break,
+        }
+    }
+    parent
 }
 
 /// Runs `f` on a worker thread and waits for it until `deadline`; `None`

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use onlyone::{Holder, Inspection, LockFile, Mode, Verdict, compact_duration, names};
+use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
 use super::exit::{Code, FAILURE};
 use super::{Ctx, args, within};
@@ -56,6 +56,9 @@ pub struct LockStatus {
     pub token: Option<String>,
     /// Why a lock is stale or unknown, or what keeps a run held.
     pub reason: Option<String>,
+    /// True when the holding process, or the run's command, is stopped
+    /// (state `T`: Ctrl-Z, SIGSTOP): it holds the lock but does no work.
+    pub stopped: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -91,6 +94,7 @@ pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error
         uid: None,
         token: None,
         reason: None,
+        stopped: false,
     };
     let seen = match lock.and_then(|l| l.inspect()) {
         Ok(Some(seen)) => seen,
@@ -113,10 +117,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
         s.since = r.since.map(onlyone::format_unix_time);
         s.age_seconds = r.since.map(|t| now_unix().saturating_sub(t));
         s.command = r.cmd.clone();
-        s.mode = (!r.is_bare()).then_some(match r.mode {
-            Mode::Run => "run",
-            Mode::Lock => "lock",
-        });
+        s.mode = (!r.is_bare()).then_some(r.mode.as_str());
         s.host = r.host.clone();
         s.uid = r.uid;
         s.token = r.token.clone();
@@ -133,11 +134,47 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 Holder::OtherKernelLock { .. } => "kernel-lock",
                 Holder::Member { .. } => "leftover",
             });
-            if let Holder::Member { pid, cmd } = h {
-                s.reason = Some(format!(
-                    "held by pid {pid}, a leftover process of the run: `{}`",
+            let wrapper_gone = |r: &onlyone::Record| {
+                format!("the {} (pid {}) is gone", owner_word(r), r.pid)
+            };
+            let mut reasons = Vec::new();
+            match (h, &seen.record) {
+                (Holder::Member { pid, cmd }, Ok(r)) => reasons.push(format!(
+                    "{}; held by pid {pid}, a leftover process of the run: `{}`",
+                    wrapper_gone(r),
                     cmd.as_deref().unwrap_or("?")
-                ));
+                )),
+                (Holder::Command { pid }, Ok(r)) => reasons.push(format!(
+                    "{}; held by pid {pid}, the run's command: `{}`",
+                    wrapper_gone(r),
+                    r.cmd.as_deref().unwrap_or("?")
+                )),
+                (Holder::OtherKernelLock { owner }, _) => reasons.push(format!(
+                    "the owner (pid {owner}) is gone, but a process holds a kernel lock on the \
+                     lock file (`fuser -v {}` names it)",
+                    s.path
+                )),
+                _ => {}
+            }
+            let cmd_pid = seen.record.as_ref().ok().and_then(|r| r.cmd_pid);
+            let mut watched = vec![h.pid()];
+            watched.extend(cmd_pid.filter(|c| *c != h.pid()));
+            for pid in watched {
+                if onlyone::procfs::read_stat(pid)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|st| matches!(st.state, 'T' | 't'))
+                {
+                    s.stopped = true;
+                    reasons.push(format!(
+                        "pid {pid} is stopped (state T): `kill -CONT {pid}` resumes it, \
+                         `onlyone stop {}` ends the run",
+                        s.name
+                    ));
+                }
+            }
+            if !reasons.is_empty() {
+                s.reason = Some(reasons.join("; "));
             }
         }
         Verdict::Stale(r) => {
@@ -148,6 +185,31 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
             s.state = "unknown";
             s.reason = Some(r.to_string());
         }
+    }
+}
+
+/// For a user's default directory: where root's locks are, when there
+/// are any (cron jobs of root lock there).
+fn other_dirs_hint(dir: &Path, source: names::DirSource) -> String {
+    let root_dir = Path::new(names::ROOT_DIR);
+    if source != names::DirSource::Default || dir == root_dir {
+        return String::new();
+    }
+    match lock_files(root_dir) {
+        Ok(l) if !l.is_empty() => format!(
+            " (this user's default); root's locks are in `{}`: onlyone --dir {} status",
+            root_dir.display(),
+            root_dir.display()
+        ),
+        _ => " (this user's default)".to_owned(),
+    }
+}
+
+/// What the record's owner is called: a run's wrapper, or the owner.
+fn owner_word(r: &onlyone::Record) -> &'static str {
+    match r.mode {
+        onlyone::Mode::Run => "wrapper",
+        _ => "owner",
     }
 }
 
@@ -240,6 +302,15 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
             .map_err(std::io::Error::from)
             .and_then(|()| writeln!(out))
     } else {
+        if locks.is_empty() {
+            // Say where it looked: as another user, root's locks are
+            // elsewhere.
+            super::say(format_args!(
+                "no locks in `{}`{}",
+                dir.display(),
+                other_dirs_hint(&dir, source)
+            ));
+        }
         print_table(&mut out, &locks, std::io::stdout().is_terminal())
     };
     match written.and_then(|()| out.flush()) {
@@ -286,7 +357,7 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
         return Ok(());
     }
     if rows.is_empty() {
-        return writeln!(out, "no locks");
+        return Ok(());
     }
     let mut widths = header.map(str::len);
     for r in &rows {

@@ -161,3 +161,38 @@ pub fn wait_bounded(
     };
     (status, so.join().unwrap(), se.join().unwrap())
 }
+
+/// The shell block of README.md that follows `<!-- readme-test: NAME -->`:
+/// the tests run the README's examples as they are written.
+pub fn readme_block(name: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let marker = format!("<!-- readme-test: {name} -->");
+    let after = readme
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("README.md has no {marker}"))
+        .1;
+    let body = after
+        .trim_start()
+        .strip_prefix("```sh\n")
+        .unwrap_or_else(|| panic!("{marker} is not followed by a ```sh block"));
+    body.split_once("\n```")
+        .unwrap_or_else(|| panic!("the block after {marker} does not end"))
+        .0
+        .to_owned()
+}
+
+/// A directory holding an `onlyone` that is the binary under test, to put
+/// first in `PATH` when a README example says `onlyone`.
+pub fn path_with_onlyone(dir: &Path) -> std::ffi::OsString {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("onlyone");
+    if !link.exists() {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_onlyone"), &link).unwrap();
+    }
+    let mut path = bin.into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}
