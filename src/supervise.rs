@@ -480,13 +480,8 @@ impl Exec {
         }
         attr.set_sigdefault(&default)?;
         let actions = PosixSpawnFileActions::init()?;
-        let pid = nix::spawn::posix_spawn(
-            self.path.as_c_str(),
-            &actions,
-            &attr,
-            &self.args,
-            &self.env,
-        )?;
+        let pid =
+            nix::spawn::posix_spawn(self.path.as_c_str(), &actions, &attr, &self.args, &self.env)?;
         Ok(pid.as_raw() as u32)
     }
 }

@@ -766,7 +766,9 @@ fn status_json_follows_the_documented_schema() {
     assert_eq!(o["holder"], "command", "{o:#}");
     assert_eq!(o["holder_pid"], orphan.cmd, "{o:#}");
     // It says that the wrapper is gone and which process keeps the run.
-    let why = o["reason"].as_str().unwrap_or_else(|| panic!("no reason: {o:#}"));
+    let why = o["reason"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reason: {o:#}"));
     assert!(
         why.contains(&format!("the wrapper (pid {}) is gone", orphan.wrapper))
             && why.contains(&format!("held by pid {}, the run's command", orphan.cmd)),
@@ -1190,9 +1192,16 @@ wait
         unreachable!()
     };
     let st = onlyone::procfs::read_stat(sh_pid).unwrap().unwrap();
-    assert_ne!(st.pgrp, sh_pid, "the shape: the script does not lead its group");
+    assert_ne!(
+        st.pgrp, sh_pid,
+        "the shape: the script does not lead its group"
+    );
     let rec = std::fs::read_to_string(w.lock("scr")).unwrap();
-    assert_eq!(rec.lines().next(), Some(sh_pid.to_string().as_str()), "{rec}");
+    assert_eq!(
+        rec.lines().next(),
+        Some(sh_pid.to_string().as_str()),
+        "{rec}"
+    );
     assert!(rec.contains("\nmode=script\n"), "{rec}");
 
     kill9_pid(sh_pid);
@@ -1263,7 +1272,13 @@ fn export_prints_quoted_assignments_and_the_script_owns_the_lock() {
     let w = World::new();
     let odd = w.subdir("it's a dir $HOME");
     let lock = odd.join("a \"lock\"");
-    let out = w.oo(&["acquire", lock.to_str().unwrap(), "--export", "--owner", &std::process::id().to_string()]);
+    let out = w.oo(&[
+        "acquire",
+        lock.to_str().unwrap(),
+        "--export",
+        "--owner",
+        &std::process::id().to_string(),
+    ]);
     out.expect(0);
     let token = field(&lock, "token").unwrap();
     assert_eq!(
@@ -1301,7 +1316,11 @@ head -n1 "$ONLYONE_LOCK""#
                 field(&lock, "token").as_deref(),
                 "{shell}{redirect}: {out:#?}"
             );
-            assert_eq!(lines.next(), Some(me), "{shell}{redirect}: the owner: {out:#?}");
+            assert_eq!(
+                lines.next(),
+                Some(me),
+                "{shell}{redirect}: the owner: {out:#?}"
+            );
             std::fs::remove_file(&lock).unwrap();
         }
     }

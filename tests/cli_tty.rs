@@ -379,6 +379,28 @@ impl Drop for Shell {
     fn drop(&mut self) {
         if std::thread::panicking() || std::env::var_os("ONLYONE_TTY_TRACE").is_some() {
             eprintln!("--- terminal transcript ---\n{:?}", self.transcript());
+            // Who was where, for a hang: groups, states and wait channels.
+            let sid = self.bash.id();
+            let mut pids: Vec<u32> = all_pids()
+                .into_iter()
+                .filter(|&p| stat(p).is_some_and(|s| s.session == sid))
+                .collect();
+            pids.sort();
+            if let Ok(ps) = Command::new("ps")
+                .args(["-o", "pid,ppid,pgid,tpgid,stat,wchan:24,args", "-p"])
+                .arg(
+                    pids.iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+                .output()
+            {
+                eprintln!(
+                    "--- the session's processes ---\n{}",
+                    String::from_utf8_lossy(&ps.stdout)
+                );
+            }
         }
         // Kill everything the shell started, and let the shell (their
         // subreaper) reap them, then kill the shell. The shell is our child
@@ -504,13 +526,22 @@ fn ctrl_z_stops_the_job_and_fg_resumes_it() {
 #[test]
 fn a_run_sent_to_the_background_leaves_the_terminal_to_the_shell() {
     let mut sh = Shell::start();
-    sh.line(r#""$OO" --dir "$D" run L -- sh -c 'sleep 0.5; echo bg-done'"#);
+    // The command ends when the test says so, not after a time that a
+    // loaded machine may spend before the Ctrl-Z is even typed. bash, not
+    // dash: dash vforks, and a Ctrl-Z that lands between its vfork and the
+    // exec stops the child while dash waits for it in the kernel, neither
+    // stopped nor running, whoever its parent is (bash -i itself would
+    // wait forever on such a job).
+    sh.line(
+        r#""$OO" --dir "$D" run L -- bash -c 'while [ ! -e "$D/go" ]; do sleep 0.05; done; echo bg-done'"#,
+    );
     let (pid, start) = sh.wait_command_in_foreground();
     sh.send(b"\x1a");
     sh.expect("Stopped");
     sh.expect_prompt();
     sh.line("bg");
     sh.expect_prompt();
+    fs::write(sh.dir().join("go"), "").unwrap();
     sh.line("wait; echo \"waited-$?\"");
     sh.expect("bg-done");
     sh.expect("waited-0");
@@ -518,5 +549,148 @@ fn a_run_sent_to_the_background_leaves_the_terminal_to_the_shell() {
     assert!(!alive(pid, start));
     // The shell still has the terminal and answers.
     assert_eq!(sh.run("true"), 0, "{}", sh.transcript());
+    sh.assert_free();
+}
+
+impl Shell {
+    /// Writes a script into the lock directory; returns the line that runs
+    /// it with bash (the script's shell leads the job, onlyone shares its
+    /// group).
+    fn script(&self, name: &str, body: &str) -> String {
+        fs::write(self.dir().join(name), body).unwrap();
+        format!(r#"bash "$D/{name}""#)
+    }
+}
+
+/// The script that a user runs from a terminal: onlyone is not alone in
+/// its process group (the script's shell is there too), and the command
+/// still gets the terminal and reads a line from it.
+const READER_SCRIPT: &str = r#"
+"$OO" --dir "$D" run L -- sh -c 'read x; echo "got:$x"'
+echo "done-$?"
+"#;
+
+#[test]
+fn a_script_in_a_terminal_gives_its_command_the_terminal() {
+    let mut sh = Shell::start();
+    let line = sh.script("reader.sh", READER_SCRIPT);
+    sh.line(&line);
+    sh.wait_command_in_foreground();
+    sh.line("typed-into-a-script");
+    sh.expect("got:typed-into-a-script");
+    sh.expect("done-0");
+    sh.expect_prompt();
+    assert_eq!(sh.rc(), 0, "{}", sh.transcript());
+    sh.assert_free();
+    sh.assert_nothing_stopped();
+}
+
+/// tmux starts its panes with SIGTTIN and SIGTTOU ignored, and ignored
+/// signals survive exec: a command that inherited them would read EIO
+/// from a terminal it does not own. onlyone starts its command with the
+/// defaults and hands it the terminal.
+#[test]
+fn a_script_with_the_terminal_signals_ignored_as_tmux_leaves_them() {
+    let mut sh = Shell::start();
+    sh.script("reader.sh", READER_SCRIPT);
+    sh.line(r#"bash -c 'trap "" TTIN TTOU TSTP; exec bash "$D/reader.sh"'"#);
+    let (pid, _) = sh.wait_command_in_foreground();
+    let ignored = fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        });
+    // Bits 20, 21, 22: SIGTSTP, SIGTTIN, SIGTTOU (numbered from 1).
+    if let Some(mask) = ignored {
+        assert_eq!(mask & (0b111 << 19), 0, "the command still ignores them");
+    }
+    sh.line("through-tmux-like-signals");
+    sh.expect("got:through-tmux-like-signals");
+    sh.expect("done-0");
+    sh.expect_prompt();
+    sh.assert_free();
+    sh.assert_nothing_stopped();
+}
+
+/// Ctrl-Z while a script's command has the terminal stops the whole job:
+/// the shell sees it stopped, and `fg` gives the command the terminal
+/// again.
+#[test]
+fn ctrl_z_stops_a_script_job_and_fg_resumes_it() {
+    let mut sh = Shell::start();
+    let line = sh.script(
+        "sleeper.sh",
+        "\"$OO\" --dir \"$D\" run L -- sleep 1000\necho \"done-$?\"\n",
+    );
+    sh.line(&line);
+    let (pid, start) = sh.wait_command_in_foreground();
+    sh.send(b"\x1a");
+    sh.expect("Stopped");
+    sh.expect_prompt();
+    let jobs = sh.jobs();
+    assert!(jobs.contains("Stopped"), "jobs -l: {jobs:?}");
+    assert_eq!(stat(pid).map(|s| s.state), Some('T'));
+    // status says so.
+    let out = Command::new(BIN)
+        .arg("--dir")
+        .arg(sh.dir())
+        .args(["status", "--json", "L"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["locks"][0]["stopped"], true, "{v:#}");
+    assert!(
+        v["locks"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&format!("pid {pid} is stopped"))),
+        "{v:#}"
+    );
+
+    sh.line("fg");
+    let deadline = Instant::now() + TIMEOUT;
+    while !(sh.foreground() == Some(pid) && stat(pid).is_some_and(|s| s.state != 'T')) {
+        sh.fill(Instant::now() + Duration::from_millis(10));
+        assert!(
+            Instant::now() < deadline,
+            "fg did not resume the command in the foreground:\n{}",
+            sh.transcript()
+        );
+    }
+    sh.send(b"\x03");
+    sh.expect("done-130");
+    sh.expect_prompt();
+    sh.assert_free();
+    assert!(!alive(pid, start));
+    let jobs = sh.jobs();
+    assert_eq!(jobs.trim(), "", "the shell has jobs left");
+}
+
+/// A run whose command was stopped and whose terminal then went away is
+/// still ended by `stop`: it continues what it signals.
+#[test]
+fn stop_ends_a_stopped_run() {
+    let mut sh = Shell::start();
+    sh.line(r#""$OO" --dir "$D" run L -- sleep 1000"#);
+    let (pid, start) = sh.wait_command_in_foreground();
+    sh.send(b"\x1a");
+    sh.expect("Stopped");
+    sh.expect_prompt();
+    let t = Instant::now();
+    let out = Command::new(BIN)
+        .arg("--dir")
+        .arg(sh.dir())
+        .args(["stop", "--kill-after", "20s", "L"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "stop needed KILL: {out:?}"
+    );
+    assert!(!alive(pid, start));
     sh.assert_free();
 }

@@ -650,7 +650,15 @@ impl Tmux {
         let t = Tmux { tmpdir };
         let st = t
             .cmd()
-            .args(["-f", "/dev/null", "new-session", "-d", "-s", "base", "sleep 100000"])
+            .args([
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "base",
+                "sleep 100000",
+            ])
             .status()
             .unwrap();
         assert!(st.success(), "tmux new-session: {st:?}");
@@ -709,10 +717,16 @@ fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
     let out = fire();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let pidfile = work.join("agent.pid");
-    wait_until("the agent to start in tmux", Duration::from_secs(10), || {
-        pidfile.exists()
-    });
-    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    wait_until(
+        "the agent to start in tmux",
+        Duration::from_secs(10),
+        || pidfile.exists(),
+    );
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let ppid = onlyone::procfs::read_stat(pid).unwrap().unwrap().ppid;
     assert!(
         onlyone::procfs::command_line(ppid).is_some_and(|c| c.starts_with("tmux")),
@@ -737,7 +751,9 @@ fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
     std::fs::remove_file(&pidfile).unwrap();
     let out = fire();
     assert_eq!(out.status.code(), Some(0), "the next fire runs: {out:?}");
-    wait_until("the next agent", Duration::from_secs(10), || pidfile.exists());
+    wait_until("the next agent", Duration::from_secs(10), || {
+        pidfile.exists()
+    });
 }
 
 /// When a lingering run's command exits, onlyone tells the reaper what
@@ -773,8 +789,14 @@ fn reap_judges_a_lingering_run_from_its_first_call() {
             .spawn()
             .unwrap(),
     );
-    wait_until("the agent to start", Duration::from_secs(10), || pidfile.exists());
-    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    wait_until("the agent to start", Duration::from_secs(10), || {
+        pidfile.exists()
+    });
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     settle_at_prompt(pid);
     std::fs::write(&go, "").unwrap();
     let (status, _, stderr) = wait_bounded(
@@ -790,7 +812,11 @@ fn reap_judges_a_lingering_run_from_its_first_call() {
     );
     age_state(&d, Duration::from_secs(11 * 60));
     let r = reap_json(&d, &["--idle", "10m", "agent"]);
-    assert_eq!(verdict_of(&r, pid).as_deref(), Some("ended"), "first call: {r:#}");
+    assert_eq!(
+        verdict_of(&r, pid).as_deref(),
+        Some("ended"),
+        "first call: {r:#}"
+    );
     assert!(!alive(pid));
     assert_eq!(
         onlyone(&d, &["run", "agent", "--", "true"]).status.code(),
@@ -806,13 +832,17 @@ fn settle_at_prompt(pid: u32) {
         (st.cpu_ticks, onlyone::procfs::io_bytes(pid), st.state)
     };
     let mut last = read();
-    wait_until("the agent to sit at its prompt", Duration::from_secs(10), || {
-        std::thread::sleep(Duration::from_millis(30));
-        let now = read();
-        let same = now == last && now.2 == 'S';
-        last = now;
-        same
-    });
+    wait_until(
+        "the agent to sit at its prompt",
+        Duration::from_secs(10),
+        || {
+            std::thread::sleep(Duration::from_millis(30));
+            let now = read();
+            let same = now == last && now.2 == 'S';
+            last = now;
+            same
+        },
+    );
 }
 
 /// `--linger` with nothing left behind leaves a stale record that the next
@@ -822,14 +852,19 @@ fn settle_at_prompt(pid: u32) {
 fn linger_releases_when_nothing_is_left_and_holds_for_a_leftover() {
     let d = dir();
     assert_eq!(
-        onlyone(&d, &["run", "--linger", "L", "--", "sh", "-c", "exit 3"]).status.code(),
+        onlyone(&d, &["run", "--linger", "L", "--", "sh", "-c", "exit 3"])
+            .status
+            .code(),
         Some(3)
     );
     // Nothing lingers: the record is stale, and the next run takes it over.
     let v: serde_json::Value =
         serde_json::from_slice(&onlyone(&d, &["status", "--json", "L"]).stdout).unwrap();
     assert_eq!(v["locks"][0]["state"], "stale", "{v:#}");
-    assert_eq!(onlyone(&d, &["run", "L", "--", "true"]).status.code(), Some(0));
+    assert_eq!(
+        onlyone(&d, &["run", "L", "--", "true"]).status.code(),
+        Some(0)
+    );
     assert!(!d.path.join("L.lock").exists(), "released");
     let pidfile = d.path.join("stray.pid");
     let out = onlyone(
@@ -841,11 +876,18 @@ fn linger_releases_when_nothing_is_left_and_holds_for_a_leftover() {
             "--",
             "sh",
             "-c",
-            &format!("sleep 1000 >/dev/null 2>&1 & echo $! > {}; exit 4", pidfile.display()),
+            &format!(
+                "sleep 1000 >/dev/null 2>&1 & echo $! > {}; exit 4",
+                pidfile.display()
+            ),
         ],
     );
     assert_eq!(out.status.code(), Some(4), "{out:?}");
-    let stray: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let stray: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let _cleanup = KillOnDrop(stray);
     assert!(alive(stray), "the leftover lives on");
     let again = onlyone(&d, &["run", "L", "--", "true"]);
@@ -856,7 +898,10 @@ fn linger_releases_when_nothing_is_left_and_holds_for_a_leftover() {
     );
     kill9_pid(stray);
     wait_gone(stray);
-    assert_eq!(onlyone(&d, &["run", "L", "--", "true"]).status.code(), Some(0));
+    assert_eq!(
+        onlyone(&d, &["run", "L", "--", "true"]).status.code(),
+        Some(0)
+    );
 }
 
 /// A lock taken by a script (`acquire --owner`) is covered: its owner is

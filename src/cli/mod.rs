@@ -15,8 +15,7 @@ use onlyone::names::{self, DirSource};
 use onlyone::supervise::{self, EndedBy, Exit, RunOptions};
 use onlyone::terminate::{self, Stopped};
 use onlyone::{
-    AcquireOptions, Error, HeldBy, LockFile, Owner, Released, Releaser, Verdict,
-    compact_duration,
+    AcquireOptions, Error, HeldBy, LockFile, Owner, Released, Releaser, Verdict, compact_duration,
 };
 
 use args::{Cli, Command};

@@ -134,9 +134,8 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 Holder::OtherKernelLock { .. } => "kernel-lock",
                 Holder::Member { .. } => "leftover",
             });
-            let wrapper_gone = |r: &onlyone::Record| {
-                format!("the {} (pid {}) is gone", owner_word(r), r.pid)
-            };
+            let wrapper_gone =
+                |r: &onlyone::Record| format!("the {} (pid {}) is gone", owner_word(r), r.pid);
             let mut reasons = Vec::new();
             match (h, &seen.record) {
                 (Holder::Member { pid, cmd }, Ok(r)) => reasons.push(format!(
