@@ -3,7 +3,7 @@
 //! happen.
 //!
 //! ```text
-//! cargo run --release --example chaos -- [--mode run|shell|lib] [--seconds N]
+//! cargo run --release --example chaos -- [--mode run|shell|cron|lib] [--seconds N]
 //!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N]
 //!     [--max-seconds N] [--dir DIR]
 //! ```
@@ -14,7 +14,11 @@
 //!   It appends its run's token to a log (runs started) and lasts 0-3 ms.
 //! - **Modes.** `run`: contenders loop `onlyone run --wait 10s`. `shell`:
 //!   contenders loop `sh -c 'onlyone acquire … && CS; onlyone release …'`,
-//!   and the killer kills the whole script (its process group). `lib`:
+//!   and the killer kills the whole script (its process group). `cron`: as
+//!   cron runs a script, `sh -c SCRIPT` leads the group and forks the
+//!   script, which takes the lock with `acquire --export` and runs the CS
+//!   as a background worker; the killer kills the script alone (SIGKILL),
+//!   so its worker goes on, and must keep the lock held. `lib`:
 //!   worker processes of this program, each with several threads, loop on
 //!   the library's `acquire`/`release`; the killer kills workers.
 //! - **Counts.** Overlaps (a CS that found its kernel lock taken: must be
@@ -23,6 +27,10 @@
 //!   while contenders keep trying: must be 0); live takeovers (onlyone said
 //!   it took over a lock from a pid that the killer had not killed, or
 //!   killed only after the takeover: must be 0).
+//!
+//! - **Wait timeouts** (a contender waited 10 s in vain: must be 0, as
+//!   critical sections last milliseconds; a lock held by a process that is
+//!   not a run, such as init adopting an orphan, shows here).
 //!
 //! Exits 1 when a must-be-zero count is not zero, or fewer runs or kills
 //! happened than `--min-runs` / `--min-kills`.
@@ -45,6 +53,7 @@ const STUCK_BOUND: Duration = Duration::from_secs(1);
 enum Mode {
     Run,
     Shell,
+    Cron,
     Lib,
 }
 
@@ -81,6 +90,7 @@ fn parse_args() -> Opts {
                 o.mode = match val().as_str() {
                     "run" => Mode::Run,
                     "shell" => Mode::Shell,
+                    "cron" => Mode::Cron,
                     "lib" => Mode::Lib,
                     m => usage(&format!("unknown mode {m}")),
                 }
@@ -106,7 +116,7 @@ fn num(s: &str) -> u64 {
 fn usage(msg: &str) -> ! {
     eprintln!("chaos: {msg}");
     eprintln!(
-        "usage: chaos [--mode run|shell|lib] [--seconds N] [--contenders N] \
+        "usage: chaos [--mode run|shell|cron|lib] [--seconds N] [--contenders N] \
          [--kill-every-ms N] [--min-runs N] [--min-kills N] [--max-seconds N] [--dir DIR]"
     );
     std::process::exit(2);
@@ -136,7 +146,14 @@ fn critical_section(check: &Path, log: &Path) -> ! {
         .open(log)
         .expect("open the log");
     let _ = writeln!(l, "{token}");
-    let micros = u64::from(std::process::id() % 3000);
+    // Cron mode makes it longer, so that kills of the script land while
+    // its worker is in the critical section.
+    let max = std::env::var("CHAOS_CS_MAX_US")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(3000)
+        .max(1);
+    let micros = u64::from(std::process::id() % max);
     std::thread::sleep(Duration::from_micros(micros));
     std::process::exit(0);
 }
@@ -210,6 +227,9 @@ fn main() {
     let started = Instant::now();
     let until = started + Duration::from_secs(o.seconds);
 
+    if o.mode == Mode::Cron {
+        cron_script(&locks);
+    }
     let mut threads = Vec::new();
     for i in 0..o.contenders {
         let (stats, stop) = (stats.clone(), stop.clone());
@@ -290,7 +310,15 @@ fn main() {
         println!("    {e}");
     }
     let _ = std::fs::remove_dir_all(&base);
-    let bad = overlaps > 0 || stuck > 0 || live > 0 || runs < o.min_runs || kills < o.min_kills;
+    // A critical section lasts milliseconds: a 10 s wait that runs out
+    // means the lock was held by something that was not a run.
+    let timeouts = s.timeouts.load(Ordering::Relaxed);
+    let bad = overlaps > 0
+        || stuck > 0
+        || live > 0
+        || timeouts > 0
+        || runs < o.min_runs
+        || kills < o.min_kills;
     if bad {
         println!("chaos: FAILED");
         std::process::exit(1);
@@ -316,7 +344,7 @@ fn contender(
                 let mut c = Command::new(onlyone);
                 c.arg("--dir")
                     .arg(locks)
-                    .args(["run", "--wait", "10s", "-q", "job", "--"])
+                    .args(["run", "--wait", "10s", "job", "--"])
                     .arg(exe)
                     .arg("--cs")
                     .arg(check)
@@ -327,7 +355,7 @@ fn contender(
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(
-                        "\"$1\" --dir \"$2\" acquire --wait 10s -q job || exit $?; \
+                        "\"$1\" --dir \"$2\" acquire --wait 10s job || exit $?; \
                          \"$3\" --cs \"$4\" \"$5\"; rc=$?; \
                          \"$1\" --dir \"$2\" release job; exit $rc",
                     )
@@ -337,6 +365,22 @@ fn contender(
                     .arg(exe)
                     .arg(check)
                     .arg(log)
+                    .process_group(0);
+                c
+            }
+            Mode::Cron => {
+                // cron: `/bin/sh -c LINE` leads the group; dash forks the
+                // script (`; exit` makes sure of it in any sh).
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg("\"$0\" \"$@\"; exit $?")
+                    .arg(cron_script(locks))
+                    .arg(onlyone)
+                    .arg(locks)
+                    .arg(exe)
+                    .arg(check)
+                    .arg(log)
+                    .env("CHAOS_CS_MAX_US", "20000")
                     .process_group(0);
                 c
             }
@@ -413,6 +457,32 @@ fn contender(
     }
 }
 
+/// The script a cron contender runs (written once beside the locks): it
+/// takes the lock with `--export`, so its worker carries the token, and
+/// runs the critical section as that worker.
+fn cron_script(locks: &Path) -> PathBuf {
+    let path = locks.with_file_name("cron-job.sh");
+    if !path.exists() {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(
+            &tmp,
+            "#!/bin/sh\n\
+             vars=$(\"$1\" --dir \"$2\" acquire --wait 10s job --export) || exit $?\n\
+             eval \"$vars\"\n\
+             \"$3\" --cs \"$4\" \"$5\" &\n\
+             wait $!\n\
+             rc=$?\n\
+             \"$1\" --dir \"$2\" release job\n\
+             exit $rc\n",
+        )
+        .expect("write the cron script");
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod the cron script");
+        std::fs::rename(&tmp, &path).expect("place the cron script");
+    }
+    path
+}
+
 /// Parses "took over the stale lock `job` from pid N: …" lines and checks
 /// that pid N was killed before this contender finished (a holder that
 /// exits normally releases; only a killed one leaves a stale lock).
@@ -466,17 +536,26 @@ fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
         }
         let (pid, pgid) = live[(next() % live.len() as u64) as usize];
         let mut target = pgid;
-        if mode == Mode::Run && next() % 2 == 0 {
-            // The run's command instead of onlyone itself.
-            if let Some(c) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        let first_child = || {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
                 .ok()
                 .and_then(|s| {
                     s.split_whitespace()
                         .next()
                         .and_then(|p| p.parse::<i32>().ok())
                 })
-            {
+        };
+        if mode == Mode::Run && next() % 2 == 0 {
+            // The run's command instead of onlyone itself.
+            if let Some(c) = first_child() {
                 target = c;
+            }
+        }
+        if mode == Mode::Cron {
+            // The script alone (cron's sh forked it), never its worker.
+            match first_child() {
+                Some(c) => target = c,
+                None => continue,
             }
         }
         // Record first: a takeover can follow the kill at once.

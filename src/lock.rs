@@ -688,6 +688,18 @@ impl LockFile {
         let mut took_over: Option<TakeOver> = None;
         let mut waiter: Option<Waiter> = None;
         loop {
+            // An owner named by pid (a script) that died while this call
+            // waited wants no lock any more: a record for it would only be
+            // stale the moment it appears.
+            if let Owner::Pid(pid) = opts.owner
+                && waiter.is_some()
+                && !procfs::probe(pid, Some(owner.start)).is_alive()
+            {
+                return Err(Error::BadOwner {
+                    pid,
+                    why: "it exited while waiting for the lock".into(),
+                });
+            }
             let t = match temp.take() {
                 Some(t) => t,
                 None => self.write_temp(&writer, record.token_str(), &bytes)?,

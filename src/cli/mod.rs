@@ -345,13 +345,27 @@ impl Ctx {
     fn acquire_lock(&self, a: &args::Acquire) -> Result<Exported, Code> {
         let deadline = deadline_of(a.deadline);
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
-        let owner = a.owner.unwrap_or_else(|| {
-            if a.export {
-                substitution_caller()
-            } else {
-                parent_pid()
+        let owner = match a.owner {
+            Some(pid) => pid,
+            None => {
+                let caller = if a.export {
+                    substitution_caller()
+                } else {
+                    parent_pid()
+                };
+                // An orphan is adopted by pid 1: the calling shell is gone
+                // (killed while onlyone started). init as the owner would
+                // hold the lock forever.
+                if caller == 1 {
+                    return Err(fail(format_args!(
+                        "not taking `{name}`: onlyone's parent is pid 1, so the shell that \
+                         called it has exited; to make pid 1 the owner on purpose (a \
+                         container's entry point), pass --owner 1"
+                    )));
+                }
+                caller
             }
-        });
+        };
         let mut opts = AcquireOptions::new().owner(Owner::Pid(owner));
         if a.export {
             opts = opts.mode(onlyone::Mode::Script);
