@@ -1135,97 +1135,93 @@ impl World {
         c.arg("-c").arg(script).env("OO", BIN).env("D", self.dir());
         c
     }
-
-    /// Writes an executable script into this world.
-    fn script(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir().join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-}
-
-/// `KEY=VALUE` numbers from a file a script wrote, once it is complete.
-fn wait_numbers(path: &Path, keys: &[&str]) -> Vec<u32> {
-    let mut out = Vec::new();
-    wait_until(&format!("{}", path.display()), HANG, || {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        out = keys
-            .iter()
-            .filter_map(|k| {
-                text.split_whitespace()
-                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
-                    .and_then(|v| v.parse().ok())
-            })
-            .collect();
-        out.len() == keys.len() && text.ends_with('\n')
-    });
-    out
 }
 
 /// Debian's cron runs `/bin/sh -c 'LINE'` as the leader of a session and
 /// process group of its own, and dash forks even a single command: the
-/// script does not lead its group. A script that took the lock with
-/// `--export` is killed with SIGKILL while its worker works: the worker
-/// carries the token, so the next `acquire`, `run` and `precheck` all
-/// skip until it ends, and then the next run takes over.
+/// script does not lead its group. The README's script, run that way, is
+/// killed with SIGKILL while its workers work: they carry the token, so the
+/// next `acquire`, `run` and `precheck` all skip until the last of them
+/// ends, and then the next run takes over. Run to its end, its trap
+/// releases the lock.
 #[test]
-fn a_script_run_by_cron_is_held_by_its_worker_after_kill_9() {
+fn the_readme_script_run_by_cron_is_held_by_its_workers_after_kill_9() {
     let mut w = World::new();
-    let script = w.script(
-        "sync.sh",
-        r#"#!/bin/sh
-vars=$("$OO" --dir "$D" acquire -q scr --export) || exit $?
-eval "$vars"
-sleep 1000 &
-echo "script=$$ worker=$!" > "$D/pids"
-wait
-"#,
-    );
-    let mut cron = w.program("setsid");
-    cron.args(["-w", "sh", "-c"])
-        .arg(&script)
-        .env("OO", BIN)
-        .env("D", w.dir());
-    w.spawn(cron);
-    let [sh_pid, worker] = wait_numbers(&w.dir().join("pids"), &["script", "worker"])[..] else {
-        unreachable!()
+    let work = w.subdir("work");
+    for worker in ["fetch", "index"] {
+        let p = work.join(worker);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho $$ > {worker}.pid.tmp && mv {worker}.pid.tmp {worker}.pid\n\
+                 exec sleep 1000\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let script = work.join("sync.sh");
+    std::fs::write(&script, readme_block("acquire-script")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cron = |w: &mut World| {
+        let mut c = w.program("setsid");
+        c.args(["-w", "sh", "-c", "./sync.sh"])
+            .current_dir(&work)
+            .env("PATH", path_with_onlyone(w.dir()))
+            .env("ONLYONE_DIR", w.dir());
+        w.spawn(c)
     };
-    let st = onlyone::procfs::read_stat(sh_pid).unwrap().unwrap();
+    let pid_of = |name: &str| -> u32 {
+        let p = work.join(format!("{name}.pid"));
+        wait_until(name, HANG, || p.exists());
+        std::fs::read_to_string(&p).unwrap().trim().parse().unwrap()
+    };
+
+    let kid = cron(&mut w);
+    let (fetch, index) = (pid_of("fetch"), pid_of("index"));
+    let rec = std::fs::read_to_string(w.lock("sync")).unwrap();
+    let owner: u32 = rec.lines().next().unwrap().parse().unwrap();
+    assert!(rec.contains("\nmode=script\n"), "{rec}");
+    let st = onlyone::procfs::read_stat(owner).unwrap().unwrap();
     assert_ne!(
-        st.pgrp, sh_pid,
+        st.pgrp, owner,
         "the shape: the script does not lead its group"
     );
-    let rec = std::fs::read_to_string(w.lock("scr")).unwrap();
-    assert_eq!(
-        rec.lines().next(),
-        Some(sh_pid.to_string().as_str()),
-        "{rec}"
-    );
-    assert!(rec.contains("\nmode=script\n"), "{rec}");
+    assert_eq!(st.ppid, w.pid(kid), "the script is cron's sh's child");
 
-    kill9_pid(sh_pid);
-    wait_gone(sh_pid);
-    assert!(
-        matches!(state_of(worker), Some(s) if s != 'Z'),
-        "the worker outlives the script"
-    );
-    w.oo(&["acquire", "scr"])
-        .expect(75)
-        .says(&format!("pid {worker}"));
-    w.oo(&["run", "scr", "--", "true"])
-        .expect(75)
-        .says(&format!("pid {worker}"));
-    precheck(&w, w.dir(), &["scr"], 75, &[&format!("pid {worker}")]);
-    let v = status_json(&w, &["scr"]);
-    assert_eq!(v["locks"][0]["holder"], "leftover", "{v:#}");
-    assert_eq!(v["locks"][0]["holder_pid"], worker, "{v:#}");
-
-    kill9_pid(worker);
-    wait_gone(worker);
-    w.oo(&["run", "scr", "--", "true"])
+    kill9_pid(owner);
+    wait_gone(owner);
+    for worker in [fetch, index] {
+        w.oo(&["acquire", "sync"]).expect(75);
+        w.oo(&["run", "sync", "--", "true"])
+            .expect(75)
+            .says("a leftover process of the run");
+        precheck(&w, w.dir(), &["sync"], 75, &[]);
+        let v = status_json(&w, &["sync"]);
+        assert_eq!(v["locks"][0]["holder"], "leftover", "{v:#}");
+        kill9_pid(worker);
+        wait_gone(worker);
+    }
+    w.oo(&["run", "sync", "--", "true"])
         .expect(0)
-        .says(&format!("took over the stale lock `scr` from pid {sh_pid}"));
+        .says(&format!("took over the stale lock `sync` from pid {owner}"));
+
+    // Run to its end, the trap releases the lock.
+    for f in ["fetch.pid", "index.pid"] {
+        std::fs::remove_file(work.join(f)).unwrap();
+    }
+    let kid = cron(&mut w);
+    let workers = [pid_of("fetch"), pid_of("index")];
+    assert_eq!(state_of_lock(&w, "sync"), "held");
+    for pid in workers {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+    }
+    assert!(w.wait_exit(kid, HANG).code().is_some());
+    assert!(!w.lock("sync").exists(), "the trap released the lock");
 }
 
 /// `eval` of nothing succeeds, so both ways of writing it must stop the
@@ -1236,18 +1232,25 @@ fn both_export_forms_stop_a_script_when_the_lock_is_held() {
     let (_, sp) = w.sleeper();
     w.oo(&["acquire", "scr", "--owner", &sp.to_string()])
         .expect(0);
+    let readme_eval = readme_block("acquire-eval").replace("sync", "scr");
     for shell in ["sh", "bash"] {
         for form in [
             r#"vars=$("$OO" --dir "$D" acquire scr --export) || exit $?; eval "$vars"; echo RAN"#,
             r#"eval "$("$OO" --dir "$D" acquire scr --export)"; echo RAN"#,
+            &format!("{readme_eval}\necho RAN"),
         ] {
-            let out = w.finish(w.shell(shell, form));
+            let mut c = w.shell(shell, form);
+            c.env("PATH", path_with_onlyone(w.dir()))
+                .env("ONLYONE_DIR", w.dir());
+            let out = w.finish(c);
             assert_eq!(out.code(), 75, "{shell}: {form}: {out:#?}");
             assert!(!out.stdout.contains("RAN"), "{shell}: {form}: {out:#?}");
-            assert!(
-                out.stderr.contains(&format!("pid {sp}")),
-                "{shell}: {form}: {out:#?}"
-            );
+            if !form.contains(" -q ") {
+                assert!(
+                    out.stderr.contains(&format!("pid {sp}")),
+                    "{shell}: {form}: {out:#?}"
+                );
+            }
         }
     }
     // Any other failure prints its own code, usage errors included.
