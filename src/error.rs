@@ -132,11 +132,7 @@ pub enum Error {
     },
 
     /// The lock's owner can be judged neither alive nor dead.
-    #[error(
-        "`{path}` is left alone: {reason}. If no run is active, remove it with \
-         `onlyone release --force {path}` (or `rm {path}`)",
-        path = .path.display()
-    )]
+    #[error("`{}` is left alone: {reason}. {}", .path.display(), unknown_remedy(.path, .reason))]
     Unknown {
         /// The lock file.
         path: PathBuf,
@@ -156,6 +152,20 @@ pub enum Error {
         path: PathBuf,
         /// Takeover attempts made.
         tries: u32,
+    },
+
+    /// `release --force` on a file that is not a lock record.
+    #[error(
+        "refusing to remove `{}`: it is not a lock record ({why}); onlyone never deletes a file \
+         that is not one. If it is a lock left by another tool, remove it with `rm {}`; if it \
+         is a file of yours, use another lock path",
+        .path.display(), .path.display()
+    )]
+    NotALock {
+        /// The file.
+        path: PathBuf,
+        /// Why it is not a record.
+        why: String,
     },
 
     /// A symbolic link sits at the lock path.
@@ -203,6 +213,22 @@ pub enum Error {
         dir: PathBuf,
         /// What is wrong.
         why: String,
+    },
+
+    /// The lock directory is on a filesystem other hosts may share.
+    #[error(
+        "the lock directory `{}` is on a network or FUSE filesystem ({kind}): another host \
+         that shares it cannot see this host's processes, nor this host its, so two hosts \
+         could both run. Use a local directory (the default is), and for a job shared between \
+         hosts a lock that all of them see (a database, not a file); if this filesystem is \
+         used by this host alone, pass --allow-shared-fs (or set ONLYONE_ALLOW_SHARED_FS=1)",
+        .dir.display()
+    )]
+    SharedFs {
+        /// The directory.
+        dir: PathBuf,
+        /// The filesystem.
+        kind: &'static str,
     },
 
     /// The removal guard (a kernel lock on the directory) stayed taken.
@@ -306,6 +332,31 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+fn unknown_remedy(path: &std::path::Path, reason: &UnknownReason) -> String {
+    let p = path.display();
+    match reason {
+        UnknownReason::Unreadable { .. } => format!(
+            "It is not a record onlyone wrote, so onlyone never removes it: if it is a lock \
+             left by another tool, remove it with `rm {p}`; if it is a file of yours, use \
+             another lock path"
+        ),
+        UnknownReason::Denied { owner } => {
+            let who = if owner == "root" {
+                "root".to_owned()
+            } else {
+                format!("{owner} or root")
+            };
+            format!("{who} can judge it (`sudo onlyone status {p}`) and clear it if it is stale")
+        }
+        UnknownReason::OtherHost { host } => format!(
+            "Once you know the run on `{host}` is over, remove it with `onlyone release \
+             --force {p}`; a job shared between hosts needs a lock that all of them see (a \
+             database, not a file)"
+        ),
+        _ => format!("If no run is active, remove it with `onlyone release --force {p}`"),
+    }
 }
 
 fn who_can_stop(owner: &str) -> String {

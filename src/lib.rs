@@ -40,8 +40,11 @@ pub mod reap;
 pub mod record;
 pub mod supervise;
 pub mod terminate;
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
+#[cfg(not(feature = "test-hooks"))]
+mod test_hooks;
 pub mod verdict;
 
 pub use error::{Error, HeldBy, Result, compact_duration, format_unix_time, user_name};

@@ -73,6 +73,9 @@ pub struct LockFile {
     inner: Arc<Inner>,
     /// Caps every wait for the removal guard (see [`LockFile::with_deadline`]).
     deadline: Option<Instant>,
+    /// Write even on a network or FUSE filesystem (see
+    /// [`LockFile::allow_shared_fs`]).
+    allow_shared_fs: bool,
 }
 
 #[derive(Debug)]
@@ -82,8 +85,9 @@ struct Inner {
     name: OsString,
     /// The directory, shared by the handles of the locks in it.
     dir: Arc<OwnedFd>,
-    /// Set once the directory was found safe to write in.
-    dir_ok: std::sync::OnceLock<()>,
+    /// Set once the directory was found safe to write in: its filesystem
+    /// type (`statfs` `f_type`).
+    dir_ok: std::sync::OnceLock<i64>,
 }
 
 /// Who owns a lock being acquired.
@@ -331,6 +335,7 @@ impl LockFile {
                     dir_ok: std::sync::OnceLock::new(),
                 }),
                 deadline: None,
+                allow_shared_fs: near.allow_shared_fs,
             });
         }
         let dir = rustix::fs::open(
@@ -357,6 +362,7 @@ impl LockFile {
                 dir_ok: std::sync::OnceLock::new(),
             }),
             deadline: None,
+            allow_shared_fs: false,
         })
     }
 
@@ -365,6 +371,16 @@ impl LockFile {
     /// [`Error::GuardBusy`], and an acquire ends there too.
     pub fn with_deadline(mut self, deadline: Instant) -> LockFile {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Lets this handle write in a directory on a network or FUSE
+    /// filesystem (NFS, SMB, 9p, FUSE, Ceph, AFS, Lustre, GPFS...), which
+    /// writers otherwise refuse ([`Error::SharedFs`]): pids and boot ids mean
+    /// nothing to another host that shares it. For a filesystem known to be
+    /// used by this host alone.
+    pub fn allow_shared_fs(mut self) -> LockFile {
+        self.allow_shared_fs = true;
         self
     }
 
@@ -444,6 +460,8 @@ impl LockFile {
                     ))),
                     kernel_locked: false,
                     mtime: st.st_mtime,
+                    denied: true,
+                    owner: st.st_uid,
                 }));
             }
             Err(e) => return Err(Error::io("open", path, e)),
@@ -494,6 +512,8 @@ impl LockFile {
             record,
             kernel_locked,
             mtime: st.st_mtime,
+            denied: false,
+            owner: st.st_uid,
         }))
     }
 
@@ -540,11 +560,38 @@ impl LockFile {
     /// Refuses a directory another user could tamper with: owned by another
     /// user other than root, or group/world-writable without the sticky bit.
     fn check_dir_writable(&self) -> Result<()> {
-        // Checked once per handle: the directory is held open, and its owner
-        // and mode do not change under a working onlyone.
-        if self.inner.dir_ok.get().is_some() {
-            return Ok(());
+        // Checked once per handle: the directory is held open, and its owner,
+        // mode and filesystem do not change under a working onlyone.
+        let fs_type = match self.inner.dir_ok.get() {
+            Some(t) => *t,
+            None => {
+                self.check_dir_owner()?;
+                let t = self.dir_fs_type()?;
+                *self.inner.dir_ok.get_or_init(|| t)
+            }
+        };
+        match shared_fs_name(fs_type) {
+            Some(kind) if !self.allow_shared_fs => Err(Error::SharedFs {
+                dir: self.dir().into(),
+                kind,
+            }),
+            _ => Ok(()),
         }
+    }
+
+    /// The lock directory's filesystem type (`f_type` of `fstatfs(2)`).
+    fn dir_fs_type(&self) -> Result<i64> {
+        if let Some(t) = crate::test_hooks::fs_type() {
+            return Ok(t);
+        }
+        let st = rustix::fs::fstatfs(&*self.inner.dir)
+            .map_err(|e| Error::io("inspect the filesystem of", self.dir(), e))?;
+        #[allow(clippy::unnecessary_cast)]
+        Ok(st.f_type as i64)
+    }
+
+    /// Refuses a directory another user could tamper with.
+    fn check_dir_owner(&self) -> Result<()> {
         let st = rustix::fs::fstat(&*self.inner.dir)
             .map_err(|e| Error::io("inspect the lock directory", self.dir(), e))?;
         let me = rustix::process::geteuid().as_raw();
@@ -567,10 +614,7 @@ impl LockFile {
                 dir: self.dir().into(),
                 why,
             }),
-            None => {
-                let _ = self.inner.dir_ok.set(());
-                Ok(())
-            }
+            None => Ok(()),
         }
     }
 
@@ -1093,13 +1137,22 @@ impl LockFile {
 
     /// Removes the lock file whoever holds it, under the removal guard, and
     /// returns what it held (`None`: it was free). For an operator who knows
-    /// better than the verdict.
+    /// better than the verdict. A file that is not a record is refused
+    /// ([`Error::NotALock`]): a path LOCK may name a user's file.
     pub fn force_release(&self) -> Result<Option<Inspection>> {
         self.check_dir_writable()?;
         let _guard = self.removal_guard(None)?;
         let Some(ev) = self.look()? else {
             return Ok(None);
         };
+        // A path LOCK may name any file: only a record is onlyone's to
+        // remove.
+        if let Err(why) = &ev.record {
+            return Err(Error::NotALock {
+                path: self.path().into(),
+                why: why.to_string(),
+            });
+        }
         let seen = Inspection {
             verdict: verdict::judge(&ev),
             record: ev.record,
@@ -1163,6 +1216,30 @@ impl LockFile {
         temp.name = None;
         Ok(temp.into_kept())
     }
+}
+
+/// The name of a filesystem type whose files other hosts may share (or
+/// whose host cannot be known: FUSE), from `statfs(2)`'s `f_type`.
+fn shared_fs_name(f_type: i64) -> Option<&'static str> {
+    Some(match f_type {
+        0x6969 => "NFS",
+        0x517b => "SMB",
+        0xff53_4d42 => "CIFS",
+        0xfe53_4d42 => "SMB2",
+        0x0102_1997 => "9p",
+        0x6573_5546 => "FUSE",
+        0x00c3_6400 => "Ceph",
+        0x5346_414f | 0x6b41_4653 => "AFS",
+        0x7375_7245 => "Coda",
+        0x564c => "NCP",
+        0x0bd0_0bd0 => "Lustre",
+        0x4750_4653 => "GPFS",
+        0x7461_636f => "OCFS2",
+        0x0116_1970 => "GFS2",
+        0x2003_0528 => "OrangeFS",
+        0xaad7_aaea => "PanFS",
+        _ => return None,
+    })
 }
 
 /// Parses `PID-START.TOKEN8` (decimal, decimal, 8 lowercase hex digits).

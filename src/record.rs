@@ -374,6 +374,45 @@ impl Record {
     }
 }
 
+/// True for what a power loss can leave of a record: nothing, or a prefix
+/// of one (a pid line, then `key=value` lines, the last possibly cut), with
+/// or without a tail of NUL bytes (blocks allocated but never written).
+/// Only such a file may be judged stale on its age; a script, a document
+/// or any other file at a lock path never is.
+pub fn is_torn_record(bytes: &[u8]) -> bool {
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let bytes = &bytes[..end];
+    if bytes.contains(&0) {
+        return false;
+    }
+    // A cut may split a multi-byte character at the very end.
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return false,
+    };
+    let lines: Vec<&str> = text.split('\n').collect();
+    let first = lines[0].strip_suffix('\r').unwrap_or(lines[0]);
+    if !first.bytes().all(|b| b.is_ascii_digit()) || (first.is_empty() && !text.is_empty()) {
+        return false;
+    }
+    let last = lines.len() - 1;
+    lines.iter().enumerate().skip(1).all(|(i, line)| {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        // Only the last line, cut short, may lack its `=`.
+        let (key, value) = match line.split_once('=') {
+            Some(kv) => kv,
+            None if i == last => (line, ""),
+            None => return false,
+        };
+        key.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && !value.chars().any(char::is_control)
+    })
+}
+
 /// True for a boot id as the kernel writes it: a UUID in lowercase,
 /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`. A truncated one is not one: it
 /// must never compare as "another boot".
@@ -624,6 +663,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.mode, Mode::Run);
+    }
+
+    #[test]
+    fn only_what_a_power_loss_leaves_is_a_torn_record() {
+        for torn in [
+            &b""[..],
+            b"42",
+            b"42\n",
+            b"42\nsta",
+            b"42\nstart=1",
+            b"42\nstart=123\nboot=d1dce367-f09e",
+            b"42\nstart=123\n\0\0\0\0",
+            b"\0\0\0\0",
+            b"42\ncmd=caf\xc3",
+        ] {
+            assert!(is_torn_record(torn), "{:?}", String::from_utf8_lossy(torn));
+        }
+        for file in [
+            &b"#!/bin/sh\n"[..],
+            b"root:x:0:0:root:/root:/bin/bash\n",
+            b"\n42\n",
+            b"hello world",
+            b"42\nnot a key value\n",
+            b"42\nStart=1\n",
+            b"42\nstart\nboot=x\n",
+            b"42\n\0start=1\n",
+            b"\xff\xfe",
+        ] {
+            assert!(!is_torn_record(file), "{:?}", String::from_utf8_lossy(file));
+        }
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Pause points inside the protocol, for tests that must force an
 //! interleaving (a record swapped between a verdict and a reclaim, an owner
-//! that dies while a release holds the removal guard). Not part of the API.
+//! that dies while a release holds the removal guard), and values a test
+//! must inject that no real machine of CI can provide (a network
+//! filesystem's type). Not part of the API: they exist only with the
+//! `test-hooks` cargo feature, which only the project's own tests turn on.
 //!
-//! With no hook installed a pause point costs one relaxed atomic load.
+//! Without the feature a pause point compiles to nothing.
 
 use std::path::Path;
-use std::sync::RwLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Where a hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,27 +24,59 @@ pub enum Point {
     ReleaseUnderGuard,
 }
 
-type Hook = Box<dyn Fn(Point, &Path) + Send + Sync>;
+#[cfg(feature = "test-hooks")]
+mod armed {
+    use super::{Path, Point};
+    use std::sync::RwLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
-static ARMED: AtomicBool = AtomicBool::new(false);
-static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
+    type Hook = Box<dyn Fn(Point, &Path) + Send + Sync>;
 
-/// Installs `hook`, replacing any other.
-pub fn set(hook: impl Fn(Point, &Path) + Send + Sync + 'static) {
-    *HOOK.write().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(hook));
-    ARMED.store(true, Ordering::SeqCst);
-}
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
 
-/// Removes the hook.
-pub fn clear() {
-    ARMED.store(false, Ordering::SeqCst);
-    *HOOK.write().unwrap_or_else(|p| p.into_inner()) = None;
-}
-
-pub(crate) fn fire(point: Point, path: &Path) {
-    if ARMED.load(Ordering::Relaxed)
-        && let Some(hook) = HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref()
-    {
-        hook(point, path);
+    /// Installs `hook`, replacing any other.
+    pub fn set(hook: impl Fn(Point, &Path) + Send + Sync + 'static) {
+        *HOOK.write().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(hook));
+        ARMED.store(true, Ordering::SeqCst);
     }
+
+    /// Removes the hook.
+    pub fn clear() {
+        ARMED.store(false, Ordering::SeqCst);
+        *HOOK.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    pub(crate) fn fire(point: Point, path: &Path) {
+        if ARMED.load(Ordering::Relaxed)
+            && let Some(hook) = HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+        {
+            hook(point, path);
+        }
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+pub use armed::{clear, set};
+
+#[cfg(feature = "test-hooks")]
+pub(crate) use armed::fire;
+
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub(crate) fn fire(_: Point, _: &Path) {}
+
+/// The filesystem type (`statfs` `f_type`) a test says the lock directory
+/// has: `ONLYONE_TEST_FSTYPE` in hex (`6969` is NFS). No network
+/// filesystem can be mounted in CI.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn fs_type() -> Option<i64> {
+    let v = std::env::var("ONLYONE_TEST_FSTYPE").ok()?;
+    i64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
+}
+
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub(crate) fn fs_type() -> Option<i64> {
+    None
 }

@@ -9,7 +9,9 @@
 //!   gone.
 //! - **Stale** only on proof: every named process is gone, reused (another
 //!   start time) or a zombie; or the record was written under another boot;
-//!   or the file is unreadable and older than the current boot.
+//!   or the file is a record torn by a power loss (empty, or a prefix of a
+//!   record) and older than the current boot. Any other file is never
+//!   stale, whatever its age: a path LOCK may name a user's file.
 //! - **Unknown** otherwise: a garbage record from this boot, an owner in
 //!   another PID namespace, a record from a newer format whose owner is
 //!   gone. onlyone never takes such a lock over; it says why and how to
@@ -119,7 +121,8 @@ pub enum StaleReason {
     },
     /// The record names another boot.
     PreviousBoot,
-    /// The record cannot be read and the file is older than this boot.
+    /// The file is what a power loss leaves of a record (empty, or a
+    /// prefix of one) and is older than this boot.
     UnreadableFromPreviousBoot {
         /// Why it could not be read.
         why: String,
@@ -171,7 +174,8 @@ impl fmt::Display for StaleReason {
             StaleReason::PreviousBoot => f.write_str("the owner died with the previous boot"),
             StaleReason::UnreadableFromPreviousBoot { why } => write!(
                 f,
-                "the record is not readable ({why}) and was written before this boot"
+                "the record is torn ({why}) and was written before this boot: a power loss \
+                 cut it short"
             ),
         }
     }
@@ -209,6 +213,17 @@ pub enum UnknownReason {
         /// The error.
         why: String,
     },
+    /// The record was written on another host (a directory shared over the
+    /// network): its pids and boot id say nothing about this host.
+    OtherHost {
+        /// The host named in the record.
+        host: String,
+    },
+    /// This user may not read the file.
+    Denied {
+        /// The file's owner.
+        owner: String,
+    },
 }
 
 impl fmt::Display for UnknownReason {
@@ -235,6 +250,15 @@ impl fmt::Display for UnknownReason {
             UnknownReason::CannotScan { why } => {
                 write!(f, "the processes of the run cannot be listed: {why}")
             }
+            UnknownReason::OtherHost { host } => write!(
+                f,
+                "the owner ran on another host, `{host}` (the lock directory is shared between \
+                 hosts), whose processes this host cannot see"
+            ),
+            UnknownReason::Denied { owner } => write!(
+                f,
+                "the lock file cannot be read by you (permission denied); it belongs to {owner}"
+            ),
         }
     }
 }
@@ -251,6 +275,11 @@ pub struct Evidence {
     pub kernel_locked: bool,
     /// The file's modification time, Unix seconds.
     pub mtime: i64,
+    /// True when the file could not be read (permission): its bytes are
+    /// unknown, not empty.
+    pub denied: bool,
+    /// The file's owner (uid).
+    pub owner: u32,
 }
 
 /// Judges the evidence. Reads `/proc`; takes nothing.
@@ -258,6 +287,11 @@ pub fn judge(ev: &Evidence) -> Verdict {
     let written_before_boot = procfs::boot_time().is_some_and(|b| ev.mtime < b as i64);
     let rec = match &ev.record {
         Ok(r) => r,
+        Err(_) if ev.denied => {
+            return Verdict::Unknown(UnknownReason::Denied {
+                owner: crate::error::user_name(ev.owner),
+            });
+        }
         Err(why) => {
             if ev.kernel_locked {
                 // Someone alive holds a kernel lock on it: not ours to judge.
@@ -265,7 +299,10 @@ pub fn judge(ev: &Evidence) -> Verdict {
                     why: why.to_string(),
                 });
             }
-            return if written_before_boot {
+            // Only what a power loss can leave of a record may go: a path
+            // LOCK may name a user's file, and no age makes that stale.
+            let torn = !ev.denied && crate::record::is_torn_record(&ev.bytes);
+            return if written_before_boot && torn {
                 Verdict::Stale(StaleReason::UnreadableFromPreviousBoot {
                     why: why.to_string(),
                 })
@@ -290,7 +327,18 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
     }
     if let Some(theirs) = &rec.boot {
         match procfs::boot_id() {
-            Ok(ours) if theirs != ours => return Verdict::Stale(StaleReason::PreviousBoot),
+            // Another boot id is another kernel: a reboot of this host, or
+            // another host that shares the directory. Only the former is
+            // proof; the same boot id means the same kernel, whatever the
+            // host is called now.
+            Ok(ours) if theirs != ours => {
+                return match &rec.host {
+                    Some(host) if *host != procfs::host_name() => {
+                        Verdict::Unknown(UnknownReason::OtherHost { host: host.clone() })
+                    }
+                    _ => Verdict::Stale(StaleReason::PreviousBoot),
+                };
+            }
             Ok(_) => {}
             Err(e) => return Verdict::Unknown(UnknownReason::NoProc { why: e.to_string() }),
         }

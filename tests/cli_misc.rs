@@ -13,7 +13,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use support::*;
@@ -68,61 +68,6 @@ impl Drop for World {
 /// Live processes whose environment carries `MARK=mark`.
 fn marked_pids(mark: &str) -> Vec<u32> {
     support::processes_with_env(MARK, mark)
-}
-
-/// What a finished command did.
-#[derive(Debug)]
-struct Out {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Out {
-    fn code(&self) -> i32 {
-        self.status
-            .code()
-            .unwrap_or_else(|| panic!("killed by a signal: {self:?}"))
-    }
-
-    fn expect(&self, code: i32) -> &Self {
-        assert_eq!(self.status.code(), Some(code), "exit code: {self:#?}");
-        self
-    }
-
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr should contain {needle:?}: {self:#?}"
-        );
-        self
-    }
-
-    fn quiet(&self) -> &Self {
-        assert_eq!(self.stderr, "", "stderr should be empty: {self:#?}");
-        self
-    }
-}
-
-/// Runs `cmd` to its end (killing it after `limit`), with its output
-/// captured.
-fn finish(mut cmd: Command, limit: Duration) -> Out {
-    let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let (status, so, se) = support::wait_bounded(&mut child, start, limit, &format!("{cmd:?}"));
-    let took = start.elapsed();
-    Out {
-        status,
-        stdout: so,
-        stderr: se,
-        took,
-    }
 }
 
 impl World {

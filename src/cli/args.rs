@@ -35,6 +35,12 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
+    /// Write locks even on a network or FUSE filesystem (NFS, SMB, 9p,
+    /// FUSE...), which onlyone otherwise refuses: only for one that this
+    /// host alone uses.
+    #[arg(long, global = true, env = "ONLYONE_ALLOW_SHARED_FS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
+    pub allow_shared_fs: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

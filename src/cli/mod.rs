@@ -108,9 +108,12 @@ fn subcommand(argv: &[OsString]) -> Option<&str> {
 }
 
 /// What every command shares: the lock directory and where it came from.
+#[derive(Clone)]
 pub struct Ctx {
     dir: PathBuf,
     source: DirSource,
+    /// `--allow-shared-fs`: write even on a network or FUSE filesystem.
+    allow_shared_fs: bool,
 }
 
 /// Prints a message on stderr. A closed stderr must not change the exit
@@ -128,7 +131,11 @@ fn deadline_of(d: Option<Duration>) -> Option<Instant> {
 impl Ctx {
     fn new(cli: &Cli) -> Ctx {
         let (dir, source) = names::lock_dir(cli.dir.as_deref());
-        Ctx { dir, source }
+        Ctx {
+            dir,
+            source,
+            allow_shared_fs: cli.allow_shared_fs,
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -149,7 +156,13 @@ impl Ctx {
             names::ensure_dir(&self.dir, self.source)?;
         }
         let name = names::display_name(&path, &self.dir);
-        Ok((LockFile::open(&path)?, name))
+        let lock = LockFile::open(&path)?;
+        let lock = if self.allow_shared_fs {
+            lock.allow_shared_fs()
+        } else {
+            lock
+        };
+        Ok((lock, name))
     }
 
     /// Resolves LOCK for a command that only reads.
@@ -464,13 +477,11 @@ impl Ctx {
     fn precheck(&self, a: args::Precheck) -> Code {
         let deadline = deadline_of(a.deadline);
         let lock_arg = a.lock.clone();
-        let dir = self.dir.clone();
-        let source = self.source;
+        let ctx = self.clone();
         let quiet = a.quiet;
         // Every call is bounded: the verdict runs on a worker, and a
         // precheck that cannot finish in time lets the fire run.
         let verdict = within(deadline, move || {
-            let ctx = Ctx { dir, source };
             let (lock, name) = ctx.open_for_reading(&lock_arg)?;
             let seen = lock.inspect()?;
             // Clearing is a courtesy: it must not hold the answer up when

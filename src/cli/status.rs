@@ -238,11 +238,8 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
     let named = a.locks.clone();
     let ctx_dir = dir.clone();
     let source = ctx.source;
+    let ctx = ctx.clone();
     let result = within(deadline, move || -> Result<Vec<LockStatus>, String> {
-        let ctx = Ctx {
-            dir: ctx_dir.clone(),
-            source,
-        };
         let targets = if named.is_empty() {
             lock_files(&ctx_dir).map_err(|e| {
                 format!(

@@ -196,3 +196,58 @@ pub fn path_with_onlyone(dir: &Path) -> std::ffi::OsString {
     path.push(std::env::var_os("PATH").unwrap_or_default());
     path
 }
+
+/// What a finished command did.
+#[derive(Debug)]
+pub struct Out {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+impl Out {
+    /// The exit code; a death by signal fails the test.
+    pub fn code(&self) -> i32 {
+        self.status
+            .code()
+            .unwrap_or_else(|| panic!("killed by a signal: {self:?}"))
+    }
+
+    pub fn expect(&self, code: i32) -> &Self {
+        assert_eq!(self.status.code(), Some(code), "exit code: {self:#?}");
+        self
+    }
+
+    pub fn says(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr should contain {needle:?}: {self:#?}"
+        );
+        self
+    }
+
+    pub fn quiet(&self) -> &Self {
+        assert_eq!(self.stderr, "", "stderr should be empty: {self:#?}");
+        self
+    }
+}
+
+/// Runs `cmd` to its end (killing it and failing the test after `limit`),
+/// with its output captured and stdin closed.
+pub fn finish(mut cmd: Command, limit: Duration) -> Out {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (status, stdout, stderr) = wait_bounded(&mut child, start, limit, &format!("{cmd:?}"));
+    Out {
+        status,
+        stdout,
+        stderr,
+        took: start.elapsed(),
+    }
+}
