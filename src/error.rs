@@ -215,6 +215,28 @@ pub enum Error {
         why: String,
     },
 
+    /// This user may not remove the lock file.
+    #[error(
+        "{}you ({me}) may not remove `{}`: {why}; {} must clear it (`sudo onlyone release \
+         --force {}`)",
+        .state.as_ref().map(|s| format!("`{}` is {s}, but ", .path.display())).unwrap_or_default(),
+        .path.display(),
+        if .owner == "root" { "root".to_owned() } else { format!("{} or root", .owner) },
+        .path.display()
+    )]
+    CannotRemove {
+        /// The lock file.
+        path: PathBuf,
+        /// Why not.
+        why: String,
+        /// This process's user.
+        me: String,
+        /// The file's owner.
+        owner: String,
+        /// What the lock was judged, when known (`stale (...)`).
+        state: Option<String>,
+    },
+
     /// The lock directory is on a filesystem other hosts may share.
     #[error(
         "the lock directory `{}` is on a network or FUSE filesystem ({kind}): another host \

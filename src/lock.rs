@@ -744,39 +744,55 @@ impl LockFile {
                     why: "it exited while waiting for the lock".into(),
                 });
             }
+            // A directory that is full, read-only or not writable by this
+            // user still answers "held" for a live run: the look below
+            // decides before the write error is reported.
+            let mut unwritable = None;
             let t = match temp.take() {
-                Some(t) => t,
-                None => self.write_temp(&writer, record.token_str(), &bytes)?,
-            };
-            test_hooks::fire(Point::BeforeLink, self.path());
-            match t.link_into_place() {
-                Ok(()) => match self.reads_back(record.token_str()) {
-                    Ok(true) => {
-                        let fd = t.into_kept();
-                        return Ok(LockGuard {
-                            lock: self.clone(),
-                            record,
-                            fd: Some(fd),
-                            creator: writer_pid,
-                            done: false,
-                            took_over,
-                        });
+                Some(t) => Some(t),
+                None => match self.write_temp(&writer, record.token_str(), &bytes) {
+                    Ok(t) => Some(t),
+                    Err(e) if is_unwritable(&e) => {
+                        unwritable = Some(e);
+                        None
                     }
-                    // Our link landed but the path no longer holds it: a
-                    // foreign process replaced it. Never report success.
-                    Ok(false) => temp = Some(t),
-                    Err(e) => {
-                        // Never leave our record behind on an error.
-                        drop(t);
-                        let _ = self.release_token_until(record.token_str(), deadline);
-                        return Err(e);
-                    }
+                    Err(e) => return Err(e),
                 },
-                Err(Errno::EXIST) => temp = Some(t),
-                Err(e) => return Err(Error::io("link the record to", self.path(), e)),
+            };
+            if let Some(t) = t {
+                test_hooks::fire(Point::BeforeLink, self.path());
+                match t.link_into_place() {
+                    Ok(()) => match self.reads_back(record.token_str()) {
+                        Ok(true) => {
+                            let fd = t.into_kept();
+                            return Ok(LockGuard {
+                                lock: self.clone(),
+                                record,
+                                fd: Some(fd),
+                                creator: writer_pid,
+                                done: false,
+                                took_over,
+                            });
+                        }
+                        // Our link landed but the path no longer holds it: a
+                        // foreign process replaced it. Never report success.
+                        Ok(false) => temp = Some(t),
+                        Err(e) => {
+                            // Never leave our record behind on an error.
+                            drop(t);
+                            let _ = self.release_token_until(record.token_str(), deadline);
+                            return Err(e);
+                        }
+                    },
+                    Err(Errno::EXIST) => temp = Some(t),
+                    Err(e) => return Err(Error::io("link the record to", self.path(), e)),
+                }
             }
             test_hooks::fire(Point::BeforeLook, self.path());
             let Some(ev) = self.look()? else {
+                if let Some(e) = unwritable {
+                    return Err(e);
+                }
                 empty_looks += 1;
                 if empty_looks > MAX_EMPTY_LOOKS && deadline.is_none() {
                     return Err(Error::Contended {
@@ -828,6 +844,9 @@ impl LockFile {
                     });
                 }
                 Verdict::Stale(reason) => {
+                    if let Some(e) = unwritable {
+                        return Err(e);
+                    }
                     if tries >= MAX_TAKEOVER_TRIES {
                         return Err(Error::Contended {
                             path: self.path().into(),
@@ -836,7 +855,23 @@ impl LockFile {
                     }
                     tries += 1;
                     test_hooks::fire(Point::BeforeReclaim, self.path());
-                    if self.reclaim(&ev, deadline)? {
+                    let removed = self.reclaim(&ev, deadline).map_err(|e| match e {
+                        Error::CannotRemove {
+                            path,
+                            why,
+                            me,
+                            owner,
+                            ..
+                        } => Error::CannotRemove {
+                            path,
+                            why,
+                            me,
+                            owner,
+                            state: Some(format!("stale ({reason})")),
+                        },
+                        e => e,
+                    })?;
+                    if removed {
                         took_over = Some(TakeOver {
                             record: ev.record.ok(),
                             reason,
@@ -989,7 +1024,32 @@ impl LockFile {
     fn unlink(&self) -> Result<()> {
         match rustix::fs::unlinkat(&self.inner.dir, self.name(), AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e @ (Errno::PERM | Errno::ACCESS)) => Err(self.removal_denied(e)),
             Err(e) => Err(Error::io("remove", self.path(), e)),
+        }
+    }
+
+    /// Says who may remove the lock file when this user may not: in a
+    /// sticky directory only the file's owner (or the directory's, or
+    /// root) may.
+    fn removal_denied(&self, e: Errno) -> Error {
+        let owner = rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW)
+            .map(|st| st.st_uid)
+            .ok();
+        let dir = rustix::fs::fstat(&*self.inner.dir).ok();
+        let sticky = dir.is_some_and(|d| d.st_mode & 0o1000 != 0);
+        let owner_name = owner.map_or_else(|| "its owner".to_owned(), crate::error::user_name);
+        let why = if e == Errno::PERM && sticky {
+            format!("its directory is sticky and the file belongs to {owner_name}")
+        } else {
+            "its directory is not writable by you".to_owned()
+        };
+        Error::CannotRemove {
+            path: self.path().into(),
+            why,
+            me: crate::error::user_name(rustix::process::geteuid().as_raw()),
+            owner: owner_name,
+            state: None,
         }
     }
 
@@ -1216,6 +1276,16 @@ impl LockFile {
         temp.name = None;
         Ok(temp.into_kept())
     }
+}
+
+/// True for an error that says the directory cannot take a new file
+/// (full, read-only, not writable by this user), not that anything is
+/// wrong with the lock.
+fn is_unwritable(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if matches!(
+        source.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::NOSPC | Errno::ROFS | Errno::ACCESS | Errno::PERM | Errno::DQUOT)
+    ))
 }
 
 /// The name of a filesystem type whose files other hosts may share (or

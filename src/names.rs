@@ -3,8 +3,9 @@
 //! A LOCK argument with a `/` is a path. Otherwise it is a name
 //! (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the path is `DIR/NAME.lock`, where
 //! DIR is `--dir`, else `$ONLYONE_DIR`, else `/run/onlyone` for root, else
-//! `$XDG_RUNTIME_DIR/onlyone`, else `/tmp/onlyone-$UID`. The directory is
-//! created (0755 for root, 0700 otherwise) by the commands that write.
+//! `/tmp/onlyone-$UID`: the same for every session of a user (never
+//! `$XDG_RUNTIME_DIR`, which cron does not set). The directory is created
+//! (0755 for root, 0700 otherwise) by the commands that write.
 
 use std::fs;
 use std::io;
@@ -46,9 +47,9 @@ pub fn lock_dir(explicit: Option<&Path>) -> (PathBuf, DirSource) {
     if uid.is_root() {
         return (PathBuf::from(ROOT_DIR), DirSource::Default);
     }
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return (PathBuf::from(x).join("onlyone"), DirSource::Default);
-    }
+    // The same for every process of the user, whatever its session:
+    // $XDG_RUNTIME_DIR is set in a login session and not under cron, so a
+    // job run by hand and its cron fire would lock in two places.
     (
         PathBuf::from(format!("/tmp/onlyone-{}", uid.as_raw())),
         DirSource::Default,

@@ -54,9 +54,14 @@ impl World {
 
     /// `onlyone --dir DIR`, with no directory from the environment.
     fn oo_cmd(&self) -> Command {
+        self.oo_in(self.dir())
+    }
+
+    /// `onlyone --dir dir`.
+    fn oo_in(&self, dir: &Path) -> Command {
         let mut c = Command::new(BIN);
         c.arg("--dir")
-            .arg(self.dir())
+            .arg(dir)
             .env_remove("ONLYONE_DIR")
             .env_remove("ONLYONE_ALLOW_SHARED_FS")
             .env_remove("ONLYONE_TEST_FSTYPE");
@@ -245,4 +250,222 @@ fn a_users_file_at_a_lock_path_is_never_removed() {
             .says("never deletes a file that is not one");
         assert_eq!(std::fs::read(file).unwrap(), before, "{p} changed");
     }
+}
+
+// ---------------------------------------------------------------------------
+// 2. One user, two sessions
+
+/// A login session sets `XDG_RUNTIME_DIR`; cron does not. The same user
+/// with and without it meets in one directory, so a job run by hand
+/// refuses its cron fire. As root the test runs as nobody (root's default
+/// is /run/onlyone either way).
+#[test]
+fn one_user_with_and_without_xdg_runtime_dir_meets_in_one_directory() {
+    let mut w = World::new();
+    let name = format!("xdgjob-{}", std::process::id());
+    let xdg = w.dir().join("xdg");
+    std::fs::create_dir(&xdg).unwrap();
+    let as_user = |env_xdg: bool, args: &[&str]| -> Command {
+        let mut c = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "nobody", "--", "env"]);
+            c
+        } else {
+            Command::new("env")
+        };
+        c.arg("-u").arg("ONLYONE_DIR");
+        if env_xdg {
+            c.arg(format!("XDG_RUNTIME_DIR={}", xdg.display()));
+        } else {
+            c.args(["-u", "XDG_RUNTIME_DIR"]);
+        }
+        c.arg(BIN).args(args);
+        c
+    };
+    if is_root() {
+        std::fs::set_permissions(&xdg, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        if !finish(as_user(false, &["status"]), HANG).status.success() {
+            eprintln!("skipped: runuser -u nobody cannot run the binary");
+            return;
+        }
+    }
+    w.keep(as_user(true, &["run", &name, "--", "sleep", "1000"]));
+    let uid = if is_root() {
+        65534
+    } else {
+        rustix::process::geteuid().as_raw()
+    };
+    let lock = PathBuf::from(format!("/tmp/onlyone-{uid}/{name}.lock"));
+    wait_until("the terminal session's run", HANG, || {
+        std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("cmdpid="))
+    });
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let holder: u32 = text.lines().next().unwrap().parse().unwrap();
+    let cmd: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdpid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    w.pids.extend([holder, cmd]);
+    assert!(
+        !xdg.join("onlyone").exists(),
+        "it locked under $XDG_RUNTIME_DIR"
+    );
+    finish(as_user(false, &["run", &name, "--", "true"]), HANG)
+        .expect(75)
+        .says(&format!("pid {holder}"));
+    kill9_pid(cmd);
+    kill9_pid(holder);
+    wait_until("the lock to be released or stale", HANG, || {
+        finish(as_user(false, &["run", &name, "--", "true"]), HANG).code() == 0
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 8. Held means 75 whatever the directory's state; who may clear what
+
+/// A lock held by a live run gives 75 even when its directory is full or
+/// read-only: onlyone looks before it reports the write error. A free lock
+/// there is a 125 that names the error. A real tmpfs, in a mount namespace
+/// of the test's own (as root).
+#[test]
+fn a_held_lock_is_75_on_a_full_or_read_only_filesystem() {
+    let mut w = World::new();
+    if !is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let sp = w.sleeper();
+    std::fs::create_dir(w.dir().join("fs")).unwrap();
+    let script = r#"
+set -e
+mount -t tmpfs -o size=256k,mode=0755 tmpfs "$D/fs"
+"$OO" --dir "$D/fs" acquire L --owner "$SP"
+dd if=/dev/zero of="$D/fs/fill" bs=4k 2>/dev/null || true
+set +e
+"$OO" --dir "$D/fs" run L -- true 2>"$D/full-held.err"; echo "full-held=$?"
+"$OO" --dir "$D/fs" run M -- true 2>"$D/full-free.err"; echo "full-free=$?"
+"$OO" --dir "$D/fs" precheck L 2>/dev/null; echo "full-precheck=$?"
+mount -o remount,ro "$D/fs"
+"$OO" --dir "$D/fs" run L -- true 2>"$D/ro-held.err"; echo "ro-held=$?"
+"$OO" --dir "$D/fs" acquire L 2>/dev/null; echo "ro-acquire=$?"
+"$OO" --dir "$D/fs" run M -- true 2>"$D/ro-free.err"; echo "ro-free=$?"
+"#;
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .env("OO", BIN)
+        .env("D", w.dir())
+        .env("SP", sp.to_string());
+    let out = finish(c, HANG);
+    if out.stdout.is_empty() {
+        eprintln!("skipped: cannot mount a tmpfs here: {out:?}");
+        return;
+    }
+    let rc = |k: &str| -> i32 {
+        out.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {out:#?}"))
+            .parse()
+            .unwrap()
+    };
+    let err = |k: &str| std::fs::read_to_string(w.dir().join(format!("{k}.err"))).unwrap();
+    assert_eq!(rc("full-held"), 75, "{}", err("full-held"));
+    assert!(err("full-held").contains(&format!("pid {sp}")));
+    assert_eq!(rc("full-free"), 125);
+    assert!(
+        err("full-free").contains("No space left"),
+        "{}",
+        err("full-free")
+    );
+    assert_eq!(rc("full-precheck"), 75);
+    assert_eq!(rc("ro-held"), 75, "{}", err("ro-held"));
+    assert_eq!(rc("ro-acquire"), 75);
+    assert_eq!(rc("ro-free"), 125);
+    assert!(err("ro-free").contains("Read-only"), "{}", err("ro-free"));
+}
+
+/// `runuser -u nobody -- onlyone ...`, or None when that cannot run here.
+fn as_nobody(args: &[&std::ffi::OsStr]) -> Option<Out> {
+    if !is_root() {
+        return None;
+    }
+    let mut c = Command::new("runuser");
+    c.args(["-u", "nobody", "--", BIN]).args(args);
+    let out = finish(c, HANG);
+    (!out.stderr.contains("runuser:")).then_some(out)
+}
+
+/// root holds `/run/onlyone/job.lock`-like locks in a directory another
+/// user may read but not write: that user's run is a skip (75), not an
+/// EACCES failure. And root's stale lock in a sticky directory: the user
+/// is told that root must clear it, not to run a `release --force` that
+/// would fail.
+#[test]
+fn another_users_locks_skip_and_say_who_may_clear_them() {
+    let mut w = World::new();
+    let root_dir = w.dir().join("root-owned");
+    std::fs::create_dir(&root_dir).unwrap();
+    let sp = w.sleeper();
+    let mut c = w.oo_in(&root_dir);
+    c.args(["acquire", "job", "--owner", &sp.to_string()]);
+    finish(c, HANG).expect(0);
+    let d = root_dir.as_os_str();
+    let Some(out) = as_nobody(&[
+        "--dir".as_ref(),
+        d,
+        "run".as_ref(),
+        "job".as_ref(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ]) else {
+        eprintln!("skipped: needs root and runuser -u nobody");
+        return;
+    };
+    out.expect(75).says(&format!("pid {sp}"));
+
+    let sticky = w.dir().join("sticky");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(
+        &sticky,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let (dead, start) = dead_process();
+    put(
+        &sticky.join("job.lock"),
+        format!(
+            "{dead}\nstart={start}\nboot={}\ntoken={}\nsince=1764400000\ncmd=x\nonlyone=1\n",
+            boot_id(),
+            "d".repeat(32)
+        ),
+    );
+    let s = sticky.as_os_str();
+    as_nobody(&[
+        "--dir".as_ref(),
+        s,
+        "run".as_ref(),
+        "job".as_ref(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ])
+    .unwrap()
+    .expect(125)
+    .says("is stale (pid")
+    .says("you (nobody) may not remove")
+    .says("its directory is sticky and the file belongs to root")
+    .says("root must clear it");
+    as_nobody(&[
+        "--dir".as_ref(),
+        s,
+        "release".as_ref(),
+        "--force".as_ref(),
+        "job".as_ref(),
+    ])
+    .unwrap()
+    .expect(125)
+    .says("root must clear it");
+    assert!(sticky.join("job.lock").exists());
 }

@@ -20,8 +20,8 @@ Exit codes: 0 success, 75 skipped (held by a live run), 124 the run was ended
 found, 128+N the command died of signal N, otherwise the command's own code.
 
 LOCK is a name (sync) for DIR/NAME.lock, or a path with a `/`. DIR is --dir,
-else $ONLYONE_DIR, else /run/onlyone (root), $XDG_RUNTIME_DIR/onlyone, or
-/tmp/onlyone-$UID.
+else $ONLYONE_DIR, else /run/onlyone (root) or /tmp/onlyone-$UID (the same for
+every session of a user: cron's and a terminal's).
 
 Examples:
   onlyone run sync -- ./sync.sh --all      skip (75) if a sync is running
@@ -31,7 +31,7 @@ Examples:
 )]
 pub struct Cli {
     /// The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root,
-    /// $XDG_RUNTIME_DIR/onlyone, or /tmp/onlyone-$UID).
+    /// or /tmp/onlyone-$UID).
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
