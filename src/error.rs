@@ -49,6 +49,11 @@ impl HeldBy {
                 self.record.pid,
                 self.record.cmd.as_deref().unwrap_or("?")
             ),
+            Holder::OtherNamespace { pid, ns } => format!(
+                "pid {pid} of another PID namespace (pid:[{ns}]), which holds its kernel lock on \
+                 the lock file (`{}`{age})",
+                self.record.cmd.as_deref().unwrap_or("?")
+            ),
             Holder::OtherKernelLock { owner } => format!(
                 "a process that holds a kernel lock on the lock file (the recorded owner, pid \
                  {owner} running `{}`, has exited{age}; `fuser -v {}` names the holder)",

@@ -441,6 +441,71 @@ pub fn usable() -> Result<(), String> {
     .clone()
 }
 
+/// What a search of `/proc` found of a PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NsSeen {
+    /// This process is in it.
+    Alive(u32),
+    /// No process has it, and every process could be checked.
+    Gone,
+    /// Not found, but absence is no proof: this many processes could not
+    /// be checked, or this process runs in a nested PID namespace, which
+    /// does not see the processes of its parent's or its siblings'.
+    Unseen {
+        /// How many processes could not be checked.
+        unreadable: usize,
+        /// True when this process is not in the host's (initial) PID
+        /// namespace.
+        nested: bool,
+    },
+}
+
+/// The inode of the initial PID namespace (the kernel's
+/// `PROC_PID_INIT_INO`): a process in it sees every process of the host.
+pub const INIT_PIDNS: u64 = 0xEFFF_FFFC;
+
+/// Looks for a process whose PID namespace (`/proc/PID/ns/pid`) is the
+/// one with inode `ns`, which is not ours. Absence proves the namespace
+/// gone only from the initial namespace, with every process checked.
+pub fn pidns_members(ns: u64) -> NsSeen {
+    let nested = own_pidns() != Some(INIT_PIDNS);
+    let Ok(pids) = all_pids() else {
+        return NsSeen::Unseen {
+            unreadable: 0,
+            nested,
+        };
+    };
+    let mut unreadable = 0;
+    for pid in pids {
+        match pidns_of(pid) {
+            Ok(n) if n == ns => return NsSeen::Alive(pid),
+            Ok(_) => {}
+            Err(e) if is_gone(&e) => {}
+            // Not ptrace-readable (another user's, or non-dumpable, like
+            // init): /proc/PID/status, readable by all, still says whether
+            // it runs in a nested namespace at all (one `NSpid` per level).
+            Err(_) if nspid_levels(pid) == Some(1) => {}
+            Err(_) => unreadable += 1,
+        }
+    }
+    if unreadable == 0 && !nested {
+        NsSeen::Gone
+    } else {
+        NsSeen::Unseen { unreadable, nested }
+    }
+}
+
+/// How many PID namespaces, from this one down, a process is in (the
+/// `NSpid:` line of `/proc/PID/status`).
+fn nspid_levels(pid: u32) -> Option<usize> {
+    let mut buf = [0u8; 4096];
+    let n = read_small(&format!("/proc/{pid}/status"), &mut buf).ok()?;
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|v| v.split_whitespace().count())
+}
+
 /// The pid namespace of this process.
 pub fn own_pidns() -> Option<u64> {
     static NS: OnceLock<Option<u64>> = OnceLock::new();

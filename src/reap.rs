@@ -356,7 +356,12 @@ fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) 
         let Some(rec) = lock.inspect().ok().flatten().and_then(|s| s.record.ok()) else {
             continue;
         };
-        if rec.token.as_deref() != Some(token.as_str()) {
+        // A run of another PID namespace: its pids are not ours to look at.
+        if rec.token.as_deref() != Some(token.as_str())
+            || rec
+                .pidns
+                .is_some_and(|ns| procfs::own_pidns().is_some_and(|ours| ours != ns))
+        {
             continue;
         }
         // The owner of a lock taken by a script or a program (not a run's

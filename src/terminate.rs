@@ -260,6 +260,20 @@ pub fn stop(
             });
         }
     };
+    // Its pids are another namespace's numbers: signalling them here would
+    // hit unrelated processes.
+    if let Some(theirs) = record.pidns
+        && procfs::own_pidns().is_some_and(|ours| ours != theirs)
+    {
+        return Err(Error::Unknown {
+            path: lock.path().into(),
+            reason: crate::verdict::UnknownReason::OtherPidNamespace {
+                theirs,
+                ours: procfs::own_pidns().unwrap_or(0),
+                member: None,
+            },
+        });
+    }
     if record.pid == me {
         return Err(Error::BadOwner {
             pid: me,

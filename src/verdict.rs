@@ -67,6 +67,14 @@ pub enum Holder {
         /// The recorded owner, which has exited.
         owner: u32,
     },
+    /// The owner runs in another PID namespace and holds its kernel lock
+    /// (flock) on the record.
+    OtherNamespace {
+        /// The recorded pid (in that namespace's numbering).
+        pid: u32,
+        /// The namespace's inode.
+        ns: u64,
+    },
     /// A leftover process of the run: in the command's process group or
     /// carrying the run's token.
     Member {
@@ -85,6 +93,7 @@ impl Holder {
             | Holder::Owner { pid }
             | Holder::OwnerUnverified { pid }
             | Holder::Command { pid }
+            | Holder::OtherNamespace { pid, .. }
             | Holder::Member { pid, .. } => *pid,
             Holder::OtherKernelLock { owner } => *owner,
         }
@@ -121,6 +130,12 @@ pub enum StaleReason {
     },
     /// The record names another boot.
     PreviousBoot,
+    /// The owner's PID namespace no longer exists: no process has it, and
+    /// nothing holds the record's kernel lock.
+    PidNamespaceGone {
+        /// The namespace's inode.
+        ns: u64,
+    },
     /// The file is what a power loss leaves of a record (empty, or a
     /// prefix of one) and is older than this boot.
     UnreadableFromPreviousBoot {
@@ -172,6 +187,11 @@ impl fmt::Display for StaleReason {
                 tail(f, *run)
             }
             StaleReason::PreviousBoot => f.write_str("the owner died with the previous boot"),
+            StaleReason::PidNamespaceGone { ns } => write!(
+                f,
+                "the owner's PID namespace (pid:[{ns}]) no longer exists, and every process \
+                 of the run died with it"
+            ),
             StaleReason::UnreadableFromPreviousBoot { why } => write!(
                 f,
                 "the record is torn ({why}) and was written before this boot: a power loss \
@@ -189,12 +209,27 @@ pub enum UnknownReason {
         /// Why it is not a record.
         why: String,
     },
-    /// The owner ran in another PID namespace: its pid means nothing here.
+    /// The owner ran in another PID namespace, which is alive: its pid
+    /// means nothing here.
     OtherPidNamespace {
         /// The record's namespace inode.
         theirs: u64,
         /// Ours.
         ours: u64,
+        /// A process seen in that namespace.
+        member: Option<u32>,
+    },
+    /// The owner ran in another PID namespace, and whether it still exists
+    /// cannot be told: some processes' namespaces are not readable by this
+    /// user.
+    PidNamespaceUnseen {
+        /// The record's namespace inode.
+        theirs: u64,
+        /// How many processes could not be checked.
+        unreadable: usize,
+        /// True when this process runs in a nested PID namespace (a
+        /// container), which cannot see the others.
+        nested: bool,
     },
     /// The record is from a newer onlyone, and what this version can check is
     /// gone; the newer format may name processes this version cannot find.
@@ -230,11 +265,41 @@ impl fmt::Display for UnknownReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UnknownReason::Unreadable { why } => write!(f, "the record is not readable: {why}"),
-            UnknownReason::OtherPidNamespace { theirs, ours } => write!(
+            UnknownReason::OtherPidNamespace {
+                theirs,
+                ours,
+                member,
+            } => {
+                write!(
+                    f,
+                    "the owner ran in another PID namespace (pid:[{theirs}], this process is in \
+                     pid:[{ours}]), which is alive"
+                )?;
+                if let Some(m) = member {
+                    write!(f, " (pid {m} is in it)")?;
+                }
+                f.write_str(
+                    ", and its pids cannot be checked from here; run onlyone in that namespace \
+                     (nsenter --pid --target PID)",
+                )
+            }
+            UnknownReason::PidNamespaceUnseen {
+                theirs,
+                nested: true,
+                ..
+            } => write!(
                 f,
-                "the owner ran in another PID namespace (pid:[{theirs}], this process is in \
-                 pid:[{ours}]), where its pid cannot be checked; run onlyone in the owner's \
-                 namespace"
+                "the owner ran in another PID namespace (pid:[{theirs}]), and whether it still \
+                 exists cannot be told from this one, which is nested (a container) and does \
+                 not see the others; onlyone on the host can tell"
+            ),
+            UnknownReason::PidNamespaceUnseen {
+                theirs, unreadable, ..
+            } => write!(
+                f,
+                "the owner ran in another PID namespace (pid:[{theirs}]), and whether it still \
+                 exists cannot be told: the namespaces of {unreadable} process(es) are not \
+                 readable by you; root can tell (sudo onlyone status)"
             ),
             UnknownReason::NewerFormat { version } => write!(
                 f,
@@ -316,6 +381,38 @@ pub fn judge(ev: &Evidence) -> Verdict {
     judge_record(rec, ev.kernel_locked)
 }
 
+/// Judges a record written in another PID namespace, whose pids mean
+/// nothing here. A held flock on the record is proof of life (the owner
+/// holds it, wherever it runs). Otherwise the namespace itself is looked
+/// for: a PID namespace lives while its init does, and every process of
+/// the run is in it (a process never leaves its PID namespace), so when no
+/// process has it any more, the run is provably over. When some processes'
+/// namespaces cannot be read (another user's, without privilege), that
+/// cannot be told.
+fn judge_other_pidns(rec: &Record, theirs: u64, ours: u64, kernel_locked: bool) -> Verdict {
+    if kernel_locked {
+        return Verdict::Held(Holder::OtherNamespace {
+            pid: rec.pid,
+            ns: theirs,
+        });
+    }
+    match procfs::pidns_members(theirs) {
+        procfs::NsSeen::Alive(member) => Verdict::Unknown(UnknownReason::OtherPidNamespace {
+            theirs,
+            ours,
+            member: Some(member),
+        }),
+        procfs::NsSeen::Gone => Verdict::Stale(StaleReason::PidNamespaceGone { ns: theirs }),
+        procfs::NsSeen::Unseen { unreadable, nested } => {
+            Verdict::Unknown(UnknownReason::PidNamespaceUnseen {
+                theirs,
+                unreadable,
+                nested,
+            })
+        }
+    }
+}
+
 /// Judges a parsed record. `kernel_locked` is whether a flock on the file
 /// is held. A bare pid file carries no boot id; its pid is probed like any
 /// other (a live pid named by an older file is refused, not clobbered).
@@ -346,7 +443,7 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
     if let Some(theirs) = rec.pidns {
         match procfs::own_pidns() {
             Some(ours) if theirs != ours => {
-                return Verdict::Unknown(UnknownReason::OtherPidNamespace { theirs, ours });
+                return judge_other_pidns(rec, theirs, ours, kernel_locked);
             }
             Some(_) => {}
             None => {

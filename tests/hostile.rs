@@ -469,3 +469,59 @@ fn another_users_locks_skip_and_say_who_may_clear_them() {
     .says("root must clear it");
     assert!(sticky.join("job.lock").exists());
 }
+
+// ---------------------------------------------------------------------------
+// 7. A PID namespace that dies with its run
+
+/// `onlyone run` as pid 1 of a PID namespace of its own: while it lives,
+/// its kernel lock proves it (75 from the host, not the 125 of a pid that
+/// cannot be checked). When the namespace's pid 1 is killed, the namespace
+/// and every process of the run die with it: the host proves it gone (no
+/// process has it) and takes the lock over, instead of refusing forever.
+#[test]
+fn a_lock_of_a_dead_pid_namespace_is_taken_over() {
+    let mut w = World::new();
+    if !is_root() {
+        eprintln!("skipped: a PID namespace needs root");
+        return;
+    }
+    let mut c = Command::new("setsid");
+    c.args(["unshare", "--pid", "--fork", "--mount-proc", BIN, "--dir"])
+        .arg(w.dir())
+        .args(["run", "j", "--", "sleep", "1000"]);
+    let unshare = w.keep(c);
+    let path = w.lock("j");
+    let started = wait_for(HANG, || {
+        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("cmdpid="))
+            || state_of(unshare).is_none_or(|s| s == 'Z')
+    });
+    if !started || !path.exists() {
+        eprintln!("skipped: unshare --pid did not start a namespace here");
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("1\n"), "pid 1 of its namespace: {text}");
+    let ns: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pidns="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    w.oo(&["run", "j", "--", "true"])
+        .expect(75)
+        .says(&format!("another PID namespace (pid:[{ns}])"));
+    // Its pid 1, as the host numbers it: unshare's child.
+    let init: u32 = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    kill9_pid(init);
+    wait_gone(init);
+    w.oo(&["run", "j", "--", "true"]).expect(0).says(&format!(
+        "took over the stale lock `j` from pid 1: the owner's PID namespace (pid:[{ns}]) no \
+         longer exists"
+    ));
+}

@@ -131,7 +131,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 | Holder::Owner { .. }
                 | Holder::OwnerUnverified { .. } => "owner",
                 Holder::Command { .. } => "command",
-                Holder::OtherKernelLock { .. } => "kernel-lock",
+                Holder::OtherKernelLock { .. } | Holder::OtherNamespace { .. } => "kernel-lock",
                 Holder::Member { .. } => "leftover",
             });
             let wrapper_gone =

@@ -20,6 +20,21 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
     }
 }
 
+/// Polls `cond` until it holds (true) or `timeout` passes (false), for a
+/// test that must tell "not possible on this machine" from a failure.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    while !cond() {
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    true
+}
+
 /// The start time of a live process, from `/proc/PID/stat`.
 pub fn start_of(pid: u32) -> u64 {
     onlyone::procfs::read_stat(pid)
