@@ -496,7 +496,10 @@ impl LockFile {
                 "it is larger than {MAX_RECORD_BYTES} bytes"
             )))
         } else {
-            Record::parse(&bytes)
+            // Start times on this process's clock, where that can be done;
+            // otherwise the verdict sees another time namespace and says
+            // unknown.
+            Record::parse(&bytes).map(|r| r.in_local_clock().unwrap_or(r))
         };
         // The flock was seen held; if the owner has died since, look again:
         // a dying process drops its flocks before /proc shows it dead, so a
@@ -701,6 +704,9 @@ impl LockFile {
             token: Some(token),
             since: Some(unix_now()),
             pidns: owner.pidns,
+            // Start times are as this process reads them: on its clock.
+            timens: procfs::own_timens(),
+            bootoff_ns: procfs::own_boottime_offset_ns(),
             host: Some(procfs::host_name()),
             uid: owner.uid,
             mode: opts.mode.unwrap_or(Mode::Lock),
@@ -1245,7 +1251,17 @@ impl LockFile {
             let Some((pid, start)) = parse_temp_middle(middle) else {
                 continue;
             };
-            if !procfs::probe(pid, Some(start)).is_alive()
+            // A temp file lives for microseconds. One younger than a minute
+            // is left alone whatever its name says: its writer may read
+            // start times on another clock (a time namespace).
+            let young = rustix::fs::statat(
+                &self.inner.dir,
+                file_name.as_os_str(),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .is_ok_and(|st| unix_now().saturating_sub(st.st_mtime.max(0) as u64) < 60);
+            if !young
+                && !procfs::probe(pid, Some(start)).is_alive()
                 && rustix::fs::unlinkat(&self.inner.dir, file_name.as_os_str(), AtFlags::empty())
                     .is_ok()
             {

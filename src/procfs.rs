@@ -506,6 +506,36 @@ fn nspid_levels(pid: u32) -> Option<usize> {
         .map(|v| v.split_whitespace().count())
 }
 
+/// The inode of this process's time namespace (`/proc/self/ns/time`;
+/// `None` before Linux 5.6, which has none).
+pub fn own_timens() -> Option<u64> {
+    static NS: OnceLock<Option<u64>> = OnceLock::new();
+    *NS.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata("/proc/self/ns/time").ok().map(|m| m.ino())
+    })
+}
+
+/// This process's time namespace boot-time offset, nanoseconds (the
+/// `boottime` line of `/proc/self/timens_offsets`; 0 without one).
+pub fn own_boottime_offset_ns() -> i64 {
+    static OFF: OnceLock<i64> = OnceLock::new();
+    *OFF.get_or_init(|| {
+        fs::read_to_string("/proc/self/timens_offsets")
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|l| {
+                    let mut f = l.split_whitespace();
+                    (f.next()? == "boottime").then_some(())?;
+                    let secs: i64 = f.next()?.parse().ok()?;
+                    let nanos: i64 = f.next()?.parse().ok()?;
+                    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+                })
+            })
+            .unwrap_or(0)
+    })
+}
+
 /// The pid namespace of this process.
 pub fn own_pidns() -> Option<u64> {
     static NS: OnceLock<Option<u64>> = OnceLock::new();

@@ -85,6 +85,13 @@ pub struct Record {
     pub since: Option<u64>,
     /// The inode number of the owner's PID namespace.
     pub pidns: Option<u64>,
+    /// The inode number of the writer's time namespace: the start times
+    /// in the record are on its clock.
+    pub timens: Option<u64>,
+    /// That namespace's boot-time offset, nanoseconds (`bootoff=`, written
+    /// only when not 0): `/proc/PID/stat` start times read there are this
+    /// much ahead of the host's.
+    pub bootoff_ns: i64,
     /// The host name the owner ran on.
     pub host: Option<String>,
     /// The owner's user id.
@@ -185,6 +192,8 @@ impl Record {
             token: None,
             since: None,
             pidns: None,
+            timens: None,
+            bootoff_ns: 0,
             host: None,
             uid: None,
             mode: Mode::Lock,
@@ -240,6 +249,16 @@ impl Record {
                 }
                 "since" => rec.since = Some(parse_decimal(key, value)?),
                 "pidns" => rec.pidns = Some(parse_decimal(key, value)?),
+                "timens" => rec.timens = Some(parse_decimal(key, value)?),
+                "bootoff" => {
+                    let (neg, digits) = match value.strip_prefix('-') {
+                        Some(d) => (true, d),
+                        None => (false, value),
+                    };
+                    let n = i64::try_from(parse_decimal(key, digits)?)
+                        .map_err(|_| bad(format!("`bootoff` is out of range: {value}")))?;
+                    rec.bootoff_ns = if neg { -n } else { n };
+                }
                 "host" => rec.host = Some(value.to_owned()),
                 "uid" => {
                     let uid = parse_decimal(key, value)?;
@@ -286,6 +305,44 @@ impl Record {
         Ok(rec)
     }
 
+    /// The record with its start times on this process's clock. A
+    /// process's start time in `/proc/PID/stat` is shown shifted by the
+    /// *reader's* time namespace boot-time offset, so a record written in
+    /// another time namespace names its processes by start times this one
+    /// never sees. They are moved by the difference of the two offsets.
+    /// `None` when that cannot be done exactly (the difference is not a
+    /// whole number of clock ticks, or a time falls before the boot): the
+    /// verdict is then unknown, never stale.
+    pub fn in_local_clock(&self) -> Option<Record> {
+        let theirs = self.timens?;
+        if Some(theirs) == crate::procfs::own_timens() {
+            return Some(self.clone());
+        }
+        let tick_ns = 1_000_000_000 / i64::try_from(crate::procfs::clock_ticks()).ok()?;
+        let shift_ns = crate::procfs::own_boottime_offset_ns().checked_sub(self.bootoff_ns)?;
+        if shift_ns % tick_ns != 0 {
+            return None;
+        }
+        let shift = shift_ns / tick_ns;
+        let moved = |t: Option<u64>| -> Option<Option<u64>> {
+            match t {
+                None => Some(None),
+                Some(t) => i64::try_from(t)
+                    .ok()?
+                    .checked_add(shift)
+                    .and_then(|v| u64::try_from(v).ok())
+                    .map(Some),
+            }
+        };
+        let mut local = self.clone();
+        local.start = moved(self.start)?;
+        local.cmd_start = moved(self.cmd_start)?;
+        local.pgstart = moved(self.pgstart)?;
+        local.timens = crate::procfs::own_timens();
+        local.bootoff_ns = crate::procfs::own_boottime_offset_ns();
+        Some(local)
+    }
+
     /// True for a file that holds only a pid (line 1), as written by other
     /// tools.
     pub fn is_bare(&self) -> bool {
@@ -311,6 +368,12 @@ impl Record {
         }
         if let Some(v) = self.pidns {
             let _ = writeln!(s, "pidns={v}");
+        }
+        if let Some(v) = self.timens {
+            let _ = writeln!(s, "timens={v}");
+        }
+        if self.bootoff_ns != 0 {
+            let _ = writeln!(s, "bootoff={}", self.bootoff_ns);
         }
         if let Some(v) = &self.host {
             let _ = writeln!(s, "host={}", escape_controls(v));
@@ -519,6 +582,8 @@ mod tests {
             token: Some("0123456789abcdef0123456789abcdef".into()),
             since: Some(1_764_406_800),
             pidns: Some(4_026_531_836),
+            timens: Some(4_026_531_834),
+            bootoff_ns: -86_400_000_000_000,
             host: Some("build-01".into()),
             uid: Some(0),
             mode: Mode::Run,
@@ -734,6 +799,8 @@ mod tests {
                     token,
                     since,
                     pidns,
+                    timens: pidns.map(|n| n ^ 1),
+                    bootoff_ns: since.map_or(0, |t| (t % 1_000_000) as i64 - 500_000),
                     host,
                     uid,
                     mode,

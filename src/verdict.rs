@@ -254,6 +254,12 @@ pub enum UnknownReason {
         /// The host named in the record.
         host: String,
     },
+    /// The record's start times are on the clock of another time namespace
+    /// and cannot be compared exactly with this one's.
+    OtherTimeNamespace {
+        /// The writer's time namespace inode.
+        theirs: u64,
+    },
     /// This user may not read the file.
     Denied {
         /// The file's owner.
@@ -319,6 +325,12 @@ impl fmt::Display for UnknownReason {
                 f,
                 "the owner ran on another host, `{host}` (the lock directory is shared between \
                  hosts), whose processes this host cannot see"
+            ),
+            UnknownReason::OtherTimeNamespace { theirs } => write!(
+                f,
+                "the record was written in another time namespace (time:[{theirs}]) whose \
+                 boot-time offset differs from this one's by a fraction of a clock tick, so its \
+                 start times cannot be compared; run onlyone in that namespace"
             ),
             UnknownReason::Denied { owner } => write!(
                 f,
@@ -453,6 +465,17 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
                 });
             }
         }
+    }
+    // Start times of another time namespace that could not be moved onto
+    // this one's clock: a live owner would look like another process.
+    if let Some(theirs) = rec.timens
+        && procfs::own_timens().is_some_and(|ours| ours != theirs)
+    {
+        return if kernel_locked {
+            Verdict::Held(Holder::KernelLock { pid: rec.pid })
+        } else {
+            Verdict::Unknown(UnknownReason::OtherTimeNamespace { theirs })
+        };
     }
     let owner = procfs::probe(rec.pid, rec.start);
     if kernel_locked && owner.is_alive() {

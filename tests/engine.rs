@@ -1036,15 +1036,30 @@ fn temp_files_of_dead_writers_are_swept() {
     // Not temp files of ours: a name that only looks like one, a user's file.
     let lookalike = d.path().join(format!(".onlyone.{dead}-{start}.x.y.tmp"));
     let unrelated = d.path().join(".other.lock.1-1.x.tmp");
-    for p in [&leftover, &live, &lookalike, &unrelated] {
+    // A dead writer's file younger than a minute is kept: its writer may
+    // read start times on another clock (a time namespace).
+    let (dead2, start2) = dead_process();
+    let young = d
+        .path()
+        .join(format!(".onlyone.{dead2}-{start2}.0badf00d.tmp"));
+    let a_while_ago = std::time::SystemTime::now() - Duration::from_secs(120);
+    for p in [&leftover, &live, &lookalike, &unrelated, &young] {
         std::fs::write(p, "x").unwrap();
+        if p != &young {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(a_while_ago)
+                .unwrap();
+        }
     }
     // A stale takeover sweeps.
     put(&path, record_text(dead, start, "stale"));
     lock.try_acquire().unwrap().release().unwrap();
     assert!(!leftover.exists(), "a dead writer's temp file is swept");
     assert!(
-        live.exists() && lookalike.exists() && unrelated.exists(),
+        live.exists() && lookalike.exists() && unrelated.exists() && young.exists(),
         "others are kept"
     );
 }

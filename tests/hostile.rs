@@ -525,3 +525,118 @@ fn a_lock_of_a_dead_pid_namespace_is_taken_over() {
          longer exists"
     ));
 }
+
+// ---------------------------------------------------------------------------
+// 3. Time namespaces
+
+/// `unshare -T --boottime 86400 --fork ARGS...`, or None when time
+/// namespaces are not available here (no root, an old kernel).
+fn in_time_namespace(args: &[&str]) -> Option<Command> {
+    if !is_root() || !Path::new("/proc/self/ns/time").exists() {
+        return None;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["-T", "--boottime", "86400", "--fork"]).args(args);
+    Some(c)
+}
+
+/// In a time namespace `/proc/PID/stat` shows start times shifted by the
+/// reader's boot-time offset. A live holder on one side must still be a
+/// live holder from the other, both ways, for `acquire` (pid and start
+/// time) and for a run whose wrapper was killed (its command's start
+/// time), and the messages must say what is true.
+#[test]
+fn a_live_owner_is_live_from_either_side_of_a_time_namespace() {
+    let mut w = World::new();
+    if in_time_namespace(&["true"]).is_none_or(|mut c| !c.status().is_ok_and(|s| s.success())) {
+        eprintln!("skipped: needs root and time namespaces (unshare -T)");
+        return;
+    }
+    let d = w.dir().to_str().unwrap().to_owned();
+    // An acquire outside, judged inside.
+    let mut holder = Command::new("setsid");
+    holder.args([
+        "sh",
+        "-c",
+        r#""$0" --dir "$1" acquire j || exit 1; exec sleep 1000"#,
+        BIN,
+        &d,
+    ]);
+    let sh = w.keep(holder);
+    wait_until("the outside holder", HANG, || w.lock("j").exists());
+    let inside = |args: &[&str]| {
+        let mut full = vec![BIN, "--dir", &d];
+        full.extend_from_slice(args);
+        finish(in_time_namespace(&full).unwrap(), HANG)
+    };
+    inside(&["run", "j", "--", "echo", "BOTH"])
+        .expect(75)
+        .says(&format!("pid {sh}"));
+    let rec = std::fs::read_to_string(w.lock("j")).unwrap();
+    assert!(rec.contains("\ntimens="), "{rec}");
+    kill9_pid(sh);
+    wait_gone(sh);
+
+    // An acquire inside, judged outside.
+    let script = format!(r#""{BIN}" --dir "{d}" acquire k || exit 1; exec sleep 1000"#);
+    let mut c = in_time_namespace(&["setsid", "sh", "-c", &script]).unwrap();
+    c.stdin(Stdio::null());
+    w.keep(c);
+    wait_until("the inside holder", HANG, || w.lock("k").exists());
+    let rec = std::fs::read_to_string(w.lock("k")).unwrap();
+    assert!(rec.contains("\nbootoff=86400000000000\n"), "{rec}");
+    let owner: u32 = rec.lines().next().unwrap().parse().unwrap();
+    w.pids.push(owner);
+    w.oo(&["run", "k", "--", "echo", "BOTH"])
+        .expect(75)
+        .says(&format!("pid {owner}"));
+    kill9_pid(owner);
+    wait_gone(owner);
+    w.oo(&["run", "k", "--", "true"])
+        .expect(0)
+        .says(&format!("pid {owner} has exited"));
+
+    // A run outside whose wrapper is killed: its command keeps it, and the
+    // inside says so (not "a leftover process" or "has exited").
+    let mut run = w.oo_cmd();
+    run.args(["run", "r", "--", "sleep", "1000"]);
+    let wrapper = w.keep(run);
+    wait_until("the run's command", HANG, || {
+        std::fs::read_to_string(w.lock("r")).is_ok_and(|t| t.contains("cmdpid="))
+    });
+    let cmd: u32 = std::fs::read_to_string(w.lock("r"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdpid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    w.pids.push(cmd);
+    kill9_pid(wrapper);
+    wait_gone(wrapper);
+    inside(&["run", "r", "--", "true"])
+        .expect(75)
+        .says(&format!(
+            "pid {cmd}, the command of the run started by pid {wrapper}"
+        ));
+}
+
+/// A record whose clock cannot be matched exactly (an offset that is not
+/// a whole number of clock ticks) is unknown, never stale.
+#[test]
+fn start_times_that_cannot_be_compared_are_unknown() {
+    let mut w = World::new();
+    let sp = w.sleeper();
+    let text = format!(
+        "{sp}\nstart={}\nboot={}\ntoken={}\nsince=1764400000\ntimens=1\nbootoff=5000000\n\
+         cmd=x\nonlyone=1\n",
+        start_of(sp),
+        boot_id(),
+        "e".repeat(32)
+    );
+    put(&w.lock("t"), &text);
+    w.oo(&["run", "t", "--", "true"])
+        .expect(125)
+        .says("another time namespace");
+    assert_eq!(std::fs::read_to_string(w.lock("t")).unwrap(), text);
+}
