@@ -721,6 +721,7 @@ impl LockFile {
             cmd_start: None,
             pgid,
             pgstart,
+            linger: Vec::new(),
             format: FORMAT_VERSION,
         };
         let bytes = record.to_bytes();
@@ -1563,6 +1564,23 @@ impl LockGuard {
         let mut new = self.record.clone();
         new.cmd_pid = Some(pid);
         new.cmd_start = Some(st.start);
+        let fd = self.lock.replace_record(self.record.token_str(), &new)?;
+        self.fd = Some(fd);
+        self.record = new;
+        Ok(())
+    }
+
+    /// Names in the record the processes (pid, start time) that outlive a
+    /// lingering run's command (at most [`crate::record::MAX_LINGER`]), so
+    /// that the verdict finds them once this process has exited, whatever
+    /// their environment. The record is replaced atomically.
+    pub fn set_lingering(&mut self, procs: &[(u32, u64)]) -> Result<()> {
+        let mut new = self.record.clone();
+        new.linger = procs
+            .iter()
+            .copied()
+            .take(crate::record::MAX_LINGER)
+            .collect();
         let fd = self.lock.replace_record(self.record.token_str(), &new)?;
         self.fd = Some(fd);
         self.record = new;

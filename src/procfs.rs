@@ -587,6 +587,54 @@ pub fn all_pids() -> io::Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// The children of a process: every thread's `children` list (a process
+/// whose creating thread exited is still listed under the thread group).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let mut buf = [0u8; 4096];
+        let path = task.path().join("children");
+        // A long list does not fit a fixed buffer: read it all then.
+        let text = match read_small(&path.to_string_lossy(), &mut buf) {
+            Ok(n) if n < buf.len() => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Ok(_) => fs::read_to_string(&path).unwrap_or_default(),
+            Err(_) => continue,
+        };
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok()),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The live descendants of `pid` (not itself), with their start times:
+/// children, their children, and so on. Zombies and kernel threads are
+/// left out. Found in proportion to the tree, not to the host.
+pub fn descendants_of(pid: u32) -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
+    let mut todo = children_of(pid);
+    while let Some(p) = todo.pop() {
+        if out.iter().any(|&(q, _)| q == p) {
+            continue;
+        }
+        let Ok(Some(st)) = read_stat(p) else {
+            continue;
+        };
+        if st.is_kernel_thread() || is_dead_process(p, &st) {
+            continue;
+        }
+        out.push((p, st.start));
+        todo.extend(children_of(p));
+    }
+    out
+}
+
 /// The I/O totals of a process: `rchar + wchar` from `/proc/PID/io` (every
 /// byte read or written through a system call, terminals and pipes
 /// included). `None` when it cannot be read (another user's process,

@@ -382,6 +382,24 @@ fn scan(views: &mut [JobView<'_>], deadline: Instant, errors: &mut Vec<String>) 
                 foreign: None,
             });
         }
+        // Processes a lingering run named: they may carry neither token
+        // nor group.
+        for &(pid, start) in &rec.linger {
+            if pid != me
+                && !out.iter().any(|o| o.pid == pid && o.start == start)
+                && let Some(counters) = crate::idle::counters(pid, start)
+            {
+                out.push(Marked {
+                    pid,
+                    start,
+                    job: Some(i),
+                    lock: Some(view.job.lock.display().to_string()),
+                    token: Some(token.clone()),
+                    counters,
+                    foreign: None,
+                });
+            }
+        }
         let Some(spec) = rec.scan_spec() else {
             continue;
         };

@@ -38,6 +38,9 @@ pub const MAX_RECORD_BYTES: usize = 8192;
 /// The record format version this build writes and fully understands.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The most lingering processes a record names (`linger=`).
+pub const MAX_LINGER: usize = 32;
+
 /// The longest escaped command line stored in a record.
 pub const MAX_CMD_BYTES: usize = 1024;
 
@@ -109,6 +112,12 @@ pub struct Record {
     pub pgid: Option<u32>,
     /// The start time of that group's leader, when it was alive.
     pub pgstart: Option<u64>,
+    /// Run mode, `run --linger`: processes (pid, start time) that outlived
+    /// the command and carry neither its token nor its group (a daemon
+    /// that cleared its environment), named so the verdict finds them once
+    /// the wrapper has exited (`linger=PID:START,...`, at most
+    /// [`MAX_LINGER`]).
+    pub linger: Vec<(u32, u64)>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
@@ -202,6 +211,7 @@ impl Record {
             cmd_start: None,
             pgid: None,
             pgstart: None,
+            linger: Vec::new(),
             format: 0,
         };
         let mut seen: Vec<&str> = Vec::new();
@@ -283,6 +293,20 @@ impl Record {
                 "cmdstart" => rec.cmd_start = Some(parse_decimal(key, value)?),
                 "pgid" => rec.pgid = Some(parse_pid(key, value, pid_max)?),
                 "pgstart" => rec.pgstart = Some(parse_decimal(key, value)?),
+                "linger" => {
+                    for item in value.split(',') {
+                        let (p, st) = item
+                            .split_once(':')
+                            .ok_or_else(|| bad(format!("`linger` is malformed: {value:?}")))?;
+                        rec.linger
+                            .push((parse_pid(key, p, pid_max)?, parse_decimal(key, st)?));
+                    }
+                    if rec.linger.len() > MAX_LINGER {
+                        return Err(bad(format!(
+                            "`linger` names more than {MAX_LINGER} processes"
+                        )));
+                    }
+                }
                 "onlyone" => {
                     let v = parse_decimal(key, value)?;
                     rec.format = u32::try_from(v)
@@ -338,6 +362,11 @@ impl Record {
         local.start = moved(self.start)?;
         local.cmd_start = moved(self.cmd_start)?;
         local.pgstart = moved(self.pgstart)?;
+        local.linger = self
+            .linger
+            .iter()
+            .map(|&(p, st)| moved(Some(st)).map(|st| (p, st.unwrap_or(0))))
+            .collect::<Option<Vec<_>>>()?;
         local.timens = crate::procfs::own_timens();
         local.bootoff_ns = crate::procfs::own_boottime_offset_ns();
         Some(local)
@@ -396,6 +425,15 @@ impl Record {
         }
         if let Some(g) = self.pgstart {
             let _ = writeln!(s, "pgstart={g}");
+        }
+        if !self.linger.is_empty() {
+            let items: Vec<String> = self
+                .linger
+                .iter()
+                .take(MAX_LINGER)
+                .map(|(p, st)| format!("{p}:{st}"))
+                .collect();
+            let _ = writeln!(s, "linger={}", items.join(","));
         }
         if self.format != 0 {
             let _ = writeln!(s, "onlyone={}", self.format);
@@ -592,6 +630,7 @@ mod tests {
             cmd_start: Some(123_456_790),
             pgid: None,
             pgstart: None,
+            linger: vec![(4251, 123_456_800)],
             format: FORMAT_VERSION,
         }
     }
@@ -809,6 +848,7 @@ mod tests {
                     cmd_start: cmdp.map(|c| c.1),
                     pgid: cmdp.map(|c| c.0),
                     pgstart: cmdp.map(|c| c.1 / 2),
+                    linger: cmdp.map(|c| vec![c, (c.0, c.1 / 3)]).unwrap_or_default(),
                     format: FORMAT_VERSION,
                 },
             )

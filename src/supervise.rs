@@ -26,9 +26,13 @@
 //! - `idle_timeout`: the run is over when every process of it has been idle
 //!   (no CPU time, no byte read or written: [`crate::idle`]) for that long;
 //!   it is then ended like `max_time`.
+//! - onlyone is the run's subreaper: a process the command leaves behind
+//!   (a daemon started through `setsid`, `runuser -l`, `su -` or `env -i`,
+//!   which clears the token) becomes onlyone's child when its parent exits.
 //! - When the command exits, the processes of the run that are left
-//!   (strays: its group and whatever carries the token) are ended, TERM then
-//!   KILL, before the caller releases the lock; `keep_strays` skips that.
+//!   (strays: onlyone's descendants, the command's group and whatever
+//!   carries the token) are ended, TERM then KILL, before the caller
+//!   releases the lock; `keep_strays` skips that.
 //! - `linger`: for work handed to a process that is not the command's
 //!   child (a terminal server, tmux, screen). When the command exits on
 //!   its own, the run's processes that outlive it are left running and
@@ -212,6 +216,13 @@ fn give_terminal(tty: BorrowedFd<'_>, pgrp: NixPid) {
 /// The forwarded signals are blocked in the calling thread for the run;
 /// call it from a program whose other threads block them too (or that has
 /// none), so that a signal is forwarded rather than killing onlyone.
+///
+/// For the run's duration the calling process is the subreaper of its
+/// descendants (`PR_SET_CHILD_SUBREAPER`): what the command's processes
+/// leave behind becomes its child, is found at the end whatever its
+/// environment, and is reaped once it exits. Children the caller had before
+/// the run are never reaped; one that another thread starts during the run
+/// may be, so spawn nothing else meanwhile.
 pub fn run(
     guard: &mut LockGuard,
     argv: &[OsString],
@@ -259,11 +270,34 @@ fn run_blocked(
         nix::sys::signal::signal(NixSignal::SIGTSTP, nix::sys::signal::SigHandler::SigDfl)
     };
 
+    // onlyone is the subreaper of the run: what the command's processes
+    // leave behind when they exit (a daemon started through `setsid`,
+    // `runuser -l`, `su -` or `env -i`, which clears the token) becomes
+    // onlyone's child, so it is found at the end of the run whatever its
+    // environment or group. Unset again once the run is over.
+    let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok();
+    let result = supervise_command(guard, program, args, opts, &sigfd);
+    if subreaper {
+        let _ = rustix::process::set_child_subreaper(None);
+    }
+    result
+}
+
+/// Spawns the command and supervises it to its end and its leftovers'.
+fn supervise_command(
+    guard: &mut LockGuard,
+    program: &OsString,
+    args: &[OsString],
+    opts: &RunOptions,
+    sigfd: &SignalFd,
+) -> Result<RunOutcome, RunError> {
     let spawn_error = |source| RunError::Spawn {
         program: program.to_string_lossy().into_owned(),
         source,
     };
     let exec = Exec::new(program, args, guard).map_err(spawn_error)?;
+    // The caller's own children: never reaped here.
+    let theirs = crate::procfs::children_of(std::process::id());
     let pid = exec.spawn().map_err(spawn_error)?;
     let npid = NixPid::from_raw(pid as i32);
     // The terminal goes to the command once it has exec'd: posix_spawn
@@ -371,6 +405,7 @@ fn run_blocked(
                 let _ = nix::sys::signal::killpg(npid, sig);
             }
         }
+        reap_orphans(npid, &theirs);
     };
     if let Some(t) = &tty
         && nix::unistd::tcgetpgrp(t).ok() == Some(npid)
@@ -378,15 +413,24 @@ fn run_blocked(
         give_terminal(t.as_fd(), nix::unistd::getpgrp());
     }
 
-    // Every process of the run is looked for, descendants or not: a
-    // process can carry the token without descending from the command (a
-    // job handed to `at` keeps its environment).
+    // Every process of the run is looked for: its descendants, found as
+    // onlyone's children (it is their subreaper) and theirs, whatever their
+    // environment or group; and processes that carry the token without
+    // descending from the command (a job handed to `at` keeps its
+    // environment).
     let leftovers = |me: u32| -> Result<Vec<Target>, RunError> {
-        Ok(terminate::processes_of(&run_record, &[me])
+        reap_orphans(npid, &theirs);
+        let mut all: Vec<Target> = terminate::processes_of(&run_record, &[me])
             .map_err(RunError::Lock)?
             .into_iter()
             .filter(|t| t.pid != me)
-            .collect())
+            .collect();
+        for (pid, start) in crate::procfs::descendants_of(me) {
+            if !all.iter().any(|t| t.pid == pid) {
+                all.push(Target { pid, start });
+            }
+        }
+        Ok(all)
     };
     let lingers = opts.linger && ended_by.is_none();
     let (strays, kept) = if opts.keep_strays || lingers {
@@ -401,6 +445,7 @@ fn run_blocked(
     // over: consume them, so that onlyone still releases the lock and
     // reports the command's own exit.
     while let Ok(Some(_)) = sigfd.read_signal() {}
+    reap_orphans(npid, &theirs);
     Ok(RunOutcome {
         exit,
         ended_by,
@@ -408,6 +453,31 @@ fn run_blocked(
         kept,
         lingers,
     })
+}
+
+/// Reaps the exited processes that were re-parented to onlyone (its
+/// subreaper role), but never `command`, whose exit the loop reads, nor a
+/// child the caller had before the run (`theirs`). Without this they would
+/// stay zombies for the rest of the run.
+fn reap_orphans(command: NixPid, theirs: &[u32]) {
+    use nix::sys::wait::{Id, waitid};
+    let me = std::process::id();
+    for child in crate::procfs::children_of(me) {
+        if child == command.as_raw() as u32 || theirs.contains(&child) {
+            continue;
+        }
+        let pid = NixPid::from_raw(child as i32);
+        // Only an exited one: WNOWAIT leaves it for the reap below.
+        if matches!(
+            waitid(
+                Id::Pid(pid),
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT
+            ),
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..))
+        ) {
+            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+        }
+    }
 }
 
 /// A command ready for posix_spawn(3): the resolved path, argv and envp.

@@ -195,6 +195,11 @@ pub fn processes_of(record: &Record, skip: &[u32]) -> Result<Vec<Target>> {
     {
         push(pid, start, &mut out);
     }
+    for &(pid, start) in &record.linger {
+        if procfs::probe(pid, Some(start)).is_alive() {
+            push(pid, start, &mut out);
+        }
+    }
     if let Some(spec) = record.scan_spec() {
         let scan = procfs::run_members(&spec, skip, false)
             .map_err(|e| Error::io("list processes in", "/proc", e))?;

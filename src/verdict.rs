@@ -497,6 +497,17 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
     {
         return Verdict::Held(Holder::Command { pid });
     }
+    // A lingering run names the processes that outlived its command.
+    if let Some(&(pid, _)) = rec
+        .linger
+        .iter()
+        .find(|&&(pid, start)| procfs::probe(pid, Some(start)).is_alive())
+    {
+        return Verdict::Held(Holder::Member {
+            pid,
+            cmd: procfs::command_line(pid),
+        });
+    }
     if let Some(spec) = rec.scan_spec() {
         // Two scans: a process that forks and exits while /proc is listed
         // could hide its child from one pass (after pid wrap-around).

@@ -640,3 +640,80 @@ fn start_times_that_cannot_be_compared_are_unknown() {
         .says("another time namespace");
     assert_eq!(std::fs::read_to_string(w.lock("t")).unwrap(), text);
 }
+
+// ---------------------------------------------------------------------------
+// 6. Daemons that clear their environment
+
+/// A command that starts a daemon through a launcher that clears the
+/// environment (`runuser -l`, `su -`, `env -i`) or leaves the group
+/// (`setsid`) leaves a process without the run's token or group. onlyone
+/// is the run's subreaper: the daemon becomes its child when its parent
+/// exits, so the end of the run finds it and ends it; the lock is free
+/// only after, and the next run never starts beside it.
+#[test]
+fn daemons_that_clear_their_environment_are_still_ended_with_the_run() {
+    let w = World::new();
+    // Where the daemon says who it is (nobody must be able to write).
+    let drop_box = w.dir().join("box");
+    std::fs::create_dir(&drop_box).unwrap();
+    std::fs::set_permissions(
+        &drop_box,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let pidfile = drop_box.join("daemon.pid");
+    let daemon = format!(
+        "sh -c 'echo $$ > {}.tmp && mv {}.tmp {} && exec sleep 1000'",
+        pidfile.display(),
+        pidfile.display(),
+        pidfile.display()
+    );
+    let mut launchers: Vec<(&str, String)> = vec![
+        ("setsid", format!("setsid {daemon} >/dev/null 2>&1 &")),
+        (
+            "env -i",
+            format!("setsid env -i {daemon} >/dev/null 2>&1 &"),
+        ),
+    ];
+    if is_root() {
+        for (name, prog, launcher) in [
+            ("runuser -l", "runuser", "runuser -l"),
+            ("su -", "su", "su -"),
+        ] {
+            if Command::new("sh")
+                .args(["-c", &format!("command -v {prog}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+            {
+                launchers.push((
+                    name,
+                    format!(
+                        "{launcher} nobody -s /bin/sh -c \"setsid {daemon} >/dev/null 2>&1 &\" \
+                         2>/dev/null"
+                    ),
+                ));
+            }
+        }
+    }
+    for (name, line) in launchers {
+        let _ = std::fs::remove_file(&pidfile);
+        // The command returns once the daemon has said who it is.
+        let script = format!(
+            "{line}\nwhile [ ! -s {p} ]; do sleep 0.01; done",
+            p = pidfile.display()
+        );
+        let out = w.oo(&["run", "d5", "--", "sh", "-c", &script]);
+        out.expect(0)
+            .says("ended 1 leftover process(es) of the run of `d5`");
+        let daemon: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            !matches!(state_of(daemon), Some(s) if s != 'Z' && s != 'X'),
+            "{name}: the daemon {daemon} outlived its run"
+        );
+        assert_eq!(w.status("d5")["state"], "free", "{name}");
+    }
+}

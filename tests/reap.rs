@@ -926,3 +926,46 @@ fn reap_covers_a_lock_taken_by_a_script() {
     assert!(!alive(pid));
     assert_eq!(onlyone(&d, &["precheck", "scr"]).status.code(), Some(0));
 }
+
+/// A lingering run's leftover that cleared its environment (a daemon
+/// started through `env -i`) carries neither token nor group: the record
+/// names it, so the lock stays held by it once the wrapper has exited, and
+/// the reaper ends it once idle.
+#[test]
+fn a_lingering_daemon_without_the_token_holds_the_lock_and_is_reaped() {
+    let d = dir();
+    let pidfile = d._tmp.path().join("daemon.pid");
+    let script = format!(
+        "setsid env -i sh -c 'echo $$ > {p}.tmp && mv {p}.tmp {p} && exec sleep 1000' \
+         >/dev/null 2>&1 &\nwhile [ ! -s {p} ]; do sleep 0.01; done",
+        p = pidfile.display()
+    );
+    let out = onlyone(&d, &["run", "--linger", "L", "--", "sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let daemon: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _cleanup = KillOnDrop(daemon);
+    assert_eq!(
+        onlyone::procfs::environ_values(daemon, &["ONLYONE_TOKEN"]),
+        Some(vec![None]),
+        "the daemon carries no token"
+    );
+    let again = onlyone(&d, &["run", "L", "--", "true"]);
+    assert_eq!(again.status.code(), Some(75), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains(&format!("pid {daemon}")),
+        "{again:?}"
+    );
+    settle(daemon);
+    let _ = reap_json(&d, &["--idle", "10m", "L"]);
+    age_state(&d, Duration::from_secs(11 * 60));
+    let r = reap_json(&d, &["--idle", "10m", "L"]);
+    assert_eq!(verdict_of(&r, daemon).as_deref(), Some("ended"), "{r:#}");
+    assert_eq!(
+        onlyone(&d, &["run", "L", "--", "true"]).status.code(),
+        Some(0)
+    );
+}

@@ -236,6 +236,13 @@ impl Ctx {
             // process of the run left, it is stale and the next fire takes
             // it over.
             if !o.kept.is_empty() {
+                let procs: Vec<(u32, u64)> = o.kept.iter().map(|t| (t.pid, t.start)).collect();
+                if let Err(e) = guard.set_lingering(&procs) {
+                    say(format_args!(
+                        "could not name the lingering processes in the lock file ({e}); those \
+                         without the run's token are not seen once onlyone exits"
+                    ));
+                }
                 let noted =
                     self.state_dir_exists() && onlyone::reap::note_lingering(&self.dir, &o.kept);
                 if !a.quiet {
