@@ -64,6 +64,31 @@ const TEMP_PREFIX: &str = ".onlyone.";
 /// without removing its record.
 pub const REPROBE_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How often a holder refreshes its lock file's times (`futimens`), so that
+/// age-based cleaning of `/tmp` (systemd-tmpfiles, tmpreaper) never takes
+/// a live lock: cleaners remove files whose times are all older than days.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// [`REFRESH_INTERVAL`], or what a test sets.
+pub(crate) fn refresh_interval() -> Duration {
+    crate::test_hooks::refresh_interval().unwrap_or(REFRESH_INTERVAL)
+}
+
+/// Sets a file's access and modification times to now.
+fn touch(fd: impl AsFd) -> rustix::io::Result<()> {
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_NOW,
+    };
+    rustix::fs::futimens(
+        fd,
+        &rustix::fs::Timestamps {
+            last_access: now,
+            last_modification: now,
+        },
+    )
+}
+
 /// A lock file, and an open handle on its directory.
 ///
 /// Opening does not take the lock: see [`LockFile::try_acquire`],
@@ -1229,6 +1254,58 @@ impl LockFile {
         Ok(Some(seen))
     }
 
+    /// True when the lock directory is one that age-based cleaners empty:
+    /// under `/tmp` or `/var/tmp`.
+    pub fn in_cleaned_dir(&self) -> bool {
+        let dir = std::fs::canonicalize(self.dir()).unwrap_or_else(|_| self.dir().to_path_buf());
+        dir.starts_with("/tmp") || dir.starts_with("/var/tmp")
+    }
+
+    /// Keeps the lock file's times fresh (see [`REFRESH_INTERVAL`]) for as
+    /// long as it holds `token` and is held, for an owner that is not this
+    /// process (a shell script that called `onlyone acquire`): no process
+    /// of onlyone's would otherwise live to do it. Wakes when the lock file
+    /// is removed, when `owner` exits, and at each interval; returns once
+    /// the lock is released, taken over or stale.
+    pub fn keep_fresh(&self, token: &str, owner: u32) -> Result<()> {
+        let waiter = Waiter::new(self);
+        let mut owner = owner;
+        let mut refresh_at = Instant::now() + refresh_interval();
+        loop {
+            let Some(ev) = self.look()? else {
+                return Ok(());
+            };
+            if !ev.record.as_ref().is_ok_and(|r| r.token_str() == token)
+                || !matches!(verdict::judge(&ev), Verdict::Held(_))
+            {
+                return Ok(());
+            }
+            // The file was just written when this began: the first refresh
+            // is due an interval later.
+            if Instant::now() >= refresh_at {
+                if let Ok(fd) = rustix::fs::openat(
+                    &self.inner.dir,
+                    self.name(),
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    FsMode::empty(),
+                ) {
+                    let _ = touch(&fd);
+                }
+                refresh_at = Instant::now() + refresh_interval();
+            }
+            // Once the owner has exited (its workers may hold the run on),
+            // its pid is no reason to wake any more.
+            if !procfs::probe(owner, None).is_alive() {
+                owner = 0;
+            }
+            if waiter.inotify.is_none() {
+                std::thread::sleep(refresh_at.saturating_duration_since(Instant::now()));
+            } else {
+                waiter.wait(owner, refresh_at);
+            }
+        }
+    }
+
     /// Removes temp files left in the directory by writers that died
     /// between creating and linking them (`.onlyone.PID-START.TOKEN.tmp`).
     /// A temp file's name carries its writer's pid and start time; a live
@@ -1568,6 +1645,15 @@ impl LockGuard {
         self.fd = Some(fd);
         self.record = new;
         Ok(())
+    }
+
+    /// Refreshes the lock file's times, so that age-based cleaning of
+    /// `/tmp` does not take it while it is held (see [`REFRESH_INTERVAL`]).
+    pub fn refresh(&self) -> Result<()> {
+        match &self.fd {
+            Some(fd) => touch(fd).map_err(|e| Error::io("refresh", self.lock.path(), e)),
+            None => Ok(()),
+        }
     }
 
     /// Names in the record the processes (pid, start time) that outlive a

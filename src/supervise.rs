@@ -327,6 +327,9 @@ fn supervise_command(
     let mut idle = opts
         .idle_timeout
         .map(|w| (w, IdleWatch::new(), started + idle::sample_interval(w)));
+    // The lock file's times are kept young, so that age-based cleaning of
+    // /tmp never takes a run's lock, however long it runs.
+    let mut refresh_at = started + crate::lock::refresh_interval();
     let exit = loop {
         match waitpid(npid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(_, code)) => break Exit::Code(code),
@@ -389,11 +392,18 @@ fn supervise_command(
             let _ = nix::sys::signal::killpg(npid, NixSignal::SIGKILL);
             kill_at = None;
         }
+        if now >= refresh_at {
+            let _ = guard.refresh();
+            refresh_at = now + crate::lock::refresh_interval();
+        }
         let sample_at = idle.as_ref().map(|(_, _, next)| *next);
         let next = if ended_by.is_some() {
-            kill_at
+            [kill_at, Some(refresh_at)].into_iter().flatten().min()
         } else {
-            [term_at, sample_at].into_iter().flatten().min()
+            [term_at, sample_at, Some(refresh_at)]
+                .into_iter()
+                .flatten()
+                .min()
         };
         let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
         wait_readable(sigfd.as_fd(), child_fd.as_ref().map(|f| f.as_fd()), timeout);

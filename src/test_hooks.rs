@@ -80,3 +80,20 @@ pub(crate) fn fs_type() -> Option<i64> {
 pub(crate) fn fs_type() -> Option<i64> {
     None
 }
+
+/// How often holders refresh their lock files' times, when a test says
+/// (`ONLYONE_TEST_REFRESH_MS`): the day of real life is too long for one.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn refresh_interval() -> Option<std::time::Duration> {
+    let ms = std::env::var("ONLYONE_TEST_REFRESH_MS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_millis(ms))
+}
+
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub(crate) fn refresh_interval() -> Option<std::time::Duration> {
+    None
+}

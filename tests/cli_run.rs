@@ -935,6 +935,13 @@ fn closed_stdin_stdout_stderr_give_the_right_code() {
     // Held, with a message to say and nowhere to say it: 75, and the
     // holder's record is untouched.
     let holder = sb.holder("L", &[], "touch \"$READY\"; exec sleep 1000", &[]);
+    // The command may say it is ready before its wrapper has named it in
+    // the record: the record is complete once it names the command.
+    wait_until(
+        "the record to name the command",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(sb.p("L.lock")).is_ok_and(|t| t.contains("\ncmdpid=")),
+    );
     let before = std::fs::read(sb.p("L.lock")).unwrap();
     let out = with_closed_fds(&sb, &["run", "L", "--", "true"]);
     assert_eq!(out.code(), 75, "{out:?}");

@@ -717,3 +717,112 @@ fn daemons_that_clear_their_environment_are_still_ended_with_the_run() {
         assert_eq!(w.status("d5")["state"], "free", "{name}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// 4. Age-based cleaning of /tmp
+
+/// systemd-tmpfiles removes files in /tmp whose times are all older than
+/// its age rule (10 days on Fedora and Arch; 1 s here). A live holder keeps
+/// its lock file young: a run's wrapper refreshes it, and for `acquire`
+/// (whose owner is a script) a keeper process does. The refresh interval
+/// is a day in real life; the test sets 200 ms (test-hooks feature).
+#[test]
+fn age_based_cleaning_of_tmp_never_removes_a_live_lock() {
+    let mut w = World::new();
+    if Command::new("systemd-tmpfiles")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: systemd-tmpfiles is not installed (.ci/run installs it)");
+        return;
+    }
+    assert!(
+        w.dir().starts_with("/tmp"),
+        "the test needs a directory under /tmp"
+    );
+    let rule = w.dir().join("..").join(format!(
+        "onlyone-tmpfiles-{}.conf",
+        w.dir().file_name().unwrap().to_string_lossy()
+    ));
+    // `e`: clean the contents of an existing directory by age, and leave
+    // its mode and owner alone.
+    std::fs::write(&rule, format!("e {} - - - 1s\n", w.dir().display())).unwrap();
+    let _rule = RemoveOnDrop(rule.clone());
+
+    let mut run = w.oo_cmd();
+    run.env("ONLYONE_TEST_REFRESH_MS", "200")
+        .args(["run", "job", "--", "sleep", "1000"]);
+    w.keep(run);
+    let script = format!(
+        r#""{BIN}" --dir "{}" acquire job2 || exit 1; exec sleep 1000"#,
+        w.dir().display()
+    );
+    let mut acq = Command::new("sh");
+    acq.args(["-c", &script])
+        .env("ONLYONE_TEST_REFRESH_MS", "200")
+        .env_remove("ONLYONE_DIR");
+    w.keep(acq);
+    wait_until("both holders", HANG, || {
+        w.lock("job2").exists()
+            && std::fs::read_to_string(w.lock("job")).is_ok_and(|t| t.contains("cmdpid="))
+    });
+    let owner2: u32 = std::fs::read_to_string(w.lock("job2"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // A file nobody keeps young: cleaning has happened once it is gone.
+    let control = w.dir().join("control");
+    std::fs::write(&control, "x").unwrap();
+    wait_until("the cleaner to remove an old file", HANG, || {
+        let st = Command::new("systemd-tmpfiles")
+            .arg("--clean")
+            .arg(&rule)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        st.is_ok() && !control.exists()
+    });
+    assert!(w.lock("job").exists(), "the run's lock was cleaned away");
+    assert!(
+        w.lock("job2").exists(),
+        "the script's lock was cleaned away"
+    );
+    w.oo(&["run", "job", "--", "echo", "SECOND"]).expect(75);
+    w.oo(&["run", "job2", "--", "echo", "SECOND"])
+        .expect(75)
+        .says(&format!("pid {owner2}"));
+    // The keeper ends with the lock: once the owner is gone and the lock
+    // taken over, it exits.
+    kill9_pid(owner2);
+    wait_gone(owner2);
+    w.oo(&["run", "job2", "--", "true"]).expect(0);
+    wait_until("the keeper to exit", HANG, || {
+        keepers_of(&w.lock("job2")).is_empty()
+    });
+}
+
+/// The `onlyone keeper` processes of a lock file.
+fn keepers_of(lock: &Path) -> Vec<u32> {
+    let needle = lock.to_string_lossy().into_owned();
+    onlyone::procfs::all_pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&p| {
+            onlyone::procfs::command_line(p)
+                .is_some_and(|c| c.contains(" keeper ") && c.contains(&needle))
+        })
+        .filter(|&p| matches!(state_of(p), Some(s) if s != 'Z'))
+        .collect()
+}
+
+/// Removes a file when the test ends.
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -135,6 +135,24 @@ Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
   onlyone reap --dry-run --json sync")]
     Reap(Reap),
+    /// (internal) Keep a lock taken by `acquire` fresh while it is held.
+    #[command(hide = true)]
+    Keeper(Keeper),
+}
+
+/// `acquire` starts this for a lock in a directory that age-based cleaners
+/// empty (/tmp): no other process of onlyone's lives to refresh it.
+#[derive(Debug, Args)]
+pub struct Keeper {
+    /// The lock file.
+    #[arg(value_name = "PATH")]
+    pub lock: PathBuf,
+    /// The acquisition's token.
+    #[arg(long)]
+    pub token: String,
+    /// The owner's pid.
+    #[arg(long)]
+    pub owner: u32,
 }
 
 #[derive(Debug, Args)]

@@ -56,6 +56,7 @@ pub fn main() -> Code {
         Command::Status(a) => status::status(&ctx, a),
         Command::Stop(a) => ctx.stop(a),
         Command::Reap(a) => reap::reap(&ctx, a),
+        Command::Keeper(a) => keeper(a),
     }
 }
 
@@ -403,6 +404,9 @@ impl Ctx {
                 }
                 let token = g.token().to_owned();
                 g.leave_to_owner();
+                if lock.in_cleaned_dir() {
+                    start_keeper(lock.path(), &token, owner);
+                }
                 Ok(Exported {
                     path: lock.path().to_owned(),
                     token,
@@ -643,6 +647,50 @@ fn pids(p: &[u32]) -> String {
 fn fail(e: impl std::fmt::Display) -> Code {
     say(e);
     Code::Exit(exit::FAILURE)
+}
+
+/// Starts `onlyone keeper` for a lock that `acquire` left to a script in a
+/// directory that age-based cleaners empty: it refreshes the lock file's
+/// times while the lock is held (no other process of onlyone's lives to),
+/// and exits once it is released, taken over or stale. It runs in a process
+/// group of its own (the script's group must not count it), with nothing
+/// of the script's output (a command substitution waits for its pipe to
+/// close) and without the run's token (it is not the run).
+fn start_keeper(lock: &Path, token: &str, owner: u32) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let spawned = std::process::Command::new(exe)
+        .arg("keeper")
+        .arg("--token")
+        .arg(token)
+        .arg("--owner")
+        .arg(owner.to_string())
+        .arg("--")
+        .arg(lock)
+        .env_remove(onlyone::procfs::LOCK_VAR)
+        .env_remove(onlyone::procfs::TOKEN_VAR)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    if let Err(e) = spawned {
+        say(format_args!(
+            "could not start the keeper of `{}` ({e}): age-based cleaning of its directory may \
+             remove the lock after many days",
+            lock.display()
+        ));
+    }
+}
+
+/// `onlyone keeper`: keeps a lock fresh while it is held.
+fn keeper(a: args::Keeper) -> Code {
+    match LockFile::open(&a.lock).and_then(|l| l.keep_fresh(&a.token, a.owner)) {
+        Ok(()) => Code::Exit(0),
+        Err(_) => Code::Exit(exit::FAILURE),
+    }
 }
 
 /// What `acquire --export` hands a script.
