@@ -49,8 +49,8 @@ pub mod verdict;
 
 pub use error::{Error, HeldBy, Result, compact_duration, format_unix_time, user_name};
 pub use lock::{
-    AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REPROBE_INTERVAL,
-    Released, Releaser, TakeOver, new_token,
+    AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REFRESH_INTERVAL,
+    REPROBE_INTERVAL, Released, Releaser, TakeOver, new_token,
 };
 pub use record::{Mode, NotARecord, Record};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};
