@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::record::Record;
+use crate::text::compact_duration;
 use crate::verdict::{Holder, UnknownReason};
 
 /// A lock is held by a live owner. Carries the owner record and the process
@@ -77,45 +78,6 @@ impl fmt::Display for HeldBy {
             self.path.display(),
             self.describe()
         )
-    }
-}
-
-/// Formats Unix seconds as RFC 3339 (UTC), or as `@SECONDS` for a time past
-/// the year 9999, which RFC 3339 cannot write (a record may say anything).
-pub fn format_unix_time(secs: u64) -> String {
-    const YEAR_10000: u64 = 253_402_300_800;
-    if secs >= YEAR_10000 {
-        return format!("@{secs}");
-    }
-    let t = std::time::UNIX_EPOCH + Duration::from_secs(secs);
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-/// A user's name (`root`, `backup`), or `uid N` when the user database has
-/// none for it.
-pub fn user_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => u.name,
-        _ => format!("uid {uid}"),
-    }
-}
-
-/// Formats a duration as `3m12s`, `2h5m`, `450ms`.
-pub fn compact_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs == 0 {
-        return match d.as_millis() {
-            0 => "0s".to_owned(),
-            ms => format!("{ms}ms"),
-        };
-    }
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let days = h / 24;
-    match (days, h, m) {
-        (d, h, _) if d > 0 => format!("{d}d{}h", h % 24),
-        (_, h, m) if h > 0 => format!("{h}h{m}m"),
-        (_, _, m) if m > 0 => format!("{m}m{s}s"),
-        _ => format!("{s}s"),
     }
 }
 

@@ -45,12 +45,14 @@ pub mod terminate;
 pub mod test_hooks;
 #[cfg(not(feature = "test-hooks"))]
 mod test_hooks;
+pub mod text;
 pub mod verdict;
 
-pub use error::{Error, HeldBy, Result, compact_duration, format_unix_time, user_name};
+pub use error::{Error, HeldBy, Result};
 pub use lock::{
     AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REFRESH_INTERVAL,
     REPROBE_INTERVAL, Released, Releaser, TakeOver, new_token,
 };
 pub use record::{Mode, NotARecord, Record};
+pub use text::{compact_duration, display_command, format_unix_time, user_name};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

@@ -626,8 +626,8 @@ impl LockFile {
         let why = if st.st_uid != me && st.st_uid != 0 {
             Some(format!(
                 "it is owned by {}, not by you ({}) or root",
-                crate::error::user_name(st.st_uid),
-                crate::error::user_name(me)
+                crate::text::user_name(st.st_uid),
+                crate::text::user_name(me)
             ))
         } else if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
             Some(format!(
@@ -1070,7 +1070,7 @@ impl LockFile {
             .ok();
         let dir = rustix::fs::fstat(&*self.inner.dir).ok();
         let sticky = dir.is_some_and(|d| d.st_mode & 0o1000 != 0);
-        let owner_name = owner.map_or_else(|| "its owner".to_owned(), crate::error::user_name);
+        let owner_name = owner.map_or_else(|| "its owner".to_owned(), crate::text::user_name);
         let why = if e == Errno::PERM && sticky {
             format!("its directory is sticky and the file belongs to {owner_name}")
         } else {
@@ -1079,7 +1079,7 @@ impl LockFile {
         Error::CannotRemove {
             path: self.path().into(),
             why,
-            me: crate::error::user_name(rustix::process::geteuid().as_raw()),
+            me: crate::text::user_name(rustix::process::geteuid().as_raw()),
             owner: owner_name,
             state: None,
         }

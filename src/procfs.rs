@@ -316,7 +316,7 @@ pub fn command_line(pid: u32) -> Option<String> {
         .map(std::ffi::OsStr::from_bytes)
         .collect();
     if !args.is_empty() {
-        return Some(crate::record::display_command(&args));
+        return Some(crate::text::display_command(&args));
     }
     read_stat(pid)
         .ok()

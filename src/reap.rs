@@ -565,7 +565,7 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
     }
     state.procs = next;
     let idle_enough = |l: &Look| !l.first && !l.busy && l.idle_ms >= window_ms;
-    let window = crate::error::compact_duration(opts.idle);
+    let window = crate::text::compact_duration(opts.idle);
 
     let mut candidates = Vec::new();
     let mut to_end: Vec<(usize, Target)> = Vec::new();
@@ -592,7 +592,7 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
             continue;
         };
         c.job = Some(view.job.name.clone());
-        let idle_txt = crate::error::compact_duration(Duration::from_millis(look.idle_ms));
+        let idle_txt = crate::text::compact_duration(Duration::from_millis(look.idle_ms));
         let live = match &view.live {
             Ok(t) => t.clone(),
             Err(why) => {
@@ -632,7 +632,7 @@ fn reap_inner(jobs: &[Job], dir: &Path, opts: &ReapOptions, shared: &Mutex<ReapR
                 c.verdict = Fate::KeptIdleTooShort;
                 c.reason = format!(
                     "its run is live and has been idle for {} of {window}",
-                    crate::error::compact_duration(Duration::from_millis(least))
+                    crate::text::compact_duration(Duration::from_millis(least))
                 );
             }
         } else if idle_enough(&look) {

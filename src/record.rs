@@ -563,48 +563,6 @@ fn escape_controls(v: &str) -> String {
     out
 }
 
-/// Renders an argument vector for display and for the record: each argument
-/// that needs it is single-quoted as a POSIX shell would read it; non-UTF-8
-/// bytes are shown as `\xNN`.
-pub fn display_command<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = String::new();
-    for (i, arg) in argv.iter().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        let bytes = arg.as_ref().as_bytes();
-        let text: String = match std::str::from_utf8(bytes) {
-            Ok(s) => s.to_owned(),
-            Err(_) => bytes
-                .iter()
-                .map(|&b| {
-                    if b.is_ascii() {
-                        (b as char).to_string()
-                    } else {
-                        format!("\\x{b:02x}")
-                    }
-                })
-                .collect(),
-        };
-        let plain = !text.is_empty()
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%^".contains(&b));
-        if plain {
-            out.push_str(&text);
-        } else {
-            out.push('\'');
-            out.push_str(&text.replace('\'', "'\\''"));
-            out.push('\'');
-        }
-        if out.len() > MAX_CMD_BYTES {
-            break;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -805,15 +763,6 @@ mod tests {
         let long = "x".repeat(5000);
         let e = escape_value(&long);
         assert!(e.len() <= MAX_CMD_BYTES && e.ends_with('…'));
-    }
-
-    #[test]
-    fn display_command_quotes_what_needs_it() {
-        assert_eq!(display_command(&["./sync.sh", "--all"]), "./sync.sh --all");
-        assert_eq!(
-            display_command(&["echo", "a b", "it's"]),
-            "echo 'a b' 'it'\\''s'"
-        );
     }
 
     fn arb_record() -> impl Strategy<Value = Record> {

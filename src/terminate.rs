@@ -294,8 +294,8 @@ pub fn stop(
     let denied = |pid: u32| Error::NotPermitted {
         path: lock.path().into(),
         pid,
-        owner: crate::error::user_name(procfs::uid_of(pid).or(record.uid).unwrap_or(0)),
-        me: crate::error::user_name(rustix::process::geteuid().as_raw()),
+        owner: crate::text::user_name(procfs::uid_of(pid).or(record.uid).unwrap_or(0)),
+        me: crate::text::user_name(rustix::process::geteuid().as_raw()),
     };
     if wrapper_alive && record.mode == Mode::Run {
         // The wrapper forwards the signal to its command, ends the strays

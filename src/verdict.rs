@@ -146,7 +146,7 @@ pub enum StaleReason {
 
 fn clock(ticks: u64) -> String {
     match procfs::start_to_unix(ticks) {
-        Some(secs) => crate::error::format_unix_time(secs),
+        Some(secs) => crate::text::format_unix_time(secs),
         None => format!("{ticks} ticks after boot"),
     }
 }
@@ -366,7 +366,7 @@ pub fn judge(ev: &Evidence) -> Verdict {
         Ok(r) => r,
         Err(_) if ev.denied => {
             return Verdict::Unknown(UnknownReason::Denied {
-                owner: crate::error::user_name(ev.owner),
+                owner: crate::text::user_name(ev.owner),
             });
         }
         Err(why) => {

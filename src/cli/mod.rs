@@ -87,7 +87,7 @@ fn usage_hints(argv: &[OsString], e: &clap::Error) {
     fixed.extend(argv[at + 1..].iter().cloned());
     say(format_args!(
         "the command goes after `--`: {}",
-        onlyone::record::display_command(&fixed)
+        onlyone::text::display_command(&fixed)
     ));
 }
 
@@ -185,7 +185,7 @@ impl Ctx {
         };
         let mut opts = AcquireOptions::new()
             .run_mode()
-            .command(onlyone::record::display_command(&a.command));
+            .command(onlyone::text::display_command(&a.command));
         if let Some(w) = a.wait {
             opts = opts.wait(w);
         }

@@ -1,0 +1,114 @@
+//! Text for people: durations, times, user names and command lines, as
+//! messages, `status` and the record show them. A leaf: it imports nothing
+//! of the crate.
+
+use std::time::Duration;
+
+/// Where [`display_command`] stops adding arguments.
+pub const MAX_DISPLAY_BYTES: usize = 1024;
+
+/// Formats Unix seconds as RFC 3339 (UTC), or as `@SECONDS` for a time past
+/// the year 9999, which RFC 3339 cannot write (a record may say anything).
+pub fn format_unix_time(secs: u64) -> String {
+    const YEAR_10000: u64 = 253_402_300_800;
+    if secs >= YEAR_10000 {
+        return format!("@{secs}");
+    }
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A user's name (`root`, `backup`), or `uid N` when the user database has
+/// none for it.
+pub fn user_name(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// Formats a duration as `3m12s`, `2h5m`, `450ms`.
+pub fn compact_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return match d.as_millis() {
+            0 => "0s".to_owned(),
+            ms => format!("{ms}ms"),
+        };
+    }
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let days = h / 24;
+    match (days, h, m) {
+        (d, h, _) if d > 0 => format!("{d}d{}h", h % 24),
+        (_, h, m) if h > 0 => format!("{h}h{m}m"),
+        (_, _, m) if m > 0 => format!("{m}m{s}s"),
+        _ => format!("{s}s"),
+    }
+}
+
+/// Renders an argument vector for display and for the record: each argument
+/// that needs it is single-quoted as a POSIX shell would read it; non-UTF-8
+/// bytes are shown as `\xNN`.
+pub fn display_command<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for (i, arg) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let bytes = arg.as_ref().as_bytes();
+        let text: String = match std::str::from_utf8(bytes) {
+            Ok(s) => s.to_owned(),
+            Err(_) => bytes
+                .iter()
+                .map(|&b| {
+                    if b.is_ascii() {
+                        (b as char).to_string()
+                    } else {
+                        format!("\\x{b:02x}")
+                    }
+                })
+                .collect(),
+        };
+        let plain = !text.is_empty()
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%^".contains(&b));
+        if plain {
+            out.push_str(&text);
+        } else {
+            out.push('\'');
+            out.push_str(&text.replace('\'', "'\\''"));
+            out.push('\'');
+        }
+        if out.len() > MAX_DISPLAY_BYTES {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_command_quotes_what_needs_it() {
+        assert_eq!(display_command(&["./sync.sh", "--all"]), "./sync.sh --all");
+        assert_eq!(
+            display_command(&["echo", "a b", "it's"]),
+            "echo 'a b' 'it'\\''s'"
+        );
+    }
+
+    #[test]
+    fn durations_are_compact() {
+        assert_eq!(compact_duration(Duration::from_millis(450)), "450ms");
+        assert_eq!(compact_duration(Duration::from_secs(192)), "3m12s");
+        assert_eq!(compact_duration(Duration::from_secs(7500)), "2h5m");
+        assert_eq!(
+            compact_duration(Duration::from_secs(3 * 86400 + 3600)),
+            "3d1h"
+        );
+    }
+}
