@@ -598,7 +598,7 @@ fn monitor(lock: &Path, stats: &Stats, stop: &AtomicBool) {
                 if Some(st.start) == start.or(Some(st.start)) && !st.is_dead())
         };
         let mut any =
-            alive(rec.pid, rec.start) || rec.cmd_pid.is_some_and(|p| alive(p, rec.cmd_start));
+            alive(rec.pid, rec.start) || rec.cmd_id.is_some_and(|c| alive(c.pid, Some(c.start)));
         if !any && !token.is_empty() {
             any = procfs::all_pids().unwrap_or_default().into_iter().any(|p| {
                 procfs::environ_has(p, procfs::TOKEN_VAR, &token) == Some(true) && alive(p, None)

@@ -272,6 +272,27 @@ pub enum Error {
         me: String,
     },
 
+    /// A stop ended its signals, yet the lock stayed held by a run it could
+    /// not name (it changed under the stop).
+    #[error(
+        "`{}` is still held after {} of stopping, by a run that could not be named; look \
+         with `onlyone status` and try again",
+        .path.display(), compact_duration(*.waited)
+    )]
+    NotStopped {
+        /// The lock file.
+        path: PathBuf,
+        /// How long the stop tried.
+        waited: Duration,
+    },
+
+    /// A stop asked to end the run of the process that asks.
+    #[error("`{}` is held by this process itself: it cannot stop itself", .path.display())]
+    StopSelf {
+        /// The lock file.
+        path: PathBuf,
+    },
+
     /// A pid given as the owner is not a live process.
     #[error("pid {pid} cannot own the lock: {why}")]
     BadOwner {

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::procfs;
+use crate::procfs::{self, ProcId};
 
 /// The activity counters of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,16 +23,16 @@ pub struct Counters {
     pub io_bytes: Option<u64>,
 }
 
-/// Reads the counters of `pid` if it is still the process that started at
-/// `start` and is not dead.
-pub fn counters(pid: u32, start: u64) -> Option<Counters> {
-    let st = procfs::read_stat(pid).ok().flatten()?;
-    if st.start != start || procfs::is_dead_process(pid, &st) {
+/// Reads the counters of a process if it is still that process and is not
+/// dead.
+pub fn counters(id: ProcId) -> Option<Counters> {
+    let st = procfs::read_stat(id.pid).ok().flatten()?;
+    if st.start != id.start || procfs::is_dead_process(id.pid, &st) {
         return None;
     }
     Some(Counters {
         cpu_ticks: st.cpu_ticks,
-        io_bytes: procfs::io_bytes(pid),
+        io_bytes: procfs::io_bytes(id.pid),
     })
 }
 
@@ -40,7 +40,7 @@ pub fn counters(pid: u32, start: u64) -> Option<Counters> {
 /// them together have been idle.
 #[derive(Debug)]
 pub struct IdleWatch {
-    seen: HashMap<(u32, u64), Counters>,
+    seen: HashMap<ProcId, Counters>,
     last_activity: Instant,
 }
 
@@ -59,13 +59,13 @@ impl IdleWatch {
         }
     }
 
-    /// Takes a sample of the processes `(pid, start)`; returns true when it
-    /// shows activity since the previous sample.
-    pub fn sample(&mut self, procs: &[(u32, u64)]) -> bool {
-        let mut now: HashMap<(u32, u64), Counters> = HashMap::with_capacity(procs.len());
-        for &(pid, start) in procs {
-            if let Some(c) = counters(pid, start) {
-                now.insert((pid, start), c);
+    /// Takes a sample of the processes `procs`; returns true when it shows
+    /// activity since the previous sample.
+    pub fn sample(&mut self, procs: &[ProcId]) -> bool {
+        let mut now: HashMap<ProcId, Counters> = HashMap::with_capacity(procs.len());
+        for &id in procs {
+            if let Some(c) = counters(id) {
+                now.insert(id, c);
             }
         }
         let active = now.len() != self.seen.len()
@@ -116,14 +116,13 @@ mod tests {
             .arg("1000")
             .spawn()
             .unwrap();
-        let pid = sleeper.id();
-        let start = procfs::read_stat(pid).unwrap().unwrap().start;
+        let id = ProcId::of(sleeper.id()).unwrap();
         let mut w = IdleWatch::new();
-        assert!(w.sample(&[(pid, start)]), "first sight is activity");
+        assert!(w.sample(&[id]), "first sight is activity");
         // `sleep` already exec'd or not, its counters settle; wait for two
         // equal samples in a row (condition, not a fixed delay).
         let t = Instant::now();
-        while w.sample(&[(pid, start)]) {
+        while w.sample(&[id]) {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "sleep never went idle"
@@ -133,10 +132,7 @@ mod tests {
         assert_eq!(w.len(), 1);
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
-        assert!(
-            w.sample(&[(pid, start)]),
-            "a process that went away is activity"
-        );
+        assert!(w.sample(&[id]), "a process that went away is activity");
         assert!(w.is_empty());
     }
 

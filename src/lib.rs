@@ -38,8 +38,10 @@ pub mod names;
 pub mod procfs;
 pub mod reap;
 pub mod record;
+pub mod signal;
+pub mod stop;
 pub mod supervise;
-pub mod terminate;
+mod sys;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;

@@ -41,7 +41,7 @@ pub fn boot_id() -> io::Result<&'static str> {
     static BOOT: OnceLock<Result<String, io::ErrorKind>> = OnceLock::new();
     match BOOT.get_or_init(
         || match fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-            Ok(s) if crate::record::is_boot_id(s.trim()) => Ok(s.trim().to_owned()),
+            Ok(s) if is_boot_id(s.trim()) => Ok(s.trim().to_owned()),
             Ok(_) => Err(io::ErrorKind::InvalidData),
             Err(e) => Err(e.kind()),
         },
@@ -52,6 +52,17 @@ pub fn boot_id() -> io::Result<&'static str> {
             "cannot read this boot's id from /proc/sys/kernel/random/boot_id (is /proc mounted?)",
         )),
     }
+}
+
+/// True for a boot id as the kernel writes it: a UUID in lowercase,
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`. A truncated one is not one: it
+/// must never compare as "another boot".
+pub fn is_boot_id(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => matches!(b, b'0'..=b'9' | b'a'..=b'f'),
+        })
 }
 
 /// The time the system booted, in Unix seconds (`btime` in `/proc/stat`).
@@ -218,6 +229,61 @@ pub fn kill_probe(pid: u32) -> bool {
     }
 }
 
+/// A process: its pid *and* its start time (field 22 of `/proc/PID/stat`,
+/// clock ticks since boot, on this process's clock), within the current
+/// boot. A pid alone is not an identity: pids are reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcId {
+    /// The pid.
+    pub pid: u32,
+    /// The start time, clock ticks since boot.
+    pub start: u64,
+}
+
+impl ProcId {
+    /// The identity of the live process that has `pid` now.
+    pub fn of(pid: u32) -> Option<ProcId> {
+        if pid == 0 || pid > pid_max() {
+            return None;
+        }
+        let st = read_stat(pid).ok().flatten()?;
+        (!is_dead_process(pid, &st)).then_some(ProcId {
+            pid,
+            start: st.start,
+        })
+    }
+
+    /// Whether it is alive: the same pid with the same start time, and
+    /// not a zombie.
+    pub fn probe(self) -> Probe {
+        probe(self.pid, Some(self.start))
+    }
+
+    /// True while it is alive ([`ProcId::probe`]).
+    pub fn is_alive(self) -> bool {
+        self.probe().is_alive()
+    }
+}
+
+/// `PID-START`, as the reaper's state names processes.
+impl std::fmt::Display for ProcId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.pid, self.start)
+    }
+}
+
+impl std::str::FromStr for ProcId {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<ProcId, ()> {
+        let (pid, start) = s.split_once('-').ok_or(())?;
+        Ok(ProcId {
+            pid: pid.parse().map_err(|_| ())?,
+            start: start.parse().map_err(|_| ())?,
+        })
+    }
+}
+
 /// The answer to "is the process with this pid (and start time) alive?"
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
@@ -328,10 +394,8 @@ pub fn command_line(pid: u32) -> Option<String> {
 /// what is recorded about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    /// The pid.
-    pub pid: u32,
-    /// Start time in clock ticks since boot.
-    pub start: u64,
+    /// The process.
+    pub id: ProcId,
     /// The PID namespace inode.
     pub pidns: Option<u64>,
     /// The effective user id (from `/proc/PID/status` for others).
@@ -359,8 +423,10 @@ pub fn identity_of(pid: u32) -> io::Result<Identity> {
     use std::os::unix::fs::MetadataExt;
     let uid = fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
     Ok(Identity {
-        pid,
-        start: st.start,
+        id: ProcId {
+            pid,
+            start: st.start,
+        },
         pidns: pidns_of(pid).ok(),
         uid,
         cmd: command_line(pid),
@@ -373,13 +439,15 @@ pub fn own_identity() -> io::Result<Identity> {
     static OWN: Mutex<Option<Identity>> = Mutex::new(None);
     let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
     let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(id) = cached.as_ref().filter(|id| id.pid == pid) {
+    if let Some(id) = cached.as_ref().filter(|id| id.id.pid == pid) {
         return Ok(id.clone());
     }
     let st = read_stat(pid)?.ok_or_else(|| io::Error::other("cannot read /proc/self/stat"))?;
     let id = Identity {
-        pid,
-        start: st.start,
+        id: ProcId {
+            pid,
+            start: st.start,
+        },
         pidns: pidns_of(pid).ok(),
         uid: Some(rustix::process::geteuid().as_raw()),
         // Read on demand: see `own_command_line` (a run records its
@@ -548,10 +616,8 @@ pub fn own_pidns() -> Option<u64> {
 /// A process found to belong to a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
-    /// Its pid.
-    pub pid: u32,
-    /// Its start time.
-    pub start: u64,
+    /// The process.
+    pub id: ProcId,
     /// Its `/proc/PID/stat` fields.
     pub stat: ProcStat,
     /// Why it belongs to the run.
@@ -616,11 +682,11 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 /// The live descendants of `pid` (not itself), with their start times:
 /// children, their children, and so on. Zombies and kernel threads are
 /// left out. Found in proportion to the tree, not to the host.
-pub fn descendants_of(pid: u32) -> Vec<(u32, u64)> {
-    let mut out = Vec::new();
+pub fn descendants_of(pid: u32) -> Vec<ProcId> {
+    let mut out: Vec<ProcId> = Vec::new();
     let mut todo = children_of(pid);
     while let Some(p) = todo.pop() {
-        if out.iter().any(|&(q, _)| q == p) {
+        if out.iter().any(|q| q.pid == p) {
             continue;
         }
         let Ok(Some(st)) = read_stat(p) else {
@@ -629,7 +695,10 @@ pub fn descendants_of(pid: u32) -> Vec<(u32, u64)> {
         if st.is_kernel_thread() || is_dead_process(p, &st) {
             continue;
         }
-        out.push((p, st.start));
+        out.push(ProcId {
+            pid: p,
+            start: st.start,
+        });
         todo.extend(children_of(p));
     }
     out
@@ -729,16 +798,25 @@ pub fn environ_check(pid: u32, name: &str, value: &str) -> Environ {
 /// What is known of a run, to find its processes.
 #[derive(Debug, Clone, Copy)]
 pub struct RunSpec<'a> {
-    /// The run's token (`ONLYONE_TOKEN`); empty for none.
-    pub token: &'a str,
+    /// The run's token (`ONLYONE_TOKEN`), when its carriers belong.
+    pub token: Option<&'a str>,
     /// The wrapper's start time: no process of the run started before it.
     pub since_start: Option<u64>,
     /// A process group whose members (started no earlier than
-    /// `since_start`) belong, and the start time of its leader when known:
-    /// a run's command leads its own group, whose id is its pid.
-    pub group: Option<(u32, Option<u64>)>,
+    /// `since_start`) belong: a run's command leads its own group, whose
+    /// id is its pid.
+    pub group: Option<Group>,
     /// The owner's uid, to tell which unreadable environments matter.
     pub uid: Option<u32>,
+}
+
+/// A process group, and the start time of its leader when it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    /// The group id: its leader's pid.
+    pub pgid: u32,
+    /// The leader's start time.
+    pub leader_start: Option<u64>,
 }
 
 /// The processes of a run found in `/proc`, and those that could not be
@@ -763,6 +841,15 @@ pub fn uid_of(pid: u32) -> Option<u32> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
+/// True when the process is stopped (state `T` or `t`: job control,
+/// SIGSTOP, a tracer).
+pub fn is_stopped(pid: u32) -> bool {
+    read_stat(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|st| matches!(st.state, 'T' | 't'))
+}
+
 /// Whether a process whose environment could not be read may still carry
 /// the run's token: it is still the same live process, of the owner's uid,
 /// and its parent is not a readable process without the token. (A process
@@ -780,7 +867,8 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
     if parent <= 1 {
         return parent == 1;
     }
-    !matches!(environ_has(parent, TOKEN_VAR, spec.token), Some(false))
+    spec.token
+        .is_some_and(|token| !matches!(environ_has(parent, TOKEN_VAR, token), Some(false)))
 }
 
 /// Finds the live processes of a run: members of the command's process
@@ -789,14 +877,25 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
 /// run. A group counts only while its leader is the recorded command or is
 /// gone: a reused pid leading a new group is not the run. With
 /// `first_only`, stops at the first member found.
-pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Result<RunScan> {
-    let leader_reused = spec.group.is_some_and(|(pid, start)| {
-        start.is_some_and(
-            |start| matches!(read_stat(pid), Ok(Some(st)) if st.start != start && !st.is_dead()),
+pub fn run_members(
+    spec: &RunSpec<'_>,
+    skip: &[u32],
+    first_only: bool,
+    deadline: Option<std::time::Instant>,
+) -> io::Result<RunScan> {
+    let leader_reused = spec.group.is_some_and(|g| {
+        g.leader_start.is_some_and(
+            |start| matches!(read_stat(g.pgid), Ok(Some(st)) if st.start != start && !st.is_dead()),
         )
     });
     let mut scan = RunScan::default();
     for pid in all_pids()? {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the deadline ran out while the processes were listed",
+            ));
+        }
         if skip.contains(&pid) {
             continue;
         }
@@ -809,13 +908,11 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
         {
             continue;
         }
-        let in_group = !leader_reused && spec.group.is_some_and(|(pg, _)| stat.pgrp == pg);
+        let in_group = !leader_reused && spec.group.is_some_and(|g| stat.pgrp == g.pgid);
         let why = if in_group {
             Some(Membership::ProcessGroup)
-        } else if spec.token.is_empty() {
-            None
-        } else {
-            match environ_check(pid, TOKEN_VAR, spec.token) {
+        } else if let Some(token) = spec.token {
+            match environ_check(pid, TOKEN_VAR, token) {
                 Environ::Has(true) => Some(Membership::Token),
                 // A process in exit(2) whose memory is already gone cannot
                 // say; it runs no more user code. (One in the command's
@@ -828,11 +925,15 @@ pub fn run_members(spec: &RunSpec<'_>, skip: &[u32], first_only: bool) -> io::Re
                     None
                 }
             }
+        } else {
+            None
         };
         if let Some(why) = why {
             scan.members.push(Member {
-                pid,
-                start: stat.start,
+                id: ProcId {
+                    pid,
+                    start: stat.start,
+                },
                 stat,
                 why,
             });
@@ -879,15 +980,17 @@ mod tests {
 
     #[test]
     fn real_stat_of_self_parses() {
-        let me = own_identity().unwrap();
+        let me = own_identity().unwrap().id;
         let st = read_stat(me.pid).unwrap().unwrap();
         assert_eq!(st.start, me.start);
         assert!(!st.is_dead());
-        assert_eq!(probe(me.pid, Some(me.start)), Probe::Alive);
+        assert_eq!(me.probe(), Probe::Alive);
+        assert_eq!(ProcId::of(me.pid), Some(me));
         assert_eq!(
             probe(me.pid, Some(me.start + 1)),
             Probe::Reused { now: me.start }
         );
+        assert_eq!(me.to_string().parse::<ProcId>(), Ok(me));
     }
 
     #[test]

@@ -31,6 +31,8 @@
 
 use std::fmt;
 
+use crate::procfs::{Group, ProcId, RunSpec};
+
 /// The most bytes of a lock file that are ever read. A record written by
 /// onlyone is well under 2 KiB; anything longer is not a record.
 pub const MAX_RECORD_BYTES: usize = 8192;
@@ -103,61 +105,136 @@ pub struct Record {
     pub mode: Mode,
     /// The owner's command line, escaped for display.
     pub cmd: Option<String>,
-    /// Run mode: the command's pid.
-    pub cmd_pid: Option<u32>,
-    /// Run mode: the command's start time.
-    pub cmd_start: Option<u64>,
-    /// Lock mode, for an owner named by pid (a shell script): its process
-    /// group, whose members started after the owner keep the lock held.
-    pub pgid: Option<u32>,
-    /// The start time of that group's leader, when it was alive.
-    pub pgstart: Option<u64>,
-    /// Run mode, `run --linger`: processes (pid, start time) that outlived
-    /// the command and carry neither its token nor its group (a daemon
-    /// that cleared its environment), named so the verdict finds them once
-    /// the wrapper has exited (`linger=PID:START,...`, at most
-    /// [`MAX_LINGER`]).
-    pub linger: Vec<(u32, u64)>,
+    /// Run mode: the command (`cmdpid=`, `cmdstart=`).
+    pub cmd_id: Option<ProcId>,
+    /// Lock and script mode, for an owner named by pid (a shell script)
+    /// that leads its process group: that group, whose members started
+    /// after the owner keep the lock held (`pgid=`, `pgstart=`).
+    pub group: Option<Group>,
+    /// Run mode, `run --linger`: processes that outlived the command, and
+    /// may carry neither its token nor its group (a daemon that cleared its
+    /// environment), named so the verdict finds them once the wrapper has
+    /// exited (`linger=PID:START,...`, at most [`MAX_LINGER`]).
+    pub linger: Vec<ProcId>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
 
 /// Why some bytes are not an owner record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotARecord(pub String);
+#[non_exhaustive]
+pub enum NotARecord {
+    /// The file is empty.
+    Empty,
+    /// It is larger than [`MAX_RECORD_BYTES`].
+    TooLarge,
+    /// It contains NUL bytes.
+    Nul,
+    /// It is not valid UTF-8.
+    NotUtf8,
+    /// Line 1 (the pid) is missing.
+    NoPid,
+    /// A line is not `key=value`.
+    NotKeyValue {
+        /// The line number.
+        line: usize,
+    },
+    /// A key is not lowercase letters, digits and `_`.
+    BadKey {
+        /// The line number.
+        line: usize,
+        /// The key.
+        key: String,
+    },
+    /// A key appears twice.
+    DuplicateKey {
+        /// The key.
+        key: String,
+    },
+    /// A value has control characters.
+    ControlChars {
+        /// The key.
+        key: String,
+    },
+    /// A value is malformed: not a number, out of range, not a pid, not a
+    /// boot id...
+    BadValue {
+        /// The key (`pid (line 1)` for line 1).
+        key: String,
+        /// What is wrong, as a sentence.
+        why: String,
+    },
+    /// A required key is missing.
+    MissingKey {
+        /// The key.
+        key: &'static str,
+    },
+    /// `cmdpid` and `cmdstart` do not appear together.
+    Unpaired,
+    /// The file could not be read (permission).
+    Denied {
+        /// The error.
+        why: String,
+    },
+}
 
 impl fmt::Display for NotARecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            NotARecord::Empty => f.write_str("the file is empty"),
+            NotARecord::TooLarge => write!(f, "it is larger than {MAX_RECORD_BYTES} bytes"),
+            NotARecord::Nul => f.write_str("it contains NUL bytes"),
+            NotARecord::NotUtf8 => f.write_str("it is not valid UTF-8"),
+            NotARecord::NoPid => f.write_str("line 1 (the pid) is missing"),
+            NotARecord::NotKeyValue { line } => write!(f, "line {line} is not `key=value`"),
+            NotARecord::BadKey { line, key } => {
+                write!(f, "line {line} has a malformed key {key:?}")
+            }
+            NotARecord::DuplicateKey { key } => write!(f, "the key `{key}` appears twice"),
+            NotARecord::ControlChars { key } => {
+                write!(f, "the value of `{key}` has control characters")
+            }
+            NotARecord::BadValue { why, .. } => f.write_str(why),
+            NotARecord::MissingKey { key } => write!(f, "the required key `{key}` is missing"),
+            NotARecord::Unpaired => f.write_str("`cmdpid` and `cmdstart` must appear together"),
+            NotARecord::Denied { why } => write!(f, "permission denied ({why})"),
+        }
     }
 }
 
 impl std::error::Error for NotARecord {}
 
-fn bad(msg: impl Into<String>) -> NotARecord {
-    NotARecord(msg.into())
+fn bad_value(key: &str, why: String) -> NotARecord {
+    NotARecord::BadValue {
+        key: key.to_owned(),
+        why,
+    }
 }
 
 /// Parses a decimal number made of ASCII digits only: no sign, no spaces,
 /// no overflow.
 fn parse_decimal(key: &str, value: &str) -> Result<u64, NotARecord> {
     if value.is_empty() {
-        return Err(bad(format!("`{key}` is empty")));
+        return Err(bad_value(key, format!("`{key}` is empty")));
     }
     if !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad(format!("`{key}` is not a decimal number: {value:?}")));
+        return Err(bad_value(
+            key,
+            format!("`{key}` is not a decimal number: {value:?}"),
+        ));
     }
     value
         .parse::<u64>()
-        .map_err(|_| bad(format!("`{key}` is out of range: {value}")))
+        .map_err(|_| bad_value(key, format!("`{key}` is out of range: {value}")))
 }
 
 fn parse_pid(key: &str, value: &str, pid_max: u32) -> Result<u32, NotARecord> {
     let n = parse_decimal(key, value)?;
     if n == 0 || n > u64::from(pid_max) {
-        return Err(bad(format!(
-            "`{key}` {n} is not a valid pid (1..={pid_max})"
-        )));
+        return Err(bad_value(
+            key,
+            format!("`{key}` {n} is not a valid pid (1..={pid_max})"),
+        ));
     }
     Ok(n as u32)
 }
@@ -172,15 +249,15 @@ impl Record {
     /// it reads nothing but `bytes`.
     pub fn parse_with_pid_max(bytes: &[u8], pid_max: u32) -> Result<Record, NotARecord> {
         if bytes.is_empty() {
-            return Err(bad("the file is empty"));
+            return Err(NotARecord::Empty);
         }
         if bytes.len() > MAX_RECORD_BYTES {
-            return Err(bad(format!("it is larger than {MAX_RECORD_BYTES} bytes")));
+            return Err(NotARecord::TooLarge);
         }
         if bytes.contains(&0) {
-            return Err(bad("it contains NUL bytes"));
+            return Err(NotARecord::Nul);
         }
-        let text = std::str::from_utf8(bytes).map_err(|_| bad("it is not valid UTF-8"))?;
+        let text = std::str::from_utf8(bytes).map_err(|_| NotARecord::NotUtf8)?;
         let mut lines = text.split('\n');
         // A trailing newline leaves one empty last piece; a CR before the LF
         // (a pid file written on another system) is tolerated.
@@ -190,7 +267,7 @@ impl Record {
             .unwrap_or(first)
             .trim_matches([' ', '\t']);
         if first.is_empty() {
-            return Err(bad("line 1 (the pid) is missing"));
+            return Err(NotARecord::NoPid);
         }
         let pid = parse_pid("pid (line 1)", first, pid_max)?;
 
@@ -207,13 +284,12 @@ impl Record {
             uid: None,
             mode: Mode::Lock,
             cmd: None,
-            cmd_pid: None,
-            cmd_start: None,
-            pgid: None,
-            pgstart: None,
+            cmd_id: None,
+            group: None,
             linger: Vec::new(),
             format: 0,
         };
+        let (mut cmd_pid, mut cmd_start, mut pgid, mut pgstart) = (None, None, None, None);
         let mut seen: Vec<&str> = Vec::new();
         let mut rest: Vec<&str> = lines.collect();
         if rest.last() == Some(&"") {
@@ -224,27 +300,37 @@ impl Record {
             let line = raw.strip_suffix('\r').unwrap_or(raw);
             let lineno = i + 2;
             let Some((key, value)) = line.split_once('=') else {
-                return Err(bad(format!("line {lineno} is not `key=value`")));
+                return Err(NotARecord::NotKeyValue { line: lineno });
             };
             if key.is_empty()
                 || !key
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             {
-                return Err(bad(format!("line {lineno} has a malformed key {key:?}")));
+                return Err(NotARecord::BadKey {
+                    line: lineno,
+                    key: key.to_owned(),
+                });
             }
             if seen.contains(&key) {
-                return Err(bad(format!("the key `{key}` appears twice")));
+                return Err(NotARecord::DuplicateKey {
+                    key: key.to_owned(),
+                });
             }
             seen.push(key);
             if value.chars().any(char::is_control) {
-                return Err(bad(format!("the value of `{key}` has control characters")));
+                return Err(NotARecord::ControlChars {
+                    key: key.to_owned(),
+                });
             }
             match key {
                 "start" => rec.start = Some(parse_decimal(key, value)?),
                 "boot" => {
-                    if !is_boot_id(value) {
-                        return Err(bad(format!("`boot` is not a boot id: {value:?}")));
+                    if !crate::procfs::is_boot_id(value) {
+                        return Err(bad_value(
+                            key,
+                            format!("`boot` is not a boot id: {value:?}"),
+                        ));
                     }
                     rec.boot = Some(value.to_owned());
                 }
@@ -253,7 +339,7 @@ impl Record {
                         || value.len() > 64
                         || !value.bytes().all(|b| b.is_ascii_alphanumeric())
                     {
-                        return Err(bad(format!("`token` is malformed: {value:?}")));
+                        return Err(bad_value(key, format!("`token` is malformed: {value:?}")));
                     }
                     rec.token = Some(value.to_owned());
                 }
@@ -265,17 +351,18 @@ impl Record {
                         Some(d) => (true, d),
                         None => (false, value),
                     };
-                    let n = i64::try_from(parse_decimal(key, digits)?)
-                        .map_err(|_| bad(format!("`bootoff` is out of range: {value}")))?;
+                    let n = i64::try_from(parse_decimal(key, digits)?).map_err(|_| {
+                        bad_value(key, format!("`bootoff` is out of range: {value}"))
+                    })?;
                     rec.bootoff_ns = if neg { -n } else { n };
                 }
                 "host" => rec.host = Some(value.to_owned()),
                 "uid" => {
                     let uid = parse_decimal(key, value)?;
-                    rec.uid = Some(
-                        u32::try_from(uid)
-                            .map_err(|_| bad(format!("`uid` is out of range: {uid}")))?,
-                    );
+                    rec.uid =
+                        Some(u32::try_from(uid).map_err(|_| {
+                            bad_value(key, format!("`uid` is out of range: {uid}"))
+                        })?);
                 }
                 "mode" => {
                     rec.mode = match value {
@@ -289,43 +376,54 @@ impl Record {
                     }
                 }
                 "cmd" => rec.cmd = Some(value.to_owned()),
-                "cmdpid" => rec.cmd_pid = Some(parse_pid(key, value, pid_max)?),
-                "cmdstart" => rec.cmd_start = Some(parse_decimal(key, value)?),
-                "pgid" => rec.pgid = Some(parse_pid(key, value, pid_max)?),
-                "pgstart" => rec.pgstart = Some(parse_decimal(key, value)?),
+                "cmdpid" => cmd_pid = Some(parse_pid(key, value, pid_max)?),
+                "cmdstart" => cmd_start = Some(parse_decimal(key, value)?),
+                "pgid" => pgid = Some(parse_pid(key, value, pid_max)?),
+                "pgstart" => pgstart = Some(parse_decimal(key, value)?),
                 "linger" => {
                     for item in value.split(',') {
-                        let (p, st) = item
-                            .split_once(':')
-                            .ok_or_else(|| bad(format!("`linger` is malformed: {value:?}")))?;
-                        rec.linger
-                            .push((parse_pid(key, p, pid_max)?, parse_decimal(key, st)?));
+                        let (p, st) = item.split_once(':').ok_or_else(|| {
+                            bad_value(key, format!("`linger` is malformed: {value:?}"))
+                        })?;
+                        rec.linger.push(ProcId {
+                            pid: parse_pid(key, p, pid_max)?,
+                            start: parse_decimal(key, st)?,
+                        });
                     }
                     if rec.linger.len() > MAX_LINGER {
-                        return Err(bad(format!(
-                            "`linger` names more than {MAX_LINGER} processes"
-                        )));
+                        return Err(bad_value(
+                            key,
+                            format!("`linger` names more than {MAX_LINGER} processes"),
+                        ));
                     }
                 }
                 "onlyone" => {
                     let v = parse_decimal(key, value)?;
-                    rec.format = u32::try_from(v)
-                        .map_err(|_| bad(format!("`onlyone` version is out of range: {v}")))?;
+                    rec.format = u32::try_from(v).map_err(|_| {
+                        bad_value(key, format!("`onlyone` version is out of range: {v}"))
+                    })?;
                 }
                 _ => {} // unknown keys: forward compatibility
             }
         }
         if !bare {
             if rec.start.is_none() {
-                return Err(bad("the required key `start` is missing"));
+                return Err(NotARecord::MissingKey { key: "start" });
             }
             if rec.boot.is_none() {
-                return Err(bad("the required key `boot` is missing"));
+                return Err(NotARecord::MissingKey { key: "boot" });
             }
         }
-        if rec.cmd_pid.is_some() != rec.cmd_start.is_some() {
-            return Err(bad("`cmdpid` and `cmdstart` must appear together"));
-        }
+        rec.cmd_id = match (cmd_pid, cmd_start) {
+            (Some(pid), Some(start)) => Some(ProcId { pid, start }),
+            (None, None) => None,
+            _ => return Err(NotARecord::Unpaired),
+        };
+        // A leader's start time without its group says nothing.
+        rec.group = pgid.map(|pgid| Group {
+            pgid,
+            leader_start: pgstart,
+        });
         Ok(rec)
     }
 
@@ -360,12 +458,27 @@ impl Record {
         };
         let mut local = self.clone();
         local.start = moved(self.start)?;
-        local.cmd_start = moved(self.cmd_start)?;
-        local.pgstart = moved(self.pgstart)?;
+        let moved_id = |id: ProcId| {
+            moved(Some(id.start)).map(|start| ProcId {
+                pid: id.pid,
+                start: start.unwrap_or(0),
+            })
+        };
+        local.cmd_id = match self.cmd_id {
+            Some(id) => Some(moved_id(id)?),
+            None => None,
+        };
+        local.group = match self.group {
+            Some(g) => Some(Group {
+                pgid: g.pgid,
+                leader_start: moved(g.leader_start)?,
+            }),
+            None => None,
+        };
         local.linger = self
             .linger
             .iter()
-            .map(|&(p, st)| moved(Some(st)).map(|st| (p, st.unwrap_or(0))))
+            .map(|&id| moved_id(id))
             .collect::<Option<Vec<_>>>()?;
         local.timens = crate::procfs::own_timens();
         local.bootoff_ns = crate::procfs::own_boottime_offset_ns();
@@ -416,22 +529,22 @@ impl Record {
         if let Some(v) = &self.cmd {
             let _ = writeln!(s, "cmd={}", escape_controls(v));
         }
-        if let (Some(p), Some(st)) = (self.cmd_pid, self.cmd_start) {
-            let _ = writeln!(s, "cmdpid={p}");
-            let _ = writeln!(s, "cmdstart={st}");
+        if let Some(c) = self.cmd_id {
+            let _ = writeln!(s, "cmdpid={}", c.pid);
+            let _ = writeln!(s, "cmdstart={}", c.start);
         }
-        if let Some(g) = self.pgid {
-            let _ = writeln!(s, "pgid={g}");
-        }
-        if let Some(g) = self.pgstart {
-            let _ = writeln!(s, "pgstart={g}");
+        if let Some(g) = self.group {
+            let _ = writeln!(s, "pgid={}", g.pgid);
+            if let Some(st) = g.leader_start {
+                let _ = writeln!(s, "pgstart={st}");
+            }
         }
         if !self.linger.is_empty() {
             let items: Vec<String> = self
                 .linger
                 .iter()
                 .take(MAX_LINGER)
-                .map(|(p, st)| format!("{p}:{st}"))
+                .map(|id| format!("{}:{}", id.pid, id.start))
                 .collect();
             let _ = writeln!(s, "linger={}", items.join(","));
         }
@@ -445,33 +558,35 @@ impl Record {
     /// record's lock held besides the owner: a run's command group and
     /// token carriers, a script's token carriers, or the process group of
     /// a script that acquired. `None` when the owner alone counts.
-    pub fn scan_spec(&self) -> Option<crate::procfs::RunSpec<'_>> {
-        match (self.mode, self.pgid) {
-            (Mode::Run, _) => Some(crate::procfs::RunSpec {
-                token: self.token_str(),
-                since_start: self.start,
-                group: self.cmd_pid.map(|p| (p, self.cmd_start)),
-                uid: self.uid,
-            }),
-            (Mode::Script, pgid) => Some(crate::procfs::RunSpec {
-                token: self.token_str(),
-                since_start: self.start,
-                group: pgid.map(|g| (g, self.pgstart)),
-                uid: self.uid,
-            }),
-            (Mode::Lock, Some(pgid)) => Some(crate::procfs::RunSpec {
-                token: "",
-                since_start: self.start,
-                group: Some((pgid, self.pgstart)),
-                uid: self.uid,
-            }),
+    pub fn scan_spec(&self) -> Option<RunSpec<'_>> {
+        let spec = |token, group| RunSpec {
+            token,
+            since_start: self.start,
+            group,
+            uid: self.uid,
+        };
+        match (self.mode, self.group) {
+            // A run's command leads its own group, whose id is its pid.
+            (Mode::Run, _) => Some(spec(
+                self.token.as_deref(),
+                self.cmd_id.map(|c| Group {
+                    pgid: c.pid,
+                    leader_start: Some(c.start),
+                }),
+            )),
+            (Mode::Script, group) => Some(spec(self.token.as_deref(), group)),
+            (Mode::Lock, Some(group)) => Some(spec(None, Some(group))),
             (Mode::Lock, None) => None,
         }
     }
 
-    /// The record's token, or `""` for a record without one.
-    pub fn token_str(&self) -> &str {
-        self.token.as_deref().unwrap_or("")
+    /// The owner, as an identity, when the record names its start time
+    /// (a bare pid file does not).
+    pub fn owner_id(&self) -> Option<ProcId> {
+        self.start.map(|start| ProcId {
+            pid: self.pid,
+            start,
+        })
     }
 }
 
@@ -512,17 +627,6 @@ pub fn is_torn_record(bytes: &[u8]) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             && !value.chars().any(char::is_control)
     })
-}
-
-/// True for a boot id as the kernel writes it: a UUID in lowercase,
-/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`. A truncated one is not one: it
-/// must never compare as "another boot".
-pub fn is_boot_id(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => matches!(b, b'0'..=b'9' | b'a'..=b'f'),
-        })
 }
 
 /// Makes a value safe for one record line: control characters become
@@ -584,11 +688,15 @@ mod tests {
             uid: Some(0),
             mode: Mode::Run,
             cmd: Some("./sync.sh --all".into()),
-            cmd_pid: Some(4250),
-            cmd_start: Some(123_456_790),
-            pgid: None,
-            pgstart: None,
-            linger: vec![(4251, 123_456_800)],
+            cmd_id: Some(ProcId {
+                pid: 4250,
+                start: 123_456_790,
+            }),
+            group: None,
+            linger: vec![ProcId {
+                pid: 4251,
+                start: 123_456_800,
+            }],
             format: FORMAT_VERSION,
         }
     }
@@ -696,18 +804,19 @@ mod tests {
         for (input, why) in cases {
             let err = Record::parse_with_pid_max(input, PID_MAX)
                 .expect_err(&format!("{input:?} should be rejected"));
-            assert!(err.0.contains(why), "{input:?}: {err} (wanted {why:?})");
+            assert!(
+                err.to_string().contains(why),
+                "{input:?}: {err} (wanted {why:?})"
+            );
         }
     }
 
     #[test]
     fn oversized_input_is_rejected_without_parsing() {
         let big = vec![b'1'; MAX_RECORD_BYTES + 1];
-        assert!(
-            Record::parse_with_pid_max(&big, PID_MAX)
-                .unwrap_err()
-                .0
-                .contains("larger")
+        assert_eq!(
+            Record::parse_with_pid_max(&big, PID_MAX),
+            Err(NotARecord::TooLarge)
         );
     }
 
@@ -793,11 +902,22 @@ mod tests {
                     uid,
                     mode,
                     cmd: cmd.map(|c| escape_value(&c)),
-                    cmd_pid: cmdp.map(|c| c.0),
-                    cmd_start: cmdp.map(|c| c.1),
-                    pgid: cmdp.map(|c| c.0),
-                    pgstart: cmdp.map(|c| c.1 / 2),
-                    linger: cmdp.map(|c| vec![c, (c.0, c.1 / 3)]).unwrap_or_default(),
+                    cmd_id: cmdp.map(|(pid, start)| ProcId { pid, start }),
+                    group: cmdp.map(|(pgid, start)| Group {
+                        pgid,
+                        leader_start: (start % 2 == 0).then_some(start / 2),
+                    }),
+                    linger: cmdp
+                        .map(|(pid, start)| {
+                            vec![
+                                ProcId { pid, start },
+                                ProcId {
+                                    pid,
+                                    start: start / 3,
+                                },
+                            ]
+                        })
+                        .unwrap_or_default(),
                     format: FORMAT_VERSION,
                 },
             )

@@ -20,8 +20,12 @@ pub enum Point {
     BeforeReclaim,
     /// In a reclaim, holding the removal guard, before the re-read.
     ReclaimUnderGuard,
-    /// In a release, holding the removal guard, before the re-read.
+    /// In a release (by token, by owner or by force), holding the removal
+    /// guard, before the re-read.
     ReleaseUnderGuard,
+    /// In a replacement of a record (a run naming its command), holding
+    /// the removal guard, before the re-read.
+    ReplaceUnderGuard,
 }
 
 #[cfg(feature = "test-hooks")]

@@ -1,6 +1,6 @@
 //! Text for people: durations, times, user names and command lines, as
 //! messages, `status` and the record show them. A leaf: it imports nothing
-//! of the crate.
+//! of the crate but the user database's lookup.
 
 use std::time::Duration;
 
@@ -21,10 +21,7 @@ pub fn format_unix_time(secs: u64) -> String {
 /// A user's name (`root`, `backup`), or `uid N` when the user database has
 /// none for it.
 pub fn user_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => u.name,
-        _ => format!("uid {uid}"),
-    }
+    crate::sys::user_name(uid).unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// Formats a duration as `3m12s`, `2h5m`, `450ms`.

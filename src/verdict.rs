@@ -21,8 +21,9 @@
 //! run.
 
 use std::fmt;
+use std::time::Instant;
 
-use crate::procfs::{self, Probe};
+use crate::procfs::{self, Probe, ProcId};
 use crate::record::{FORMAT_VERSION, NotARecord, Record};
 
 /// The verdict on a lock file that exists.
@@ -359,8 +360,10 @@ pub struct Evidence {
     pub owner: u32,
 }
 
-/// Judges the evidence. Reads `/proc`; takes nothing.
-pub fn judge(ev: &Evidence) -> Verdict {
+/// Judges the evidence. Reads `/proc`; takes nothing. A search of `/proc`
+/// for the processes of a run stops at `deadline` (the verdict is then
+/// unknown).
+pub fn judge(ev: &Evidence, deadline: Option<Instant>) -> Verdict {
     let written_before_boot = procfs::boot_time().is_some_and(|b| ev.mtime < b as i64);
     let rec = match &ev.record {
         Ok(r) => r,
@@ -390,7 +393,7 @@ pub fn judge(ev: &Evidence) -> Verdict {
             };
         }
     };
-    judge_record(rec, ev.kernel_locked)
+    judge_record(rec, ev.kernel_locked, deadline)
 }
 
 /// Judges a record written in another PID namespace, whose pids mean
@@ -428,7 +431,7 @@ fn judge_other_pidns(rec: &Record, theirs: u64, ours: u64, kernel_locked: bool) 
 /// Judges a parsed record. `kernel_locked` is whether a flock on the file
 /// is held. A bare pid file carries no boot id; its pid is probed like any
 /// other (a live pid named by an older file is refused, not clobbered).
-pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
+pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>) -> Verdict {
     // Without a working /proc nothing can be proven dead: a pid that does
     // not show is not a pid that exited.
     if let Err(why) = procfs::usable() {
@@ -492,32 +495,26 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
         _ => {}
     }
     let run = rec.scan_spec().is_some();
-    if let (Some(pid), Some(start)) = (rec.cmd_pid, rec.cmd_start)
-        && procfs::probe(pid, Some(start)).is_alive()
-    {
-        return Verdict::Held(Holder::Command { pid });
+    if let Some(c) = rec.cmd_id.filter(|c| c.is_alive()) {
+        return Verdict::Held(Holder::Command { pid: c.pid });
     }
     // A lingering run names the processes that outlived its command.
-    if let Some(&(pid, _)) = rec
-        .linger
-        .iter()
-        .find(|&&(pid, start)| procfs::probe(pid, Some(start)).is_alive())
-    {
+    if let Some(m) = rec.linger.iter().find(|m| m.is_alive()) {
         return Verdict::Held(Holder::Member {
-            pid,
-            cmd: procfs::command_line(pid),
+            pid: m.pid,
+            cmd: procfs::command_line(m.pid),
         });
     }
     if let Some(spec) = rec.scan_spec() {
         // Two scans: a process that forks and exits while /proc is listed
         // could hide its child from one pass (after pid wrap-around).
         for _ in 0..2 {
-            match procfs::run_members(&spec, &[], true) {
+            match procfs::run_members(&spec, &[], true, deadline) {
                 Ok(scan) => {
                     if let Some(m) = scan.members.into_iter().next() {
                         return Verdict::Held(Holder::Member {
-                            pid: m.pid,
-                            cmd: procfs::command_line(m.pid),
+                            pid: m.id.pid,
+                            cmd: procfs::command_line(m.id.pid),
                         });
                     }
                     if let Some(pid) = scan.unreadable.first() {
@@ -558,4 +555,35 @@ pub fn judge_record(rec: &Record, kernel_locked: bool) -> Verdict {
         Probe::Zombie => StaleReason::Zombie { pid, run },
         _ => StaleReason::Exited { pid, run },
     })
+}
+
+/// The live processes of the run (or lock) a record describes: the
+/// wrapper or owner first, then the command, the processes the record
+/// names as lingering, and the rest of the run (its group and token
+/// carriers). `skip` names processes never to include (the caller). The
+/// search of `/proc` stops at `deadline`.
+pub(crate) fn processes_of(
+    record: &Record,
+    skip: &[u32],
+    deadline: Option<Instant>,
+) -> crate::error::Result<Vec<ProcId>> {
+    let mut out: Vec<ProcId> = Vec::new();
+    let mut push = |id: ProcId| {
+        if !skip.contains(&id.pid) && !out.iter().any(|t| t.pid == id.pid) {
+            out.push(id);
+        }
+    };
+    record
+        .owner_id()
+        .into_iter()
+        .chain(record.cmd_id)
+        .chain(record.linger.iter().copied())
+        .filter(|id| id.is_alive())
+        .for_each(&mut push);
+    if let Some(spec) = record.scan_spec() {
+        let scan = procfs::run_members(&spec, skip, false, deadline)
+            .map_err(|e| crate::error::Error::io("list processes in", "/proc", e))?;
+        scan.members.into_iter().for_each(|m| push(m.id));
+    }
+    Ok(out)
 }

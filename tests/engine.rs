@@ -374,7 +374,7 @@ fn invariant_4_a_run_is_alive_while_any_of_its_processes_is_alive() {
         .parse()
         .unwrap();
     let rec = lock.inspect().unwrap().unwrap().record.unwrap();
-    assert_eq!(rec.cmd_pid, Some(sh));
+    assert_eq!(rec.cmd_id.map(|c| c.pid), Some(sh));
 
     // kill -9 the wrapper, then the command: the grandchild lives on.
     kill9(&mut wrapper.0);

@@ -149,8 +149,8 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
         .record
         .unwrap();
     kill9(&mut wrapper.0);
-    kill9_pid(rec.cmd_pid.unwrap());
-    wait_gone(rec.cmd_pid.unwrap());
+    kill9_pid(rec.cmd_id.unwrap().pid);
+    wait_gone(rec.cmd_id.unwrap().pid);
     settle(lingering);
 
     // The next fire is refused: the run is still "alive".
@@ -485,7 +485,7 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
             .ok()
             .and_then(|l| l.inspect().ok().flatten())
             .and_then(|s| s.record.ok())
-            .is_some_and(|r| r.cmd_pid.is_some())
+            .is_some_and(|r| r.cmd_id.is_some())
     });
     let cmd = onlyone::LockFile::open(&lock)
         .unwrap()
@@ -494,8 +494,9 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
         .unwrap()
         .record
         .unwrap()
-        .cmd_pid
-        .unwrap();
+        .cmd_id
+        .unwrap()
+        .pid;
     let _cmd_guard = KillOnDrop(cmd);
     // ...is not the `job` of a/locks: reaping that one never touches it.
     for _ in 0..2 {
@@ -571,7 +572,7 @@ fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
             .ok()
             .and_then(|l| l.inspect().ok().flatten())
             .and_then(|s| s.record.ok())
-            .is_some_and(|r| r.cmd_pid.is_some())
+            .is_some_and(|r| r.cmd_id.is_some())
     });
     let worker = onlyone::LockFile::open(&lock)
         .unwrap()
@@ -580,8 +581,9 @@ fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
         .unwrap()
         .record
         .unwrap()
-        .cmd_pid
-        .unwrap();
+        .cmd_id
+        .unwrap()
+        .pid;
     // The worker outlives a SIGKILLed wrapper: it is ended with the test,
     // pass or fail.
     let _worker_guard = KillOnDrop(worker);

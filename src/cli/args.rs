@@ -315,30 +315,12 @@ pub struct SignalArg(pub rustix::process::Signal);
 
 impl fmt::Display for SignalArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match nix::sys::signal::Signal::try_from(self.0.as_raw()) {
-            Ok(s) => f.write_str(s.as_str().trim_start_matches("SIG")),
-            Err(_) => write!(f, "signal {}", self.0.as_raw()),
-        }
+        f.write_str(&onlyone::signal::signal_name(self.0))
     }
 }
 
 fn parse_signal(s: &str) -> Result<SignalArg, String> {
-    let n = if let Ok(n) = s.parse::<i32>() {
-        n
-    } else {
-        let upper = s.to_ascii_uppercase();
-        let name = if upper.starts_with("SIG") {
-            upper
-        } else {
-            format!("SIG{upper}")
-        };
-        name.parse::<nix::sys::signal::Signal>().map_err(|_| {
-            format!("`{s}` is not a signal: use a name like TERM or INT, or a number")
-        })? as i32
-    };
-    rustix::process::Signal::from_named_raw(n)
-        .map(SignalArg)
-        .ok_or_else(|| format!("`{s}` is not a signal onlyone can send"))
+    onlyone::signal::parse_signal(s).map(SignalArg)
 }
 
 /// Parses `90s`, `10m`, `1h30m`, `500ms`, or a bare number of seconds

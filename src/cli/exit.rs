@@ -10,9 +10,13 @@
 //! | 128+N | the command was killed by signal N |
 //! | other | `run`: the command's own exit code |
 //!
-//! `precheck` exits only 0 or 75.
+//! `precheck` exits only 0 or 75. The library returns kinds of outcome;
+//! this file alone turns them into numbers.
 
 use std::process::ExitCode;
+
+use onlyone::supervise::{Exit, RunError};
+use rustix::process::Signal;
 
 /// Skipped: held by a live run.
 pub const HELD: u8 = 75;
@@ -20,6 +24,10 @@ pub const HELD: u8 = 75;
 pub const ENDED: u8 = 124;
 /// onlyone itself failed.
 pub const FAILURE: u8 = 125;
+/// `run`: the command could not be executed.
+pub const NOT_EXECUTABLE: u8 = 126;
+/// `run`: the command was not found.
+pub const NOT_FOUND: u8 = 127;
 
 /// How onlyone ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,25 +45,34 @@ impl Code {
         match self {
             Code::Exit(c) => ExitCode::from(c),
             Code::Signal(n) => {
-                use nix::sys::signal::{SigHandler, SigSet, Signal, signal};
                 // Only signals that end a process without a core dump are
                 // raised again; the rest become 128+N.
-                if let Ok(sig) = Signal::try_from(n)
-                    && matches!(
-                        sig,
-                        Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGPIPE
-                    )
+                if [Signal::INT, Signal::TERM, Signal::HUP, Signal::PIPE]
+                    .iter()
+                    .any(|s| s.as_raw() == n)
                 {
-                    // SAFETY: restoring the default disposition installs no
-                    // handler; nothing else in onlyone runs any longer.
-                    let _ = unsafe { signal(sig, SigHandler::SigDfl) };
-                    let mut set = SigSet::empty();
-                    set.add(sig);
-                    let _ = set.thread_unblock();
-                    let _ = nix::sys::signal::raise(sig);
+                    onlyone::signal::die_by(n);
                 }
                 ExitCode::from((128 + n).clamp(0, 255) as u8)
             }
         }
+    }
+}
+
+/// How `run` ends when its command could not run: 127 when it was not
+/// found, 126 when it could not be executed, 125 when onlyone failed.
+pub fn run_error(e: &RunError) -> Code {
+    Code::Exit(match e {
+        RunError::NotFound { .. } => NOT_FOUND,
+        RunError::NotExecutable { .. } => NOT_EXECUTABLE,
+        _ => FAILURE,
+    })
+}
+
+/// How `run` ends when its command ended.
+pub fn command_exit(exit: Exit) -> Code {
+    match exit {
+        Exit::Code(c) => Code::Exit(c.clamp(0, 255) as u8),
+        Exit::Signal(s) => Code::Signal(s),
     }
 }

@@ -30,12 +30,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
         say(format_args!("reap: {e}"));
         return Code::Exit(0);
     }
-    let opts = ReapOptions {
-        idle: a.idle,
-        grace: a.grace,
-        deadline,
-        dry_run: a.dry_run,
-    };
+    let opts = ReapOptions::new(a.idle, a.grace, deadline).dry_run(a.dry_run);
     let report = reap::reap(&jobs, ctx.dir(), &opts);
     if a.json {
         let mut out = std::io::stdout().lock();
@@ -50,7 +45,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
                 (Fate::Ended, true) => "would end",
                 (Fate::Ended, false) => "ended",
                 (Fate::Failed, _) => "failed to end",
-                (Fate::KeptBusy | Fate::KeptIdleTooShort | Fate::KeptNotNamed, _) => "kept",
+                _ => "kept",
             };
             // Kept processes of jobs that were not named are not news.
             if c.verdict == Fate::KeptNotNamed {

@@ -112,7 +112,7 @@ pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error
 fn fill(s: &mut LockStatus, seen: &Inspection) {
     if let Ok(r) = &seen.record {
         s.pid = Some(r.pid);
-        s.command_pid = r.cmd_pid;
+        s.command_pid = r.cmd_id.map(|c| c.pid);
         s.since_unix = r.since;
         s.since = r.since.map(onlyone::format_unix_time);
         s.age_seconds = r.since.map(|t| now_unix().saturating_sub(t));
@@ -155,22 +155,13 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 )),
                 _ => {}
             }
-            let cmd_pid = seen.record.as_ref().ok().and_then(|r| r.cmd_pid);
-            let mut watched = vec![h.pid()];
-            watched.extend(cmd_pid.filter(|c| *c != h.pid()));
-            for pid in watched {
-                if onlyone::procfs::read_stat(pid)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|st| matches!(st.state, 'T' | 't'))
-                {
-                    s.stopped = true;
-                    reasons.push(format!(
-                        "pid {pid} is stopped (state T): `kill -CONT {pid}` resumes it, \
-                         `onlyone stop {}` ends the run",
-                        s.name
-                    ));
-                }
+            for pid in seen.stopped() {
+                s.stopped = true;
+                reasons.push(format!(
+                    "pid {pid} is stopped (state T): `kill -CONT {pid}` resumes it, `onlyone \
+                     stop {}` ends the run",
+                    s.name
+                ));
             }
             if !reasons.is_empty() {
                 s.reason = Some(reasons.join("; "));

@@ -1,0 +1,226 @@
+//! `acquire` and `release`, for shell scripts; `--export`'s assignments;
+//! and the keeper that refreshes a script's lock in `/tmp`.
+
+use std::path::{Path, PathBuf};
+
+use onlyone::{AcquireOptions, Error, LockFile, Owner, Released, Releaser, Verdict};
+
+use super::exit::{self, Code};
+use super::{Ctx, args, deadline_of, fail, parent_pid, print_stdout, report_takeover, say};
+
+impl Ctx {
+    pub(super) fn acquire(&self, a: args::Acquire) -> Code {
+        let code = self.acquire_lock(&a);
+        if a.export {
+            // `eval "$(onlyone acquire NAME --export)"` must stop the script
+            // when the lock was not taken: eval of nothing succeeds.
+            let line = match &code {
+                Ok(lock) => export_line(lock),
+                Err(Code::Exit(n)) => format!("exit {n}\n"),
+                Err(Code::Signal(n)) => format!("exit {}\n", 128 + n),
+            };
+            print_stdout(&line);
+        }
+        code.map_or_else(|c| c, |_| Code::Exit(0))
+    }
+
+    /// Takes the lock for the calling shell; on success returns what
+    /// `--export` prints.
+    fn acquire_lock(&self, a: &args::Acquire) -> Result<Exported, Code> {
+        let deadline = deadline_of(a.deadline);
+        let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
+        let owner = match a.owner {
+            Some(pid) => pid,
+            None => {
+                let caller = Owner::calling_shell();
+                // An orphan is adopted by pid 1: the calling shell is gone
+                // (killed while onlyone started). init as the owner would
+                // hold the lock forever.
+                if caller == 1 {
+                    return Err(fail(format_args!(
+                        "not taking `{name}`: onlyone's parent is pid 1, so the shell that \
+                         called it has exited; to make pid 1 the owner on purpose (a \
+                         container's entry point), pass --owner 1"
+                    )));
+                }
+                caller
+            }
+        };
+        let mut opts = AcquireOptions::new().owner(Owner::Pid(owner));
+        if a.export {
+            opts = opts.mode(onlyone::Mode::Script);
+        }
+        if let Some(w) = a.wait {
+            opts = opts.wait(w);
+        }
+        if let Some(d) = deadline {
+            opts = opts.deadline(d);
+        }
+        match lock.acquire(&opts) {
+            Ok(g) => {
+                if !a.quiet {
+                    report_takeover(&name, &g);
+                }
+                let token = g.token().to_owned();
+                g.leave_to_owner();
+                if lock.in_cleaned_dir() {
+                    start_keeper(lock.path(), &token, owner);
+                }
+                Ok(Exported {
+                    path: lock.path().to_owned(),
+                    token,
+                })
+            }
+            Err(e) => Err(self.refused(e, &name, a.quiet, Code::Exit(a.held_exit))),
+        }
+    }
+
+    pub(super) fn release(&self, a: args::Release) -> Code {
+        let (lock, name) = match self.open_for_writing(&a.lock) {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        let lock = match deadline_of(a.deadline) {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        if a.force {
+            return match lock.force_release() {
+                Ok(None) => {
+                    say(format_args!("`{name}` was not held"));
+                    Code::Exit(0)
+                }
+                Ok(Some(seen)) => {
+                    let state = match &seen.verdict {
+                        Verdict::Held(_) => "held".to_owned(),
+                        Verdict::Stale(r) => format!("stale: {r}"),
+                        Verdict::Unknown(r) => format!("unknown: {r}"),
+                    };
+                    let whose = match &seen.record {
+                        Ok(r) => format!("pid {} (`{}`)", r.pid, r.cmd.as_deref().unwrap_or("?")),
+                        Err(_) => "no readable owner".to_owned(),
+                    };
+                    say(format_args!(
+                        "removed `{name}`, which was {state}; it belonged to {whose}"
+                    ));
+                    Code::Exit(0)
+                }
+                Err(e) => fail(e),
+            };
+        }
+        let releaser = match a.owner {
+            Some(pid) => Releaser::new().owner(pid),
+            // The calling shell, or onlyone itself when the shell exec'd it
+            // (`bash -c '...; onlyone release L'`), or a script's worker
+            // that carries the token `acquire --export` handed out.
+            None => {
+                let mut r = Releaser::new()
+                    .owner(parent_pid())
+                    .owner(std::process::id());
+                if let Some(token) = exported_token_for(lock.path()) {
+                    r = r.token(token);
+                }
+                r
+            }
+        };
+        match lock.release_as(&releaser) {
+            Ok(Released::Removed) => Code::Exit(0),
+            Ok(Released::AlreadyFree) => {
+                if !a.quiet {
+                    say(format_args!("`{name}` was not held; nothing to release"));
+                }
+                Code::Exit(0)
+            }
+            Err(Error::NotOwner { pid, held }) => {
+                say(format_args!(
+                    "refusing to release `{name}`: it is held by {}, not by pid {pid}; \
+                     `onlyone release --force {}` removes it anyway",
+                    held.describe(),
+                    a.lock
+                ));
+                Code::Exit(exit::FAILURE)
+            }
+            Err(e) => fail(e),
+        }
+    }
+}
+
+/// Starts `onlyone keeper` for a lock that `acquire` left to a script in a
+/// directory that age-based cleaners empty: it refreshes the lock file's
+/// times while the lock is held (no other process of onlyone's lives to),
+/// and exits once it is released, taken over or stale. It runs in a process
+/// group of its own (the script's group must not count it), with nothing
+/// of the script's output (a command substitution waits for its pipe to
+/// close) and without the run's token (it is not the run).
+fn start_keeper(lock: &Path, token: &str, owner: u32) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let spawned = std::process::Command::new(exe)
+        .arg("keeper")
+        .arg("--token")
+        .arg(token)
+        .arg("--owner")
+        .arg(owner.to_string())
+        .arg("--")
+        .arg(lock)
+        .env_remove(onlyone::procfs::LOCK_VAR)
+        .env_remove(onlyone::procfs::TOKEN_VAR)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    if let Err(e) = spawned {
+        say(format_args!(
+            "could not start the keeper of `{}` ({e}): age-based cleaning of its directory may \
+             remove the lock after many days",
+            lock.display()
+        ));
+    }
+}
+
+/// `onlyone keeper`: keeps a lock fresh while it is held.
+pub(super) fn keeper(a: args::Keeper) -> Code {
+    match LockFile::open(&a.lock).and_then(|l| l.keep_fresh(&a.token, a.owner)) {
+        Ok(()) => Code::Exit(0),
+        Err(_) => Code::Exit(exit::FAILURE),
+    }
+}
+
+/// What `acquire --export` hands a script.
+struct Exported {
+    path: PathBuf,
+    token: String,
+}
+
+/// `ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK
+/// ONLYONE_TOKEN`, each value quoted for sh.
+fn export_line(e: &Exported) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    format!(
+        "{lock}={}; {token}={}; export {lock} {token}\n",
+        sh_quote(e.path.as_os_str().as_bytes()),
+        sh_quote(e.token.as_bytes()),
+        lock = onlyone::procfs::LOCK_VAR,
+        token = onlyone::procfs::TOKEN_VAR,
+    )
+}
+
+/// Quotes bytes for a POSIX shell: inside single quotes everything is
+/// literal but the single quote itself, written `'\''`. Bytes that are
+/// not UTF-8 are kept as they are (the shell reads bytes).
+fn sh_quote(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The token that `acquire --export` handed to this process's
+/// environment, when `ONLYONE_LOCK` there names `path`.
+fn exported_token_for(path: &Path) -> Option<String> {
+    let lock = std::env::var_os(onlyone::procfs::LOCK_VAR)?;
+    let token = std::env::var(onlyone::procfs::TOKEN_VAR).ok()?;
+    let same = std::path::absolute(Path::new(&lock)).ok()? == path;
+    same.then_some(token)
+}

@@ -1,0 +1,225 @@
+//! A held lock: released on drop, kept young against age-based cleaning
+//! of `/tmp`, and told a run's command and what lingers after it.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{Mode as FsMode, OFlags};
+
+use super::LockFile;
+use super::acquire::TakeOver;
+use super::read::Read;
+use super::waiter::Waiter;
+use crate::error::{Error, Result};
+use crate::procfs::{self, ProcId};
+use crate::record::Record;
+use crate::verdict::{self, Verdict};
+
+/// How often a holder refreshes its lock file's times (`futimens`), so that
+/// age-based cleaning of `/tmp` (systemd-tmpfiles, tmpreaper) never takes
+/// a live lock: cleaners remove files whose times are all older than days.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// [`REFRESH_INTERVAL`], or what a test sets.
+pub(crate) fn refresh_interval() -> Duration {
+    crate::test_hooks::refresh_interval().unwrap_or(REFRESH_INTERVAL)
+}
+
+/// Sets a file's access and modification times to now.
+fn touch(fd: impl AsFd) -> rustix::io::Result<()> {
+    let now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_NOW,
+    };
+    rustix::fs::futimens(
+        fd,
+        &rustix::fs::Timestamps {
+            last_access: now,
+            last_modification: now,
+        },
+    )
+}
+
+/// A held lock. Dropping it releases the lock (ignoring errors); call
+/// [`LockGuard::release`] to see them.
+#[derive(Debug)]
+pub struct LockGuard {
+    pub(super) lock: LockFile,
+    pub(super) record: Record,
+    /// This acquisition's token (the record's).
+    pub(super) token: String,
+    /// The record's inode, kernel-locked for as long as the lock is held.
+    pub(super) fd: Option<OwnedFd>,
+    /// The process that acquired: a forked child must not release its
+    /// parent's lock when its copy of the guard drops.
+    pub(super) creator: rustix::process::Pid,
+    pub(super) done: bool,
+    pub(super) took_over: Option<TakeOver>,
+}
+
+impl LockGuard {
+    /// The stale lock this acquisition took over, if it did: worth telling
+    /// an operator (a previous holder crashed).
+    pub fn took_over(&self) -> Option<&TakeOver> {
+        self.took_over.as_ref()
+    }
+
+    /// The record this guard wrote.
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// This acquisition's token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The lock file.
+    pub fn lock(&self) -> &LockFile {
+        &self.lock
+    }
+
+    /// Releases the lock and reports what went wrong, if anything.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = onlyone::LockFile::open(dir.path().join("sync.lock"))?;
+    /// lock.try_acquire()?.release()?;
+    /// assert!(lock.inspect()?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release(mut self) -> Result<()> {
+        self.done = true;
+        let result = if rustix::process::getpid() == self.creator {
+            self.lock.release_token_until(&self.token, None).map(|_| ())
+        } else {
+            Ok(())
+        };
+        self.fd = None;
+        result
+    }
+
+    /// Records the run's command (its pid and start time) in the lock file.
+    /// The record is replaced atomically; its token stays the same.
+    pub fn set_command(&mut self, pid: u32) -> Result<()> {
+        // It may have exited already: a zombie child of the caller still
+        // has its identity until it is reaped.
+        let st = procfs::read_stat(pid)
+            .ok()
+            .flatten()
+            .ok_or_else(|| Error::BadOwner {
+                pid,
+                why: "it is not running".into(),
+            })?;
+        let id = ProcId {
+            pid,
+            start: st.start,
+        };
+        let mut new = self.record.clone();
+        new.cmd_id = Some(id);
+        self.replace(new)
+    }
+
+    /// Names in the record the processes that outlive a lingering run's
+    /// command (at most [`crate::record::MAX_LINGER`]), so that the verdict
+    /// finds them once this process has exited, whatever their environment.
+    /// The record is replaced atomically.
+    pub fn set_lingering(&mut self, procs: &[ProcId]) -> Result<()> {
+        let mut new = self.record.clone();
+        new.linger = procs
+            .iter()
+            .copied()
+            .take(crate::record::MAX_LINGER)
+            .collect();
+        self.replace(new)
+    }
+
+    /// Writes `new` to a temp file, kernel-locked, and renames it over the
+    /// record under the removal guard, if the path still holds this token.
+    fn replace(&mut self, new: Record) -> Result<()> {
+        let writer = procfs::own_identity()
+            .map_err(|e| Error::io("read", "/proc/self/stat", e))?
+            .id;
+        let mut temp = self.lock.write_temp(writer, &self.token, &new.to_bytes())?;
+        self.lock.replace_record(&self.token, &mut temp)?;
+        self.fd = Some(temp.into_kept());
+        self.record = new;
+        Ok(())
+    }
+
+    /// Refreshes the lock file's times, so that age-based cleaning of
+    /// `/tmp` does not take it while it is held (see [`REFRESH_INTERVAL`]).
+    pub fn refresh(&self) -> Result<()> {
+        match &self.fd {
+            Some(fd) => touch(fd).map_err(|e| Error::io("refresh", self.lock.path(), e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Leaves the lock held, to its recorded owner (for
+    /// [`super::Owner::Pid`]): nothing is released, and this process's
+    /// kernel lock is dropped. Returns the record.
+    pub fn leave_to_owner(mut self) -> Record {
+        self.done = true;
+        self.fd = None;
+        self.record.clone()
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.done && rustix::process::getpid() == self.creator {
+            let _ = self.lock.release_token_until(&self.token, None);
+        }
+    }
+}
+
+impl LockFile {
+    /// Keeps the lock file's times fresh (see [`REFRESH_INTERVAL`]) for as
+    /// long as it holds `token` and is held, for an owner that is not this
+    /// process (a shell script that called `onlyone acquire`): no process
+    /// of onlyone's would otherwise live to do it. Wakes when the lock file
+    /// is removed, when `owner` exits, and at each interval; returns once
+    /// the lock is released, taken over or stale.
+    pub fn keep_fresh(&self, token: &str, owner: u32) -> Result<()> {
+        let waiter = Waiter::new(self);
+        let mut owner = owner;
+        let mut refresh_at = Instant::now() + refresh_interval();
+        loop {
+            let Some(ev) = self.read_at_path(Read::Look)? else {
+                return Ok(());
+            };
+            if !ev
+                .record
+                .as_ref()
+                .is_ok_and(|r| r.token.as_deref() == Some(token))
+                || !matches!(verdict::judge(&ev, None), Verdict::Held(_))
+            {
+                return Ok(());
+            }
+            // The file was just written when this began: the first refresh
+            // is due an interval later.
+            if Instant::now() >= refresh_at {
+                if let Ok(fd) = rustix::fs::openat(
+                    &self.inner.dir,
+                    self.name(),
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    FsMode::empty(),
+                ) {
+                    let _ = touch(&fd);
+                }
+                refresh_at = Instant::now() + refresh_interval();
+            }
+            // Once the owner has exited (its workers may hold the run on),
+            // its pid is no reason to wake any more.
+            if !procfs::probe(owner, None).is_alive() {
+                owner = 0;
+            }
+            if waiter.inotify.is_none() {
+                std::thread::sleep(refresh_at.saturating_duration_since(Instant::now()));
+            } else {
+                waiter.wait(owner, refresh_at);
+            }
+        }
+    }
+}

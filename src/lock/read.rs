@@ -1,0 +1,205 @@
+//! Reading what is at a lock path: one open-and-read for every caller.
+//!
+//! Three ways, from the most careful to the cheapest:
+//! - **Look**: the verdict's read of a file anyone may have put there. It
+//!   looks before it opens (opening a device can act on it: a tape
+//!   rewinds), reads what `fstat` says is there, and tests whether the
+//!   writer's kernel lock (flock) is still held.
+//! - **Recheck**: the re-read under the removal guard: the bytes and the
+//!   modification time, no kernel lock.
+//! - **Own**: a read-back or a release of a file this process expects to be
+//!   its own, in a directory no one else may write: one open, one read, no
+//!   `fstat` (a short read of a regular file is its end; anything else
+//!   there reads as not ours).
+
+use std::io;
+
+use rustix::fs::{AtFlags, FlockOperation, Mode as FsMode, OFlags};
+use rustix::io::Errno;
+
+use super::LockFile;
+use crate::error::{Error, Result};
+use crate::procfs;
+use crate::record::{MAX_RECORD_BYTES, NotARecord, Record};
+use crate::verdict::Evidence;
+
+/// How carefully to read (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Read {
+    Look,
+    Recheck,
+    Own,
+}
+
+impl LockFile {
+    /// What is at the lock path, and whether its writer's kernel lock is
+    /// held: `None` when nothing is there.
+    pub(super) fn look(&self) -> Result<Option<Evidence>> {
+        self.read_at_path(Read::Look)
+    }
+
+    /// Reads what is at the lock path (`None`: nothing).
+    pub(super) fn read_at_path(&self, how: Read) -> Result<Option<Evidence>> {
+        let path = self.path();
+        if how == Read::Look {
+            match rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => self.check_regular(st.st_mode)?,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(_) => {} // the open below says what is wrong
+            }
+        }
+        let fd = match rustix::fs::openat(
+            &self.inner.dir,
+            self.name(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            FsMode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::LOOP) => return Err(Error::Symlink { path: path.into() }),
+            Err(Errno::NXIO) if how == Read::Own => return Ok(Some(not_ours())),
+            Err(Errno::NXIO) => {
+                return Err(Error::NotRegular {
+                    path: path.into(),
+                    kind: "socket",
+                });
+            }
+            Err(e @ (Errno::ACCESS | Errno::PERM)) if how != Read::Own => {
+                return self.denied(e);
+            }
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let (want, mtime, owner) = if how == Read::Own {
+            (MAX_RECORD_BYTES + 1, 0, 0)
+        } else {
+            let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect", path, e))?;
+            self.check_regular(st.st_mode)?;
+            // Read what fstat says is there (records are never rewritten
+            // in place), so a record takes one read(2) and no second one
+            // for EOF. A file larger than a record is read only far enough
+            // to say so.
+            let size = usize::try_from(st.st_size).unwrap_or(usize::MAX);
+            (size.min(MAX_RECORD_BYTES + 1), st.st_mtime, st.st_uid)
+        };
+        let mut bytes = vec![0u8; want];
+        let mut len = 0;
+        while len < want {
+            match rustix::io::read(&fd, &mut bytes[len..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    len += n;
+                    if how == Read::Own {
+                        break;
+                    }
+                }
+                Err(Errno::INTR) => {}
+                // A directory or a FIFO is not our record.
+                Err(Errno::ISDIR | Errno::AGAIN | Errno::INVAL) if how == Read::Own => {
+                    return Ok(Some(not_ours()));
+                }
+                Err(e) => return Err(Error::io("read", path, e)),
+            }
+        }
+        bytes.truncate(len);
+        let record = if len > MAX_RECORD_BYTES {
+            Err(NotARecord::TooLarge)
+        } else if how == Read::Own {
+            // Only the token matters to a read-back or a release: no need
+            // to read pid_max to check line 1's range.
+            Record::parse_with_pid_max(&bytes, u32::MAX)
+        } else {
+            // Start times on this process's clock, where that can be done;
+            // otherwise the verdict sees another time namespace and says
+            // unknown.
+            Record::parse(&bytes).map(|r| r.in_local_clock().unwrap_or(r))
+        };
+        let kernel_locked = how == Read::Look && self.kernel_locked(&fd, &record)?;
+        Ok(Some(Evidence {
+            bytes,
+            record,
+            kernel_locked,
+            mtime,
+            denied: false,
+            owner,
+        }))
+    }
+
+    /// Whether a kernel lock (flock) on the file is held. If the owner has
+    /// died since it was seen held, it is tested again: a dying process
+    /// drops its flocks before /proc shows it dead, so a flock still held
+    /// after that is not the owner's.
+    fn kernel_locked(
+        &self,
+        fd: &std::os::fd::OwnedFd,
+        record: &std::result::Result<Record, NotARecord>,
+    ) -> Result<bool> {
+        let held = || match rustix::fs::flock(fd, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => Ok(false),
+            Err(Errno::WOULDBLOCK) => Ok(true),
+            Err(e) => Err(Error::io("probe the kernel lock on", self.path(), e)),
+        };
+        if !held()? {
+            return Ok(false);
+        }
+        match record {
+            Ok(r) if !procfs::probe(r.pid, r.start).is_alive() => held(),
+            _ => Ok(true),
+        }
+    }
+
+    /// A file this user may not read: judged without its bytes.
+    fn denied(&self, e: Errno) -> Result<Option<Evidence>> {
+        let st = match rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(Error::io("inspect", self.path(), e)),
+        };
+        self.check_regular(st.st_mode)?;
+        Ok(Some(Evidence {
+            bytes: Vec::new(),
+            record: Err(NotARecord::Denied {
+                why: io::Error::from(e).to_string(),
+            }),
+            kernel_locked: false,
+            mtime: st.st_mtime,
+            denied: true,
+            owner: st.st_uid,
+        }))
+    }
+
+    /// Refuses anything but a regular file at the lock path.
+    pub(super) fn check_regular(&self, mode: u32) -> Result<()> {
+        use rustix::fs::FileType;
+        let kind = match FileType::from_raw_mode(mode) {
+            FileType::RegularFile => return Ok(()),
+            FileType::Symlink => {
+                return Err(Error::Symlink {
+                    path: self.path().into(),
+                });
+            }
+            FileType::Directory => "directory",
+            FileType::Fifo => "FIFO",
+            FileType::Socket => "socket",
+            FileType::CharacterDevice => "character device",
+            FileType::BlockDevice => "block device",
+            FileType::Unknown => "special file",
+        };
+        Err(Error::NotRegular {
+            path: self.path().into(),
+            kind,
+        })
+    }
+}
+
+/// What a read of one's own record makes of something that is not even a
+/// regular file: not ours.
+fn not_ours() -> Evidence {
+    Evidence {
+        bytes: Vec::new(),
+        record: Err(NotARecord::Empty),
+        kernel_locked: false,
+        mtime: 0,
+        denied: false,
+        owner: 0,
+    }
+}

@@ -1,0 +1,364 @@
+//! Removing a lock file: the one critical section.
+//!
+//! Every removal of a lock file (a reclaim of a stale lock, a release by
+//! token, by owner or by force) and every replacement of a record happens
+//! in [`LockFile::under_guard`]: holding the *removal guard*
+//! (`flock(LOCK_EX)` on the lock's directory, which onlyone never deletes
+//! and the kernel frees when its holder dies), it reads the record again
+//! and lets the caller decide on what it finds *now*: keep it, remove it,
+//! or rename a new record over it. Nothing is ever removed on an earlier
+//! read (PROTOCOL.md invariants 1 to 3).
+
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use rustix::fs::{AtFlags, FlockOperation, Mode as FsMode, OFlags};
+use rustix::io::Errno;
+
+use super::read::Read;
+use super::temp::TempFile;
+use super::{Inspection, LockFile};
+use crate::error::{Error, HeldBy, Result};
+use crate::procfs::{self, ProcId};
+use crate::record::Record;
+use crate::test_hooks::{self, Point};
+use crate::verdict::{self, Evidence, Holder, StaleReason, Verdict};
+
+/// How long the removal guard is waited for when no deadline is given. It is
+/// held for microseconds by onlyone; a longer hold is a foreign process.
+const GUARD_WAIT: Duration = Duration::from_secs(10);
+
+/// What to do with the record found under the removal guard.
+pub(super) enum Decision<'t, 'a> {
+    /// Leave it.
+    Keep,
+    /// Remove it.
+    Remove,
+    /// Rename this temp file over it.
+    Replace(&'t mut TempFile<'a>),
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The record was removed.
+    Removed,
+    /// There was nothing to remove (released already: release is idempotent).
+    AlreadyFree,
+}
+
+/// Who may release a lock on its owner's behalf (see
+/// [`LockFile::release_as`]): any of several owner processes, or whoever
+/// carries the acquisition's token.
+#[derive(Debug, Clone, Default)]
+pub struct Releaser {
+    owners: Vec<u32>,
+    token: Option<String>,
+}
+
+impl Releaser {
+    /// Nobody yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Accepts a record owned by the live process `pid` (pid and start
+    /// time are both checked).
+    pub fn owner(mut self, pid: u32) -> Self {
+        self.owners.push(pid);
+        self
+    }
+
+    /// Accepts a record that carries `token` (as `ONLYONE_TOKEN` hands it
+    /// to a script's workers).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+}
+
+impl LockFile {
+    /// The critical section: takes the removal guard (waiting until
+    /// `deadline`, or [`GUARD_WAIT`]), fires the test hook `point`, reads
+    /// the lock path `how`, and carries out what `decide` makes of what is
+    /// there now. Returns what `decide` returned with it.
+    pub(super) fn under_guard<'t, 'a: 't, T>(
+        &self,
+        deadline: Option<Instant>,
+        point: Point,
+        how: Read,
+        decide: impl FnOnce(Option<Evidence>) -> Result<(Decision<'t, 'a>, T)>,
+    ) -> Result<T> {
+        let _guard = self.removal_guard(deadline)?;
+        test_hooks::fire(point, self.path());
+        let (decision, out) = decide(self.read_at_path(how)?)?;
+        match decision {
+            Decision::Keep => {}
+            Decision::Remove => self.unlink()?,
+            Decision::Replace(temp) => {
+                let name = temp.name().ok_or_else(|| {
+                    Error::io("replace", self.path(), std::io::Error::from(Errno::BADF))
+                })?;
+                rustix::fs::renameat(&self.inner.dir, name, &self.inner.dir, self.name())
+                    .map_err(|e| Error::io("replace", self.path(), e))?;
+                temp.renamed();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes the removal guard: a kernel lock on the lock's directory, on a
+    /// fresh open file description (flock locks belong to those, so two
+    /// threads of one process exclude each other too).
+    fn removal_guard(&self, deadline: Option<Instant>) -> Result<OwnedFd> {
+        let deadline = self.deadline_or(deadline);
+        let fd = rustix::fs::openat(
+            &self.inner.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            FsMode::empty(),
+        )
+        .map_err(|e| Error::io("open the lock directory", self.dir(), e))?;
+        let started = Instant::now();
+        let limit = deadline.unwrap_or(started + GUARD_WAIT);
+        let mut pause = Duration::from_micros(20);
+        loop {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(fd),
+                Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => {
+                    let now = Instant::now();
+                    if now >= limit {
+                        return Err(Error::GuardBusy {
+                            dir: self.dir().into(),
+                            waited: now - started,
+                        });
+                    }
+                    std::thread::sleep(pause.min(limit - now));
+                    pause = (pause * 2).min(Duration::from_millis(2));
+                }
+                Err(e) => return Err(Error::io("take the removal guard on", self.dir(), e)),
+            }
+        }
+    }
+
+    fn unlink(&self) -> Result<()> {
+        match rustix::fs::unlinkat(&self.inner.dir, self.name(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e @ (Errno::PERM | Errno::ACCESS)) => Err(self.removal_denied(e)),
+            Err(e) => Err(Error::io("remove", self.path(), e)),
+        }
+    }
+
+    /// Says who may remove the lock file when this user may not: in a
+    /// sticky directory only the file's owner (or the directory's, or
+    /// root) may.
+    fn removal_denied(&self, e: Errno) -> Error {
+        let owner = rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW)
+            .map(|st| st.st_uid)
+            .ok();
+        let dir = rustix::fs::fstat(&*self.inner.dir).ok();
+        let sticky = dir.is_some_and(|d| d.st_mode & 0o1000 != 0);
+        let owner_name = owner.map_or_else(|| "its owner".to_owned(), crate::text::user_name);
+        let why = if e == Errno::PERM && sticky {
+            format!("its directory is sticky and the file belongs to {owner_name}")
+        } else {
+            "its directory is not writable by you".to_owned()
+        };
+        Error::CannotRemove {
+            path: self.path().into(),
+            why,
+            me: crate::text::user_name(rustix::process::geteuid().as_raw()),
+            owner: owner_name,
+            state: None,
+        }
+    }
+
+    /// Removes the record judged stale, if it is still exactly that record:
+    /// the same bytes, the same readability and the same modification time
+    /// (an unreadable file and an empty one both have no bytes).
+    pub(super) fn reclaim(&self, judged: &Evidence, deadline: Option<Instant>) -> Result<bool> {
+        self.under_guard(deadline, Point::ReclaimUnderGuard, Read::Recheck, |now| {
+            Ok(match now {
+                Some(ev)
+                    if ev.bytes == judged.bytes
+                        && ev.record.is_ok() == judged.record.is_ok()
+                        && ev.mtime == judged.mtime =>
+                {
+                    (Decision::Remove, true)
+                }
+                _ => (Decision::Keep, false),
+            })
+        })
+    }
+
+    /// Removes the lock file if it is provably stale: judged, then re-read
+    /// under the removal guard and removed only if unchanged. Returns why
+    /// it was stale when it removed it.
+    pub fn reclaim_if_stale(&self) -> Result<Option<StaleReason>> {
+        self.check_dir_writable()?;
+        let Some(ev) = self.look()? else {
+            return Ok(None);
+        };
+        match verdict::judge(&ev, self.deadline) {
+            Verdict::Stale(reason) => {
+                let removed = self.reclaim(&ev, None)?;
+                self.sweep_temp_files();
+                Ok(removed.then_some(reason))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Releases the lock held under `token`, under the removal guard. Gone
+    /// already: [`Released::AlreadyFree`]. Held under another token:
+    /// [`Error::Lost`].
+    pub fn release_token(&self, token: &str) -> Result<Released> {
+        self.check_dir_writable()?;
+        self.release_token_until(token, None)
+    }
+
+    pub(super) fn release_token_until(
+        &self,
+        token: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Released> {
+        self.under_guard(
+            deadline,
+            Point::ReleaseUnderGuard,
+            Read::Own,
+            |now| match now {
+                None => Ok((Decision::Keep, Released::AlreadyFree)),
+                Some(ev) if carries_token(&ev, token) => Ok((Decision::Remove, Released::Removed)),
+                Some(_) => Err(Error::Lost {
+                    path: self.path().into(),
+                }),
+            },
+        )
+    }
+
+    /// Releases the lock on behalf of its owner `pid` (the shell that called
+    /// `onlyone acquire`), under the removal guard. The record must name
+    /// that pid *and* that process's start time.
+    ///
+    /// ```
+    /// use onlyone::{AcquireOptions, LockFile, Owner, Released};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = LockFile::open(dir.path().join("sync.lock"))?;
+    /// let me = std::process::id();
+    /// // What `onlyone acquire` does for its calling shell...
+    /// lock.acquire(&AcquireOptions::new().owner(Owner::Pid(me)))?.leave_to_owner();
+    /// // ...and what `onlyone release` does.
+    /// assert_eq!(lock.release_owned_by(me)?, Released::Removed);
+    /// assert_eq!(lock.release_owned_by(me)?, Released::AlreadyFree);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release_owned_by(&self, pid: u32) -> Result<Released> {
+        self.release_as(&Releaser::new().owner(pid))
+    }
+
+    /// Releases the lock for whoever `releaser` says may: the record names
+    /// one of its owner processes (pid and start time), or carries its
+    /// token. Under the removal guard. Held by anyone else:
+    /// [`Error::NotOwner`], naming the first owner pid.
+    pub fn release_as(&self, releaser: &Releaser) -> Result<Released> {
+        self.check_dir_writable()?;
+        let owners: Vec<(u32, Option<ProcId>)> = releaser
+            .owners
+            .iter()
+            .map(|&pid| (pid, ProcId::of(pid)))
+            .collect();
+        self.under_guard(None, Point::ReleaseUnderGuard, Read::Look, |now| {
+            let Some(ev) = now else {
+                return Ok((Decision::Keep, Released::AlreadyFree));
+            };
+            let record = ev.record.map_err(|why| Error::Unknown {
+                path: self.path().into(),
+                reason: verdict::UnknownReason::Unreadable {
+                    why: why.to_string(),
+                },
+            })?;
+            let by_token = releaser
+                .token
+                .as_deref()
+                .is_some_and(|t| record.token.as_deref() == Some(t));
+            if by_token || owners.iter().any(|(pid, id)| owns(&record, *pid, *id)) {
+                return Ok((Decision::Remove, Released::Removed));
+            }
+            let holder = match verdict::judge_record(&record, ev.kernel_locked, self.deadline) {
+                Verdict::Held(h) => h,
+                _ => Holder::Owner { pid: record.pid },
+            };
+            Err(Error::NotOwner {
+                pid: releaser.owners.first().copied().unwrap_or(0),
+                held: Box::new(HeldBy {
+                    path: self.path().into(),
+                    record,
+                    holder,
+                }),
+            })
+        })
+    }
+
+    /// Removes the lock file whoever holds it, under the removal guard, and
+    /// returns what it held (`None`: it was free). For an operator who knows
+    /// better than the verdict. A file that is not a record is refused
+    /// ([`Error::NotALock`]): a path LOCK may name a user's file.
+    pub fn force_release(&self) -> Result<Option<Inspection>> {
+        self.check_dir_writable()?;
+        self.under_guard(None, Point::ReleaseUnderGuard, Read::Look, |now| {
+            let Some(ev) = now else {
+                return Ok((Decision::Keep, None));
+            };
+            if let Err(why) = &ev.record {
+                return Err(Error::NotALock {
+                    path: self.path().into(),
+                    why: why.to_string(),
+                });
+            }
+            let seen = Inspection {
+                verdict: verdict::judge(&ev, self.deadline),
+                record: ev.record,
+                mtime: ev.mtime,
+            };
+            Ok((Decision::Remove, Some(seen)))
+        })
+    }
+
+    /// Replaces the record held under `token` with the one written to
+    /// `temp` (kernel-locked), renaming it over the old one, so readers see
+    /// either.
+    pub(super) fn replace_record(&self, token: &str, temp: &mut TempFile<'_>) -> Result<()> {
+        self.under_guard(None, Point::ReplaceUnderGuard, Read::Own, |now| match now {
+            Some(ev) if carries_token(&ev, token) => Ok((Decision::Replace(temp), ())),
+            _ => Err(Error::Lost {
+                path: self.path().into(),
+            }),
+        })
+    }
+}
+
+/// True when the record read carries `token`.
+fn carries_token(ev: &Evidence, token: &str) -> bool {
+    !token.is_empty()
+        && ev
+            .record
+            .as_ref()
+            .is_ok_and(|r| r.token.as_deref() == Some(token))
+}
+
+/// True when `record` is owned by the process `pid`, which has the identity
+/// `now` (or is gone): the same pid, boot and start time. A bare pid file
+/// names no start time.
+fn owns(record: &Record, pid: u32, now: Option<ProcId>) -> bool {
+    let same_boot = record
+        .boot
+        .as_deref()
+        .is_none_or(|b| procfs::boot_id().ok() == Some(b));
+    record.pid == pid
+        && same_boot
+        && match (record.start, now) {
+            (Some(recorded), Some(now)) => recorded == now.start,
+            (None, _) => true,
+            (Some(_), None) => false,
+        }
+}

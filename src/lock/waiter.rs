@@ -1,0 +1,113 @@
+//! Waiting for a held lock: sleeps until the lock file is removed
+//! (inotify on the directory), the holding process exits (pidfd), or a time
+//! passes, whichever is first.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use rustix::io::Errno;
+
+use super::LockFile;
+
+/// Sleeps until the lock file is removed, the holding process exits, or a
+/// time passes, whichever is first.
+pub(super) struct Waiter {
+    pub(super) inotify: Option<OwnedFd>,
+    name: OsString,
+}
+
+impl Waiter {
+    pub(super) fn new(lock: &LockFile) -> Waiter {
+        use rustix::fs::inotify;
+        let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+            .ok()
+            .filter(|fd| {
+                let dir = format!("/proc/self/fd/{}", lock.inner.dir.as_raw_fd());
+                inotify::add_watch(
+                    fd,
+                    dir,
+                    inotify::WatchFlags::DELETE
+                        | inotify::WatchFlags::MOVED_FROM
+                        | inotify::WatchFlags::DELETE_SELF
+                        | inotify::WatchFlags::MOVE_SELF,
+                )
+                .is_ok()
+            });
+        Waiter {
+            inotify,
+            name: lock.name().to_os_string(),
+        }
+    }
+
+    /// Waits until `until`, the lock file's removal, or the exit of
+    /// `holder` (none for 0).
+    pub(super) fn wait(&self, holder: u32, until: Instant) {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let pidfd = i32::try_from(holder)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .and_then(|p| {
+                rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+            });
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            let left = until - now;
+            let timeout = Timespec {
+                tv_sec: left.as_secs() as _,
+                tv_nsec: left.subsec_nanos() as _,
+            };
+            let mut fds = Vec::with_capacity(2);
+            if let Some(fd) = &self.inotify {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+            if let Some(fd) = &pidfd {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+            if fds.is_empty() {
+                std::thread::sleep(left.min(Duration::from_millis(10)));
+                return;
+            }
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(_) => {
+                    std::thread::sleep(left.min(Duration::from_millis(10)));
+                    return;
+                }
+            }
+            let pid_exited = pidfd.is_some() && fds.last().is_some_and(|f| !f.revents().is_empty());
+            drop(fds);
+            if pid_exited || self.drain_names_us() {
+                return;
+            }
+        }
+    }
+
+    /// Reads pending inotify events; true if one concerns the lock file or
+    /// the directory itself.
+    fn drain_names_us(&self) -> bool {
+        use rustix::fs::inotify;
+        let Some(fd) = &self.inotify else {
+            return false;
+        };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(fd, &mut buf);
+        let mut ours = false;
+        while let Ok(ev) = reader.next() {
+            let name_matches = ev
+                .file_name()
+                .is_some_and(|n| n.to_bytes() == self.name.as_bytes());
+            let self_event = ev
+                .events()
+                .intersects(inotify::ReadFlags::DELETE_SELF | inotify::ReadFlags::MOVE_SELF);
+            ours |= name_matches || self_event;
+        }
+        ours
+    }
+}

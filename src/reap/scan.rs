@@ -1,0 +1,262 @@
+//! Finding the processes that belong, or may belong, to a run of a named
+//! job: those whose environment carries `ONLYONE_TOKEN` or `ONLYONE_LOCK`,
+//! and the processes of the named jobs' live runs (owners, lingering
+//! processes, process groups), whatever their environment.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::Job;
+use crate::idle::Counters;
+use crate::lock::LockFile;
+use crate::procfs::{self, LOCK_VAR, ProcId, TOKEN_VAR};
+use crate::record::{Mode, Record};
+
+/// One process that belongs, or may belong, to a run.
+pub(super) struct Marked {
+    pub(super) id: ProcId,
+    /// The job it belongs to (index into the jobs), if a named one.
+    pub(super) job: Option<usize>,
+    /// The lock its environment names, as it names it.
+    pub(super) lock: Option<String>,
+    pub(super) token: Option<String>,
+    pub(super) counters: Counters,
+    /// Why it is not of a named job although it names one's path.
+    pub(super) foreign: Option<&'static str>,
+}
+
+/// A named job, with its lock as this reap sees it.
+pub(super) struct JobView<'a> {
+    pub(super) job: &'a Job,
+    /// The lock path, absolute, its directory's symlinks resolved.
+    pub(super) key: PathBuf,
+    /// The token the lock names now (`Ok(None)`: free), or why the lock
+    /// cannot be read.
+    pub(super) live: Result<Option<String>, String>,
+    /// The live run's processes could not all be measured.
+    pub(super) unmeasurable: bool,
+}
+
+impl<'a> JobView<'a> {
+    pub(super) fn new(job: &'a Job, here: &Path) -> JobView<'a> {
+        JobView {
+            job,
+            key: canonical(&job.lock, here),
+            live: live_token(&job.lock),
+            unmeasurable: false,
+        }
+    }
+}
+
+/// The token a lock names now: `Ok(None)` when it is free, an error when it
+/// cannot be read (then its runs count as live).
+pub(super) fn live_token(lock: &Path) -> Result<Option<String>, String> {
+    let l = LockFile::open(lock).map_err(|e| e.to_string())?;
+    match l.inspect() {
+        Ok(None) => Ok(None),
+        Ok(Some(seen)) => match seen.record {
+            Ok(r) => Ok(r.token),
+            Err(why) => Err(why.to_string()),
+        },
+        Err(crate::Error::MissingDir { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The path `p`, absolute, with its directory's symlinks resolved, as seen
+/// from the directory `cwd` (another process's `/proc/PID/cwd`).
+fn canonical(p: &Path, cwd: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or(abs.clone()),
+        _ => abs,
+    }
+}
+
+fn mount_ns(pid: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(format!("/proc/{pid}/ns/mnt"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// Every candidate: the marked processes of the host, then the other
+/// processes of the named jobs' live runs.
+pub(super) fn scan(
+    views: &mut [JobView<'_>],
+    deadline: Instant,
+    errors: &mut Vec<String>,
+) -> Vec<Marked> {
+    let mut out = marked_processes(views, deadline, errors);
+    for (i, view) in views.iter_mut().enumerate() {
+        live_run_processes(i, view, deadline, &mut out, errors);
+    }
+    out
+}
+
+/// The processes whose environment carries `ONLYONE_TOKEN` or
+/// `ONLYONE_LOCK`, with the named job each belongs to.
+fn marked_processes(
+    views: &[JobView<'_>],
+    deadline: Instant,
+    errors: &mut Vec<String>,
+) -> Vec<Marked> {
+    let me = std::process::id();
+    let my_mnt = mount_ns("self");
+    let mut out = Vec::new();
+    let pids = match procfs::all_pids() {
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(format!("cannot list /proc: {e}"));
+            return out;
+        }
+    };
+    for pid in pids {
+        if Instant::now() >= deadline {
+            errors.push("the deadline ran out while listing processes".into());
+            break;
+        }
+        if pid == me {
+            continue;
+        }
+        let Some(vals) = procfs::environ_values(pid, &[TOKEN_VAR, LOCK_VAR]) else {
+            continue;
+        };
+        let [token, lock] = [vals[0].clone(), vals[1].clone()];
+        if token.is_none() && lock.is_none() {
+            continue;
+        }
+        let Ok(Some(st)) = procfs::read_stat(pid) else {
+            continue;
+        };
+        if procfs::is_dead_process(pid, &st) {
+            continue;
+        }
+        // The same path in another mount namespace (a container) is
+        // another file; a relative path is relative to that process.
+        let mut foreign = None;
+        let by_path = lock.as_deref().and_then(|l| {
+            let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_else(|_| "/".into());
+            let key = canonical(Path::new(l), &cwd);
+            let i = views.iter().position(|v| v.key == key)?;
+            if mount_ns(&pid.to_string()) != my_mnt {
+                foreign =
+                    Some("it runs in another mount namespace, where that path is another file");
+                return None;
+            }
+            Some(i)
+        });
+        // A process handed only the token (`tmux new-window -e
+        // ONLYONE_TOKEN=...`) belongs to the live run whose lock names it:
+        // 128 random bits name one run, wherever its lock is.
+        let job = by_path.or_else(|| {
+            let t = token.as_deref()?;
+            views
+                .iter()
+                .position(|v| matches!(&v.live, Ok(Some(live)) if live == t))
+        });
+        out.push(Marked {
+            id: ProcId {
+                pid,
+                start: st.start,
+            },
+            job,
+            lock,
+            token,
+            counters: Counters {
+                cpu_ticks: st.cpu_ticks,
+                io_bytes: procfs::io_bytes(pid),
+            },
+            foreign,
+        });
+    }
+    out
+}
+
+/// The other processes of job `i`'s live run: the owner of a lock taken by
+/// a script or a program (not a run's wrapper, which ends when its command
+/// does), the processes a lingering run named (they may carry neither
+/// token nor group), and the run's group and what cannot be read.
+fn live_run_processes(
+    i: usize,
+    view: &mut JobView<'_>,
+    deadline: Instant,
+    out: &mut Vec<Marked>,
+    errors: &mut Vec<String>,
+) {
+    let me = std::process::id();
+    let Ok(Some(token)) = view.live.clone() else {
+        return;
+    };
+    let Some(rec) = live_record(view.job, &token) else {
+        return;
+    };
+    let push = |id: ProcId, counters: Option<Counters>, out: &mut Vec<Marked>| {
+        if id.pid == me || out.iter().any(|o| o.id == id) {
+            return;
+        }
+        if let Some(counters) = counters.or_else(|| crate::idle::counters(id)) {
+            out.push(Marked {
+                id,
+                job: Some(i),
+                lock: Some(view.job.lock.display().to_string()),
+                token: Some(token.clone()),
+                counters,
+                foreign: None,
+            });
+        }
+    };
+    if rec.mode != Mode::Run
+        && let Some(owner) = rec.owner_id()
+    {
+        push(owner, None, out);
+    }
+    for &id in &rec.linger {
+        push(id, None, out);
+    }
+    let Some(spec) = rec.scan_spec() else {
+        return;
+    };
+    match procfs::run_members(&spec, &[me, rec.pid], false, Some(deadline)) {
+        Ok(found) => {
+            view.unmeasurable |= !found.unreadable.is_empty();
+            for m in found.members {
+                let counters = Counters {
+                    cpu_ticks: m.stat.cpu_ticks,
+                    io_bytes: procfs::io_bytes(m.id.pid),
+                };
+                push(m.id, Some(counters), out);
+            }
+        }
+        Err(e) => {
+            view.unmeasurable = true;
+            errors.push(format!(
+                "cannot list the processes of `{}`: {e}",
+                view.job.name
+            ));
+        }
+    }
+}
+
+/// The record of the live run of `job` that carries `token`, unless it is
+/// a run of another PID namespace, whose pids are not ours to look at.
+fn live_record(job: &Job, token: &str) -> Option<Record> {
+    let rec = LockFile::open(&job.lock)
+        .ok()?
+        .inspect()
+        .ok()
+        .flatten()?
+        .record
+        .ok()?;
+    let foreign_ns = rec
+        .pidns
+        .is_some_and(|ns| procfs::own_pidns().is_some_and(|ours| ours != ns));
+    (rec.token.as_deref() == Some(token) && !foreign_ns).then_some(rec)
+}

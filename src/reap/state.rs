@@ -1,0 +1,181 @@
+//! What the reaper remembers between calls: per process (by identity), its
+//! activity counters and when they last changed, on the boot-time clock.
+//! The state file (`DIR/.onlyone-reap.json`) is replaced atomically (temp
+//! and rename) under a flock on `DIR/.onlyone-reap.lock`, which keeps two
+//! reaps from interleaving and is never deleted.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::procfs::{self, ProcId};
+
+/// The state file's name, in the lock directory.
+pub const STATE_FILE: &str = ".onlyone-reap.json";
+/// The file whose flock serialises reaps, in the lock directory. Never
+/// deleted.
+pub const STATE_LOCK: &str = ".onlyone-reap.lock";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct State {
+    /// The boot the entries belong to.
+    pub(super) boot: String,
+    /// "PID-START" → what was seen.
+    pub(super) procs: BTreeMap<String, Seen>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct Seen {
+    pub(super) cpu: u64,
+    pub(super) io: Option<u64>,
+    /// When the counters last changed, milliseconds since boot
+    /// (`CLOCK_BOOTTIME`). Signed: a time before the boot is a time too.
+    pub(super) changed_ms: i64,
+}
+
+/// The state file, its reap guard held: saved on request, released on drop.
+pub(super) struct Guarded {
+    _guard: fs::File,
+    pub(super) state: State,
+}
+
+/// Takes the reap guard (flock on `dir/.onlyone-reap.lock`), waiting until
+/// `deadline`, and loads the state (errors, such as an unreadable file, go
+/// to `errors`: the reap starts afresh).
+pub(super) fn open(
+    dir: &Path,
+    deadline: Instant,
+    errors: &mut Vec<String>,
+) -> Result<Guarded, String> {
+    let guard = lock_state(dir, deadline)?;
+    Ok(Guarded {
+        _guard: guard,
+        state: load_state(dir, errors),
+    })
+}
+
+fn lock_state(dir: &Path, deadline: Instant) -> Result<fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(STATE_LOCK);
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(|e| format!("cannot open `{}`: {e}", path.display()))?;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(f),
+            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(format!(
+                        "another reap holds `{}`; the deadline ran out waiting for it",
+                        path.display()
+                    ));
+                }
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("cannot lock `{}`: {e}", path.display())),
+        }
+    }
+}
+
+fn load_state(dir: &Path, errors: &mut Vec<String>) -> State {
+    let path = dir.join(STATE_FILE);
+    let boot = procfs::boot_id().unwrap_or_default().to_owned();
+    let fresh = State {
+        boot: boot.clone(),
+        procs: BTreeMap::new(),
+    };
+    match fs::read(&path) {
+        Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
+            Ok(s) if s.boot == boot => s,
+            Ok(_) => fresh,
+            Err(e) => {
+                errors.push(format!(
+                    "the reap state `{}` is unreadable ({e}); starting afresh",
+                    path.display()
+                ));
+                fresh
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh,
+        Err(e) => {
+            errors.push(format!("cannot read `{}`: {e}", path.display()));
+            fresh
+        }
+    }
+}
+
+impl Guarded {
+    /// Writes the state atomically (temp and rename).
+    pub(super) fn save(&self, dir: &Path) -> Result<(), String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join(STATE_FILE);
+        let tmp = dir.join(format!("{STATE_FILE}.{}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec(&self.state).map_err(|e| e.to_string())?;
+        let write = || -> std::io::Result<()> {
+            let mut f = fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&tmp)?;
+            f.write_all(&bytes)?;
+            fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            format!("cannot write `{}`: {e}", path.display())
+        })
+    }
+}
+
+/// Milliseconds since boot (`CLOCK_BOOTTIME`): unlike the wall clock it
+/// never jumps, it counts time suspended, and the state file belongs to
+/// one boot.
+pub(super) fn clock_ms() -> i64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    t.tv_sec.saturating_mul(1000) + t.tv_nsec / 1_000_000
+}
+
+/// Tells the reaper what the processes a lingering run left behind (`run
+/// --linger`) are doing now: their counters go into the state file in
+/// `state_dir` as of this moment, so the first reap after the window can
+/// judge them, instead of counting them active at first sight. Best
+/// effort: false when the state could not be written (the reaper then
+/// needs two looks, as for any process it has not seen).
+pub fn note_lingering(state_dir: &Path, procs: &[ProcId]) -> bool {
+    let mut errors = Vec::new();
+    let Ok(mut guarded) = open(
+        state_dir,
+        Instant::now() + Duration::from_secs(2),
+        &mut errors,
+    ) else {
+        return false;
+    };
+    let now = clock_ms();
+    for &id in procs {
+        if let Some(c) = crate::idle::counters(id) {
+            guarded.state.procs.insert(
+                id.to_string(),
+                Seen {
+                    cpu: c.cpu_ticks,
+                    io: c.io_bytes,
+                    changed_ms: now,
+                },
+            );
+        }
+    }
+    guarded.save(state_dir).is_ok() && errors.is_empty()
+}

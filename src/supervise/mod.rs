@@ -1,0 +1,502 @@
+//! The supervisor of a run: the command under the lock, for exactly its
+//! life.
+//!
+//! - The command is started as the leader of its own process group, with
+//!   `ONLYONE_LOCK` and `ONLYONE_TOKEN` in its environment; its pid and start
+//!   time go into the record.
+//! - SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to onlyone are forwarded to the
+//!   command's process group. They are blocked and read from a signalfd, so
+//!   none is lost between checks; the command starts with an empty mask.
+//! - From an interactive terminal (onlyone's process group is the
+//!   terminal's foreground group, whoever else is in it: a script's shell
+//!   too), the command's group is made the terminal's foreground group, so
+//!   it can read the terminal and Ctrl-C reaches it directly; onlyone takes
+//!   the terminal back when it stops or exits, with SIGTTOU blocked so it
+//!   is never stopped doing so. The command starts with SIGTSTP, SIGTTIN
+//!   and SIGTTOU at their defaults (tmux leaves them ignored). The handover
+//!   happens after the exec, so a Ctrl-Z can never stop a child that has
+//!   not exec'd yet; a command that reads the terminal before it has it
+//!   stops on SIGTTIN and is continued. If the command is stopped by job
+//!   control (Ctrl-Z), onlyone stops its own process group as the
+//!   terminal would have (the shell sees the job stopped), and resumes the
+//!   command on `fg` or `bg`. Every stop and continue of the command wakes
+//!   onlyone: SIGCHLD is read from the same signalfd as the forwarded
+//!   signals.
+//! - `max_time`: a [`GracefulStop`] of the group: TERM, then KILL after
+//!   `kill_after`.
+//! - `idle_timeout`: the run is over when every process of it has been idle
+//!   (no CPU time, no byte read or written: [`crate::idle`]) for that long;
+//!   it is then ended like `max_time`.
+//! - onlyone is the run's subreaper: a process the command leaves behind
+//!   (a daemon started through `setsid`, `runuser -l`, `su -` or `env -i`,
+//!   which clears the token) becomes onlyone's child when its parent exits.
+//! - When the command exits, the processes of the run that are left
+//!   (strays: onlyone's descendants, the command's group and whatever
+//!   carries the token) are ended, TERM then KILL, before the caller
+//!   releases the lock; `keep_strays` skips that.
+//! - `linger`: for work handed to a process that is not the command's
+//!   child (a terminal server, tmux, screen). When the command exits on
+//!   its own, the run's processes that outlive it are left running and
+//!   reported in [`RunOutcome::kept`]: the caller leaves the lock to them
+//!   (they carry the token, so the verdict finds them), and the reaper
+//!   ends them once idle.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitOptions};
+
+use crate::error::Error;
+use crate::idle::{self, IdleWatch};
+use crate::lock::LockGuard;
+use crate::procfs::ProcId;
+use crate::record::Record;
+use crate::signal::{DEFAULT_GRACE, Ended, GracefulStop, Stopping, signal_group};
+use crate::sys::{Blocked, SignalReader};
+
+mod spawn;
+mod strays;
+mod terminal;
+
+use spawn::Exec;
+
+/// How a run is supervised.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// End the command after this long (TERM, then KILL after `kill_after`).
+    pub max_time: Option<Duration>,
+    /// The grace between TERM and KILL, for `max_time` and for strays.
+    pub kill_after: Duration,
+    /// Leave the run's leftover processes alone when the command exits.
+    pub keep_strays: bool,
+    /// Leave the run's leftover processes running when the command exits
+    /// on its own, and report them in [`RunOutcome::kept`]: they keep the
+    /// lock held (see the module docs).
+    pub linger: bool,
+    /// End the run once all its processes have been idle this long.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_time: None,
+            kill_after: DEFAULT_GRACE,
+            keep_strays: false,
+            linger: false,
+            idle_timeout: None,
+        }
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal.
+    Signal(i32),
+}
+
+/// Why onlyone ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndedBy {
+    /// It ran for `max_time`.
+    MaxTime(Duration),
+    /// All its processes were idle for `idle_timeout`.
+    Idle(Duration),
+}
+
+/// What happened in a run.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunOutcome {
+    /// How the command ended.
+    pub exit: Exit,
+    /// Set when onlyone ended it.
+    pub ended_by: Option<EndedBy>,
+    /// The leftover processes that were ended (empty with `keep_strays`).
+    pub strays: Ended,
+    /// The leftover processes that were kept (with `keep_strays`, or with
+    /// `linger` when the command exited on its own).
+    pub kept: Vec<ProcId>,
+    /// With `linger`, the command exited on its own: the lock is left to
+    /// the run's remaining processes. The caller keeps the record in place
+    /// even when none was seen yet: work handed to a terminal server may
+    /// exec (and show the token) only after the command has returned. A
+    /// record none of whose processes lives is stale, and the next acquire
+    /// takes it over.
+    pub lingers: bool,
+}
+
+/// Why a run could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The command was not found.
+    #[error("cannot run `{program}`: {source}")]
+    NotFound {
+        /// The program.
+        program: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The command was found but could not be executed.
+    #[error("cannot run `{program}`: {source}")]
+    NotExecutable {
+        /// The program.
+        program: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The lock failed.
+    #[error(transparent)]
+    Lock(#[from] Error),
+    /// A system call of the supervisor failed.
+    #[error("cannot supervise the command: {0}")]
+    Supervise(#[source] io::Error),
+}
+
+impl RunError {
+    fn spawn(program: &OsString, source: io::Error) -> RunError {
+        let program = program.to_string_lossy().into_owned();
+        if source.kind() == io::ErrorKind::NotFound {
+            RunError::NotFound { program, source }
+        } else {
+            RunError::NotExecutable { program, source }
+        }
+    }
+}
+
+/// The signals onlyone forwards to the command's process group.
+pub const FORWARDED: [Signal; 4] = [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT];
+
+/// Runs `argv` under `guard` until it exits, as described in the module
+/// docs. The caller releases the lock afterwards.
+///
+/// The forwarded signals are blocked in the calling thread for the run;
+/// call it from a program whose other threads block them too (or that has
+/// none), so that a signal is forwarded rather than killing onlyone.
+///
+/// For the run's duration the calling process is the subreaper of its
+/// descendants (`PR_SET_CHILD_SUBREAPER`): what the command's processes
+/// leave behind becomes its child, is found at the end whatever its
+/// environment, and is reaped once it exits. Children the caller had before
+/// the run are never reaped; one that another thread starts during the run
+/// may be, so spawn nothing else meanwhile.
+pub fn run(
+    guard: &mut LockGuard,
+    argv: &[OsString],
+    opts: &RunOptions,
+) -> Result<RunOutcome, RunError> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(RunError::NotFound {
+            program: String::new(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "no command given"),
+        });
+    };
+    let mut watched: Vec<i32> = FORWARDED.iter().map(|s| s.as_raw()).collect();
+    watched.push(Signal::CHILD.as_raw());
+    // Forwarded signals are consumed from the signalfd; what is still
+    // pending when the mask is restored arrived after the command ended
+    // and acts on onlyone.
+    let _blocked = Blocked::new(&watched).map_err(RunError::Supervise)?;
+    let signals = SignalReader::new(&watched).map_err(RunError::Supervise)?;
+    // An inherited "ignore" for SIGCHLD would have the kernel reap the
+    // command behind our back (its exit is also watched through a pidfd,
+    // which works whatever SIGCHLD's disposition); job control stops
+    // onlyone with its command (see `terminal::suspend_with`), whatever
+    // disposition it inherited.
+    crate::sys::default_disposition(Signal::CHILD.as_raw());
+    crate::sys::default_disposition(Signal::TSTP.as_raw());
+    // onlyone is the subreaper of the run: what the command's processes
+    // leave behind when they exit (a daemon started through `setsid`,
+    // `runuser -l`, `su -` or `env -i`, which clears the token) becomes
+    // onlyone's child, so it is found at the end of the run whatever its
+    // environment or group. Unset again once the run is over.
+    let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok();
+    let result =
+        Supervision::start(guard, program, args, opts, &signals).and_then(|mut s| s.supervise());
+    if subreaper {
+        let _ = rustix::process::set_child_subreaper(None);
+    }
+    result
+}
+
+/// A run under way.
+struct Supervision<'g> {
+    guard: &'g mut LockGuard,
+    opts: &'g RunOptions,
+    signals: &'g SignalReader,
+    /// The command, which leads its own process group.
+    command: ProcId,
+    pid: Pid,
+    pidfd: Option<OwnedFd>,
+    /// The terminal, when the command was given it.
+    tty: Option<OwnedFd>,
+    /// The caller's own children: never reaped here.
+    theirs: Vec<u32>,
+    /// The record as the run's own searches read it.
+    record: Record,
+    started: Instant,
+    term_at: Option<Instant>,
+    ended_by: Option<EndedBy>,
+    stopping: Option<Stopping>,
+    idle: Option<(Duration, IdleWatch, Instant)>,
+    /// The lock file's times are kept young, so that age-based cleaning of
+    /// /tmp never takes a run's lock, however long it runs.
+    refresh_at: Instant,
+}
+
+impl<'g> Supervision<'g> {
+    /// Spawns the command, gives it the terminal, and names it in the
+    /// record.
+    fn start(
+        guard: &'g mut LockGuard,
+        program: &OsString,
+        args: &[OsString],
+        opts: &'g RunOptions,
+        signals: &'g SignalReader,
+    ) -> Result<Supervision<'g>, RunError> {
+        let exec = Exec::new(program, args, guard).map_err(|e| RunError::spawn(program, e))?;
+        let theirs = crate::procfs::children_of(std::process::id());
+        let raw = exec.spawn().map_err(|e| RunError::spawn(program, e))?;
+        let pid = i32::try_from(raw)
+            .ok()
+            .and_then(Pid::from_raw)
+            .ok_or_else(|| RunError::Supervise(io::Error::other("posix_spawn gave pid 0")))?;
+        // The terminal goes to the command once it has exec'd: posix_spawn
+        // returns only then.
+        let tty = terminal::foreground_terminal();
+        if let Some(t) = &tty {
+            terminal::give_terminal(t.as_fd(), pid);
+        }
+        // The child is ours until we reap it, so its pid cannot be reused.
+        if let Err(e) = guard.set_command(raw) {
+            signal_group(raw, Signal::KILL);
+            let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
+            return Err(e.into());
+        }
+        let command = guard
+            .record()
+            .cmd_id
+            .unwrap_or(ProcId { pid: raw, start: 0 });
+        let started = Instant::now();
+        Ok(Supervision {
+            record: guard.record().clone(),
+            guard,
+            opts,
+            signals,
+            command,
+            pid,
+            pidfd: rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok(),
+            tty,
+            theirs,
+            started,
+            term_at: opts.max_time.map(|d| started + d),
+            ended_by: None,
+            stopping: None,
+            idle: opts
+                .idle_timeout
+                .map(|w| (w, IdleWatch::new(), started + idle::sample_interval(w))),
+            refresh_at: started + crate::lock::refresh_interval(),
+        })
+    }
+
+    /// Supervises the command to its exit, then deals with its leftovers.
+    fn supervise(&mut self) -> Result<RunOutcome, RunError> {
+        let exit = loop {
+            if let Some(exit) = self.check_command()? {
+                break exit;
+            }
+            let now = Instant::now();
+            self.check_max_time(now);
+            self.check_idle(now);
+            if let Some(s) = &mut self.stopping {
+                s.kill_if_due(now);
+            }
+            if now >= self.refresh_at {
+                let _ = self.guard.refresh();
+                self.refresh_at = now + crate::lock::refresh_interval();
+            }
+            self.sleep();
+            self.forward_signals();
+            strays::reap_orphans(self.command.pid, &self.theirs);
+        };
+        if let Some(t) = &self.tty
+            && terminal::in_foreground(t.as_fd(), self.pid)
+        {
+            terminal::give_terminal(t.as_fd(), rustix::process::getpgrp());
+        }
+        self.finish(exit)
+    }
+
+    /// Whether the command has exited (and how); a job-control stop of it
+    /// stops onlyone's job too.
+    fn check_command(&mut self) -> Result<Option<Exit>, RunError> {
+        let status = match rustix::process::waitpid(
+            Some(self.pid),
+            WaitOptions::NOHANG | WaitOptions::UNTRACED,
+        ) {
+            Ok(Some((_, status))) => status,
+            Ok(None) | Err(rustix::io::Errno::INTR) => return Ok(None),
+            Err(e) => return Err(RunError::Supervise(e.into())),
+        };
+        if let Some(code) = status.exit_status() {
+            return Ok(Some(Exit::Code(code)));
+        }
+        if let Some(sig) = status.terminating_signal() {
+            return Ok(Some(Exit::Signal(sig)));
+        }
+        let job_control = [Signal::TSTP, Signal::TTIN, Signal::TTOU].map(Signal::as_raw);
+        match status.stopping_signal() {
+            // It touched the terminal before the handover reached it: it
+            // has the terminal now, so let it go on.
+            Some(sig)
+                if (sig == Signal::TTIN.as_raw() || sig == Signal::TTOU.as_raw())
+                    && self
+                        .tty
+                        .as_ref()
+                        .is_some_and(|t| terminal::in_foreground(t.as_fd(), self.pid)) =>
+            {
+                signal_group(self.command.pid, Signal::CONT);
+            }
+            // Stopped by job control (Ctrl-Z, or reading the terminal from
+            // the background): stop with it, so the shell shows the job as
+            // stopped. A plain SIGSTOP from someone else is theirs to undo.
+            Some(sig) if job_control.contains(&sig) => terminal::suspend_with(self.pid),
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// Ends the run once it has run for `max_time`.
+    fn check_max_time(&mut self, now: Instant) {
+        if let Some(t) = self.term_at
+            && self.ended_by.is_none()
+            && now >= t
+        {
+            self.end_run(EndedBy::MaxTime(t - self.started));
+        }
+    }
+
+    /// Samples the run's activity when due, and ends it once every process
+    /// of it has been idle for the window.
+    fn check_idle(&mut self, now: Instant) {
+        if self.ended_by.is_some() {
+            return;
+        }
+        let me = std::process::id();
+        let Some((window, watch, next)) = &mut self.idle else {
+            return;
+        };
+        if now < *next {
+            return;
+        }
+        match crate::verdict::processes_of(&self.record, &[me], None) {
+            Ok(procs) => {
+                watch.sample(&procs);
+            }
+            // What cannot be seen is never idle.
+            Err(_) => watch.mark_active(),
+        }
+        *next = Instant::now() + idle::sample_interval(*window);
+        if watch.idle_for() >= *window {
+            let window = *window;
+            self.end_run(EndedBy::Idle(window));
+        }
+    }
+
+    /// onlyone ends the run: a graceful stop of the command's group.
+    fn end_run(&mut self, why: EndedBy) {
+        self.ended_by = Some(why);
+        self.stopping =
+            Some(GracefulStop::term(self.opts.kill_after).begin_group(self.command.pid));
+    }
+
+    /// Sleeps until a signal (the command's SIGCHLD included), the
+    /// command's exit, or the next timer.
+    fn sleep(&self) {
+        let sample_at = self.idle.as_ref().map(|(_, _, next)| *next);
+        let kill_at = self.stopping.as_ref().and_then(Stopping::kill_at);
+        let next = if self.ended_by.is_some() {
+            [kill_at, Some(self.refresh_at)].into_iter().flatten().min()
+        } else {
+            [self.term_at, sample_at, Some(self.refresh_at)]
+                .into_iter()
+                .flatten()
+                .min()
+        };
+        let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
+        wait_readable(
+            self.signals.as_fd(),
+            self.pidfd.as_ref().map(|f| f.as_fd()),
+            timeout,
+        );
+    }
+
+    /// Forwards the signals sent to onlyone to the command's group.
+    fn forward_signals(&self) {
+        while let Some(sig) = self.signals.next() {
+            if let Some(s) = FORWARDED.iter().find(|s| s.as_raw() == sig)
+                && let Some(group) = i32::try_from(self.command.pid).ok().and_then(Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process_group(group, *s);
+            }
+        }
+    }
+
+    /// The command has exited: ends its leftovers (or keeps them), and
+    /// drops what signals came after.
+    fn finish(&mut self, exit: Exit) -> Result<RunOutcome, RunError> {
+        let me = std::process::id();
+        let (command, theirs) = (self.command.pid, self.theirs.clone());
+        let record = &self.record;
+        let scan = || {
+            strays::reap_orphans(command, &theirs);
+            strays::leftovers(record, me)
+        };
+        let lingers = self.opts.linger && self.ended_by.is_none();
+        let (strays, kept) = if self.opts.keep_strays || lingers {
+            (Ended::default(), scan()?)
+        } else {
+            (
+                strays::end_strays(command, self.opts.kill_after, scan)?,
+                Vec::new(),
+            )
+        };
+        // Signals that came after the command ended were for the run, which
+        // is over: consume them, so that onlyone still releases the lock
+        // and reports the command's own exit.
+        while self.signals.next().is_some() {}
+        strays::reap_orphans(command, &theirs);
+        Ok(RunOutcome {
+            exit,
+            ended_by: self.ended_by,
+            strays,
+            kept,
+            lingers,
+        })
+    }
+}
+
+/// Waits until `fd` (or `other`) is readable or `timeout` passes
+/// (forever: `None`).
+fn wait_readable(fd: BorrowedFd<'_>, other: Option<BorrowedFd<'_>>, timeout: Option<Duration>) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let ts = timeout.map(|t| Timespec {
+        tv_sec: t.as_secs() as _,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    let mut fds = vec![PollFd::new(&fd, PollFlags::IN)];
+    if let Some(o) = &other {
+        fds.push(PollFd::new(o, PollFlags::IN));
+    }
+    let _ = rustix::event::poll(&mut fds, ts.as_ref());
+}

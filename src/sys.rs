@@ -1,0 +1,154 @@
+//! The few system calls rustix has no wrapper for, and the only place
+//! onlyone uses nix: blocking signals and reading them from a signalfd, a
+//! signal's default disposition, `posix_spawn(3)`, signal names, and the
+//! user database. Nothing of nix leaves this module.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal as NixSignal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+fn nix_signal(sig: i32) -> Option<NixSignal> {
+    NixSignal::try_from(sig).ok()
+}
+
+fn set_of(signals: &[i32]) -> SigSet {
+    let mut set = SigSet::empty();
+    for s in signals.iter().filter_map(|&s| nix_signal(s)) {
+        set.add(s);
+    }
+    set
+}
+
+/// Signals blocked in the calling thread until this is dropped, which
+/// restores the mask it found.
+pub(crate) struct Blocked {
+    old: SigSet,
+}
+
+impl Blocked {
+    /// Blocks `signals` in the calling thread.
+    pub(crate) fn new(signals: &[i32]) -> io::Result<Blocked> {
+        let mut old = SigSet::empty();
+        nix::sys::signal::pthread_sigmask(
+            SigmaskHow::SIG_BLOCK,
+            Some(&set_of(signals)),
+            Some(&mut old),
+        )?;
+        Ok(Blocked { old })
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        let _ = self.old.thread_set_mask();
+    }
+}
+
+/// A signalfd: the blocked signals it names, read one at a time, never
+/// lost between two looks.
+pub(crate) struct SignalReader(SignalFd);
+
+impl SignalReader {
+    /// A non-blocking signalfd for `signals` (block them first).
+    pub(crate) fn new(signals: &[i32]) -> io::Result<SignalReader> {
+        Ok(SignalReader(SignalFd::with_flags(
+            &set_of(signals),
+            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+        )?))
+    }
+
+    /// The next pending signal, if any.
+    pub(crate) fn next(&self) -> Option<i32> {
+        match self.0.read_signal() {
+            Ok(Some(info)) => Some(info.ssi_signo as i32),
+            _ => None,
+        }
+    }
+}
+
+impl AsFd for SignalReader {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// Restores a signal's default disposition (an inherited "ignore" of
+/// SIGCHLD would have the kernel reap children behind our back).
+pub(crate) fn default_disposition(sig: i32) {
+    if let Some(s) = nix_signal(sig) {
+        // SAFETY: SIG_DFL installs no handler; nothing runs on delivery.
+        let _ = unsafe { nix::sys::signal::signal(s, SigHandler::SigDfl) };
+    }
+}
+
+/// Runs `f` with `sig` blocked in the calling thread (SIGTTOU, around a
+/// `tcsetpgrp` from a background process group).
+pub(crate) fn with_blocked<T>(sig: i32, f: impl FnOnce() -> T) -> T {
+    let _blocked = Blocked::new(&[sig]);
+    f()
+}
+
+/// Starts `path` with `posix_spawn(3)`: in a process group of its own, with
+/// an empty signal mask and `defaults` at their default dispositions.
+/// Returns its pid once it has exec'd (glibc's posix_spawn reports exec
+/// errors itself).
+pub(crate) fn spawn(
+    path: &CStr,
+    args: &[CString],
+    env: &[CString],
+    defaults: &[i32],
+) -> io::Result<u32> {
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    let mut attr = PosixSpawnAttr::init()?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
+    attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
+    attr.set_sigmask(&SigSet::empty())?;
+    attr.set_sigdefault(&set_of(defaults))?;
+    let actions = PosixSpawnFileActions::init()?;
+    let pid = nix::spawn::posix_spawn(path, &actions, &attr, args, env)?;
+    Ok(pid.as_raw() as u32)
+}
+
+/// Ends this process as the signal would with its default action (the
+/// mask and disposition restored first); returns if that does not end it.
+pub(crate) fn reraise(sig: i32) {
+    let Some(s) = nix_signal(sig) else {
+        return;
+    };
+    default_disposition(sig);
+    let mut set = SigSet::empty();
+    set.add(s);
+    let _ = set.thread_unblock();
+    let _ = nix::sys::signal::raise(s);
+}
+
+/// The number of the signal named `name` (`TERM`, `SIGTERM`).
+pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    full.parse::<NixSignal>().ok().map(|s| s as i32)
+}
+
+/// The name of signal `sig` without `SIG` (`TERM`).
+pub(crate) fn signal_name(sig: i32) -> Option<&'static str> {
+    nix_signal(sig).map(|s| s.as_str().trim_start_matches("SIG"))
+}
+
+/// A user's name from the user database.
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
