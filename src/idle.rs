@@ -90,11 +90,13 @@ impl IdleWatch {
     }
 
     /// How many processes the last sample saw.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.seen.len()
     }
 
     /// True when the last sample saw no process.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
     }

@@ -32,29 +32,49 @@
 compile_error!("onlyone reads process liveness from /proc and supports Linux only");
 
 mod error;
-pub mod idle;
+mod judge;
 mod lock;
 pub mod names;
-pub mod procfs;
 pub mod reap;
 pub mod record;
 pub mod signal;
 pub mod stop;
 pub mod supervise;
 mod sys;
+pub mod text;
+pub mod verdict;
+
+// Internals: `/proc` parsing, idleness, the judge, pause points. Public
+// only to the project's own tests, fuzzers and harnesses, which turn the
+// `test-hooks` feature on.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod idle;
+#[cfg(not(feature = "test-hooks"))]
+mod idle;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod internals {
+    //! The judge's entry points, for the fuzzers.
+    pub use crate::judge::{Evidence, judge, judge_record};
+}
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod procfs;
+#[cfg(not(feature = "test-hooks"))]
+mod procfs;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
 #[cfg(not(feature = "test-hooks"))]
 mod test_hooks;
-pub mod text;
-pub mod verdict;
 
 pub use error::{Error, HeldBy, Result};
 pub use lock::{
     AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REFRESH_INTERVAL,
     REPROBE_INTERVAL, Released, Releaser, TakeOver, new_token,
 };
+pub use procfs::{Group, LOCK_VAR, ProcId, TOKEN_VAR};
 pub use record::{Mode, NotARecord, Record};
 pub use text::{compact_duration, display_command, format_unix_time, user_name};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

@@ -48,6 +48,7 @@ pub const MAX_CMD_BYTES: usize = 1024;
 
 /// Which processes keep a record's lock held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Mode {
     /// A lock held by a process (the library, or `onlyone acquire`): the
     /// owner, and the members of its process group when it leads one.
@@ -239,6 +240,51 @@ fn parse_pid(key: &str, value: &str, pid_max: u32) -> Result<u32, NotARecord> {
     Ok(n as u32)
 }
 
+/// The halves of the record's pairs, as the lines give them.
+#[derive(Default)]
+struct Pairs {
+    cmd_pid: Option<u32>,
+    cmd_start: Option<u64>,
+    pgid: Option<u32>,
+    pgstart: Option<u64>,
+}
+
+/// Splits line `lineno` into a key and a value, checking what every line
+/// must be: `key=value`, a key of lowercase letters, digits and `_` seen
+/// once, a value without control characters.
+fn key_value<'a>(
+    raw: &'a str,
+    lineno: usize,
+    seen: &mut Vec<&'a str>,
+) -> Result<(&'a str, &'a str), NotARecord> {
+    let line = raw.strip_suffix('\r').unwrap_or(raw);
+    let Some((key, value)) = line.split_once('=') else {
+        return Err(NotARecord::NotKeyValue { line: lineno });
+    };
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(NotARecord::BadKey {
+            line: lineno,
+            key: key.to_owned(),
+        });
+    }
+    if seen.contains(&key) {
+        return Err(NotARecord::DuplicateKey {
+            key: key.to_owned(),
+        });
+    }
+    seen.push(key);
+    if value.chars().any(char::is_control) {
+        return Err(NotARecord::ControlChars {
+            key: key.to_owned(),
+        });
+    }
+    Ok((key, value))
+}
+
 impl Record {
     /// Parses a record, validating pids against this system's `pid_max`.
     pub fn parse(bytes: &[u8]) -> Result<Record, NotARecord> {
@@ -289,7 +335,7 @@ impl Record {
             linger: Vec::new(),
             format: 0,
         };
-        let (mut cmd_pid, mut cmd_start, mut pgid, mut pgstart) = (None, None, None, None);
+        let mut pairs = Pairs::default();
         let mut seen: Vec<&str> = Vec::new();
         let mut rest: Vec<&str> = lines.collect();
         if rest.last() == Some(&"") {
@@ -297,114 +343,8 @@ impl Record {
         }
         let bare = rest.is_empty();
         for (i, raw) in rest.iter().enumerate() {
-            let line = raw.strip_suffix('\r').unwrap_or(raw);
-            let lineno = i + 2;
-            let Some((key, value)) = line.split_once('=') else {
-                return Err(NotARecord::NotKeyValue { line: lineno });
-            };
-            if key.is_empty()
-                || !key
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            {
-                return Err(NotARecord::BadKey {
-                    line: lineno,
-                    key: key.to_owned(),
-                });
-            }
-            if seen.contains(&key) {
-                return Err(NotARecord::DuplicateKey {
-                    key: key.to_owned(),
-                });
-            }
-            seen.push(key);
-            if value.chars().any(char::is_control) {
-                return Err(NotARecord::ControlChars {
-                    key: key.to_owned(),
-                });
-            }
-            match key {
-                "start" => rec.start = Some(parse_decimal(key, value)?),
-                "boot" => {
-                    if !crate::procfs::is_boot_id(value) {
-                        return Err(bad_value(
-                            key,
-                            format!("`boot` is not a boot id: {value:?}"),
-                        ));
-                    }
-                    rec.boot = Some(value.to_owned());
-                }
-                "token" => {
-                    if value.is_empty()
-                        || value.len() > 64
-                        || !value.bytes().all(|b| b.is_ascii_alphanumeric())
-                    {
-                        return Err(bad_value(key, format!("`token` is malformed: {value:?}")));
-                    }
-                    rec.token = Some(value.to_owned());
-                }
-                "since" => rec.since = Some(parse_decimal(key, value)?),
-                "pidns" => rec.pidns = Some(parse_decimal(key, value)?),
-                "timens" => rec.timens = Some(parse_decimal(key, value)?),
-                "bootoff" => {
-                    let (neg, digits) = match value.strip_prefix('-') {
-                        Some(d) => (true, d),
-                        None => (false, value),
-                    };
-                    let n = i64::try_from(parse_decimal(key, digits)?).map_err(|_| {
-                        bad_value(key, format!("`bootoff` is out of range: {value}"))
-                    })?;
-                    rec.bootoff_ns = if neg { -n } else { n };
-                }
-                "host" => rec.host = Some(value.to_owned()),
-                "uid" => {
-                    let uid = parse_decimal(key, value)?;
-                    rec.uid =
-                        Some(u32::try_from(uid).map_err(|_| {
-                            bad_value(key, format!("`uid` is out of range: {uid}"))
-                        })?);
-                }
-                "mode" => {
-                    rec.mode = match value {
-                        "run" => Mode::Run,
-                        "lock" => Mode::Lock,
-                        "script" => Mode::Script,
-                        // An unknown mode may name processes we do not know
-                        // how to find; the verdict must not call it stale on
-                        // the owner's death alone, so read it as a run.
-                        _ => Mode::Run,
-                    }
-                }
-                "cmd" => rec.cmd = Some(value.to_owned()),
-                "cmdpid" => cmd_pid = Some(parse_pid(key, value, pid_max)?),
-                "cmdstart" => cmd_start = Some(parse_decimal(key, value)?),
-                "pgid" => pgid = Some(parse_pid(key, value, pid_max)?),
-                "pgstart" => pgstart = Some(parse_decimal(key, value)?),
-                "linger" => {
-                    for item in value.split(',') {
-                        let (p, st) = item.split_once(':').ok_or_else(|| {
-                            bad_value(key, format!("`linger` is malformed: {value:?}"))
-                        })?;
-                        rec.linger.push(ProcId {
-                            pid: parse_pid(key, p, pid_max)?,
-                            start: parse_decimal(key, st)?,
-                        });
-                    }
-                    if rec.linger.len() > MAX_LINGER {
-                        return Err(bad_value(
-                            key,
-                            format!("`linger` names more than {MAX_LINGER} processes"),
-                        ));
-                    }
-                }
-                "onlyone" => {
-                    let v = parse_decimal(key, value)?;
-                    rec.format = u32::try_from(v).map_err(|_| {
-                        bad_value(key, format!("`onlyone` version is out of range: {v}"))
-                    })?;
-                }
-                _ => {} // unknown keys: forward compatibility
-            }
+            let (key, value) = key_value(raw, i + 2, &mut seen)?;
+            rec.set(key, value, pid_max, &mut pairs)?;
         }
         if !bare {
             if rec.start.is_none() {
@@ -414,17 +354,111 @@ impl Record {
                 return Err(NotARecord::MissingKey { key: "boot" });
             }
         }
-        rec.cmd_id = match (cmd_pid, cmd_start) {
+        rec.cmd_id = match (pairs.cmd_pid, pairs.cmd_start) {
             (Some(pid), Some(start)) => Some(ProcId { pid, start }),
             (None, None) => None,
             _ => return Err(NotARecord::Unpaired),
         };
         // A leader's start time without its group says nothing.
-        rec.group = pgid.map(|pgid| Group {
+        rec.group = pairs.pgid.map(|pgid| Group {
             pgid,
-            leader_start: pgstart,
+            leader_start: pairs.pgstart,
         });
         Ok(rec)
+    }
+
+    /// Sets the field that the line `key=value` names (an unknown key is
+    /// ignored: forward compatibility). The halves of a pair wait in
+    /// `pairs` until every line is read.
+    fn set(
+        &mut self,
+        key: &str,
+        value: &str,
+        pid_max: u32,
+        pairs: &mut Pairs,
+    ) -> Result<(), NotARecord> {
+        match key {
+            "start" => self.start = Some(parse_decimal(key, value)?),
+            "boot" => {
+                if !crate::procfs::is_boot_id(value) {
+                    return Err(bad_value(
+                        key,
+                        format!("`boot` is not a boot id: {value:?}"),
+                    ));
+                }
+                self.boot = Some(value.to_owned());
+            }
+            "token" => {
+                if value.is_empty()
+                    || value.len() > 64
+                    || !value.bytes().all(|b| b.is_ascii_alphanumeric())
+                {
+                    return Err(bad_value(key, format!("`token` is malformed: {value:?}")));
+                }
+                self.token = Some(value.to_owned());
+            }
+            "since" => self.since = Some(parse_decimal(key, value)?),
+            "pidns" => self.pidns = Some(parse_decimal(key, value)?),
+            "timens" => self.timens = Some(parse_decimal(key, value)?),
+            "bootoff" => {
+                let (neg, digits) = match value.strip_prefix('-') {
+                    Some(d) => (true, d),
+                    None => (false, value),
+                };
+                let n = i64::try_from(parse_decimal(key, digits)?)
+                    .map_err(|_| bad_value(key, format!("`bootoff` is out of range: {value}")))?;
+                self.bootoff_ns = if neg { -n } else { n };
+            }
+            "host" => self.host = Some(value.to_owned()),
+            "uid" => {
+                let uid = parse_decimal(key, value)?;
+                self.uid = Some(
+                    u32::try_from(uid)
+                        .map_err(|_| bad_value(key, format!("`uid` is out of range: {uid}")))?,
+                );
+            }
+            "mode" => {
+                self.mode = match value {
+                    "run" => Mode::Run,
+                    "lock" => Mode::Lock,
+                    "script" => Mode::Script,
+                    // An unknown mode may name processes we do not know
+                    // how to find; the verdict must not call it stale on
+                    // the owner's death alone, so read it as a run.
+                    _ => Mode::Run,
+                }
+            }
+            "cmd" => self.cmd = Some(value.to_owned()),
+            "cmdpid" => pairs.cmd_pid = Some(parse_pid(key, value, pid_max)?),
+            "cmdstart" => pairs.cmd_start = Some(parse_decimal(key, value)?),
+            "pgid" => pairs.pgid = Some(parse_pid(key, value, pid_max)?),
+            "pgstart" => pairs.pgstart = Some(parse_decimal(key, value)?),
+            "linger" => {
+                for item in value.split(',') {
+                    let (p, st) = item.split_once(':').ok_or_else(|| {
+                        bad_value(key, format!("`linger` is malformed: {value:?}"))
+                    })?;
+                    self.linger.push(ProcId {
+                        pid: parse_pid(key, p, pid_max)?,
+                        start: parse_decimal(key, st)?,
+                    });
+                }
+                if self.linger.len() > MAX_LINGER {
+                    return Err(bad_value(
+                        key,
+                        format!("`linger` names more than {MAX_LINGER} processes"),
+                    ));
+                }
+            }
+            "onlyone" => {
+                let v = parse_decimal(key, value)?;
+                self.format = u32::try_from(v).map_err(|_| {
+                    bad_value(key, format!("`onlyone` version is out of range: {v}"))
+                })?;
+            }
+            _ => {} // unknown keys: forward compatibility
+        }
+        Ok(())
     }
 
     /// The record with its start times on this process's clock. A

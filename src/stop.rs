@@ -16,7 +16,7 @@ use crate::lock::LockFile;
 use crate::procfs::{self, ProcId};
 use crate::record::{Mode, Record};
 use crate::signal::{AFTER_KILL, Ended, GracefulStop, needs_continue, signal_group};
-use crate::verdict::{self, StaleReason, UnknownReason, Verdict};
+use crate::verdict::{StaleReason, UnknownReason, Verdict};
 
 /// What [`stop`] found and did.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub fn stop(lock: &LockFile, how: GracefulStop, deadline: Option<Instant>) -> Re
             wait_free(lock, &record, cap(Instant::now() + how.grace));
         }
         None => {
-            let targets = verdict::processes_of(&record, &[me], deadline)?;
+            let targets = crate::judge::processes_of(&record, &[me], deadline)?;
             ended = how.end(&targets, deadline);
             if ended.signalled.is_empty()
                 && let Some(&pid) = ended.denied.first()
@@ -91,7 +91,7 @@ pub fn stop(lock: &LockFile, how: GracefulStop, deadline: Option<Instant>) -> Re
     }
     if still_held(lock, &record) {
         // Past the grace: KILL everything of the run that is left.
-        let targets = verdict::processes_of(&record, &[me], deadline)?;
+        let targets = crate::judge::processes_of(&record, &[me], deadline)?;
         let more = GracefulStop::KILL.end(&targets, deadline);
         ended.killed.extend(more.signalled);
         ended.skipped.extend(more.skipped);

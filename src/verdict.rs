@@ -18,13 +18,12 @@
 //!   clear it.
 //!
 //! No age or TTL rule ever decides a holder is dead: a slow run is not a dead
-//! run.
+//! run. This module says what a verdict is; `judge.rs` reaches it.
 
 use std::fmt;
-use std::time::Instant;
 
-use crate::procfs::{self, Probe, ProcId};
-use crate::record::{FORMAT_VERSION, NotARecord, Record};
+use crate::procfs;
+use crate::record::FORMAT_VERSION;
 
 /// The verdict on a lock file that exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +38,7 @@ pub enum Verdict {
 
 /// Which process proved a lock held.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Holder {
     /// The writer still holds its kernel lock (flock) on the record.
     KernelLock {
@@ -103,6 +103,7 @@ impl Holder {
 
 /// Why a lock is stale. Each renders as a sentence a user understands.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StaleReason {
     /// The owner pid has no process.
     Exited {
@@ -204,6 +205,7 @@ impl fmt::Display for StaleReason {
 
 /// Why a lock can be judged neither held nor stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnknownReason {
     /// The file is not an owner record, and it was written during this boot.
     Unreadable {
@@ -339,251 +341,4 @@ impl fmt::Display for UnknownReason {
             ),
         }
     }
-}
-
-/// What was read at a lock path: the bytes, their parse, and whether the
-/// writer's kernel lock is still held.
-#[derive(Debug, Clone)]
-pub struct Evidence {
-    /// The raw bytes (at most `MAX_RECORD_BYTES + 1`).
-    pub bytes: Vec<u8>,
-    /// The parsed record, or why it is not one.
-    pub record: Result<Record, NotARecord>,
-    /// True when a kernel lock (flock) on the file is held by its writer.
-    pub kernel_locked: bool,
-    /// The file's modification time, Unix seconds.
-    pub mtime: i64,
-    /// True when the file could not be read (permission): its bytes are
-    /// unknown, not empty.
-    pub denied: bool,
-    /// The file's owner (uid).
-    pub owner: u32,
-}
-
-/// Judges the evidence. Reads `/proc`; takes nothing. A search of `/proc`
-/// for the processes of a run stops at `deadline` (the verdict is then
-/// unknown).
-pub fn judge(ev: &Evidence, deadline: Option<Instant>) -> Verdict {
-    let written_before_boot = procfs::boot_time().is_some_and(|b| ev.mtime < b as i64);
-    let rec = match &ev.record {
-        Ok(r) => r,
-        Err(_) if ev.denied => {
-            return Verdict::Unknown(UnknownReason::Denied {
-                owner: crate::text::user_name(ev.owner),
-            });
-        }
-        Err(why) => {
-            if ev.kernel_locked {
-                // Someone alive holds a kernel lock on it: not ours to judge.
-                return Verdict::Unknown(UnknownReason::Unreadable {
-                    why: why.to_string(),
-                });
-            }
-            // Only what a power loss can leave of a record may go: a path
-            // LOCK may name a user's file, and no age makes that stale.
-            let torn = !ev.denied && crate::record::is_torn_record(&ev.bytes);
-            return if written_before_boot && torn {
-                Verdict::Stale(StaleReason::UnreadableFromPreviousBoot {
-                    why: why.to_string(),
-                })
-            } else {
-                Verdict::Unknown(UnknownReason::Unreadable {
-                    why: why.to_string(),
-                })
-            };
-        }
-    };
-    judge_record(rec, ev.kernel_locked, deadline)
-}
-
-/// Judges a record written in another PID namespace, whose pids mean
-/// nothing here. A held flock on the record is proof of life (the owner
-/// holds it, wherever it runs). Otherwise the namespace itself is looked
-/// for: a PID namespace lives while its init does, and every process of
-/// the run is in it (a process never leaves its PID namespace), so when no
-/// process has it any more, the run is provably over. When some processes'
-/// namespaces cannot be read (another user's, without privilege), that
-/// cannot be told.
-fn judge_other_pidns(rec: &Record, theirs: u64, ours: u64, kernel_locked: bool) -> Verdict {
-    if kernel_locked {
-        return Verdict::Held(Holder::OtherNamespace {
-            pid: rec.pid,
-            ns: theirs,
-        });
-    }
-    match procfs::pidns_members(theirs) {
-        procfs::NsSeen::Alive(member) => Verdict::Unknown(UnknownReason::OtherPidNamespace {
-            theirs,
-            ours,
-            member: Some(member),
-        }),
-        procfs::NsSeen::Gone => Verdict::Stale(StaleReason::PidNamespaceGone { ns: theirs }),
-        procfs::NsSeen::Unseen { unreadable, nested } => {
-            Verdict::Unknown(UnknownReason::PidNamespaceUnseen {
-                theirs,
-                unreadable,
-                nested,
-            })
-        }
-    }
-}
-
-/// Judges a parsed record. `kernel_locked` is whether a flock on the file
-/// is held. A bare pid file carries no boot id; its pid is probed like any
-/// other (a live pid named by an older file is refused, not clobbered).
-pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>) -> Verdict {
-    // Without a working /proc nothing can be proven dead: a pid that does
-    // not show is not a pid that exited.
-    if let Err(why) = procfs::usable() {
-        return Verdict::Unknown(UnknownReason::NoProc { why });
-    }
-    if let Some(theirs) = &rec.boot {
-        match procfs::boot_id() {
-            // Another boot id is another kernel: a reboot of this host, or
-            // another host that shares the directory. Only the former is
-            // proof; the same boot id means the same kernel, whatever the
-            // host is called now.
-            Ok(ours) if theirs != ours => {
-                return match &rec.host {
-                    Some(host) if *host != procfs::host_name() => {
-                        Verdict::Unknown(UnknownReason::OtherHost { host: host.clone() })
-                    }
-                    _ => Verdict::Stale(StaleReason::PreviousBoot),
-                };
-            }
-            Ok(_) => {}
-            Err(e) => return Verdict::Unknown(UnknownReason::NoProc { why: e.to_string() }),
-        }
-    }
-    if let Some(theirs) = rec.pidns {
-        match procfs::own_pidns() {
-            Some(ours) if theirs != ours => {
-                return judge_other_pidns(rec, theirs, ours, kernel_locked);
-            }
-            Some(_) => {}
-            None => {
-                return Verdict::Unknown(UnknownReason::NoProc {
-                    why: "this process's PID namespace cannot be read from /proc/self/ns/pid"
-                        .into(),
-                });
-            }
-        }
-    }
-    // Start times of another time namespace that could not be moved onto
-    // this one's clock: a live owner would look like another process.
-    if let Some(theirs) = rec.timens
-        && procfs::own_timens().is_some_and(|ours| ours != theirs)
-    {
-        return if kernel_locked {
-            Verdict::Held(Holder::KernelLock { pid: rec.pid })
-        } else {
-            Verdict::Unknown(UnknownReason::OtherTimeNamespace { theirs })
-        };
-    }
-    let owner = procfs::probe(rec.pid, rec.start);
-    if kernel_locked && owner.is_alive() {
-        // The cheap common case: the writer holds its flock.
-        return Verdict::Held(Holder::KernelLock { pid: rec.pid });
-    }
-    match owner {
-        Probe::Alive if rec.start.is_some() => {
-            return Verdict::Held(Holder::Owner { pid: rec.pid });
-        }
-        Probe::Alive | Probe::AliveUnverified => {
-            return Verdict::Held(Holder::OwnerUnverified { pid: rec.pid });
-        }
-        _ => {}
-    }
-    let run = rec.scan_spec().is_some();
-    if let Some(c) = rec.cmd_id.filter(|c| c.is_alive()) {
-        return Verdict::Held(Holder::Command { pid: c.pid });
-    }
-    // A lingering run names the processes that outlived its command.
-    if let Some(m) = rec.linger.iter().find(|m| m.is_alive()) {
-        return Verdict::Held(Holder::Member {
-            pid: m.pid,
-            cmd: procfs::command_line(m.pid),
-        });
-    }
-    if let Some(spec) = rec.scan_spec() {
-        // Two scans: a process that forks and exits while /proc is listed
-        // could hide its child from one pass (after pid wrap-around).
-        for _ in 0..2 {
-            match procfs::run_members(&spec, &[], true, deadline) {
-                Ok(scan) => {
-                    if let Some(m) = scan.members.into_iter().next() {
-                        return Verdict::Held(Holder::Member {
-                            pid: m.id.pid,
-                            cmd: procfs::command_line(m.id.pid),
-                        });
-                    }
-                    if let Some(pid) = scan.unreadable.first() {
-                        return Verdict::Unknown(UnknownReason::CannotScan {
-                            why: format!(
-                                "pid {pid} started after the run and may carry its token, but its \
-                                 environment cannot be read (ask as root or as its user)"
-                            ),
-                        });
-                    }
-                }
-                Err(e) => {
-                    return Verdict::Unknown(UnknownReason::CannotScan { why: e.to_string() });
-                }
-            }
-        }
-    }
-    if kernel_locked {
-        // The owner is gone, yet someone holds a kernel lock on its record:
-        // the run's command between fork and exec (it inherits the flock
-        // until exec closes it), a forked child of a library user, or a
-        // foreign process. Someone alive holds it: never stale.
-        return Verdict::Held(Holder::OtherKernelLock { owner: rec.pid });
-    }
-    if rec.format > FORMAT_VERSION {
-        return Verdict::Unknown(UnknownReason::NewerFormat {
-            version: rec.format,
-        });
-    }
-    let pid = rec.pid;
-    Verdict::Stale(match owner {
-        Probe::Reused { now } => StaleReason::Reused {
-            pid,
-            now,
-            recorded: rec.start.unwrap_or(0),
-            run,
-        },
-        Probe::Zombie => StaleReason::Zombie { pid, run },
-        _ => StaleReason::Exited { pid, run },
-    })
-}
-
-/// The live processes of the run (or lock) a record describes: the
-/// wrapper or owner first, then the command, the processes the record
-/// names as lingering, and the rest of the run (its group and token
-/// carriers). `skip` names processes never to include (the caller). The
-/// search of `/proc` stops at `deadline`.
-pub(crate) fn processes_of(
-    record: &Record,
-    skip: &[u32],
-    deadline: Option<Instant>,
-) -> crate::error::Result<Vec<ProcId>> {
-    let mut out: Vec<ProcId> = Vec::new();
-    let mut push = |id: ProcId| {
-        if !skip.contains(&id.pid) && !out.iter().any(|t| t.pid == id.pid) {
-            out.push(id);
-        }
-    };
-    record
-        .owner_id()
-        .into_iter()
-        .chain(record.cmd_id)
-        .chain(record.linger.iter().copied())
-        .filter(|id| id.is_alive())
-        .for_each(&mut push);
-    if let Some(spec) = record.scan_spec() {
-        let scan = procfs::run_members(&spec, skip, false, deadline)
-            .map_err(|e| crate::error::Error::io("list processes in", "/proc", e))?;
-        scan.members.into_iter().for_each(|m| push(m.id));
-    }
-    Ok(out)
 }

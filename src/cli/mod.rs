@@ -16,7 +16,7 @@ use clap::Parser;
 use onlyone::names::{self, DirSource};
 use onlyone::signal::GracefulStop;
 use onlyone::stop::{self, Stopped};
-use onlyone::{Error, HeldBy, LockFile, Verdict, compact_duration};
+use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact_duration};
 
 use args::{Cli, Command};
 use exit::Code;
@@ -117,6 +117,10 @@ pub struct Ctx {
     allow_shared_fs: bool,
 }
 
+/// How long a precheck may wait for the removal guard to clear a stale
+/// lock: a courtesy that must not hold the answer up.
+const PRECHECK_CLEARING: Duration = Duration::from_millis(100);
+
 /// Prints a message on stderr. A closed stderr must not change the exit
 /// code (a precheck must still answer 0 or 75), so write errors are
 /// ignored rather than panicking as `eprintln!` would.
@@ -195,68 +199,73 @@ impl Ctx {
 
     fn precheck(&self, a: args::Precheck) -> Code {
         let deadline = deadline_of(a.deadline);
-        let lock_arg = a.lock.clone();
-        let ctx = self.clone();
-        let quiet = a.quiet;
-        // Every call is bounded: the verdict runs on a worker, and a
-        // precheck that cannot finish in time lets the fire run.
-        let verdict = within(deadline, move || {
-            let (lock, name) = ctx.open_for_reading(&lock_arg)?;
-            let seen = lock.inspect()?;
-            // Clearing is a courtesy: it must not hold the answer up when
-            // another process holds the removal guard.
-            let cleaned = match &seen {
-                Some(s) if matches!(s.verdict, Verdict::Stale(_)) => lock
-                    .clone()
-                    .with_deadline(Instant::now() + Duration::from_millis(100))
-                    .reclaim_if_stale()
-                    .ok()
-                    .flatten(),
-                _ => None,
-            };
-            Ok::<_, Error>((lock, name, seen, cleaned))
-        });
-        match verdict {
-            None => {
-                say("precheck: the deadline ran out; letting the fire run (fail open)");
-                Code::Exit(0)
-            }
+        let (lock, name, seen, cleaned) = match self.precheck_look(&a.lock, deadline) {
+            Ok(x) => x,
             // No lock directory (`/run` is emptied at boot): no lock.
-            Some(Err(Error::MissingDir { .. })) => Code::Exit(0),
-            Some(Err(e)) => {
+            Err(Error::MissingDir { .. }) => return Code::Exit(0),
+            Err(e) => {
                 say(format_args!(
                     "precheck: {e}; letting the fire run (fail open)"
                 ));
+                return Code::Exit(0);
+            }
+        };
+        let Some(s) = seen else {
+            return Code::Exit(0);
+        };
+        match (&s.verdict, s.held_by(lock.path())) {
+            (Verdict::Held(_), held) => {
+                if let Some(h) = held
+                    && !a.quiet
+                {
+                    say(held_message(&name, &h));
+                }
+                Code::Exit(exit::HELD)
+            }
+            (Verdict::Stale(r), _) => {
+                if cleaned.is_some() {
+                    say(format_args!(
+                        "precheck: cleared the stale lock `{name}`: {r}"
+                    ));
+                }
                 Code::Exit(0)
             }
-            Some(Ok((lock, name, seen, cleaned))) => match seen {
-                None => Code::Exit(0),
-                Some(s) => match (&s.verdict, s.held_by(lock.path())) {
-                    (Verdict::Held(_), Some(h)) => {
-                        if !quiet {
-                            say(held_message(&name, &h));
-                        }
-                        Code::Exit(exit::HELD)
-                    }
-                    (Verdict::Held(_), None) => Code::Exit(exit::HELD),
-                    (Verdict::Stale(r), _) => {
-                        if cleaned.is_some() {
-                            say(format_args!(
-                                "precheck: cleared the stale lock `{name}`: {r}"
-                            ));
-                        }
-                        Code::Exit(0)
-                    }
-                    (Verdict::Unknown(r), _) => {
-                        say(format_args!(
-                            "precheck: `{name}` cannot be judged ({r}); letting the fire run \
-                             (fail open)"
-                        ));
-                        Code::Exit(0)
-                    }
-                },
-            },
+            (Verdict::Unknown(r), _) => {
+                say(format_args!(
+                    "precheck: `{name}` cannot be judged ({r}); letting the fire run (fail open)"
+                ));
+                Code::Exit(0)
+            }
         }
+    }
+
+    /// The lock a precheck asks about, its verdict, and whether a stale one
+    /// was cleared: every call bounded by `deadline` (a search of `/proc`
+    /// that runs out makes the verdict unknown, so the fire runs).
+    fn precheck_look(
+        &self,
+        lock_arg: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(LockFile, String, Option<Inspection>, Option<StaleReason>), Error> {
+        let (lock, name) = self.open_for_reading(lock_arg)?;
+        let lock = match deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        let seen = lock.inspect()?;
+        // Clearing is a courtesy: it must not hold the answer up when
+        // another process holds the removal guard.
+        let courtesy = Instant::now() + PRECHECK_CLEARING;
+        let cleaned = match &seen {
+            Some(s) if matches!(s.verdict, Verdict::Stale(_)) => lock
+                .clone()
+                .with_deadline(deadline.map_or(courtesy, |d| d.min(courtesy)))
+                .reclaim_if_stale()
+                .ok()
+                .flatten(),
+            _ => None,
+        };
+        Ok((lock, name, seen, cleaned))
     }
 
     fn stop(&self, a: args::Stop) -> Code {
@@ -345,7 +354,7 @@ fn report_takeover(name: &str, guard: &onlyone::LockGuard) {
     }
 }
 
-fn pid_list(t: &[onlyone::procfs::ProcId]) -> String {
+fn pid_list(t: &[onlyone::ProcId]) -> String {
     let p: Vec<u32> = t.iter().map(|t| t.pid).collect();
     pids(&p)
 }
@@ -374,22 +383,4 @@ fn print_stdout(s: &str) {
 /// The calling shell: onlyone's parent.
 fn parent_pid() -> u32 {
     rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32)
-}
-
-/// Runs `f` on a worker thread and waits for it until `deadline`; `None`
-/// when the deadline passes first (the worker is abandoned; the process is
-/// about to exit).
-pub fn within<T: Send + 'static>(
-    deadline: Option<Instant>,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
-    let Some(deadline) = deadline else {
-        return Some(f());
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .ok()
 }

@@ -165,8 +165,8 @@ fn start_keeper(lock: &Path, token: &str, owner: u32) {
         .arg(owner.to_string())
         .arg("--")
         .arg(lock)
-        .env_remove(onlyone::procfs::LOCK_VAR)
-        .env_remove(onlyone::procfs::TOKEN_VAR)
+        .env_remove(onlyone::LOCK_VAR)
+        .env_remove(onlyone::TOKEN_VAR)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -203,8 +203,8 @@ fn export_line(e: &Exported) -> String {
         "{lock}={}; {token}={}; export {lock} {token}\n",
         sh_quote(e.path.as_os_str().as_bytes()),
         sh_quote(e.token.as_bytes()),
-        lock = onlyone::procfs::LOCK_VAR,
-        token = onlyone::procfs::TOKEN_VAR,
+        lock = onlyone::LOCK_VAR,
+        token = onlyone::TOKEN_VAR,
     )
 }
 
@@ -219,8 +219,8 @@ fn sh_quote(bytes: &[u8]) -> String {
 /// The token that `acquire --export` handed to this process's
 /// environment, when `ONLYONE_LOCK` there names `path`.
 fn exported_token_for(path: &Path) -> Option<String> {
-    let lock = std::env::var_os(onlyone::procfs::LOCK_VAR)?;
-    let token = std::env::var(onlyone::procfs::TOKEN_VAR).ok()?;
+    let lock = std::env::var_os(onlyone::LOCK_VAR)?;
+    let token = std::env::var(onlyone::TOKEN_VAR).ok()?;
     let same = std::path::absolute(Path::new(&lock)).ok()? == path;
     same.then_some(token)
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
 use super::exit::{Code, FAILURE};
-use super::{Ctx, args, within};
+use super::{Ctx, args};
 
 /// One lock, as `status --json` prints it.
 #[derive(Debug, Serialize)]
@@ -127,12 +127,10 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
             s.state = "held";
             s.holder_pid = Some(h.pid());
             s.holder = Some(match h {
-                Holder::KernelLock { .. }
-                | Holder::Owner { .. }
-                | Holder::OwnerUnverified { .. } => "owner",
                 Holder::Command { .. } => "command",
                 Holder::OtherKernelLock { .. } | Holder::OtherNamespace { .. } => "kernel-lock",
                 Holder::Member { .. } => "leftover",
+                _ => "owner",
             });
             let wrapper_gone =
                 |r: &onlyone::Record| format!("the {} (pid {}) is gone", owner_word(r), r.pid);
@@ -195,6 +193,48 @@ fn other_dirs_hint(dir: &Path, source: names::DirSource) -> String {
     }
 }
 
+/// Every lock named (or in DIR), described, all by `deadline`.
+fn describe_all(
+    ctx: &Ctx,
+    named: &[String],
+    deadline: Option<std::time::Instant>,
+) -> Result<Vec<LockStatus>, String> {
+    let dir = ctx.dir();
+    let targets = if named.is_empty() {
+        lock_files(dir)
+            .map_err(|e| format!("cannot list the lock directory `{}`: {e}", dir.display()))?
+    } else {
+        named.to_vec()
+    };
+    let mut out = Vec::with_capacity(targets.len());
+    // The locks of one directory share its handle.
+    let mut first: Option<LockFile> = None;
+    for t in targets {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err("status: the deadline ran out before every lock was read".into());
+        }
+        let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
+        let name = names::display_name(&path, dir);
+        let lock = match &first {
+            Some(f) => f.sibling(&path),
+            None => ctx
+                .open_for_reading(&path.display().to_string())
+                .map(|(l, _)| l),
+        };
+        if first.is_none()
+            && let Ok(l) = &lock
+        {
+            first = Some(l.clone());
+        }
+        let lock = lock.map(|l| match deadline {
+            Some(d) => l.with_deadline(d),
+            None => l,
+        });
+        out.push(describe(&path, name, lock));
+    }
+    Ok(out)
+}
+
 /// What the record's owner is called: a run's wrapper, or the owner.
 fn owner_word(r: &onlyone::Record) -> &'static str {
     match r.mode {
@@ -226,56 +266,13 @@ fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
 pub fn status(ctx: &Ctx, a: args::Status) -> Code {
     let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
     let dir = ctx.dir().to_path_buf();
-    let named = a.locks.clone();
-    let ctx_dir = dir.clone();
     let source = ctx.source;
-    let ctx = ctx.clone();
-    let result = within(deadline, move || -> Result<Vec<LockStatus>, String> {
-        let targets = if named.is_empty() {
-            lock_files(&ctx_dir).map_err(|e| {
-                format!(
-                    "cannot list the lock directory `{}`: {e}",
-                    ctx_dir.display()
-                )
-            })?
-        } else {
-            named
-        };
-        let mut out = Vec::with_capacity(targets.len());
-        // The locks of one directory share its handle.
-        let mut first: Option<LockFile> = None;
-        for t in targets {
-            match names::lock_path(&t, &ctx_dir) {
-                Ok(path) => {
-                    let name = names::display_name(&path, &ctx_dir);
-                    let lock = match &first {
-                        Some(f) => f.sibling(&path),
-                        None => ctx
-                            .open_for_reading(&path.display().to_string())
-                            .map(|(l, _)| l),
-                    };
-                    if first.is_none()
-                        && let Ok(l) = &lock
-                    {
-                        first = Some(l.clone());
-                    }
-                    out.push(describe(&path, name, lock));
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Ok(out)
-    });
-    let locks = match result {
-        None => {
-            super::say("status: the deadline ran out before every lock was read");
-            return Code::Exit(FAILURE);
-        }
-        Some(Err(e)) => {
+    let locks = match describe_all(ctx, &a.locks, deadline) {
+        Ok(l) => l,
+        Err(e) => {
             super::say(e);
             return Code::Exit(FAILURE);
         }
-        Some(Ok(l)) => l,
     };
     // One write(2) per buffer, not per line: stdout is line-buffered.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

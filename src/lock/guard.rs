@@ -13,7 +13,7 @@ use super::waiter::Waiter;
 use crate::error::{Error, Result};
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
-use crate::verdict::{self, Verdict};
+use crate::verdict::Verdict;
 
 /// How often a holder refreshes its lock file's times (`futimens`), so that
 /// age-based cleaning of `/tmp` (systemd-tmpfiles, tmpreaper) never takes
@@ -193,7 +193,7 @@ impl LockFile {
                 .record
                 .as_ref()
                 .is_ok_and(|r| r.token.as_deref() == Some(token))
-                || !matches!(verdict::judge(&ev, None), Verdict::Held(_))
+                || !matches!(crate::judge::judge(&ev, None), Verdict::Held(_))
             {
                 return Ok(());
             }

@@ -49,7 +49,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, HeldBy, Result};
 use crate::record::{NotARecord, Record};
-use crate::verdict::{self, Verdict};
+use crate::verdict::Verdict;
 
 pub use acquire::{AcquireOptions, Owner, TakeOver, new_token};
 pub use guard::{LockGuard, REFRESH_INTERVAL};
@@ -229,7 +229,7 @@ impl LockFile {
     /// ```
     pub fn inspect(&self) -> Result<Option<Inspection>> {
         Ok(self.look()?.map(|ev| Inspection {
-            verdict: verdict::judge(&ev, self.deadline),
+            verdict: crate::judge::judge(&ev, self.deadline),
             record: ev.record,
             mtime: ev.mtime,
         }))

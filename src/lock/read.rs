@@ -19,9 +19,9 @@ use rustix::io::Errno;
 
 use super::LockFile;
 use crate::error::{Error, Result};
+use crate::judge::Evidence;
 use crate::procfs;
 use crate::record::{MAX_RECORD_BYTES, NotARecord, Record};
-use crate::verdict::Evidence;
 
 /// How carefully to read (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

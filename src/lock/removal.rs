@@ -19,10 +19,11 @@ use super::read::Read;
 use super::temp::TempFile;
 use super::{Inspection, LockFile};
 use crate::error::{Error, HeldBy, Result};
+use crate::judge::Evidence;
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
 use crate::test_hooks::{self, Point};
-use crate::verdict::{self, Evidence, Holder, StaleReason, Verdict};
+use crate::verdict::{self, Holder, StaleReason, Verdict};
 
 /// How long the removal guard is waited for when no deadline is given. It is
 /// held for microseconds by onlyone; a longer hold is a foreign process.
@@ -199,7 +200,7 @@ impl LockFile {
         let Some(ev) = self.look()? else {
             return Ok(None);
         };
-        match verdict::judge(&ev, self.deadline) {
+        match crate::judge::judge(&ev, self.deadline) {
             Verdict::Stale(reason) => {
                 let removed = self.reclaim(&ev, None)?;
                 self.sweep_temp_files();
@@ -284,7 +285,8 @@ impl LockFile {
             if by_token || owners.iter().any(|(pid, id)| owns(&record, *pid, *id)) {
                 return Ok((Decision::Remove, Released::Removed));
             }
-            let holder = match verdict::judge_record(&record, ev.kernel_locked, self.deadline) {
+            let holder = match crate::judge::judge_record(&record, ev.kernel_locked, self.deadline)
+            {
                 Verdict::Held(h) => h,
                 _ => Holder::Owner { pid: record.pid },
             };
@@ -316,7 +318,7 @@ impl LockFile {
                 });
             }
             let seen = Inspection {
-                verdict: verdict::judge(&ev, self.deadline),
+                verdict: crate::judge::judge(&ev, self.deadline),
                 record: ev.record,
                 mtime: ev.mtime,
             };

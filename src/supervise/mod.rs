@@ -25,7 +25,7 @@
 //! - `max_time`: a [`GracefulStop`] of the group: TERM, then KILL after
 //!   `kill_after`.
 //! - `idle_timeout`: the run is over when every process of it has been idle
-//!   (no CPU time, no byte read or written: [`crate::idle`]) for that long;
+//!   (no CPU time, no byte read or written) for that long;
 //!   it is then ended like `max_time`.
 //! - onlyone is the run's subreaper: a process the command leaves behind
 //!   (a daemon started through `setsid`, `runuser -l`, `su -` or `env -i`,
@@ -399,7 +399,7 @@ impl<'g> Supervision<'g> {
         if now < *next {
             return;
         }
-        match crate::verdict::processes_of(&self.record, &[me], None) {
+        match crate::judge::processes_of(&self.record, &[me], None) {
             Ok(procs) => {
                 watch.sample(&procs);
             }

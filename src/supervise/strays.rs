@@ -23,7 +23,7 @@ const STRAY_ROUNDS: usize = 4;
 /// finds (its group and token carriers, which need not descend from the
 /// command: a job handed to `at` keeps its environment).
 pub(super) fn leftovers(record: &Record, me: u32) -> Result<Vec<ProcId>, RunError> {
-    let mut all = crate::verdict::processes_of(record, &[me], None)?;
+    let mut all = crate::judge::processes_of(record, &[me], None)?;
     for id in procfs::descendants_of(me) {
         if !all.iter().any(|t| t.pid == id.pid) {
             all.push(id);
