@@ -91,6 +91,34 @@ start=1
 boot=$BOOT
 mode=lock
 "
+# The keys of a record written in a time namespace, of a lingering run, of
+# a script and of a process group leader.
+text timens-record "${MIN}pidns=4026531836
+timens=4026531999
+bootoff=-60000000000
+"
+text timens-odd-offset "${MIN}timens=4026531999
+bootoff=1234567
+"
+text linger-record "${FULL%onlyone=1
+}linger=4251:123456800,4252:123456801
+onlyone=1
+"
+text script-record "${LOCK%mode=lock
+cmd=cron-job
+onlyone=1
+}mode=script
+cmd=./backup.sh
+pgid=4242
+pgstart=123456789
+onlyone=1
+"
+text group-without-start "${MIN}pgid=4242
+"
+text other-host "${MIN}host=elsewhere.example
+"
+text other-pidns "${MIN}pidns=4026539999
+"
 
 # Hostile contents (issue 5 part 2).
 : >"$P/empty"
@@ -131,6 +159,18 @@ boot=$BOOT
 "
 text cmdpid-without-cmdstart "${MIN}cmdpid=5
 "
+text bootoff-minus-only "${MIN}bootoff=-
+"
+text bootoff-i64-min "${MIN}bootoff=-9223372036854775808
+"
+text linger-malformed "${MIN}linger=4251,4252:1
+"
+text linger-pid-0 "${MIN}linger=0:1
+"
+# A user's file at a lock path: never torn, never stale on its age.
+text shell-script "#!/bin/sh
+echo hello
+"
 text boot-not-hex "4242
 start=1
 boot=zz
@@ -152,7 +192,8 @@ head -c 8193 /dev/zero | tr '\0' 1 >"$P/oversized"
 
 # The verdict seeds: each record behind flags 0x00 (as is) and 0x06 (this
 # boot and PID namespace), plus a few that name this process or pid 1, are
-# kernel-locked, older than this boot, or built with `arbitrary`.
+# kernel-locked, older than this boot, in this time namespace, not readable
+# (0x18 on a file that does not parse), or built with `arbitrary`.
 for f in "$P"/*; do
     n=${f##*/}
     { printf '\000'; cat "$f"; } >"$V/$n.00"
@@ -164,6 +205,12 @@ done
 { printf '\007'; cat "$P/full-run-record"; } >"$V/full-run-record.kernel-locked"
 { printf '\100'; cat "$P/truncated-record"; } >"$V/truncated-record.before-boot"
 { printf '\101'; cat "$P/empty"; } >"$V/empty.before-boot-kernel-locked"
+{ printf '\100'; cat "$P/shell-script"; } >"$V/shell-script.before-boot"
+{ printf '\030'; cat "$P/shell-script"; } >"$V/shell-script.denied"
+{ printf '\206'; cat "$P/timens-record"; } >"$V/timens-record.this-timens"
+{ printf '\027'; cat "$P/timens-record"; } >"$V/timens-record.self-kernel-locked"
+{ printf '\002'; cat "$P/other-pidns"; } >"$V/other-pidns.this-boot"
+{ printf '\003'; cat "$P/other-pidns"; } >"$V/other-pidns.this-boot-kernel-locked"
 printf '\040\001\052\000\000\000\000\000\000\000\001\001\070abcdef\000' >"$V/built.bytes"
 
 echo "record_parser: $(ls "$P" | wc -l) seeds; verdict: $(ls "$V" | wc -l) seeds"

@@ -300,6 +300,9 @@ pub enum Error {
         pid: u32,
         /// Why.
         why: String,
+        /// The error behind it, when there is one.
+        #[source]
+        source: Option<io::Error>,
     },
 
     /// A token given to [`crate::AcquireOptions::token`] that is not one.

@@ -195,7 +195,13 @@ fn judge_context(rec: &Record, kernel_locked: bool) -> Option<Verdict> {
     match rec.timens {
         Some(theirs) if procfs::own_timens().is_some_and(|ours| ours != theirs) => {
             Some(if kernel_locked {
-                Verdict::Held(Holder::KernelLock { pid: rec.pid })
+                // Someone holds the flock. Name the owner only if its pid
+                // lives (its start time cannot be compared across clocks).
+                if procfs::probe(rec.pid, None).is_alive() {
+                    Verdict::Held(Holder::KernelLock { pid: rec.pid })
+                } else {
+                    Verdict::Held(Holder::OtherKernelLock { owner: rec.pid })
+                }
             } else {
                 Verdict::Unknown(UnknownReason::OtherTimeNamespace { theirs })
             })

@@ -33,7 +33,9 @@
 //!   `Unknown(OtherPidNamespace)` naming a process in it, or
 //!   `Unknown(PidNamespaceUnseen)`;
 //! - a record of another time namespace (start times not moved) is
-//!   `Held(KernelLock)` when kernel-locked, else `Unknown(OtherTimeNamespace)`;
+//!   `Held(KernelLock)` when kernel-locked and its pid lives,
+//!   `Held(OtherKernelLock)` when kernel-locked and it does not, else
+//!   `Unknown(OtherTimeNamespace)`;
 //! - otherwise: a `Held` verdict names a live pid in `1..=pid_max` and the
 //!   process that proved it (the owner's pid for `Owner`, `OwnerUnverified`
 //!   and `KernelLock`; `cmdpid` for `Command`; a lingering pid or a scanned
@@ -292,15 +294,16 @@ fn check(rec: &Record, kernel_locked: bool, v: &Verdict) {
             }
         }
     }
-    // Start times on another clock: the owner is not probed, and the kernel
-    // lock alone proves it held. (The pid named is the recorded one,
-    // unprobed: the reader's records have it in 1..=pid_max, one built here
-    // may not.)
+    // Start times on another clock: the kernel lock alone proves it held,
+    // and the owner is named only if its pid lives (start times cannot be
+    // compared across clocks).
     if let Some(theirs) = rec.timens
         && procfs::own_timens().is_some_and(|ours| ours != theirs)
     {
-        let want = if kernel_locked {
+        let want = if kernel_locked && procfs::probe(rec.pid, None).is_alive() {
             Verdict::Held(Holder::KernelLock { pid: rec.pid })
+        } else if kernel_locked {
+            Verdict::Held(Holder::OtherKernelLock { owner: rec.pid })
         } else {
             Verdict::Unknown(UnknownReason::OtherTimeNamespace { theirs })
         };

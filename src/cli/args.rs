@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::exit::HELD;
+
+/// The grace between TERM and KILL, unless told otherwise
+/// (`onlyone::signal::DEFAULT_GRACE`).
+const DEFAULT_GRACE: &str = "5s";
+
 /// Run a scheduled job, or the long-running mode of a CLI, as one instance at
 /// a time.
 #[derive(Debug, Parser)]
@@ -177,10 +183,10 @@ pub struct Run {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub idle_timeout: Option<Duration>,
     /// Grace between TERM and KILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
     /// Exit code for a skip.
-    #[arg(long, value_name = "N", default_value_t = 75)]
+    #[arg(long, value_name = "N", default_value_t = HELD)]
     pub held_exit: u8,
     /// Leave the run's leftover processes running when the command exits
     /// (and release the lock).
@@ -211,7 +217,7 @@ pub struct Acquire {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// Exit code when the lock is held.
-    #[arg(long, value_name = "N", default_value_t = 75)]
+    #[arg(long, value_name = "N", default_value_t = HELD)]
     pub held_exit: u8,
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
@@ -280,7 +286,7 @@ pub struct Stop {
     #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
     pub signal: SignalArg,
     /// Grace before KILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
@@ -296,7 +302,7 @@ pub struct Reap {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "10m")]
     pub idle: Duration,
     /// Grace between TERM and KILL.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub grace: Duration,
     /// One budget for every call reap makes.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "90s")]
@@ -370,6 +376,14 @@ mod tests {
         for bad in ["FOO", "0", "999", "-1"] {
             assert!(parse_signal(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_default_grace_is_the_librarys() {
+        assert_eq!(
+            parse_duration(DEFAULT_GRACE),
+            Ok(onlyone::signal::DEFAULT_GRACE)
+        );
     }
 
     #[test]

@@ -274,7 +274,8 @@ impl<'l> Attempt<'l> {
             Owner::Current => writer.clone(),
             Owner::Pid(pid) => procfs::identity_of(pid).map_err(|e| Error::BadOwner {
                 pid,
-                why: e.to_string(),
+                why: "it is not a running process".into(),
+                source: Some(e),
             })?,
         };
         let token = match &opts.token {
@@ -319,6 +320,7 @@ impl<'l> Attempt<'l> {
                 Err(Error::BadOwner {
                     pid,
                     why: "it exited while waiting for the lock".into(),
+                    source: None,
                 })
             }
             _ => Ok(()),

@@ -110,6 +110,7 @@ impl LockGuard {
             .ok_or_else(|| Error::BadOwner {
                 pid,
                 why: "it is not running".into(),
+                source: None,
             })?;
         let id = ProcId {
             pid,
