@@ -11,14 +11,12 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 const MARK: &str = "ONLYONE_CLI_MISC_MARK";
 /// The most any single onlyone call may take before the test calls it a
 /// hang.
@@ -27,85 +25,18 @@ const HANG: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------
 // A test's world: its temp dir and the processes it started
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
+/// A test's [`Sandbox`], whose children are named by their index.
 struct World {
-    dir: tempfile::TempDir,
-    mark: String,
-    kids: Vec<Child>,
+    sb: Sandbox,
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        for k in &mut self.kids {
-            kill9(k);
-        }
-        // Grandchildren (a run's command, a shell's children) carry the
-        // marker: end them too, until none is left.
-        for _ in 0..50 {
-            let marked = marked_pids(&self.mark);
-            if marked.is_empty() {
-                break;
-            }
-            for pid in marked {
-                kill9_pid(pid);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // Make the directory removable again after a chmod 000.
-        let _ = std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o755));
-        if let Ok(rd) = std::fs::read_dir(self.dir.path()) {
-            for e in rd.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ =
-                        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o755));
-                }
-            }
-        }
-    }
-}
-
-/// Live processes whose environment carries `MARK=mark`.
-fn marked_pids(mark: &str) -> Vec<u32> {
-    support::processes_with_env(MARK, mark)
-}
+derefs_to_sandbox!(World);
 
 impl World {
     fn new() -> World {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
         World {
-            dir: open_tempdir(),
-            mark: format!("{}-{n}-{nanos}", std::process::id()),
-            kids: Vec::new(),
+            sb: Sandbox::new(MARK),
         }
-    }
-
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn lock(&self, name: &str) -> PathBuf {
-        self.dir().join(format!("{name}.lock"))
-    }
-
-    /// A fresh directory inside this world.
-    fn subdir(&self, name: &str) -> PathBuf {
-        let p = self.dir().join(name);
-        std::fs::create_dir(&p).unwrap();
-        p
-    }
-
-    /// Any program, marked, with no lock directory from the environment.
-    fn program(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new(prog);
-        c.env(MARK, &self.mark)
-            .env_remove("ONLYONE_DIR")
-            .stdin(Stdio::null());
-        c
     }
 
     /// `onlyone --dir DIR`.
@@ -127,15 +58,10 @@ impl World {
         finish(cmd, HANG)
     }
 
-    /// Starts a long-lived process (no output, killed at the end).
-    fn spawn(&mut self, mut cmd: Command) -> usize {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        self.kids.push(child);
+    /// Starts a long-lived process (no output, killed at the end); returns
+    /// its index.
+    fn spawn(&mut self, cmd: Command) -> usize {
+        self.keep(cmd);
         self.kids.len() - 1
     }
 
@@ -143,12 +69,10 @@ impl World {
         self.kids[kid].id()
     }
 
-    /// `sleep 1000`, started by this test: (handle, pid).
+    /// `sleep 1000`, started by this test: (index, pid).
     fn sleeper(&mut self) -> (usize, u32) {
-        let mut c = self.program("sleep");
-        c.arg("1000");
-        let k = self.spawn(c);
-        (k, self.pid(k))
+        let pid = self.sb.sleeper();
+        (self.kids.len() - 1, pid)
     }
 
     /// Waits for a child of this test to exit.
@@ -232,35 +156,12 @@ fn record(pid: u32, start: u64, boot: &str, mode: &str, cmd: &str) -> String {
     )
 }
 
-/// True when a signal is pending for `pid` (sent but not yet acted on).
-fn signal_pending(pid: u32) -> bool {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    s.lines()
-        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
-        .any(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .is_some_and(|m| !m.trim_start_matches('0').is_empty())
-        })
-}
-
-fn assert_untouched(pid: u32) {
-    assert!(
-        matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
-        "pid {pid} should still be alive"
-    );
-    assert!(!signal_pending(pid), "pid {pid} has a signal pending");
-}
-
 fn status_json(w: &World, locks: &[&str]) -> Value {
     let mut args = vec!["status", "--json"];
     args.extend_from_slice(locks);
     let out = w.oo(&args);
     out.expect(0);
-    serde_json::from_str(&out.stdout)
-        .unwrap_or_else(|e| panic!("status --json is not JSON ({e}): {out:#?}"))
+    out.json()
 }
 
 fn state_of_lock(w: &World, lock: &str) -> String {
@@ -481,10 +382,7 @@ fn precheck_with_a_broken_stderr_still_exits_0_or_75() {
 /// still a 0.
 #[test]
 fn precheck_as_an_unprivileged_user() {
-    let runuser = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(runuser) = runuser.filter(|_| is_root()) else {
+    let Some(runuser) = runuser() else {
         eprintln!("skipped: needs root and runuser");
         return;
     };
@@ -875,10 +773,7 @@ fn stop_escalates_to_kill_for_a_command_that_ignores_term() {
     );
     w.wait_exit(run.kid, Duration::from_secs(10));
     wait_gone(run.cmd);
-    assert!(
-        marked_pids(&w.mark).is_empty(),
-        "a process of the run lives"
-    );
+    assert!(w.marked().is_empty(), "a process of the run lives");
     assert_free(&w, "L");
 }
 

@@ -17,9 +17,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::process::{Pid, Signal};
-use support::{open_tempdir, state_of, wait_until};
+use support::{BIN, alive, running, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 /// Every process started by a test carries `MARKER=<its temp dir>`.
 const MARKER: &str = "ONLYONE_CLI_TEST_SANDBOX";
 /// The longest any single `onlyone` call may take before the test fails.
@@ -28,11 +27,14 @@ const LONG: Duration = Duration::from_secs(20);
 // ---------------------------------------------------------------------------
 // Helpers
 
-/// A test's temp dir, and the killer of every process started in it.
+/// A test's [`support::Sandbox`] (its temp dir, and the killer of every
+/// process started in it), which counts the calls it ran.
 struct Sandbox {
-    dir: tempfile::TempDir,
+    sb: support::Sandbox,
     calls: std::cell::Cell<u32>,
 }
+
+support::derefs_to_sandbox!(Sandbox);
 
 /// How an `onlyone` call ended.
 #[derive(Debug)]
@@ -61,27 +63,17 @@ fn shell_code(s: ExitStatus) -> i32 {
 impl Sandbox {
     fn new() -> Sandbox {
         Sandbox {
-            dir: open_tempdir(),
+            sb: support::Sandbox::new(MARKER),
             calls: std::cell::Cell::new(0),
         }
     }
 
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn p(&self, name: &str) -> PathBuf {
-        self.dir().join(name)
-    }
-
     /// `onlyone --dir DIR ARGS...`, marked, stdin and output to /dev/null.
     fn cmd<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = self.program(BIN);
         c.arg("--dir")
             .arg(self.dir())
             .args(args)
-            .env(MARKER, self.dir())
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         c
@@ -92,7 +84,7 @@ impl Sandbox {
     fn finish(&self, mut c: Command) -> Out {
         let n = self.calls.get() + 1;
         self.calls.set(n);
-        let err_path = self.p(&format!("stderr.{n}"));
+        let err_path = self.path(&format!("stderr.{n}"));
         c.stderr(File::create(&err_path).unwrap());
         let started = Instant::now();
         let mut kid = Kid::spawn(c);
@@ -130,7 +122,7 @@ impl Sandbox {
     /// `READY` set to a file the script must create once it runs, and waits
     /// for that file and the lock file.
     fn holder(&self, lock: &str, opts: &[&str], script: &str, env: &[(&str, &Path)]) -> Kid {
-        let ready = self.p(&format!("{lock}.ready"));
+        let ready = self.path(&format!("{lock}.ready"));
         let mut args: Vec<&str> = vec!["run"];
         args.extend(opts);
         args.extend([lock, "--", "sh", "-c", script]);
@@ -140,7 +132,7 @@ impl Sandbox {
             c.env(k, v);
         }
         let mut kid = Kid::spawn(c);
-        let lock_file = self.p(&format!("{lock}.lock"));
+        let lock_file = self.lock(lock);
         wait_until("the holder's command to run", LONG, || {
             if let Ok(Some(s)) = kid.0.try_wait() {
                 panic!("the holder exited early: {s:?}");
@@ -149,27 +141,6 @@ impl Sandbox {
         });
         kid
     }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        // Several rounds, in case a marked process forked meanwhile.
-        for _ in 0..20 {
-            let marked = marked_processes(self.dir());
-            if marked.is_empty() {
-                break;
-            }
-            for pid in marked {
-                kill(pid, Signal::KILL);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-/// Live processes whose environment carries `MARKER=dir`.
-fn marked_processes(dir: &Path) -> Vec<u32> {
-    support::processes_with_env(MARKER, &dir.to_string_lossy())
 }
 
 fn kill(pid: u32, sig: Signal) {
@@ -236,13 +207,6 @@ fn read_pid(path: &Path) -> (u32, u64) {
     (pid, start)
 }
 
-/// True while that process (same pid, same start time) lives and is not a
-/// zombie.
-fn alive(pid: u32, start: u64) -> bool {
-    matches!(onlyone::procfs::read_stat(pid), Ok(Some(s))
-        if s.start == start && s.state != 'Z' && s.state != 'X')
-}
-
 fn wait_dead(pid: u32, start: u64) {
     wait_until(&format!("pid {pid} to die"), LONG, || !alive(pid, start));
 }
@@ -271,14 +235,14 @@ fn exit_code_is_the_commands_own() {
         assert_eq!(out.status.code(), Some(n.parse().unwrap()), "{out:?}");
     }
     sb.assert_free("L");
-    assert!(!sb.p("L.lock").exists(), "the lock file is left behind");
+    assert!(!sb.path("L.lock").exists(), "the lock file is left behind");
 }
 
 #[test]
 fn exit_code_75_when_held_and_held_exit_and_quiet() {
     let sb = Sandbox::new();
     let holder = sb.holder("L", &[], "touch \"$READY\"; exec sleep 1000", &[]);
-    let marker = sb.p("ran");
+    let marker = sb.path("ran");
     let try_run = |opts: &[&str]| {
         let mut args = vec!["run"];
         args.extend(opts);
@@ -326,8 +290,8 @@ fn exit_code_124_for_max_time() {
 #[test]
 fn exit_code_125_for_onlyone_failures() {
     let sb = Sandbox::new();
-    let marker = sb.p("ran");
-    let not_a_dir = sb.p("plain-file");
+    let marker = sb.path("ran");
+    let not_a_dir = sb.path("plain-file");
     std::fs::write(&not_a_dir, "").unwrap();
     let cases: Vec<(&str, Command)> = vec![
         (
@@ -357,12 +321,10 @@ fn exit_code_125_for_onlyone_failures() {
             ]),
         ),
         ("a --dir that is a regular file", {
-            let mut c = Command::new(BIN);
+            let mut c = sb.program(BIN);
             c.arg("--dir")
                 .arg(&not_a_dir)
                 .args(["run", "L", "--", "sh", "-c", "touch \"$RAN\""])
-                .env(MARKER, sb.dir())
-                .stdin(Stdio::null())
                 .stdout(Stdio::null());
             c
         }),
@@ -381,10 +343,10 @@ fn exit_code_125_for_onlyone_failures() {
 fn exit_code_126_when_the_command_cannot_be_executed() {
     use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
-    let no_x = sb.p("no-x.sh");
+    let no_x = sb.path("no-x.sh");
     std::fs::write(&no_x, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&no_x, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let a_dir = sb.p("a-dir");
+    let a_dir = sb.path("a-dir");
     std::fs::create_dir(&a_dir).unwrap();
     for prog in [&no_x, &a_dir] {
         let out = sb.run(&[
@@ -406,7 +368,7 @@ fn exit_code_126_when_the_command_cannot_be_executed() {
 #[test]
 fn exit_code_127_when_the_command_is_not_found() {
     let sb = Sandbox::new();
-    let missing = sb.p("no-such-program");
+    let missing = sb.path("no-such-program");
     for prog in [
         OsStr::new("onlyone-test-no-such-command"),
         missing.as_os_str(),
@@ -473,8 +435,8 @@ fn the_command_sees_onlyone_lock_and_onlyone_token() {
         (path, token, record)
     };
 
-    let (path, token, record) = seen("L", &sb.p("env1"));
-    assert_eq!(Path::new(&path), sb.p("L.lock"));
+    let (path, token, record) = seen("L", &sb.path("env1"));
+    assert_eq!(Path::new(&path), sb.path("L.lock"));
     assert_eq!(token.len(), 32, "token {token:?}");
     assert!(
         token.bytes().all(|b| b.is_ascii_hexdigit()),
@@ -485,12 +447,12 @@ fn the_command_sees_onlyone_lock_and_onlyone_token() {
         "the token is the record's: {record:?}"
     );
 
-    let (_, token2, _) = seen("L", &sb.p("env2"));
+    let (_, token2, _) = seen("L", &sb.path("env2"));
     assert_ne!(token, token2, "each run has its own token");
 
     // A lock given as a path.
-    let as_path = sb.p("by-path.lock");
-    let (path, _, _) = seen(as_path.to_str().unwrap(), &sb.p("env3"));
+    let as_path = sb.path("by-path.lock");
+    let (path, _, _) = seen(as_path.to_str().unwrap(), &sb.path("env3"));
     assert_eq!(Path::new(&path), as_path);
     sb.assert_free("L");
     assert!(!as_path.exists());
@@ -501,7 +463,7 @@ fn the_command_sees_onlyone_lock_and_onlyone_token() {
 
 fn forwards(sig: Signal, name: &str) {
     let sb = Sandbox::new();
-    let mark = sb.p("mark");
+    let mark = sb.path("mark");
     let script = format!(
         "trap 'echo got > \"$MARK\"; exit 7' {name}; touch \"$READY\"; \
          while :; do sleep 0.05; done"
@@ -520,7 +482,7 @@ fn forwards(sig: Signal, name: &str) {
         "SIG{name}: onlyone exits with the command's code"
     );
     sb.assert_free("L");
-    assert!(!sb.p("L.lock").exists());
+    assert!(!sb.path("L.lock").exists());
 }
 
 #[test]
@@ -541,11 +503,24 @@ fn sighup_is_forwarded_to_the_command() {
 // ---------------------------------------------------------------------------
 // 4. kill -9 of onlyone
 
+/// Another run of L is refused (75) with a message that names `pid`
+/// (`who`), and L stays held.
+fn assert_held_by(sb: &Sandbox, pid: u32, who: &str) {
+    let out = sb.run(&["run", "L", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("pid {pid}")),
+        "the message names {who}: {:?}",
+        out.stderr
+    );
+    assert_eq!(sb.state("L"), "held");
+}
+
 #[test]
 fn kill_9_of_onlyone_keeps_the_lock_until_the_command_ends() {
     let sb = Sandbox::new();
-    let stop = sb.p("stop");
-    let cmd_pid = sb.p("cmd.pid");
+    let stop = sb.path("stop");
+    let cmd_pid = sb.path("cmd.pid");
     let mut run = sb.holder(
         "L",
         &[],
@@ -558,14 +533,7 @@ fn kill_9_of_onlyone_keeps_the_lock_until_the_command_ends() {
     run.0.wait().unwrap();
     assert!(alive(pid, start), "the command died with onlyone");
 
-    let out = sb.run(&["run", "L", "--", "true"]);
-    assert_eq!(out.status.code(), Some(75), "{out:?}");
-    assert!(
-        out.stderr.contains(&format!("pid {pid}")),
-        "the message names the command: {:?}",
-        out.stderr
-    );
-    assert_eq!(sb.state("L"), "held");
+    assert_held_by(&sb, pid, "the command");
 
     std::fs::write(&stop, "").unwrap();
     wait_dead(pid, start);
@@ -577,8 +545,8 @@ fn kill_9_of_onlyone_keeps_the_lock_until_the_command_ends() {
 #[test]
 fn a_leftover_child_keeps_the_lock_after_kill_9_of_onlyone_and_its_command() {
     let sb = Sandbox::new();
-    let cmd_pid = sb.p("cmd.pid");
-    let bg_pid = sb.p("bg.pid");
+    let cmd_pid = sb.path("cmd.pid");
+    let bg_pid = sb.path("bg.pid");
     let mut run = sb.holder(
         "L",
         &[],
@@ -594,14 +562,7 @@ fn a_leftover_child_keeps_the_lock_after_kill_9_of_onlyone_and_its_command() {
     wait_dead(cmd, cmd_start);
     assert!(alive(bg, bg_start));
 
-    let out = sb.run(&["run", "L", "--", "true"]);
-    assert_eq!(out.status.code(), Some(75), "{out:?}");
-    assert!(
-        out.stderr.contains(&format!("pid {bg}")),
-        "the message names the leftover pid {bg}: {:?}",
-        out.stderr
-    );
-    assert_eq!(sb.state("L"), "held");
+    assert_held_by(&sb, bg, &format!("the leftover pid {bg}"));
 
     kill(bg, Signal::KILL);
     wait_dead(bg, bg_start);
@@ -614,26 +575,39 @@ fn a_leftover_child_keeps_the_lock_after_kill_9_of_onlyone_and_its_command() {
 // ---------------------------------------------------------------------------
 // 5. Strays
 
-#[test]
-fn a_stray_child_is_ended_when_the_command_exits() {
-    let sb = Sandbox::new();
-    let pidfile = sb.p("stray.pid");
-    let mut c = sb.cmd(&[
-        "run",
+/// `onlyone run OPTS... L -- sh -c SCRIPT`, where the script leaves a
+/// `sleep` behind (a stray) and exits 0; and the file the script writes
+/// the stray's pid to.
+fn run_leaving_a_stray(sb: &Sandbox, opts: &[&str]) -> (Command, PathBuf) {
+    let pidfile = sb.path("stray.pid");
+    let mut args = vec!["run"];
+    args.extend(opts);
+    args.extend([
         "L",
         "--",
         "sh",
         "-c",
         "sleep 1000 >/dev/null 2>&1 & echo $! > \"$PIDFILE\"; exit 0",
     ]);
+    let mut c = sb.cmd(&args);
     c.env("PIDFILE", &pidfile);
+    (c, pidfile)
+}
+
+/// The stray whose pid is in `pidfile` is gone: its pid.
+fn assert_stray_ended(pidfile: &Path) -> u32 {
+    let pid: u32 = read(pidfile).trim().parse().unwrap();
+    assert!(!running(pid), "the stray pid {pid} outlived the run");
+    pid
+}
+
+#[test]
+fn a_stray_child_is_ended_when_the_command_exits() {
+    let sb = Sandbox::new();
+    let (c, pidfile) = run_leaving_a_stray(&sb, &[]);
     let out = sb.finish(c);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let pid: u32 = read(&pidfile).trim().parse().unwrap();
-    assert!(
-        !matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
-        "the stray pid {pid} outlived the run"
-    );
+    let pid = assert_stray_ended(&pidfile);
     assert!(
         out.stderr.contains(&format!("pid {pid}")),
         "the stray is reported: {:?}",
@@ -645,17 +619,7 @@ fn a_stray_child_is_ended_when_the_command_exits() {
 #[test]
 fn keep_strays_leaves_the_stray_running_and_releases() {
     let sb = Sandbox::new();
-    let pidfile = sb.p("stray.pid");
-    let mut c = sb.cmd(&[
-        "run",
-        "--keep-strays",
-        "L",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1000 >/dev/null 2>&1 & echo $! > \"$PIDFILE\"; exit 0",
-    ]);
-    c.env("PIDFILE", &pidfile);
+    let (c, pidfile) = run_leaving_a_stray(&sb, &["--keep-strays"]);
     let out = sb.finish(c);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let (pid, start) = read_pid(&pidfile);
@@ -692,8 +656,8 @@ fn nanos_since_epoch(t: SystemTime) -> i128 {
 #[test]
 fn wait_starts_the_command_promptly_when_the_holder_exits() {
     let sb = Sandbox::new();
-    let stop = sb.p("stop");
-    let ts = sb.p("ts");
+    let stop = sb.path("stop");
+    let ts = sb.path("ts");
     let mut holder = sb.holder(
         "L",
         &[],
@@ -739,7 +703,7 @@ fn wait_starts_the_command_promptly_when_the_holder_exits() {
 fn wait_gives_up_with_75_after_its_duration() {
     let sb = Sandbox::new();
     let holder = sb.holder("L", &[], "touch \"$READY\"; exec sleep 1000", &[]);
-    let marker = sb.p("ran");
+    let marker = sb.path("ran");
     let mut c = sb.cmd(&[
         "run",
         "--wait",
@@ -778,8 +742,8 @@ fn wait_gives_up_with_75_after_its_duration() {
 #[test]
 fn replace_stops_the_old_run_and_runs_the_new_one() {
     let sb = Sandbox::new();
-    let old_mark = sb.p("old");
-    let new_mark = sb.p("new");
+    let old_mark = sb.path("old");
+    let new_mark = sb.path("new");
     let mut old = sb.holder(
         "L",
         &[],
@@ -816,7 +780,7 @@ fn replace_stops_the_old_run_and_runs_the_new_one() {
 #[test]
 fn max_time_escalates_to_kill_for_a_command_that_ignores_term() {
     let sb = Sandbox::new();
-    let pidfile = sb.p("cmd.pid");
+    let pidfile = sb.path("cmd.pid");
     let started = Instant::now();
     let mut c = sb.cmd(&[
         "run",
@@ -850,8 +814,8 @@ fn a_file_that_fails_exec_gives_126() {
     use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();
     // Executable bits, no shebang, not a binary: execve fails with ENOEXEC.
-    let garbage = sb.p("garbage");
-    let mark = sb.p("interpreted");
+    let garbage = sb.path("garbage");
+    let mark = sb.path("interpreted");
     std::fs::write(
         &garbage,
         format!("\x7fELF\x01\x01\ntouch {}\n", mark.display()),
@@ -905,7 +869,7 @@ fn a_broken_stdout_pipe_gives_the_right_code() {
 
 /// `sh -c 'exec onlyone --dir DIR ARGS... <&- >&- 2>&-'`.
 fn with_closed_fds(sb: &Sandbox, args: &[&str]) -> Out {
-    let mut c = Command::new("sh");
+    let mut c = sb.program("sh");
     c.arg("-c")
         .arg("exec \"$@\" <&- >&- 2>&-")
         .arg("sh")
@@ -913,8 +877,6 @@ fn with_closed_fds(sb: &Sandbox, args: &[&str]) -> Out {
         .arg("--dir")
         .arg(sb.dir())
         .args(args)
-        .env(MARKER, sb.dir())
-        .stdin(Stdio::null())
         .stdout(Stdio::null());
     sb.finish(c)
 }
@@ -940,13 +902,13 @@ fn closed_stdin_stdout_stderr_give_the_right_code() {
     wait_until(
         "the record to name the command",
         Duration::from_secs(10),
-        || std::fs::read_to_string(sb.p("L.lock")).is_ok_and(|t| t.contains("\ncmdpid=")),
+        || std::fs::read_to_string(sb.path("L.lock")).is_ok_and(|t| t.contains("\ncmdpid=")),
     );
-    let before = std::fs::read(sb.p("L.lock")).unwrap();
+    let before = std::fs::read(sb.path("L.lock")).unwrap();
     let out = with_closed_fds(&sb, &["run", "L", "--", "true"]);
     assert_eq!(out.code(), 75, "{out:?}");
     assert_eq!(
-        std::fs::read(sb.p("L.lock")).unwrap(),
+        std::fs::read(sb.path("L.lock")).unwrap(),
         before,
         "the record changed"
     );
@@ -973,25 +935,12 @@ fn a_broken_stderr_pipe_does_not_change_the_held_code() {
 #[test]
 fn a_broken_stderr_pipe_does_not_change_the_code_of_a_run_with_a_stray() {
     let sb = Sandbox::new();
-    let pidfile = sb.p("stray.pid");
-    let mut c = sb.cmd(&[
-        "run",
-        "L",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1000 >/dev/null 2>&1 & echo $! > \"$PIDFILE\"; exit 0",
-    ]);
-    c.env("PIDFILE", &pidfile);
+    let (mut c, pidfile) = run_leaving_a_stray(&sb, &[]);
     c.stderr(broken_pipe());
     let mut kid = Kid::spawn(c);
     let status = kid.wait_for(LONG);
     assert_eq!(shell_code(status), 0, "stderr a broken pipe: {status:?}");
-    let pid: u32 = read(&pidfile).trim().parse().unwrap();
-    assert!(
-        !matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
-        "the stray pid {pid} outlived the run"
-    );
+    assert_stray_ended(&pidfile);
     sb.assert_free("L");
 }
 
@@ -1032,7 +981,7 @@ fn a_finished_run_is_not_kept_unknown_by_a_kernel_thread() {
         kstart.saturating_sub(1),
         support::boot_id()
     );
-    support::put(&sb.p("L.lock"), record);
+    support::put(&sb.path("L.lock"), record);
     let out = sb.run(&["run", "L", "--", "true"]);
     assert_eq!(
         out.status.code(),
@@ -1049,12 +998,11 @@ fn a_finished_run_is_not_kept_unknown_by_a_kernel_thread() {
 /// the run wait forever: the kernel would reap the command unseen.
 #[test]
 fn an_inherited_ignored_sigchld_does_not_hang_the_run() {
-    if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("python3 is not installed; skipped");
+    if !support::have_python3() {
         return;
     }
     let sb = Sandbox::new();
-    let mut c = Command::new("python3");
+    let mut c = sb.program("python3");
     c.args([
         "-c",
         "import os, signal, sys\n\
@@ -1065,8 +1013,6 @@ fn an_inherited_ignored_sigchld_does_not_hang_the_run() {
     ])
     .arg(sb.dir())
     .args(["run", "L", "--", "sh", "-c", "sleep 0.2; exit 3"])
-    .env(MARKER, sb.dir())
-    .stdin(Stdio::null())
     .stdout(Stdio::null());
     let out = sb.finish(c);
     assert_eq!(out.code(), 3, "{out:?}");
@@ -1080,7 +1026,7 @@ fn an_inherited_ignored_sigchld_does_not_hang_the_run() {
 #[test]
 fn a_stray_that_forks_when_ended_is_followed() {
     let sb = Sandbox::new();
-    let pidfile = sb.p("late.pid");
+    let pidfile = sb.path("late.pid");
     let mut c = sb.cmd(&[
         "run",
         "--kill-after",
@@ -1101,7 +1047,7 @@ fn a_stray_that_forks_when_ended_is_followed() {
     });
     let late: u32 = read(&pidfile).trim().parse().unwrap();
     assert!(
-        !matches!(state_of(late), Some(s) if s != 'Z' && s != 'X'),
+        !running(late),
         "the process started by the stray's TERM trap outlived the run"
     );
     sb.assert_free("L");
@@ -1116,7 +1062,7 @@ fn read_opt(path: &Path) -> Option<String> {
 #[test]
 fn the_command_starts_with_no_signal_blocked_and_sigpipe_default() {
     let sb = Sandbox::new();
-    let status = sb.p("status");
+    let status = sb.path("status");
     let mut c = sb.cmd(&[
         "run",
         "L",
@@ -1152,8 +1098,8 @@ fn the_command_starts_with_no_signal_blocked_and_sigpipe_default() {
 #[test]
 fn a_token_carrier_that_is_not_a_descendant_is_ended_with_the_run() {
     let sb = Sandbox::new();
-    let tok = sb.p("token");
-    let go = sb.p("go");
+    let tok = sb.path("token");
+    let go = sb.path("go");
     let mut c = sb.cmd(&[
         "run",
         "L",
@@ -1169,11 +1115,9 @@ fn a_token_carrier_that_is_not_a_descendant_is_ended_with_the_run() {
     let token = read(&tok).trim().to_owned();
     // Started by the test, not by the run: it only carries the token.
     let carrier = Kid::spawn({
-        let mut s = Command::new("sleep");
+        let mut s = sb.program("sleep");
         s.arg("1000")
             .env("ONLYONE_TOKEN", &token)
-            .env(MARKER, sb.dir())
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         s
@@ -1182,10 +1126,6 @@ fn a_token_carrier_that_is_not_a_descendant_is_ended_with_the_run() {
     std::fs::write(&go, "").unwrap();
     let status = run.wait_for(LONG);
     assert_eq!(shell_code(status), 0);
-    wait_until(
-        "the carrier to be ended",
-        LONG,
-        || !matches!(state_of(carrier_pid), Some(s) if s != 'Z' && s != 'X'),
-    );
+    wait_until("the carrier to be ended", LONG, || !running(carrier_pid));
     sb.assert_free("L");
 }

@@ -17,16 +17,15 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::pty::{PtyMaster, grantpt, posix_openpt, ptsname_r, unlockpt};
 use nix::sys::signal::{SigHandler, Signal, signal};
 
-use support::{open_tempdir, wait_until};
+use support::{BIN, alive, kill9_pid, open_tempdir, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 /// The shell's prompt: never part of a line the tests type.
 const PROMPT: &str = "oo-tty-prompt> ";
 /// How long one expected thing may take.
@@ -37,24 +36,8 @@ fn stat(pid: u32) -> Option<onlyone::procfs::ProcStat> {
     onlyone::procfs::read_stat(pid).ok().flatten()
 }
 
-/// True while `pid` (started at `start`) is alive and not a zombie.
-fn alive(pid: u32, start: u64) -> bool {
-    matches!(stat(pid), Some(s) if s.start == start && s.state != 'Z' && s.state != 'X')
-}
-
 fn all_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn kill9(pid: u32) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-    }
+    onlyone::procfs::all_pids().unwrap_or_default()
 }
 
 /// An interactive `bash` on its own pty, in its own session, with `$OO`
@@ -321,6 +304,41 @@ impl Shell {
         (pid, start)
     }
 
+    /// `onlyone --dir DIR ARGS...`, outside the shell, to its end.
+    fn onlyone(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--dir")
+            .arg(self.dir())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run onlyone")
+    }
+
+    /// Types Ctrl-Z and waits for the shell to say the job stopped, and
+    /// for its prompt.
+    fn ctrl_z(&mut self) {
+        self.send(b"\x1a");
+        self.expect("Stopped");
+        self.expect_prompt();
+    }
+
+    /// Waits until `pid` is in the terminal's foreground group and not
+    /// stopped (after `fg`).
+    fn wait_resumed_in_foreground(&mut self, pid: u32) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !(self.foreground() == Some(pid) && stat(pid).is_some_and(|s| s.state != 'T')) {
+            self.fill(Instant::now() + Duration::from_millis(10));
+            assert!(
+                Instant::now() < deadline,
+                "fg did not resume the command in the foreground (foreground {:?}, state {:?}):\n{}",
+                self.foreground(),
+                stat(pid).map(|s| s.state),
+                self.transcript()
+            );
+        }
+    }
+
     /// `status --json L` says the lock is free, and the lock file is gone.
     fn assert_free(&self) {
         assert!(
@@ -328,13 +346,7 @@ impl Shell {
             "the lock file is still there:\n{}",
             fs::read_to_string(self.lock_path()).unwrap_or_default()
         );
-        let out = Command::new(BIN)
-            .arg("--dir")
-            .arg(self.dir())
-            .args(["status", "--json", "L"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("onlyone status");
+        let out = self.onlyone(&["status", "--json", "L"]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "status --json: {e}: {}",
@@ -411,13 +423,13 @@ impl Drop for Shell {
             if left.is_empty() || Instant::now() >= deadline {
                 break;
             }
-            left.into_iter().for_each(kill9);
+            left.into_iter().for_each(kill9_pid);
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.bash.kill();
         let _ = self.bash.wait();
         // Anything that escaped the session (only by a bug) goes too.
-        self.leftovers().into_iter().for_each(kill9);
+        self.leftovers().into_iter().for_each(kill9_pid);
     }
 }
 
@@ -483,9 +495,7 @@ fn ctrl_z_stops_the_job_and_fg_resumes_it() {
     let mut sh = Shell::start();
     sh.line(r#""$OO" --dir "$D" run L -- sleep 1000"#);
     let (pid, start) = sh.wait_command_in_foreground();
-    sh.send(b"\x1a");
-    sh.expect("Stopped");
-    sh.expect_prompt();
+    sh.ctrl_z();
     let jobs = sh.jobs();
     assert!(jobs.contains("Stopped"), "jobs -l: {jobs:?}");
     assert_eq!(
@@ -501,17 +511,7 @@ fn ctrl_z_stops_the_job_and_fg_resumes_it() {
     sh.line("fg");
     // `fg` hands the terminal to onlyone, which hands it on to the command
     // and continues it.
-    let deadline = Instant::now() + TIMEOUT;
-    while !(sh.foreground() == Some(pid) && stat(pid).is_some_and(|s| s.state != 'T')) {
-        sh.fill(Instant::now() + Duration::from_millis(10));
-        assert!(
-            Instant::now() < deadline,
-            "fg did not resume the command in the foreground (foreground {:?}, state {:?}):\n{}",
-            sh.foreground(),
-            stat(pid).map(|s| s.state),
-            sh.transcript()
-        );
-    }
+    sh.wait_resumed_in_foreground(pid);
     sh.send(b"\x03");
     sh.expect_prompt();
     assert_eq!(sh.rc(), 130, "{}", sh.transcript());
@@ -536,9 +536,7 @@ fn a_run_sent_to_the_background_leaves_the_terminal_to_the_shell() {
         r#""$OO" --dir "$D" run L -- bash -c 'while [ ! -e "$D/go" ]; do sleep 0.05; done; echo bg-done'"#,
     );
     let (pid, start) = sh.wait_command_in_foreground();
-    sh.send(b"\x1a");
-    sh.expect("Stopped");
-    sh.expect_prompt();
+    sh.ctrl_z();
     sh.line("bg");
     sh.expect_prompt();
     fs::write(sh.dir().join("go"), "").unwrap();
@@ -626,20 +624,12 @@ fn ctrl_z_stops_a_script_job_and_fg_resumes_it() {
     );
     sh.line(&line);
     let (pid, start) = sh.wait_command_in_foreground();
-    sh.send(b"\x1a");
-    sh.expect("Stopped");
-    sh.expect_prompt();
+    sh.ctrl_z();
     let jobs = sh.jobs();
     assert!(jobs.contains("Stopped"), "jobs -l: {jobs:?}");
     assert_eq!(stat(pid).map(|s| s.state), Some('T'));
     // status says so.
-    let out = Command::new(BIN)
-        .arg("--dir")
-        .arg(sh.dir())
-        .args(["status", "--json", "L"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = sh.onlyone(&["status", "--json", "L"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["locks"][0]["stopped"], true, "{v:#}");
     assert!(
@@ -650,15 +640,7 @@ fn ctrl_z_stops_a_script_job_and_fg_resumes_it() {
     );
 
     sh.line("fg");
-    let deadline = Instant::now() + TIMEOUT;
-    while !(sh.foreground() == Some(pid) && stat(pid).is_some_and(|s| s.state != 'T')) {
-        sh.fill(Instant::now() + Duration::from_millis(10));
-        assert!(
-            Instant::now() < deadline,
-            "fg did not resume the command in the foreground:\n{}",
-            sh.transcript()
-        );
-    }
+    sh.wait_resumed_in_foreground(pid);
     sh.send(b"\x03");
     sh.expect("done-130");
     sh.expect_prompt();
@@ -675,17 +657,9 @@ fn stop_ends_a_stopped_run() {
     let mut sh = Shell::start();
     sh.line(r#""$OO" --dir "$D" run L -- sleep 1000"#);
     let (pid, start) = sh.wait_command_in_foreground();
-    sh.send(b"\x1a");
-    sh.expect("Stopped");
-    sh.expect_prompt();
+    sh.ctrl_z();
     let t = Instant::now();
-    let out = Command::new(BIN)
-        .arg("--dir")
-        .arg(sh.dir())
-        .args(["stop", "--kill-after", "20s", "L"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = sh.onlyone(&["stop", "--kill-after", "20s", "L"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(
         t.elapsed() < Duration::from_secs(10),

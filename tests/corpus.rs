@@ -30,7 +30,7 @@ use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,6 @@ use onlyone::{Error, LockFile, Released, StaleReason, UnknownReason, Verdict};
 use serde_json::Value;
 use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 const MARK: &str = "ONLYONE_CORPUS_MARK";
 /// Each case's hostile part must finish within this.
 const CASE_LIMIT: Duration = Duration::from_secs(1);
@@ -53,12 +52,11 @@ const OTHER_BOOT: &str = "00000000-1111-2222-3333-444444444444";
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// A case: the lock directory and the processes it started (a
+/// [`Sandbox`]), its mounts, and the sentinel whose process group every CLI
+/// call joins.
 struct Case {
     name: &'static str,
-    mark: String,
-    kids: Vec<Child>,
-    /// Processes that are not our children (inside a namespace) to kill.
-    foreign: Vec<u32>,
     /// Mount points to unmount.
     mounts: Vec<PathBuf>,
     /// A `sleep` leading its own process group, which every CLI call joins.
@@ -66,28 +64,14 @@ struct Case {
     clock: Option<Instant>,
     /// Markers and traces: kept out of the lock directory.
     aux: tempfile::TempDir,
-    /// The lock directory. Declared last: removed after the mounts are undone.
-    dir: tempfile::TempDir,
+    /// The lock directory and the processes. Declared last: the directory
+    /// is removed after the mounts are undone.
+    sb: Sandbox,
 }
 
 impl Drop for Case {
     fn drop(&mut self) {
-        for k in &mut self.kids {
-            kill9(k);
-        }
-        for &pid in &self.foreign {
-            kill9_pid(pid);
-        }
-        for _ in 0..50 {
-            let marked = marked_pids(&self.mark);
-            if marked.is_empty() {
-                break;
-            }
-            for pid in marked {
-                kill9_pid(pid);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.sb.end_processes();
         for m in self.mounts.iter().rev() {
             let _ = Command::new("umount")
                 .arg("-l")
@@ -97,84 +81,17 @@ impl Drop for Case {
                 .stderr(Stdio::null())
                 .status();
         }
-        // Make everything removable again after chmod 000 and chown.
-        let _ = Command::new("chmod")
-            .args(["-R", "u+rwx"])
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
     }
 }
 
-/// Live processes whose environment carries `MARK=mark`.
-fn marked_pids(mark: &str) -> Vec<u32> {
-    support::processes_with_env(MARK, mark)
-}
-
-/// What a finished command did.
-#[derive(Debug)]
-struct Out {
-    what: String,
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Out {
-    fn code(&self) -> i32 {
-        self.status.code().unwrap_or(-1)
-    }
-
-    fn expect(&self, code: i32) -> &Self {
-        assert_eq!(self.code(), code, "{}: exit code: {self:#?}", self.what);
-        self
-    }
-
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr should contain {needle:?}: {self:#?}"
-        );
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {self:#?}"))
-    }
-}
+derefs_to_sandbox!(Case);
 
 /// Runs `cmd` to its end with its output captured; a hang (over [`HANG`])
-/// is killed and fails the case, and so do a panic (101) and a death by
-/// signal.
-fn finish(mut cmd: Command, what: &str) -> Out {
-    let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let (status, so, se) = support::wait_bounded(&mut child, start, HANG, what);
-    let out = Out {
-        what: what.to_owned(),
-        status,
-        took: start.elapsed(),
-        stdout: so,
-        stderr: se,
-    };
-    assert!(
-        out.status.code().is_some(),
-        "{what}: killed by a signal: {out:#?}"
-    );
-    assert_ne!(out.code(), 101, "{what}: panicked: {out:#?}");
-    assert!(
-        out.took < CASE_LIMIT,
-        "{what}: took {:?}, over {CASE_LIMIT:?}: {out:#?}",
-        out.took
-    );
+/// is killed and fails the case, and so do a panic (101), a death by
+/// signal and a call over [`CASE_LIMIT`].
+fn finish(cmd: Command, what: &str) -> Out {
+    let out = finish_checked(cmd, HANG, what);
+    out.within(CASE_LIMIT);
     out
 }
 
@@ -193,15 +110,6 @@ fn lib<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) ->
             panic!("library {what}: panicked")
         }
     }
-}
-
-fn runuser() -> Option<&'static str> {
-    if !is_root() {
-        return None;
-    }
-    ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
 }
 
 fn strace() -> Option<&'static str> {
@@ -283,28 +191,6 @@ fn assert_not_signalled(sent: &[Sent], pid: u32) {
     assert!(hit.is_empty(), "pid {pid} was signalled: {hit:?}");
 }
 
-/// True when a signal is pending for `pid`.
-fn signal_pending(pid: u32) -> bool {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    s.lines()
-        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
-        .any(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .is_some_and(|m| !m.trim_start_matches('0').is_empty())
-        })
-}
-
-fn assert_untouched(pid: u32) {
-    assert!(
-        matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
-        "pid {pid} should still be alive"
-    );
-    assert!(!signal_pending(pid), "pid {pid} has a signal pending");
-}
-
 /// What is at a path, to show it was left exactly as it was: the kind, the
 /// inode, the size, the mode and the first 64 KiB.
 #[derive(Debug, PartialEq, Eq)]
@@ -345,18 +231,10 @@ impl Snapshot {
 
 impl Case {
     fn new(name: &'static str) -> Case {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let mark = format!("{}-{n}-{name}", std::process::id());
-        let sentinel = Command::new("sleep")
-            .arg("1000")
-            .env(MARK, &mark)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the sentinel");
-        let pid = sentinel.id();
+        let mut sb = Sandbox::new(MARK);
+        let mut sentinel = sb.program("sleep");
+        sentinel.arg("1000").process_group(0);
+        let pid = sb.keep(sentinel);
         wait_until("the sentinel to start", Duration::from_secs(10), || {
             onlyone::procfs::read_stat(pid)
                 .ok()
@@ -365,29 +243,12 @@ impl Case {
         });
         Case {
             name,
-            mark,
-            kids: vec![sentinel],
-            foreign: Vec::new(),
             mounts: Vec::new(),
             sentinel: pid,
             clock: None,
             aux: open_tempdir(),
-            dir: open_tempdir(),
+            sb,
         }
-    }
-
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn lock(&self, name: &str) -> PathBuf {
-        self.dir().join(format!("{name}.lock"))
-    }
-
-    fn subdir(&self, name: &str) -> PathBuf {
-        let p = self.dir().join(name);
-        std::fs::create_dir(&p).unwrap();
-        p
     }
 
     /// A file outside the lock directory that a command may create.
@@ -398,11 +259,8 @@ impl Case {
     /// Any program: marked, in the sentinel's process group, with no lock
     /// directory from the environment.
     fn program(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new(prog);
-        c.env(MARK, &self.mark)
-            .env_remove("ONLYONE_DIR")
-            .process_group(self.sentinel as i32)
-            .stdin(Stdio::null());
+        let mut c = self.sb.program(prog);
+        c.process_group(self.sentinel as i32);
         c
     }
 
@@ -439,20 +297,7 @@ impl Case {
 
     /// True when `runuser -u nobody` can run onlyone here.
     fn nobody_works(&self) -> bool {
-        let Some(ru) = runuser() else {
-            eprintln!("{}: skipped: needs root and runuser", self.name);
-            return false;
-        };
-        let mut c = self.program(ru);
-        c.args(["-u", "nobody", "--", BIN, "--version"]);
-        let ok = finish(c, "runuser probe").code() == 0;
-        if !ok {
-            eprintln!(
-                "{}: skipped: runuser -u nobody cannot run onlyone",
-                self.name
-            );
-        }
-        ok
+        nobody_works(self.name, |ru| self.program(ru), finish)
     }
 
     /// `onlyone --dir DIR ARGS...` under strace: its output and the
@@ -478,24 +323,9 @@ impl Case {
         Some((out, parse_strace(&text)))
     }
 
-    /// Starts a long-lived process (no output, killed at the end).
-    fn spawn(&mut self, mut cmd: Command) -> u32 {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let pid = child.id();
-        self.kids.push(child);
-        pid
-    }
-
-    /// `sleep 1000`: its pid and start time.
+    /// `sleep 1000` (outside the sentinel's group): its pid and start time.
     fn sleeper(&mut self) -> (u32, u64) {
-        let mut c = Command::new("sleep");
-        c.arg("1000").env(MARK, &self.mark);
-        let pid = self.spawn(c);
+        let pid = self.sb.sleeper();
         (pid, start_of(pid))
     }
 
@@ -821,6 +651,15 @@ fn expect_refused_path(c: &mut Case, name: &str, kind: &str, fix: &str) {
 // ---------------------------------------------------------------------------
 // Lock file contents
 
+/// `pid`, which is not a pid, as a bare pid file (L) and in a full record
+/// (F): both unknown, for the reason `why`.
+fn expect_bad_pid(c: &mut Case, pid: &str, why: &str) {
+    put(&c.lock("L"), format!("{pid}\n"));
+    expect_unknown(c, "L", why);
+    put(&c.lock("F"), record(pid, "1", &boot_id(), ""));
+    expect_unknown(c, "F", why);
+}
+
 #[test]
 fn contents_empty() {
     let mut c = Case::new("contents_empty");
@@ -838,19 +677,13 @@ fn contents_whitespace() {
 #[test]
 fn contents_pid_0() {
     let mut c = Case::new("contents_pid_0");
-    put(&c.lock("L"), "0\n");
-    expect_unknown(&mut c, "L", "not a valid pid");
-    put(&c.lock("F"), record("0", "1", &boot_id(), ""));
-    expect_unknown(&mut c, "F", "not a valid pid");
+    expect_bad_pid(&mut c, "0", "not a valid pid");
 }
 
 #[test]
 fn contents_pid_minus_1() {
     let mut c = Case::new("contents_pid_minus_1");
-    put(&c.lock("L"), "-1\n");
-    expect_unknown(&mut c, "L", "not a decimal number");
-    put(&c.lock("F"), record("-1", "1", &boot_id(), ""));
-    expect_unknown(&mut c, "F", "not a decimal number");
+    expect_bad_pid(&mut c, "-1", "not a decimal number");
 }
 
 /// A bare pid file naming pid 1 (another tool's): pid 1 is alive, so the
@@ -870,21 +703,13 @@ fn contents_pid_max_plus_1() {
         .trim()
         .parse()
         .unwrap();
-    let pid = (max + 1).to_string();
-    put(&c.lock("L"), format!("{pid}\n"));
-    expect_unknown(&mut c, "L", "not a valid pid");
-    put(&c.lock("F"), record(&pid, "1", &boot_id(), ""));
-    expect_unknown(&mut c, "F", "not a valid pid");
+    expect_bad_pid(&mut c, &(max + 1).to_string(), "not a valid pid");
 }
 
 #[test]
 fn contents_pid_2_pow_64() {
     let mut c = Case::new("contents_pid_2_pow_64");
-    let pid = "18446744073709551616";
-    put(&c.lock("L"), format!("{pid}\n"));
-    expect_unknown(&mut c, "L", "out of range");
-    put(&c.lock("F"), record(pid, "1", &boot_id(), ""));
-    expect_unknown(&mut c, "F", "out of range");
+    expect_bad_pid(&mut c, "18446744073709551616", "out of range");
 }
 
 #[test]
@@ -1237,7 +1062,7 @@ fn record_from_another_pid_namespace_is_unknown() {
     }
     let mut cmd = c.program("unshare");
     cmd.args(["-p", "-f", "--kill-child", "--mount-proc", "sleep", "1000"]);
-    let un = c.spawn(cmd);
+    let un = c.keep(cmd);
     // The namespace's pid 1: unshare's child, once it has exec'd sleep.
     let mut inner = None;
     let start = Instant::now();

@@ -10,7 +10,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -32,7 +32,17 @@ const GO: &str = "ONLYONE_TEST_GO";
 const ARG: &str = "ONLYONE_TEST_ARG";
 
 fn child(role: &str, lock: &Path, ready: &Path) -> Command {
-    let mut c = Command::new(std::env::current_exe().unwrap());
+    entry(
+        Command::new(std::env::current_exe().unwrap()),
+        role,
+        lock,
+        ready,
+    )
+}
+
+/// Makes `c` (this test binary, or a program that runs it with the
+/// arguments that follow) run `child_entry` in `role`.
+fn entry(mut c: Command, role: &str, lock: &Path, ready: &Path) -> Command {
     c.args([
         "--exact",
         "child_entry",
@@ -44,6 +54,24 @@ fn child(role: &str, lock: &Path, ready: &Path) -> Command {
     .env(LOCK, lock)
     .env(READY, ready)
     .stdin(Stdio::null());
+    c
+}
+
+/// Runs the role `inspect` of `lock` with `ARG=arg` under `wrapper` (a
+/// program that runs this test binary, named next: `strace ...`,
+/// `runuser -u nobody --`) to its end.
+fn inspect_under(mut wrapper: Command, lock: &Path, ready: &Path, arg: &str) -> Output {
+    wrapper.arg(std::env::current_exe().unwrap());
+    entry(wrapper, "inspect", lock, ready)
+        .env(ARG, arg)
+        .output()
+        .unwrap()
+}
+
+/// `runuser -u nobody --`.
+fn as_nobody() -> Command {
+    let mut c = Command::new("runuser");
+    c.args(["-u", "nobody", "--"]);
     c
 }
 
@@ -606,23 +634,11 @@ fn invalid_pids_are_never_alive_and_never_probed() {
     for text in ["0\n", "-1\n", "99999999\n"] {
         put(&path, text);
         let trace = d.path().join("trace");
-        let out = Command::new("strace")
+        let mut strace = Command::new("strace");
+        strace
             .args(["-f", "-qq", "-e", "trace=kill,tgkill,pidfd_open", "-o"])
-            .arg(&trace)
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "child_entry",
-                "--nocapture",
-                "--test-threads=1",
-                "-q",
-            ])
-            .env(ROLE, "inspect")
-            .env(LOCK, &path)
-            .env(READY, d.path().join("unused"))
-            .env(ARG, "1")
-            .output()
-            .unwrap();
+            .arg(&trace);
+        let out = inspect_under(strace, &path, &d.path().join("unused"), "1");
         assert!(out.status.success(), "{out:?}");
         let trace = std::fs::read_to_string(&trace).unwrap();
         for line in trace.lines() {
@@ -650,22 +666,12 @@ fn eperm_means_alive_for_a_root_owned_holder_probed_as_nobody() {
     let bare = d.path().join("bare.lock");
     std::fs::write(&bare, format!("{pid}\n")).unwrap();
     for lockpath in [&path, &bare] {
-        let out = Command::new("runuser")
-            .args(["-u", "nobody", "--"])
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "child_entry",
-                "--nocapture",
-                "--test-threads=1",
-                "-q",
-            ])
-            .env(ROLE, "inspect")
-            .env(LOCK, lockpath)
-            .env(READY, d.path().join("unused"))
-            .env(ARG, pid.to_string())
-            .output()
-            .unwrap();
+        let out = inspect_under(
+            as_nobody(),
+            lockpath,
+            &d.path().join("unused"),
+            &pid.to_string(),
+        );
         assert!(out.status.success(), "{out:?}");
         let r = reports(&out.stdout);
         assert_eq!(r.len(), 1, "{out:?}");
@@ -1244,22 +1250,7 @@ fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
         verdict_of(&lock)
     );
     // nobody cannot read it: unknown, never stale.
-    let out = Command::new("runuser")
-        .args(["-u", "nobody", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ])
-        .env(ROLE, "inspect")
-        .env(LOCK, &path)
-        .env(READY, d.path().join("unused"))
-        .env(ARG, "1")
-        .output()
-        .unwrap();
+    let out = inspect_under(as_nobody(), &path, &d.path().join("unused"), "1");
     let r = reports(&out.stdout);
     assert_eq!(r.len(), 1, "{out:?}");
     assert!(r[0].contains("CannotScan"), "{}", r[0]);

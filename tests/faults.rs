@@ -20,14 +20,12 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 const MARK: &str = "ONLYONE_FAULTS_MARK";
 /// A call still running after this is a hang: it is killed, the test fails.
 const HANG: Duration = Duration::from_secs(30);
@@ -39,84 +37,20 @@ const QUICK: Duration = Duration::from_secs(1);
 // ---------------------------------------------------------------------------
 // A test's world
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
+/// A test's [`Sandbox`], named.
 struct World {
     name: &'static str,
-    mark: String,
-    kids: Vec<Child>,
-    dir: tempfile::TempDir,
+    sb: Sandbox,
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        for k in &mut self.kids {
-            kill9(k);
-        }
-        for _ in 0..50 {
-            let marked = marked_pids(&self.mark);
-            if marked.is_empty() {
-                break;
-            }
-            for pid in marked {
-                kill9_pid(pid);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = Command::new("chmod")
-            .args(["-R", "u+rwx"])
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
+derefs_to_sandbox!(World);
+
+/// A precheck's answer.
+trait Precheck {
+    fn zero_or_75(&self) -> i32;
 }
 
-/// Live processes whose environment carries `MARK=mark`.
-fn marked_pids(mark: &str) -> Vec<u32> {
-    support::processes_with_env(MARK, mark)
-}
-
-#[derive(Debug)]
-struct Out {
-    what: String,
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Out {
-    fn code(&self) -> i32 {
-        self.status.code().unwrap_or(-1)
-    }
-
-    fn expect(&self, code: i32) -> &Self {
-        assert_eq!(self.code(), code, "{}: exit code: {self:#?}", self.what);
-        self
-    }
-
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stderr.contains(needle),
-            "{}: stderr should contain {needle:?}: {self:#?}",
-            self.what
-        );
-        self
-    }
-
-    /// Returned within `limit`.
-    fn within(&self, limit: Duration) -> &Self {
-        assert!(
-            self.took < limit,
-            "{}: took {:?}, over {limit:?}: {self:#?}",
-            self.what,
-            self.took
-        );
-        self
-    }
-
+impl Precheck for Out {
     /// A precheck's answer: 0 or 75, nothing else.
     fn zero_or_75(&self) -> i32 {
         let code = self.code();
@@ -131,65 +65,8 @@ impl Out {
 
 /// Runs `cmd` to its end with its output captured; a hang is killed and
 /// fails the test, and so do a panic (101) and a death by signal.
-fn finish(mut cmd: Command, what: &str) -> Out {
-    let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let (status, so, se) = support::wait_bounded(&mut child, start, HANG, what);
-    let took = start.elapsed();
-    let out = Out {
-        what: what.to_owned(),
-        status,
-        took,
-        stdout: so,
-        stderr: se,
-    };
-    assert!(
-        out.status.code().is_some(),
-        "{what}: killed by a signal: {out:#?}"
-    );
-    assert_ne!(out.code(), 101, "{what}: panicked: {out:#?}");
-    out
-}
-
-fn runuser() -> Option<&'static str> {
-    if !is_root() {
-        return None;
-    }
-    ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-}
-
-fn have(prog: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).exists()))
-}
-
-/// True when a signal is pending for `pid`.
-fn signal_pending(pid: u32) -> bool {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    s.lines()
-        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
-        .any(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .is_some_and(|m| !m.trim_start_matches('0').is_empty())
-        })
-}
-
-fn assert_untouched(pid: u32) {
-    assert!(
-        matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'),
-        "pid {pid} should still be alive"
-    );
-    assert!(!signal_pending(pid), "pid {pid} has a signal pending");
+fn finish(cmd: Command, what: &str) -> Out {
+    finish_checked(cmd, HANG, what)
 }
 
 fn dur(d: &str) -> Duration {
@@ -198,35 +75,10 @@ fn dur(d: &str) -> Duration {
 
 impl World {
     fn new(name: &'static str) -> World {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
         World {
             name,
-            mark: format!("{}-{n}-{name}", std::process::id()),
-            kids: Vec::new(),
-            dir: open_tempdir(),
+            sb: Sandbox::new(MARK),
         }
-    }
-
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn lock(&self, name: &str) -> PathBuf {
-        self.dir().join(format!("{name}.lock"))
-    }
-
-    fn subdir(&self, name: &str) -> PathBuf {
-        let p = self.dir().join(name);
-        std::fs::create_dir(&p).unwrap();
-        p
-    }
-
-    fn program(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new(prog);
-        c.env(MARK, &self.mark)
-            .env_remove("ONLYONE_DIR")
-            .stdin(Stdio::null());
-        c
     }
 
     /// `onlyone --dir DIR ARGS...`, run to its end.
@@ -251,39 +103,7 @@ impl World {
 
     /// True when `runuser -u nobody` can run onlyone here; says why not.
     fn nobody_works(&self) -> bool {
-        let Some(ru) = runuser() else {
-            eprintln!("{}: skipped: needs root and runuser", self.name);
-            return false;
-        };
-        let mut c = self.program(ru);
-        c.args(["-u", "nobody", "--", BIN, "--version"]);
-        let ok = finish(c, "runuser probe").code() == 0;
-        if !ok {
-            eprintln!(
-                "{}: skipped: runuser -u nobody cannot run onlyone",
-                self.name
-            );
-        }
-        ok
-    }
-
-    /// Starts a long-lived process (no output, killed at the end).
-    fn spawn(&mut self, mut cmd: Command) -> u32 {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let pid = child.id();
-        self.kids.push(child);
-        pid
-    }
-
-    fn sleeper(&mut self) -> u32 {
-        let mut c = self.program("sleep");
-        c.arg("1000");
-        self.spawn(c)
+        nobody_works(self.name, |ru| self.program(ru), finish)
     }
 
     /// A lock `name` held by a live `sleep` (taken with `acquire --owner`).
@@ -308,18 +128,27 @@ impl World {
         put(&self.lock(name), "this is not a record\n");
     }
 
-    /// Holds the removal guard (a flock on `dir`) from a foreign process
-    /// until the test ends; returns once it is held.
-    fn hold_guard(&mut self, dir: &Path) -> bool {
+    /// The locks `held` (by the sleeper returned), `stale` and `garbage`.
+    fn held_stale_garbage(&mut self) -> u32 {
+        let sp = self.held("held");
+        self.stale("stale");
+        self.garbage("garbage");
+        sp
+    }
+
+    /// Holds the removal guard (a flock on the lock directory) from a
+    /// foreign process until the test ends; returns once it is held.
+    fn hold_guard(&mut self) -> bool {
         if !have("flock") {
             eprintln!("{}: skipped: needs flock(1)", self.name);
             return false;
         }
+        let dir = self.dir().to_path_buf();
         let mut c = self.program("flock");
-        c.arg(dir).args(["sleep", "1000"]);
-        self.spawn(c);
+        c.arg(&dir).args(["sleep", "1000"]);
+        self.keep(c);
         wait_until("the guard to be held", Duration::from_secs(10), || {
-            guard_is_held(dir)
+            guard_is_held(&dir)
         });
         true
     }
@@ -508,9 +337,7 @@ fn fake_proc_case(name: &'static str, fake: FakeProc, pidns: bool) {
         eprintln!("{name}: skipped: needs root and unshare");
         return;
     }
-    let sp = w.held("held");
-    w.stale("stale");
-    w.garbage("garbage");
+    let sp = w.held_stale_garbage();
     if with_fake_proc(&w, fake, pidns, sp, &["precheck", "free"]).is_none() {
         return;
     }
@@ -680,7 +507,7 @@ fn fault_reap_state() {
         std::fs::write(&state_lock, "").unwrap();
         let mut c = w.program("flock");
         c.arg(&state_lock).args(["sleep", "1000"]);
-        w.spawn(c);
+        w.keep(c);
         wait_until("the state lock to be held", Duration::from_secs(10), || {
             let f = std::fs::File::open(&state_lock).unwrap();
             matches!(
@@ -703,9 +530,7 @@ fn fault_reap_state() {
 #[test]
 fn fault_deadline_too_short() {
     let mut w = World::new("fault_deadline_too_short");
-    let sp = w.held("held");
-    w.stale("stale");
-    w.garbage("garbage");
+    let sp = w.held_stale_garbage();
     for d in ["1ms", "0s", "1ns"] {
         for lock in ["held", "stale", "garbage", "free"] {
             let out = w.oo(&["precheck", "--deadline", d, lock]);
@@ -781,7 +606,7 @@ fn deadline_acquire_wait_on_a_lock_that_never_frees() {
 fn term_ignorer(w: &mut World) -> u32 {
     let mut c = w.program("sh");
     c.args(["-c", "trap '' TERM; exec sleep 1000"]);
-    let pid = w.spawn(c);
+    let pid = w.keep(c);
     wait_until("sleep, ignoring TERM", Duration::from_secs(10), || {
         ignores_term(pid)
             && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep"))
@@ -800,6 +625,21 @@ fn ignores_term(pid: u32) -> bool {
         .is_some_and(|m| m & (1 << (15 - 1)) != 0)
 }
 
+/// `stop --kill-after 1h --deadline 500ms L` returns by the deadline (plus
+/// [`SLACK`]) with 0 or 125 and says what it did (logged as `what`).
+fn stop_gives_up_by_the_deadline(w: &World, what: &str) {
+    let out = w.oo(&["stop", "--kill-after", "1h", "--deadline", "500ms", "L"]);
+    out.within(dur("500ms") + SLACK);
+    let code = out.code();
+    assert!(code == 0 || code == 125, "{out:#?}");
+    assert!(!out.stderr.is_empty(), "{out:#?}");
+    eprintln!(
+        "stop ({what}): {code} in {:?}: {}",
+        out.took,
+        out.stderr.trim()
+    );
+}
+
 /// `stop --kill-after 1h --deadline 500ms` of a lock owner that ignores
 /// TERM returns within about a second (what it did, or what it left undone).
 #[test]
@@ -808,16 +648,7 @@ fn deadline_stop_of_a_lock_owner_that_ignores_term() {
     let owner = term_ignorer(&mut w);
     w.oo(&["acquire", "--owner", &owner.to_string(), "L"])
         .expect(0);
-    let out = w.oo(&["stop", "--kill-after", "1h", "--deadline", "500ms", "L"]);
-    out.within(dur("500ms") + SLACK);
-    let code = out.code();
-    assert!(code == 0 || code == 125, "{out:#?}");
-    assert!(!out.stderr.is_empty(), "{out:#?}");
-    eprintln!(
-        "stop (lock owner): {code} in {:?}: {}",
-        out.took,
-        out.stderr.trim()
-    );
+    stop_gives_up_by_the_deadline(&w, "lock owner");
 }
 
 /// The same for a run whose command ignores TERM.
@@ -833,7 +664,7 @@ fn deadline_stop_of_a_run_that_ignores_term() {
         "-c",
         "trap '' TERM; exec sleep 1000",
     ]);
-    w.spawn(c);
+    w.keep(c);
     let lock = w.lock("L");
     wait_until("the run's command", Duration::from_secs(10), || {
         std::fs::read_to_string(&lock)
@@ -845,16 +676,7 @@ fn deadline_stop_of_a_run_that_ignores_term() {
             })
             .is_some_and(ignores_term)
     });
-    let out = w.oo(&["stop", "--kill-after", "1h", "--deadline", "500ms", "L"]);
-    out.within(dur("500ms") + SLACK);
-    let code = out.code();
-    assert!(code == 0 || code == 125, "{out:#?}");
-    assert!(!out.stderr.is_empty(), "{out:#?}");
-    eprintln!(
-        "stop (run): {code} in {:?}: {}",
-        out.took,
-        out.stderr.trim()
-    );
+    stop_gives_up_by_the_deadline(&w, "run");
 }
 
 /// A release while a foreign process holds the removal guard (`flock DIR`):
@@ -865,11 +687,10 @@ fn deadline_release_while_the_guard_is_held() {
     let mut w = World::new("deadline_release_guard_held");
     let sp = w.held("L");
     let before = std::fs::read(w.lock("L")).unwrap();
-    let dir = w.dir().to_path_buf();
-    if !w.hold_guard(&dir) {
+    if !w.hold_guard() {
         return;
     }
-    let d = dir.display().to_string();
+    let d = w.dir().display().to_string();
     w.oo(&["release", "--force", "--deadline", "300ms", "L"])
         .expect(125)
         .says("removal guard")
@@ -898,8 +719,7 @@ fn deadline_takeover_while_the_guard_is_held() {
     let mut w = World::new("deadline_takeover_guard_held");
     w.stale("S");
     let before = std::fs::read(w.lock("S")).unwrap();
-    let dir = w.dir().to_path_buf();
-    if !w.hold_guard(&dir) {
+    if !w.hold_guard() {
         return;
     }
     let ran = w.dir().join("ran");
@@ -941,16 +761,13 @@ fn deadline_takeover_while_the_guard_is_held() {
 #[test]
 fn deadline_status() {
     let mut w = World::new("deadline_status");
-    let sp = w.held("held");
-    w.stale("stale");
-    w.garbage("garbage");
+    let sp = w.held_stale_garbage();
     for d in ["1ms", "0s"] {
         let out = w.oo(&["status", "--json", "--deadline", d]);
         out.within(dur(d) + SLACK);
         assert!(matches!(out.code(), 0 | 125), "{out:#?}");
     }
-    let dir = w.dir().to_path_buf();
-    if !w.hold_guard(&dir) {
+    if !w.hold_guard() {
         return;
     }
     let out = w.oo(&["status", "--json", "--deadline", "300ms"]);
@@ -973,11 +790,8 @@ fn deadline_status() {
 #[test]
 fn deadline_precheck_with_the_guard_held() {
     let mut w = World::new("deadline_precheck_guard_held");
-    let sp = w.held("held");
-    w.stale("stale");
-    w.garbage("garbage");
-    let dir = w.dir().to_path_buf();
-    if !w.hold_guard(&dir) {
+    let sp = w.held_stale_garbage();
+    if !w.hold_guard() {
         return;
     }
     w.oo(&["precheck", "held"]).expect(75).within(QUICK);
@@ -1004,8 +818,7 @@ fn deadline_precheck_with_the_guard_held() {
 fn precheck_without_a_deadline_with_the_guard_held_answers_quickly() {
     let mut w = World::new("precheck_no_deadline_guard_held");
     w.stale("stale");
-    let dir = w.dir().to_path_buf();
-    if !w.hold_guard(&dir) {
+    if !w.hold_guard() {
         return;
     }
     w.oo(&["precheck", "stale"]).expect(0).within(QUICK);

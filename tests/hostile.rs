@@ -9,47 +9,26 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 const HANG: Duration = Duration::from_secs(30);
 
-/// A temp dir, and the processes a test started: killed at the end.
+/// A test's [`Sandbox`]: a temp dir, and the processes a test started,
+/// killed at the end. The onlyone commands it runs carry no marker.
 struct World {
-    dir: tempfile::TempDir,
-    kids: Vec<Child>,
-    pids: Vec<u32>,
+    sb: Sandbox,
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        for k in &mut self.kids {
-            kill9(k);
-        }
-        for &p in &self.pids {
-            kill9_pid(p);
-        }
-    }
-}
+derefs_to_sandbox!(World);
 
 impl World {
     fn new() -> World {
         World {
-            dir: open_tempdir(),
-            kids: Vec::new(),
-            pids: Vec::new(),
+            sb: Sandbox::new("ONLYONE_HOSTILE_MARK"),
         }
-    }
-
-    fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn lock(&self, name: &str) -> PathBuf {
-        self.dir().join(format!("{name}.lock"))
     }
 
     /// `onlyone --dir DIR`, with no directory from the environment.
@@ -74,31 +53,10 @@ impl World {
         finish(c, HANG)
     }
 
-    /// A long-lived process, killed when the test ends.
-    fn keep(&mut self, mut cmd: Command) -> u32 {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let pid = child.id();
-        self.kids.push(child);
-        pid
-    }
-
-    /// `sleep 1000`: its pid.
-    fn sleeper(&mut self) -> u32 {
-        let mut c = Command::new("sleep");
-        c.arg("1000");
-        self.keep(c)
-    }
-
     fn status(&self, name: &str) -> serde_json::Value {
         let out = self.oo(&["status", "--json", name]);
         out.expect(0);
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-        v["locks"][0].clone()
+        out.json()["locks"][0].clone()
     }
 }
 
@@ -308,7 +266,7 @@ fn one_user_with_and_without_xdg_runtime_dir_meets_in_one_directory() {
         .unwrap()
         .parse()
         .unwrap();
-    w.pids.extend([holder, cmd]);
+    w.foreign.extend([holder, cmd]);
     assert!(
         !xdg.join("onlyone").exists(),
         "it locked under $XDG_RUNTIME_DIR"
@@ -586,7 +544,7 @@ fn a_live_owner_is_live_from_either_side_of_a_time_namespace() {
     let rec = std::fs::read_to_string(w.lock("k")).unwrap();
     assert!(rec.contains("\nbootoff=86400000000000\n"), "{rec}");
     let owner: u32 = rec.lines().next().unwrap().parse().unwrap();
-    w.pids.push(owner);
+    w.foreign.push(owner);
     w.oo(&["run", "k", "--", "echo", "BOTH"])
         .expect(75)
         .says(&format!("pid {owner}"));
@@ -611,7 +569,7 @@ fn a_live_owner_is_live_from_either_side_of_a_time_namespace() {
         .unwrap()
         .parse()
         .unwrap();
-    w.pids.push(cmd);
+    w.foreign.push(cmd);
     kill9_pid(wrapper);
     wait_gone(wrapper);
     inside(&["run", "r", "--", "true"])
@@ -711,7 +669,7 @@ fn daemons_that_clear_their_environment_are_still_ended_with_the_run() {
             .parse()
             .unwrap();
         assert!(
-            !matches!(state_of(daemon), Some(s) if s != 'Z' && s != 'X'),
+            !running(daemon),
             "{name}: the daemon {daemon} outlived its run"
         );
         assert_eq!(w.status("d5")["state"], "free", "{name}");

@@ -52,10 +52,6 @@ fn marked(argv: &[&str], lock: &Path, token: &str) -> Proc {
     )
 }
 
-fn alive(pid: u32) -> bool {
-    matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X')
-}
-
 fn state_path(d: &Dir) -> PathBuf {
     d.path.join(".onlyone-reap.json")
 }
@@ -187,7 +183,7 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("ended pid {lingering}")), "{text}");
     assert!(
-        !alive(lingering),
+        !running(lingering),
         "the lingering process is gone when reap returns"
     );
     assert!(t.elapsed() < Duration::from_secs(6));
@@ -209,7 +205,7 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
     );
 
     // Nothing else was touched.
-    assert!(alive(own.0.id()) && alive(other.0.id()));
+    assert!(running(own.0.id()) && running(other.0.id()));
     kill9(&mut own.0);
 }
 
@@ -248,8 +244,8 @@ fn busy_processes_of_a_named_job_are_kept() {
     assert_eq!(verdict_of(&r, cpu.0.id()).as_deref(), Some("kept-busy"));
     assert_eq!(verdict_of(&r, printer.0.id()).as_deref(), Some("kept-busy"));
     assert_eq!(verdict_of(&r, idle.0.id()).as_deref(), Some("ended"));
-    assert!(alive(cpu.0.id()) && alive(printer.0.id()));
-    assert!(!alive(idle.0.id()));
+    assert!(running(cpu.0.id()) && running(printer.0.id()));
+    assert!(!running(idle.0.id()));
 }
 
 #[test]
@@ -270,7 +266,7 @@ fn a_dry_run_changes_nothing() {
         String::from_utf8_lossy(&text.stdout).contains(&format!("would end pid {}", p.0.id())),
         "{text:?}"
     );
-    assert!(alive(p.0.id()), "a dry run signals nothing");
+    assert!(running(p.0.id()), "a dry run signals nothing");
     assert_eq!(
         std::fs::read(state_path(&d)).unwrap(),
         before,
@@ -278,7 +274,7 @@ fn a_dry_run_changes_nothing() {
     );
     // The real reap then does it.
     reap_json(&d, &["--idle", "1s", "sync"]);
-    assert!(!alive(p.0.id()));
+    assert!(!running(p.0.id()));
 }
 
 #[test]
@@ -402,58 +398,42 @@ fn idle_timeout_ends_an_idle_run_with_124_and_releases() {
     );
 }
 
-fn have_python() -> bool {
-    Command::new("python3").arg("-V").output().is_ok()
+/// `onlyone run --idle-timeout 1s job -- python3 ARGS...` in a fresh
+/// directory, to its end; `None` (the test is skipped) without python3.
+fn python_with_a_1s_idle_window(args: &[&str]) -> Option<Output> {
+    if !have_python3() {
+        return None;
+    }
+    let d = dir();
+    let mut full = vec!["run", "--idle-timeout", "1s", "job", "--", "python3"];
+    full.extend_from_slice(args);
+    Some(onlyone(&d, &full))
 }
 
 #[test]
 fn idle_timeout_never_ends_a_run_that_prints_between_idle_spells() {
-    if !have_python() {
-        eprintln!("python3 is not installed; skipped");
-        return;
-    }
-    let d = dir();
     // One process, no forks: a line every 0.5 s for 4 s, with a 1 s window.
     // Only its bytes written show it is alive.
-    let out = onlyone(
-        &d,
-        &[
-            "run",
-            "--idle-timeout",
-            "1s",
-            "job",
-            "--",
-            "python3",
-            "-u",
-            "-c",
-            "import time\nfor i in range(8):\n    print(i)\n    time.sleep(0.5)\n",
-        ],
-    );
+    let Some(out) = python_with_a_1s_idle_window(&[
+        "-u",
+        "-c",
+        "import time\nfor i in range(8):\n    print(i)\n    time.sleep(0.5)\n",
+    ]) else {
+        return;
+    };
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 8);
 }
 
 #[test]
 fn idle_timeout_never_ends_a_busy_silent_run() {
-    if !have_python() {
-        eprintln!("python3 is not installed; skipped");
-        return;
-    }
-    let d = dir();
     // CPU for 3 s without a byte of output or a fork, with a 1 s window.
-    let out = onlyone(
-        &d,
-        &[
-            "run",
-            "--idle-timeout",
-            "1s",
-            "job",
-            "--",
-            "python3",
-            "-c",
-            "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\n",
-        ],
-    );
+    let Some(out) = python_with_a_1s_idle_window(&[
+        "-c",
+        "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\n",
+    ]) else {
+        return;
+    };
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
 
@@ -480,23 +460,7 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
             .unwrap(),
     );
     let lock = b.join("locks/job.lock");
-    wait_until("the run to start", Duration::from_secs(10), || {
-        onlyone::LockFile::open(&lock)
-            .ok()
-            .and_then(|l| l.inspect().ok().flatten())
-            .and_then(|s| s.record.ok())
-            .is_some_and(|r| r.cmd_id.is_some())
-    });
-    let cmd = onlyone::LockFile::open(&lock)
-        .unwrap()
-        .inspect()
-        .unwrap()
-        .unwrap()
-        .record
-        .unwrap()
-        .cmd_id
-        .unwrap()
-        .pid;
+    let cmd = wait_command_pid(&lock);
     let _cmd_guard = KillOnDrop(cmd);
     // ...is not the `job` of a/locks: reaping that one never touches it.
     for _ in 0..2 {
@@ -513,6 +477,28 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
         "the other directory's run was ended"
     );
     kill9(&mut run.0);
+}
+
+/// Waits for the run whose lock file is `lock` to start its command;
+/// returns the command's pid.
+fn wait_command_pid(lock: &Path) -> u32 {
+    wait_until("the run to start", Duration::from_secs(10), || {
+        onlyone::LockFile::open(lock)
+            .ok()
+            .and_then(|l| l.inspect().ok().flatten())
+            .and_then(|s| s.record.ok())
+            .is_some_and(|r| r.cmd_id.is_some())
+    });
+    onlyone::LockFile::open(lock)
+        .unwrap()
+        .inspect()
+        .unwrap()
+        .unwrap()
+        .record
+        .unwrap()
+        .cmd_id
+        .unwrap()
+        .pid
 }
 
 /// Kills a pid (not our child) when dropped.
@@ -538,8 +524,7 @@ fn age_state_at(dir: &Path, by: Duration) {
 
 #[test]
 fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
-    if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("python3 is not installed; skipped");
+    if !have_python3() {
         return;
     }
     let d = dir();
@@ -567,23 +552,7 @@ fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
             .unwrap(),
     );
     let lock = d.path.join("busy.lock");
-    wait_until("the run to start", Duration::from_secs(10), || {
-        onlyone::LockFile::open(&lock)
-            .ok()
-            .and_then(|l| l.inspect().ok().flatten())
-            .and_then(|s| s.record.ok())
-            .is_some_and(|r| r.cmd_id.is_some())
-    });
-    let worker = onlyone::LockFile::open(&lock)
-        .unwrap()
-        .inspect()
-        .unwrap()
-        .unwrap()
-        .record
-        .unwrap()
-        .cmd_id
-        .unwrap()
-        .pid;
+    let worker = wait_command_pid(&lock);
     // The worker outlives a SIGKILLed wrapper: it is ended with the test,
     // pass or fail.
     let _worker_guard = KillOnDrop(worker);
@@ -632,7 +601,7 @@ fn a_process_seen_for_the_first_time_is_never_ended() {
         verdict_of(&r, p.0.id()).as_deref(),
         Some("kept-idle-too-short")
     );
-    assert!(alive(p.0.id()));
+    assert!(running(p.0.id()));
 }
 
 /// A private tmux server (its own `TMUX_TMPDIR`), killed when the test
@@ -749,7 +718,7 @@ fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
     age_state(&d, Duration::from_secs(11 * 60));
     let r = reap_json(&d, &["--idle", "10m", "agent"]);
     assert_eq!(verdict_of(&r, pid).as_deref(), Some("ended"), "{r:#}");
-    assert!(!alive(pid));
+    assert!(!running(pid));
     std::fs::remove_file(&pidfile).unwrap();
     let out = fire();
     assert_eq!(out.status.code(), Some(0), "the next fire runs: {out:?}");
@@ -819,7 +788,7 @@ fn reap_judges_a_lingering_run_from_its_first_call() {
         Some("ended"),
         "first call: {r:#}"
     );
-    assert!(!alive(pid));
+    assert!(!running(pid));
     assert_eq!(
         onlyone(&d, &["run", "agent", "--", "true"]).status.code(),
         Some(0)
@@ -891,7 +860,7 @@ fn linger_releases_when_nothing_is_left_and_holds_for_a_leftover() {
         .parse()
         .unwrap();
     let _cleanup = KillOnDrop(stray);
-    assert!(alive(stray), "the leftover lives on");
+    assert!(running(stray), "the leftover lives on");
     let again = onlyone(&d, &["run", "L", "--", "true"]);
     assert_eq!(again.status.code(), Some(75), "{again:?}");
     assert!(
@@ -925,7 +894,7 @@ fn reap_covers_a_lock_taken_by_a_script() {
     age_state(&d, Duration::from_secs(11 * 60));
     let r = reap_json(&d, &["--idle", "10m", "scr"]);
     assert_eq!(verdict_of(&r, pid).as_deref(), Some("ended"), "{r:#}");
-    assert!(!alive(pid));
+    assert!(!running(pid));
     assert_eq!(onlyone(&d, &["precheck", "scr"]).status.code(), Some(0));
 }
 

@@ -2,9 +2,12 @@
 //! child processes, and hand-written records.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_onlyone");
 
 /// Polls `cond` until it holds, failing the test with `what` after
 /// `timeout`. This is waiting on a condition, not a fixed sleep.
@@ -49,6 +52,38 @@ pub fn state_of(pid: u32) -> Option<char> {
         .ok()
         .flatten()
         .map(|s| s.state)
+}
+
+/// True while `pid` is alive and not a zombie.
+pub fn running(pid: u32) -> bool {
+    matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X')
+}
+
+/// True while that process (the same pid, the same start time) is alive
+/// and not a zombie.
+pub fn alive(pid: u32, start: u64) -> bool {
+    matches!(onlyone::procfs::read_stat(pid), Ok(Some(s))
+        if s.start == start && s.state != 'Z' && s.state != 'X')
+}
+
+/// True when a signal is pending for `pid` (sent but not yet acted on).
+pub fn signal_pending(pid: u32) -> bool {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    s.lines()
+        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+        .any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|m| !m.trim_start_matches('0').is_empty())
+        })
+}
+
+/// `pid` is still alive, with no signal pending.
+pub fn assert_untouched(pid: u32) {
+    assert!(running(pid), "pid {pid} should still be alive");
+    assert!(!signal_pending(pid), "pid {pid} has a signal pending");
 }
 
 /// Spawns `sleep 1000` and returns it.
@@ -105,6 +140,52 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// `runuser`, when it is here and this is root.
+pub fn runuser() -> Option<&'static str> {
+    if !is_root() {
+        return None;
+    }
+    ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+/// True when `runuser -u nobody` can run onlyone here; says why not (for
+/// the test `test`). The probe is made by `program` from the path of
+/// `runuser` and run by `run`, as the test makes and runs its commands.
+pub fn nobody_works(
+    test: &str,
+    program: impl FnOnce(&str) -> Command,
+    run: impl FnOnce(Command, &str) -> Out,
+) -> bool {
+    let Some(ru) = runuser() else {
+        eprintln!("{test}: skipped: needs root and runuser");
+        return false;
+    };
+    let mut c = program(ru);
+    c.args(["-u", "nobody", "--", BIN, "--version"]);
+    let ok = run(c, "runuser probe").code() == 0;
+    if !ok {
+        eprintln!("{test}: skipped: runuser -u nobody cannot run onlyone");
+    }
+    ok
+}
+
+/// True when `prog` is in `PATH`.
+pub fn have(prog: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).exists()))
+}
+
+/// True when `python3` runs here; otherwise says the test is skipped.
+pub fn have_python3() -> bool {
+    let ok = Command::new("python3").arg("-V").output().is_ok();
+    if !ok {
+        eprintln!("python3 is not installed; skipped");
+    }
+    ok
+}
+
 /// Sends SIGKILL and reaps.
 pub fn kill9(child: &mut Child) {
     let _ = child.kill();
@@ -138,9 +219,162 @@ pub fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
         .into_iter()
         .filter(|&pid| pid != me)
         .filter(|&pid| onlyone::procfs::environ_has(pid, name, value) == Some(true))
-        .filter(|&pid| matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X'))
+        .filter(|&pid| running(pid))
         .collect()
 }
+
+// ---------------------------------------------------------------------------
+// A test's sandbox
+
+/// A test's temp dir and the processes it started. Every process made by
+/// [`Sandbox::program`] carries `VAR=MARK` in its environment (the mark is
+/// the dir's path); when the sandbox is dropped, passed or failed, its
+/// children, the foreign pids it was given and every marked process,
+/// however deep, are killed, and the dir is made removable again (after a
+/// chmod 000).
+pub struct Sandbox {
+    var: &'static str,
+    mark: String,
+    /// Children, killed and reaped at the end.
+    pub kids: Vec<Child>,
+    /// Processes that are not our children (inside a namespace, say),
+    /// killed at the end.
+    pub foreign: Vec<u32>,
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    /// A fresh temp dir, whose processes are marked with the variable `var`.
+    pub fn new(var: &'static str) -> Sandbox {
+        let dir = open_tempdir();
+        Sandbox {
+            var,
+            mark: dir.path().to_string_lossy().into_owned(),
+            kids: Vec::new(),
+            foreign: Vec::new(),
+            dir,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `name` in the dir.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir().join(name)
+    }
+
+    /// The lock file of lock `name` in the dir.
+    pub fn lock(&self, name: &str) -> PathBuf {
+        self.path(&format!("{name}.lock"))
+    }
+
+    /// A fresh directory inside the dir.
+    pub fn subdir(&self, name: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::create_dir(&p).unwrap();
+        p
+    }
+
+    /// The value of the marker variable in this sandbox's processes.
+    pub fn mark(&self) -> &str {
+        &self.mark
+    }
+
+    /// Live processes that carry this sandbox's mark.
+    pub fn marked(&self) -> Vec<u32> {
+        processes_with_env(self.var, &self.mark)
+    }
+
+    /// Any program: marked, with no lock directory from the environment,
+    /// stdin closed.
+    pub fn program(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(prog);
+        c.env(self.var, &self.mark)
+            .env_remove("ONLYONE_DIR")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Starts a long-lived process (no output, killed at the end); returns
+    /// its pid.
+    pub fn keep(&mut self, mut cmd: Command) -> u32 {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        self.kids.push(child);
+        pid
+    }
+
+    /// `sleep 1000`, marked: its pid.
+    pub fn sleeper(&mut self) -> u32 {
+        let mut c = self.program("sleep");
+        c.arg("1000");
+        self.keep(c)
+    }
+
+    /// Kills the children, the foreign pids and, until none is left (a
+    /// marked process may fork meanwhile), every marked process.
+    pub fn end_processes(&mut self) {
+        for mut k in self.kids.drain(..) {
+            kill9(&mut k);
+        }
+        for pid in self.foreign.drain(..) {
+            kill9_pid(pid);
+        }
+        for _ in 0..50 {
+            let marked = self.marked();
+            if marked.is_empty() {
+                break;
+            }
+            for pid in marked {
+                kill9_pid(pid);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.end_processes();
+        // Make everything removable again after a chmod 000 or a chown.
+        let _ = Command::new("chmod")
+            .args(["-R", "u+rwx"])
+            .arg(self.dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Makes `$world`, a suite's own sandbox (a struct with a field `sb:
+/// Sandbox`), a [`Sandbox`] too, with its own fields and methods on top.
+#[allow(unused_macros)]
+macro_rules! derefs_to_sandbox {
+    ($world:ty) => {
+        impl std::ops::Deref for $world {
+            type Target = $crate::support::Sandbox;
+            fn deref(&self) -> &Self::Target {
+                &self.sb
+            }
+        }
+
+        impl std::ops::DerefMut for $world {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.sb
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use derefs_to_sandbox;
 
 /// Waits for `child` (spawned with piped stdout and stderr) at most `limit`
 /// after `start`, draining both pipes meanwhile; kills it and fails the
@@ -204,7 +438,7 @@ pub fn path_with_onlyone(dir: &Path) -> std::ffi::OsString {
     std::fs::create_dir_all(&bin).unwrap();
     let link = bin.join("onlyone");
     if !link.exists() {
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_onlyone"), &link).unwrap();
+        std::os::unix::fs::symlink(BIN, &link).unwrap();
     }
     let mut path = bin.into_os_string();
     path.push(":");
@@ -215,6 +449,8 @@ pub fn path_with_onlyone(dir: &Path) -> std::ffi::OsString {
 /// What a finished command did.
 #[derive(Debug)]
 pub struct Out {
+    /// What the command was, for messages.
+    pub what: String,
     pub status: std::process::ExitStatus,
     pub stdout: String,
     pub stderr: String,
@@ -230,39 +466,85 @@ impl Out {
     }
 
     pub fn expect(&self, code: i32) -> &Self {
-        assert_eq!(self.status.code(), Some(code), "exit code: {self:#?}");
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "{}: exit code: {self:#?}",
+            self.what
+        );
         self
     }
 
     pub fn says(&self, needle: &str) -> &Self {
         assert!(
             self.stderr.contains(needle),
-            "stderr should contain {needle:?}: {self:#?}"
+            "{}: stderr should contain {needle:?}: {self:#?}",
+            self.what
         );
         self
     }
 
     pub fn quiet(&self) -> &Self {
-        assert_eq!(self.stderr, "", "stderr should be empty: {self:#?}");
+        assert_eq!(
+            self.stderr, "",
+            "{}: stderr should be empty: {self:#?}",
+            self.what
+        );
         self
+    }
+
+    /// Returned within `limit`.
+    pub fn within(&self, limit: Duration) -> &Self {
+        assert!(
+            self.took < limit,
+            "{}: took {:?}, over {limit:?}: {self:#?}",
+            self.what,
+            self.took
+        );
+        self
+    }
+
+    /// Its stdout, as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {self:#?}", self.what))
     }
 }
 
 /// Runs `cmd` to its end (killing it and failing the test after `limit`),
 /// with its output captured and stdin closed.
-pub fn finish(mut cmd: Command, limit: Duration) -> Out {
+pub fn finish(cmd: Command, limit: Duration) -> Out {
+    let what = format!("{cmd:?}");
+    finish_as(cmd, limit, &what)
+}
+
+/// [`finish`] for a command called `what` in messages.
+pub fn finish_as(mut cmd: Command, limit: Duration, what: &str) -> Out {
     let start = Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn");
-    let (status, stdout, stderr) = wait_bounded(&mut child, start, limit, &format!("{cmd:?}"));
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let (status, stdout, stderr) = wait_bounded(&mut child, start, limit, what);
     Out {
+        what: what.to_owned(),
         status,
         stdout,
         stderr,
         took: start.elapsed(),
     }
+}
+
+/// [`finish_as`], and a panic (exit 101) or a death by signal fails the
+/// test.
+pub fn finish_checked(cmd: Command, limit: Duration, what: &str) -> Out {
+    let out = finish_as(cmd, limit, what);
+    assert!(
+        out.status.code().is_some(),
+        "{what}: killed by a signal: {out:#?}"
+    );
+    assert_ne!(out.code(), 101, "{what}: panicked: {out:#?}");
+    out
 }
