@@ -17,8 +17,10 @@
 //!   and the killer kills the whole script (its process group). `cron`: as
 //!   cron runs a script, `sh -c SCRIPT` leads the group and forks the
 //!   script, which takes the lock with `acquire --export` and runs the CS
-//!   as a background worker; the killer kills the script alone (SIGKILL),
-//!   so its worker goes on, and must keep the lock held. `lib`:
+//!   as a background worker (a subshell that loops a little before it
+//!   execs the CS, so that kills land between its fork and its exec, when
+//!   its environment has no token yet); the killer kills the script alone
+//!   (SIGKILL), so its worker goes on, and must keep the lock held. `lib`:
 //!   worker processes of this program, each with several threads, loop on
 //!   the library's `acquire`/`release`; the killer kills workers.
 //! - **Counts.** Overlaps (a CS that found its kernel lock taken: must be
@@ -469,7 +471,7 @@ fn cron_script(locks: &Path) -> PathBuf {
             "#!/bin/sh\n\
              vars=$(\"$1\" --dir \"$2\" acquire --wait 10s job --export) || exit $?\n\
              eval \"$vars\"\n\
-             \"$3\" --cs \"$4\" \"$5\" &\n\
+             ( i=0; while [ \"$i\" -lt 300 ]; do i=$((i+1)); done; exec \"$3\" --cs \"$4\" \"$5\" ) &\n\
              wait $!\n\
              rc=$?\n\
              \"$1\" --dir \"$2\" release job\n\

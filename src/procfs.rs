@@ -106,6 +106,96 @@ pub struct ProcStat {
     pub cpu_ticks: u64,
     /// Field 22: start time in clock ticks since boot.
     pub start: u64,
+    /// Fields 48-51: where its arguments and environment sit in memory.
+    /// `None` when they are not shown (a zombie, a kernel thread, another
+    /// user's process, a kernel older than 3.5).
+    pub image: Option<Image>,
+}
+
+/// Where a process's arguments and environment sit in its memory
+/// (`/proc/PID/stat` fields 48-51). `exec` places them afresh, at an
+/// address the kernel randomises; `fork` copies them. A process with the
+/// owner's image, started after it, is therefore the owner's fork that has
+/// not exec'd: a subshell worker of a script, or a worker between its fork
+/// and its exec, whose environment does not carry the token the script
+/// exported (a shell's exports reach a process only through an exec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Image {
+    /// Field 48, `arg_start`.
+    pub arg_start: u64,
+    /// Field 49, `arg_end`.
+    pub arg_end: u64,
+    /// Field 50, `env_start`.
+    pub env_start: u64,
+    /// Field 51, `env_end`.
+    pub env_end: u64,
+}
+
+impl std::fmt::Display for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:x}-{:x}:{:x}-{:x}",
+            self.arg_start, self.arg_end, self.env_start, self.env_end
+        )
+    }
+}
+
+impl std::str::FromStr for Image {
+    type Err = ();
+
+    /// Parses what `Display` writes: `ARGSTART-ARGEND:ENVSTART-ENVEND`, hex.
+    fn from_str(s: &str) -> Result<Image, ()> {
+        let (args, env) = s.split_once(':').ok_or(())?;
+        let range = |r: &str| -> Result<(u64, u64), ()> {
+            let (a, b) = r.split_once('-').ok_or(())?;
+            let hex = |h: &str| {
+                if h.is_empty() || h.len() > 16 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(());
+                }
+                u64::from_str_radix(h, 16).map_err(|_| ())
+            };
+            Ok((hex(a)?, hex(b)?))
+        };
+        let (arg_start, arg_end) = range(args)?;
+        let (env_start, env_end) = range(env)?;
+        Image::new(arg_start, arg_end, env_start, env_end).ok_or(())
+    }
+}
+
+impl Image {
+    /// An image from its four addresses; `None` when they are not shown
+    /// (all zero) or are not two ordered ranges.
+    pub fn new(arg_start: u64, arg_end: u64, env_start: u64, env_end: u64) -> Option<Image> {
+        (arg_start != 0 && arg_start <= arg_end && env_start != 0 && env_start <= env_end).then_some(
+            Image {
+                arg_start,
+                arg_end,
+                env_start,
+                env_end,
+            },
+        )
+    }
+
+    /// The image of a process, only when the kernel randomises where an
+    /// exec places it (`kernel.randomize_va_space` not 0, and the process
+    /// not run with `setarch -R`): without that, unrelated processes of one
+    /// program can share an image.
+    pub fn of_randomised(pid: u32) -> Option<Image> {
+        let mut buf = [0u8; 64];
+        let n = read_small("/proc/sys/kernel/randomize_va_space", &mut buf).ok()?;
+        if std::str::from_utf8(&buf[..n]).ok()?.trim() == "0" {
+            return None;
+        }
+        let n = read_small(&format!("/proc/{pid}/personality"), &mut buf).ok()?;
+        let persona = u64::from_str_radix(std::str::from_utf8(&buf[..n]).ok()?.trim(), 16).ok()?;
+        // ADDR_NO_RANDOMIZE, from <sys/personality.h>.
+        const ADDR_NO_RANDOMIZE: u64 = 0x0040000;
+        if persona & ADDR_NO_RANDOMIZE != 0 {
+            return None;
+        }
+        read_stat(pid).ok()??.image
+    }
 }
 
 /// `PF_KTHREAD`: the process is a kernel thread.
@@ -171,6 +261,12 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         flags: num(9)?,
         cpu_ticks: num(14)?.checked_add(num(15)?)?,
         start: num(22)?,
+        image: Image::new(
+            num(48).unwrap_or(0),
+            num(49).unwrap_or(0),
+            num(50).unwrap_or(0),
+            num(51).unwrap_or(0),
+        ),
     })
 }
 
@@ -631,6 +727,10 @@ pub enum Membership {
     ProcessGroup,
     /// Its environment carries the run's `ONLYONE_TOKEN`.
     Token,
+    /// It is a fork of the script that owns the lock and has not exec'd
+    /// (it has the owner's [`Image`]): a subshell worker, or a worker
+    /// between its fork and its exec.
+    OwnerFork,
 }
 
 /// The name of the environment variable that marks the processes of a run.
@@ -808,6 +908,8 @@ pub struct RunSpec<'a> {
     pub group: Option<Group>,
     /// The owner's uid, to tell which unreadable environments matter.
     pub uid: Option<u32>,
+    /// A script owner's image: its forks that have not exec'd belong.
+    pub image: Option<Image>,
 }
 
 /// A process group, and the start time of its leader when it is known.
@@ -911,6 +1013,8 @@ pub fn run_members(
         let in_group = !leader_reused && spec.group.is_some_and(|g| stat.pgrp == g.pgid);
         let why = if in_group {
             Some(Membership::ProcessGroup)
+        } else if spec.image.is_some() && stat.image == spec.image {
+            Some(Membership::OwnerFork)
         } else if let Some(token) = spec.token {
             match environ_check(pid, TOKEN_VAR, token) {
                 Environ::Has(true) => Some(Membership::Token),

@@ -13,6 +13,7 @@
 //! cmd=./sync.sh --all                    <- the owner's command line, escaped, bounded
 //! cmdpid=4250                            <- run mode: the command's pid and start time
 //! cmdstart=123456790
+//! image=7ffd1000-7ffd1040:7ffd1040-7ffd1fe0  <- script mode: the owner's image
 //! onlyone=1                              <- format version
 //! ```
 //!
@@ -31,7 +32,7 @@
 
 use std::fmt;
 
-use crate::procfs::{Group, ProcId, RunSpec};
+use crate::procfs::{Group, Image, ProcId, RunSpec};
 
 /// The most bytes of a lock file that are ever read. A record written by
 /// onlyone is well under 2 KiB; anything longer is not a record.
@@ -117,6 +118,11 @@ pub struct Record {
     /// environment), named so the verdict finds them once the wrapper has
     /// exited (`linger=PID:START,...`, at most [`MAX_LINGER`]).
     pub linger: Vec<ProcId>,
+    /// Script mode: the owner's [`Image`] (`image=`), so that its forks
+    /// that have not exec'd (subshell workers, a worker between fork and
+    /// exec) keep the lock held when the script is killed. Written only
+    /// where the kernel randomises images.
+    pub image: Option<Image>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
@@ -333,6 +339,7 @@ impl Record {
             cmd_id: None,
             group: None,
             linger: Vec::new(),
+            image: None,
             format: 0,
         };
         let mut pairs = Pairs::default();
@@ -449,6 +456,11 @@ impl Record {
                         format!("`linger` names more than {MAX_LINGER} processes"),
                     ));
                 }
+            }
+            "image" => {
+                self.image = Some(value.parse().map_err(|()| {
+                    bad_value(key, format!("`image` is malformed: {value:?}"))
+                })?);
             }
             "onlyone" => {
                 let v = parse_decimal(key, value)?;
@@ -582,6 +594,9 @@ impl Record {
                 .collect();
             let _ = writeln!(s, "linger={}", items.join(","));
         }
+        if let Some(v) = self.image {
+            let _ = writeln!(s, "image={v}");
+        }
         if self.format != 0 {
             let _ = writeln!(s, "onlyone={}", self.format);
         }
@@ -598,6 +613,7 @@ impl Record {
             since_start: self.start,
             group,
             uid: self.uid,
+            image: self.image,
         };
         match (self.mode, self.group) {
             // A run's command leads its own group, whose id is its pid.
@@ -731,6 +747,7 @@ mod tests {
                 pid: 4251,
                 start: 123_456_800,
             }],
+            image: Image::new(0x7ffd_0000_1000, 0x7ffd_0000_1040, 0x7ffd_0000_1040, 0x7ffd_0000_1fe0),
             format: FORMAT_VERSION,
         }
     }
@@ -739,6 +756,24 @@ mod tests {
     fn full_record_round_trips() {
         let r = full();
         assert_eq!(Record::parse_with_pid_max(&r.to_bytes(), PID_MAX), Ok(r));
+    }
+
+    #[test]
+    fn a_malformed_image_is_not_a_record() {
+        let base = "7\nstart=5\nboot=d1dce367-f09e-4b16-b699-8439646e535a\nimage=";
+        for bad in ["", "1-2", "1-2:3", "0-0:0-0", "2-1:3-4", "g-1:2-3", "1-2:3-4:5", "11111111111111111-2:3-4"] {
+            let input = format!("{base}{bad}\n");
+            assert!(
+                Record::parse_with_pid_max(input.as_bytes(), PID_MAX).is_err(),
+                "{bad:?}"
+            );
+        }
+        let ok = format!("{base}7ffd1000-7ffd1040:7ffd1040-7ffd1fe0\n");
+        let r = Record::parse_with_pid_max(ok.as_bytes(), PID_MAX).unwrap();
+        assert_eq!(
+            r.image,
+            Image::new(0x7ffd_1000, 0x7ffd_1040, 0x7ffd_1040, 0x7ffd_1fe0)
+        );
     }
 
     #[test]
@@ -952,6 +987,7 @@ mod tests {
                             ]
                         })
                         .unwrap_or_default(),
+                    image: since.and_then(|t| Image::new(t | 1, t | 1, t | 3, u64::MAX)),
                     format: FORMAT_VERSION,
                 },
             )

@@ -1064,6 +1064,72 @@ fn the_readme_script_run_by_cron_is_held_by_its_workers_after_kill_9() {
     assert!(!w.lock("sync").exists(), "the trap released the lock");
 }
 
+/// A script's worker that never execs (a subshell running builtins) has
+/// no token in its environment: a shell's exports reach a process only
+/// through an exec. The same holds for any worker between its fork and
+/// its exec. Run by cron (the script does not lead its group), the script
+/// is killed with SIGKILL: the subshell, known by the script's image,
+/// keeps the lock held until it ends; then the next run takes over.
+#[test]
+fn a_subshell_worker_of_a_killed_script_keeps_the_lock() {
+    let mut w = World::new();
+    let work = w.subdir("work");
+    let fifo = work.join("go");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let script = work.join("job.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         vars=$(onlyone acquire job --export) || exit $?\n\
+         eval \"$vars\"\n\
+         ( echo $(exec sh -c 'echo $PPID') > sub.pid.tmp; mv sub.pid.tmp sub.pid; read x < go ) &\n\
+         wait\n\
+         onlyone release job\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = w.program("setsid");
+    c.args(["-w", "sh", "-c", "./job.sh"])
+        .current_dir(&work)
+        .env("PATH", path_with_onlyone(w.dir()))
+        .env("ONLYONE_DIR", w.dir());
+    let kid = w.spawn(c);
+    let sub_pid = work.join("sub.pid");
+    wait_until("the subshell", HANG, || sub_pid.exists());
+    let sub: u32 = std::fs::read_to_string(&sub_pid).unwrap().trim().parse().unwrap();
+    let rec = std::fs::read_to_string(w.lock("job")).unwrap();
+    let owner: u32 = rec.lines().next().unwrap().parse().unwrap();
+    assert!(rec.contains("\nimage="), "the script's image is recorded: {rec}");
+    let st = onlyone::procfs::read_stat(sub).unwrap().unwrap();
+    assert_eq!(st.ppid, owner, "the shape: the subshell is the script's fork");
+    let env = std::fs::read(format!("/proc/{sub}/environ")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&env).contains("ONLYONE_TOKEN="),
+        "the shape: the subshell's environment has no token"
+    );
+
+    kill9_pid(owner);
+    wait_gone(owner);
+    w.oo(&["acquire", "job"]).expect(75);
+    w.oo(&["run", "job", "--", "true"]).expect(75);
+    precheck(&w, w.dir(), &["job"], 75, &[]);
+    assert_eq!(state_of_lock(&w, "job"), "held");
+
+    // The subshell ends: the lock is stale, and taken over.
+    std::fs::write(&fifo, "x\n").unwrap();
+    wait_gone(sub);
+    w.oo(&["run", "job", "--", "true"])
+        .expect(0)
+        .says(&format!("took over the stale lock `job` from pid {owner}"));
+    let _ = w.wait_exit(kid, HANG);
+}
+
 /// `eval` of nothing succeeds, so both ways of writing it must stop the
 /// script when the lock is held: `--export` prints `exit 75` then.
 #[test]

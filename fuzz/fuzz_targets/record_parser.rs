@@ -56,10 +56,16 @@ fn check_shape(r: &Record, pid_max: u32) {
         assert_eq!(r.cmd_id, None);
         assert_eq!(r.group, None);
         assert!(r.linger.is_empty());
+        assert_eq!(r.image, None);
         assert_eq!(r.mode, Mode::Lock);
         assert_eq!(r.format, 0);
     } else {
         assert!(r.boot.is_some(), "a full record without boot");
+    }
+    // An image is two ordered, non-null ranges.
+    if let Some(i) = r.image {
+        assert!(i.arg_start != 0 && i.arg_start <= i.arg_end, "{i:?}");
+        assert!(i.env_start != 0 && i.env_start <= i.env_end, "{i:?}");
     }
     // The parser never yields a value `bootoff=` cannot spell back.
     assert_ne!(r.bootoff_ns, i64::MIN);

@@ -111,6 +111,8 @@ fn build(data: &[u8]) -> arbitrary::Result<Record> {
         let (pid, start) = <(u32, u64)>::arbitrary(&mut u)?;
         r.linger.push(ProcId { pid, start });
     }
+    r.image = Option::<(u64, u64, u64, u64)>::arbitrary(&mut u)?
+        .and_then(|(a, b, c, d)| procfs::Image::new(a, b, c, d));
     r.format = u32::arbitrary(&mut u)?;
     Ok(r)
 }

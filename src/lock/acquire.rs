@@ -533,6 +533,12 @@ fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Re
         cmd_id: None,
         group,
         linger: Vec::new(),
+        // A script's forks that have not exec'd do not carry the token it
+        // exported: they are known by the script's image.
+        image: match (opts.mode, opts.owner) {
+            (Some(Mode::Script), Owner::Pid(pid)) => procfs::Image::of_randomised(pid),
+            _ => None,
+        },
         format: FORMAT_VERSION,
     })
 }
