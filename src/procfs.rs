@@ -167,14 +167,13 @@ impl Image {
     /// An image from its four addresses; `None` when they are not shown
     /// (all zero) or are not two ordered ranges.
     pub fn new(arg_start: u64, arg_end: u64, env_start: u64, env_end: u64) -> Option<Image> {
-        (arg_start != 0 && arg_start <= arg_end && env_start != 0 && env_start <= env_end).then_some(
-            Image {
+        (arg_start != 0 && arg_start <= arg_end && env_start != 0 && env_start <= env_end)
+            .then_some(Image {
                 arg_start,
                 arg_end,
                 env_start,
                 env_end,
-            },
-        )
+            })
     }
 
     /// The image of a process, only when the kernel randomises where an
@@ -755,7 +754,12 @@ pub fn all_pids() -> io::Result<Vec<u32>> {
 
 /// The children of a process: every thread's `children` list (a process
 /// whose creating thread exited is still listed under the thread group).
+/// Where the kernel has no such list (built without `CONFIG_PROC_CHILDREN`),
+/// one pass over every process's parent.
 pub fn children_of(pid: u32) -> Vec<u32> {
+    if !has_children_lists() {
+        return parents().remove(&pid).unwrap_or_default();
+    }
     let mut out = Vec::new();
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return out;
@@ -779,12 +783,38 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Whether the kernel lists each thread's children in `/proc`.
+fn has_children_lists() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| fs::metadata("/proc/thread-self/children").is_ok())
+}
+
+/// Every process's children, from one pass over `/proc` (the fallback
+/// where the kernel keeps no children lists).
+fn parents() -> std::collections::HashMap<u32, Vec<u32>> {
+    let mut map: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
+    for pid in all_pids().unwrap_or_default() {
+        if let Ok(Some(st)) = read_stat(pid) {
+            map.entry(st.ppid).or_default().push(pid);
+        }
+    }
+    map
+}
+
 /// The live descendants of `pid` (not itself), with their start times:
-/// children, their children, and so on. Zombies and kernel threads are
-/// left out. Found in proportion to the tree, not to the host.
-pub fn descendants_of(pid: u32) -> Vec<ProcId> {
+/// children, their children, and so on, except the subtrees of the
+/// children named in `except`. Zombies and kernel threads are left out.
+/// Found in proportion to the tree, not to the host (one pass over `/proc`
+/// where the kernel keeps no children lists).
+pub fn descendants_of(pid: u32, except: &[u32]) -> Vec<ProcId> {
+    let tree = (!has_children_lists()).then(parents);
+    let children = |p: u32| match &tree {
+        Some(t) => t.get(&p).cloned().unwrap_or_default(),
+        None => children_of(p),
+    };
     let mut out: Vec<ProcId> = Vec::new();
-    let mut todo = children_of(pid);
+    let mut todo = children(pid);
+    todo.retain(|c| !except.contains(c));
     while let Some(p) = todo.pop() {
         if out.iter().any(|q| q.pid == p) {
             continue;
@@ -799,7 +829,7 @@ pub fn descendants_of(pid: u32) -> Vec<ProcId> {
             pid: p,
             start: st.start,
         });
-        todo.extend(children_of(p));
+        todo.extend(children(p));
     }
     out
 }

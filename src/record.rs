@@ -458,9 +458,10 @@ impl Record {
                 }
             }
             "image" => {
-                self.image = Some(value.parse().map_err(|()| {
-                    bad_value(key, format!("`image` is malformed: {value:?}"))
-                })?);
+                self.image =
+                    Some(value.parse().map_err(|()| {
+                        bad_value(key, format!("`image` is malformed: {value:?}"))
+                    })?);
             }
             "onlyone" => {
                 let v = parse_decimal(key, value)?;
@@ -747,7 +748,12 @@ mod tests {
                 pid: 4251,
                 start: 123_456_800,
             }],
-            image: Image::new(0x7ffd_0000_1000, 0x7ffd_0000_1040, 0x7ffd_0000_1040, 0x7ffd_0000_1fe0),
+            image: Image::new(
+                0x7ffd_0000_1000,
+                0x7ffd_0000_1040,
+                0x7ffd_0000_1040,
+                0x7ffd_0000_1fe0,
+            ),
             format: FORMAT_VERSION,
         }
     }
@@ -761,7 +767,16 @@ mod tests {
     #[test]
     fn a_malformed_image_is_not_a_record() {
         let base = "7\nstart=5\nboot=d1dce367-f09e-4b16-b699-8439646e535a\nimage=";
-        for bad in ["", "1-2", "1-2:3", "0-0:0-0", "2-1:3-4", "g-1:2-3", "1-2:3-4:5", "11111111111111111-2:3-4"] {
+        for bad in [
+            "",
+            "1-2",
+            "1-2:3",
+            "0-0:0-0",
+            "2-1:3-4",
+            "g-1:2-3",
+            "1-2:3-4:5",
+            "11111111111111111-2:3-4",
+        ] {
             let input = format!("{base}{bad}\n");
             assert!(
                 Record::parse_with_pid_max(input.as_bytes(), PID_MAX).is_err(),

@@ -1,7 +1,7 @@
 //! The few system calls rustix has no wrapper for, and the only place
 //! onlyone uses nix: blocking signals and reading them from a signalfd, a
-//! signal's default disposition, `posix_spawn(3)`, signal names, and the
-//! user database. Nothing of nix leaves this module.
+//! signal's default disposition, `posix_spawn(3)`, the kernel's word on
+//! whether any child is left, signal names, and the user database. Nothing of nix leaves this module.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -114,6 +114,40 @@ pub(crate) fn spawn(
     let actions = PosixSpawnFileActions::init()?;
     let pid = nix::spawn::posix_spawn(path, &actions, &attr, args, env)?;
     Ok(pid.as_raw() as u32)
+}
+
+/// What the kernel says of this process's children (`waitid(P_ALL)`,
+/// without reaping; `__WALL`: whatever signal they report their exit with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Children {
+    /// It has none at all, live or exited.
+    None,
+    /// This child has exited and waits to be reaped.
+    Exited(u32),
+    /// It has live children, and none waiting to be reaped.
+    Live,
+}
+
+/// Asks the kernel whether any child is left. Unlike the `children` lists
+/// of `/proc`, which a child re-parented mid-read may be missing from, the
+/// answer is exact at the time of the call.
+pub(crate) fn children() -> Children {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags =
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT | WaitPidFlag::__WALL;
+    loop {
+        return match waitid(Id::All, flags) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::ECHILD) => Children::None,
+            // Cannot tell: as if some were left, so that they are looked for.
+            Err(_) => Children::Live,
+            Ok(WaitStatus::StillAlive) => Children::Live,
+            Ok(status) => match status.pid() {
+                Some(pid) => Children::Exited(pid.as_raw() as u32),
+                None => Children::Live,
+            },
+        };
+    }
 }
 
 /// Ends this process as the signal would with its default action (the

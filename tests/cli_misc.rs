@@ -1102,12 +1102,22 @@ fn a_subshell_worker_of_a_killed_script_keeps_the_lock() {
     let kid = w.spawn(c);
     let sub_pid = work.join("sub.pid");
     wait_until("the subshell", HANG, || sub_pid.exists());
-    let sub: u32 = std::fs::read_to_string(&sub_pid).unwrap().trim().parse().unwrap();
+    let sub: u32 = std::fs::read_to_string(&sub_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let rec = std::fs::read_to_string(w.lock("job")).unwrap();
     let owner: u32 = rec.lines().next().unwrap().parse().unwrap();
-    assert!(rec.contains("\nimage="), "the script's image is recorded: {rec}");
+    assert!(
+        rec.contains("\nimage="),
+        "the script's image is recorded: {rec}"
+    );
     let st = onlyone::procfs::read_stat(sub).unwrap().unwrap();
-    assert_eq!(st.ppid, owner, "the shape: the subshell is the script's fork");
+    assert_eq!(
+        st.ppid, owner,
+        "the shape: the subshell is the script's fork"
+    );
     let env = std::fs::read(format!("/proc/{sub}/environ")).unwrap();
     assert!(
         !String::from_utf8_lossy(&env).contains("ONLYONE_TOKEN="),

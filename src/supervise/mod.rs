@@ -24,16 +24,19 @@
 //!   signals.
 //! - `max_time`: a [`GracefulStop`] of the group: TERM, then KILL after
 //!   `kill_after`.
-//! - `idle_timeout`: the run is over when every process of it has been idle
+//! - `idle_timeout`: the run is over when every process of it (the command
+//!   and its descendants; a lingering run's token carriers too) has been idle
 //!   (no CPU time, no byte read or written) for that long;
 //!   it is then ended like `max_time`.
 //! - onlyone is the run's subreaper: a process the command leaves behind
 //!   (a daemon started through `setsid`, `runuser -l`, `su -` or `env -i`,
 //!   which clears the token) becomes onlyone's child when its parent exits.
 //! - When the command exits, the processes of the run that are left
-//!   (strays: onlyone's descendants, the command's group and whatever
-//!   carries the token) are ended, TERM then KILL, before the caller
-//!   releases the lock; `keep_strays` skips that.
+//!   (strays: onlyone's descendants) are ended, TERM then KILL, before the
+//!   caller releases the lock, and the kernel confirms that onlyone has no
+//!   child left; `keep_strays` skips that. The search is in proportion to
+//!   the run, never to the host: a process that got the token without
+//!   descending from the command is found by `stop` and `reap`, not here.
 //! - `linger`: for work handed to a process that is not the command's
 //!   child (a terminal server, tmux, screen). When the command exits on
 //!   its own, the run's processes that outlive it are left running and
@@ -265,7 +268,10 @@ impl<'g> Supervision<'g> {
         signals: &'g SignalReader,
     ) -> Result<Supervision<'g>, RunError> {
         let exec = Exec::new(program, args, guard).map_err(|e| RunError::spawn(program, e))?;
-        let theirs = crate::procfs::children_of(std::process::id());
+        let theirs = match crate::sys::children() {
+            crate::sys::Children::None => Vec::new(),
+            _ => crate::procfs::children_of(std::process::id()),
+        };
         let raw = exec.spawn().map_err(|e| RunError::spawn(program, e))?;
         let pid = i32::try_from(raw)
             .ok()
@@ -399,7 +405,14 @@ impl<'g> Supervision<'g> {
         if now < *next {
             return;
         }
-        match crate::judge::processes_of(&self.record, &[me], None) {
+        // The command and what descends from it; a lingering run's token
+        // carriers too (only `--linger` pays for that search).
+        let procs = if self.opts.linger {
+            strays::lingering(&self.record, me, &self.theirs)
+        } else {
+            Ok(strays::leftovers(me, &self.theirs))
+        };
+        match procs {
             Ok(procs) => {
                 watch.sample(&procs);
             }
@@ -456,26 +469,30 @@ impl<'g> Supervision<'g> {
     /// drops what signals came after.
     fn finish(&mut self, exit: Exit) -> Result<RunOutcome, RunError> {
         let me = std::process::id();
-        let (command, theirs) = (self.command.pid, self.theirs.clone());
-        let record = &self.record;
-        let scan = || {
-            strays::reap_orphans(command, &theirs);
-            strays::leftovers(record, me)
-        };
+        let (command, theirs) = (self.command.pid, self.theirs.as_slice());
+        strays::reap_orphans(command, theirs);
         let lingers = self.opts.linger && self.ended_by.is_none();
-        let (strays, kept) = if self.opts.keep_strays || lingers {
-            (Ended::default(), scan()?)
-        } else {
+        let (strays, kept) = if lingers {
             (
-                strays::end_strays(command, self.opts.kill_after, scan)?,
-                Vec::new(),
+                Ended::default(),
+                strays::lingering(&self.record, me, theirs)?,
             )
+        } else if self.opts.keep_strays {
+            (Ended::default(), strays::leftovers(me, theirs))
+        } else {
+            let scan = || {
+                strays::reap_orphans(command, theirs);
+                strays::leftovers(me, theirs)
+            };
+            let settled = || strays::settled(command, theirs);
+            let ended = strays::end_strays(command, self.opts.kill_after, scan, settled);
+            (ended, Vec::new())
         };
         // Signals that came after the command ended were for the run, which
         // is over: consume them, so that onlyone still releases the lock
         // and reports the command's own exit.
         while self.signals.next().is_some() {}
-        strays::reap_orphans(command, &theirs);
+        strays::reap_orphans(command, theirs);
         Ok(RunOutcome {
             exit,
             ended_by: self.ended_by,

@@ -10,6 +10,7 @@ use super::RunError;
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
 use crate::signal::{Ended, GracefulStop, signal_group};
+use crate::sys::Children;
 
 /// How many times the run's leftovers are looked for and ended: a stray
 /// may fork while it is being ended (a TERM trap that starts another
@@ -17,14 +18,24 @@ use crate::signal::{Ended, GracefulStop, signal_group};
 /// grace; the later ones, KILL.
 const STRAY_ROUNDS: usize = 4;
 
-/// The run's leftovers: onlyone's descendants (it is their subreaper, so
-/// whatever the command left behind became its child, whatever its
-/// environment or group), and the processes that the record's run search
-/// finds (its group and token carriers, which need not descend from the
-/// command: a job handed to `at` keeps its environment).
-pub(super) fn leftovers(record: &Record, me: u32) -> Result<Vec<ProcId>, RunError> {
+/// The run's leftovers: onlyone's descendants, except the caller's own
+/// children (`theirs`) and theirs. onlyone is their subreaper, so whatever
+/// the command left behind, through `setsid`, double forks or a cleared
+/// environment, is still below it. Found in proportion to the run, not to
+/// the host: a process that got the token some other way (a job handed to
+/// `at`) is not searched for here; it keeps a stale-looking lock held if
+/// the wrapper dies, and `stop` and `reap` find it.
+pub(super) fn leftovers(me: u32, theirs: &[u32]) -> Vec<ProcId> {
+    procfs::descendants_of(me, theirs)
+}
+
+/// The processes a lingering run leaves holding its lock: its leftovers,
+/// and the processes that carry its token without descending from it (the
+/// work handed to a terminal server that was already running). Only
+/// `--linger` pays for the search of every process this takes.
+pub(super) fn lingering(record: &Record, me: u32, theirs: &[u32]) -> Result<Vec<ProcId>, RunError> {
     let mut all = crate::judge::processes_of(record, &[me], None)?;
-    for id in procfs::descendants_of(me) {
+    for id in leftovers(me, theirs) {
         if !all.iter().any(|t| t.pid == id.pid) {
             all.push(id);
         }
@@ -32,19 +43,52 @@ pub(super) fn leftovers(record: &Record, me: u32) -> Result<Vec<ProcId>, RunErro
     Ok(all)
 }
 
+/// Whether the run has left nothing behind: after reaping what exited,
+/// the kernel says onlyone has no child left (but the caller's own). Its
+/// answer is exact, where a walk of `/proc` may miss a process re-parented
+/// to onlyone while the walk read its old parent.
+pub(super) fn settled(command: u32, theirs: &[u32]) -> bool {
+    if !theirs.is_empty() {
+        // The caller has children of its own: the kernel's answer would
+        // count them, so ask the children lists instead.
+        reap_orphans(command, theirs);
+        return procfs::children_of(std::process::id())
+            .iter()
+            .all(|c| theirs.contains(c));
+    }
+    loop {
+        match crate::sys::children() {
+            Children::None => return true,
+            Children::Live => return false,
+            Children::Exited(pid) => {
+                if !reap(pid) {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
 /// Ends the run's leftovers (see [`STRAY_ROUNDS`]), then KILL to the
 /// command's whole process group. What still lives is reported as a
-/// survivor: the lock must then stay held.
+/// survivor: the lock must then stay held. `settled` says when nothing is
+/// left (the common case: one system call, no walk at all).
 pub(super) fn end_strays(
     group: u32,
     grace: Duration,
-    mut scan: impl FnMut() -> Result<Vec<ProcId>, RunError>,
-) -> Result<Ended, RunError> {
+    mut scan: impl FnMut() -> Vec<ProcId>,
+    mut settled: impl FnMut() -> bool,
+) -> Ended {
     let mut all = Ended::default();
     for round in 0..STRAY_ROUNDS {
-        let targets = scan()?;
+        if settled() {
+            return all;
+        }
+        let targets = scan();
         if targets.is_empty() {
-            return Ok(all);
+            // A child is between parents: look again.
+            std::thread::yield_now();
+            continue;
         }
         let stop = if round == 0 {
             GracefulStop::term(grace)
@@ -61,9 +105,9 @@ pub(super) fn end_strays(
         all.survivors = ended.survivors;
     }
     signal_group(group, rustix::process::Signal::KILL);
-    let ended = GracefulStop::KILL.end(&scan()?, None);
+    let ended = GracefulStop::KILL.end(&scan(), None);
     all.survivors = ended.survivors;
-    Ok(all)
+    all
 }
 
 /// Reaps the exited processes re-parented to onlyone, but never the
@@ -71,16 +115,35 @@ pub(super) fn end_strays(
 /// before the run (`theirs`). Without this they would stay zombies for the
 /// rest of the run.
 pub(super) fn reap_orphans(command: u32, theirs: &[u32]) {
+    if theirs.is_empty() {
+        // The kernel names each exited child: one call when there is none.
+        while let Children::Exited(pid) = crate::sys::children() {
+            if pid == command || !reap(pid) {
+                return;
+            }
+        }
+        return;
+    }
     for child in procfs::children_of(std::process::id()) {
         if child == command || theirs.contains(&child) {
             continue;
         }
-        if let Some(pid) = i32::try_from(child).ok().and_then(Pid::from_raw) {
-            // Reaps it only if it has exited.
-            let _ = rustix::process::waitid(
-                WaitId::Pid(pid),
-                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-            );
-        }
+        reap(child);
     }
+}
+
+/// Reaps a child if it has exited; whether it did.
+fn reap(child: u32) -> bool {
+    i32::try_from(child)
+        .ok()
+        .and_then(Pid::from_raw)
+        .is_some_and(|pid| {
+            matches!(
+                rustix::process::waitid(
+                    WaitId::Pid(pid),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+                ),
+                Ok(Some(_))
+            )
+        })
 }
