@@ -84,14 +84,17 @@ cargo build --release --quiet --bin onlyone
 cargo build --release --quiet --example bench_cmd --example bench_cycle \
   --example bench_contend --example bench_handoff --example bench_scale
 cargo bench --quiet --bench lock_cycle --no-run
-O=$ROOT/target/release/onlyone
-EX=$ROOT/target/release/examples
+# .cargo/config.toml names the host as the target: artifacts are under
+# target/<host-tuple>/.
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+O=$ROOT/target/$HOST/release/onlyone
+EX=$ROOT/target/$HOST/release/examples
 P=""
 if [ "$PERF_OK" = 1 ] && [ "$QUICK" = 0 ]; then
   say "building a release binary with debug info for the profiles (target/onlyone-bench/prof)"
   CARGO_PROFILE_RELEASE_DEBUG=true CARGO_TARGET_DIR=$ROOT/target/onlyone-bench/prof \
     cargo build --release --quiet --bin onlyone
-  P=$ROOT/target/onlyone-bench/prof/release/onlyone
+  P=$ROOT/target/onlyone-bench/prof/$HOST/release/onlyone
 fi
 # profile BINARY ARGS...: the onlyone process's own samples, with children,
 # for onlyone's functions and the kernel's entry points.
