@@ -1003,12 +1003,183 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
         .is_some_and(|token| !matches!(environ_has(parent, TOKEN_VAR, token), Some(false)))
 }
 
+/// A process's `ONLYONE_TOKEN`, as its environment shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TokenSeen {
+    /// Read: the variable's value, if it is set.
+    Read(Option<Box<str>>),
+    /// The process is gone or exiting.
+    Gone,
+    /// Not readable by this user.
+    Denied,
+}
+
+impl TokenSeen {
+    fn of(pid: u32) -> TokenSeen {
+        let mut data = Vec::with_capacity(8192);
+        let read = fs::File::open(format!("/proc/{pid}/environ"))
+            .and_then(|f| f.take(1 << 20).read_to_end(&mut data));
+        if let Err(e) = read {
+            return if is_gone(&e) {
+                TokenSeen::Gone
+            } else {
+                TokenSeen::Denied
+            };
+        }
+        let prefix = TOKEN_VAR.len();
+        TokenSeen::Read(
+            data.split(|&b| b == 0)
+                .find(|e| {
+                    e.len() > prefix && e.starts_with(TOKEN_VAR.as_bytes()) && e[prefix] == b'='
+                })
+                .map(|e| String::from_utf8_lossy(&e[prefix + 1..]).into()),
+        )
+    }
+
+    /// What it says of `token`.
+    fn check(&self, token: &str) -> Environ {
+        match self {
+            TokenSeen::Read(v) => Environ::Has(v.as_deref() == Some(token)),
+            TokenSeen::Gone => Environ::Gone,
+            TokenSeen::Denied => Environ::Denied,
+        }
+    }
+}
+
+/// The host's processes, listed once for many searches (see
+/// [`with_census`]), and each one's token, read at most once.
+#[derive(Default)]
+struct Census {
+    listed: Option<std::rc::Rc<[(u32, ProcStat)]>>,
+    tokens: std::collections::HashMap<ProcId, TokenSeen>,
+}
+
+std::thread_local! {
+    static CENSUS: std::cell::RefCell<Option<Census>> = const { std::cell::RefCell::new(None) };
+    static REPORTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with one census of the host's processes for the reports it
+/// makes on this thread ([`LockFile::inspect`](crate::LockFile::inspect)):
+/// `/proc` is listed once, and each process's environment read at most
+/// once, however many records are judged (a `status` of a directory full
+/// of stale run records). What a report sees is then the host as it was at
+/// its first search. Only reports use the census: an acquisition, a
+/// takeover, a release or a stop inside `f` reads `/proc` as it is.
+pub fn with_census<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CENSUS.with(|c| *c.borrow_mut() = None);
+        }
+    }
+    CENSUS.with(|c| *c.borrow_mut() = Some(Census::default()));
+    let _reset = Reset;
+    f()
+}
+
+/// Runs `f`, a report: its run searches use the census of [`with_census`]
+/// when one is in force.
+pub(crate) fn reporting<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            REPORTING.with(|r| r.set(self.0));
+        }
+    }
+    let _reset = Reset(REPORTING.with(|r| r.replace(true)));
+    f()
+}
+
+/// Whether the run searches made now use the census.
+fn census_in_use() -> bool {
+    REPORTING.with(std::cell::Cell::get) && CENSUS.with(|c| c.borrow().is_some())
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the deadline ran out while the processes were listed",
+    )
+}
+
+/// Every live process: the census's listing when there is one (listed
+/// now if it was not yet), else `/proc` as it is now, read as it goes.
+/// `f` returns `true` to stop.
+fn each_process(
+    deadline: Option<std::time::Instant>,
+    mut f: impl FnMut(u32, &ProcStat) -> bool,
+) -> io::Result<()> {
+    let late = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    if !census_in_use() {
+        for pid in all_pids()? {
+            if late() {
+                return Err(timed_out());
+            }
+            if let Ok(Some(stat)) = read_stat(pid)
+                && f(pid, &stat)
+            {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    let listed = match CENSUS.with(|c| c.borrow().as_ref().and_then(|c| c.listed.clone())) {
+        Some(l) => l,
+        None => {
+            let mut all = Vec::new();
+            for pid in all_pids()? {
+                if late() {
+                    return Err(timed_out());
+                }
+                if let Ok(Some(stat)) = read_stat(pid) {
+                    all.push((pid, stat));
+                }
+            }
+            let all: std::rc::Rc<[(u32, ProcStat)]> = all.into();
+            CENSUS.with(|c| {
+                if let Some(c) = c.borrow_mut().as_mut() {
+                    c.listed = Some(all.clone());
+                }
+            });
+            all
+        }
+    };
+    for (pid, stat) in listed.iter() {
+        if f(*pid, stat) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A process's token, from the census when there is one.
+fn token_seen(id: ProcId) -> TokenSeen {
+    if !census_in_use() {
+        return TokenSeen::of(id.pid);
+    }
+    if let Some(seen) =
+        CENSUS.with(|c| c.borrow().as_ref().and_then(|c| c.tokens.get(&id).cloned()))
+    {
+        return seen;
+    }
+    let seen = TokenSeen::of(id.pid);
+    CENSUS.with(|c| {
+        if let Some(c) = c.borrow_mut().as_mut() {
+            c.tokens.insert(id, seen.clone());
+        }
+    });
+    seen
+}
+
 /// Finds the live processes of a run: members of the command's process
-/// group, and processes whose environment carries `ONLYONE_TOKEN=token`.
-/// Zombies are not members, and neither is anything that started before the
-/// run. A group counts only while its leader is the recorded command or is
-/// gone: a reused pid leading a new group is not the run. With
-/// `first_only`, stops at the first member found.
+/// group, processes whose environment carries `ONLYONE_TOKEN=token`, and a
+/// script owner's forks that have not exec'd. Zombies are not members, and
+/// neither is anything that started before the run. A group counts only
+/// while its leader is the recorded command or is gone: a reused pid
+/// leading a new group is not the run. With `first_only`, stops at the
+/// first member found. Inside [`with_census`], one listing serves every
+/// search.
 pub fn run_members(
     spec: &RunSpec<'_>,
     skip: &[u32],
@@ -1021,39 +1192,32 @@ pub fn run_members(
         )
     });
     let mut scan = RunScan::default();
-    for pid in all_pids()? {
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the deadline ran out while the processes were listed",
-            ));
-        }
-        if skip.contains(&pid) {
-            continue;
-        }
-        let Ok(Some(stat)) = read_stat(pid) else {
-            continue;
-        };
-        if spec.since_start.is_some_and(|s| stat.start < s)
+    each_process(deadline, |pid, stat| {
+        if skip.contains(&pid)
+            || spec.since_start.is_some_and(|s| stat.start < s)
             || stat.is_kernel_thread()
-            || is_dead_process(pid, &stat)
+            || is_dead_process(pid, stat)
         {
-            continue;
+            return false;
         }
+        let id = ProcId {
+            pid,
+            start: stat.start,
+        };
         let in_group = !leader_reused && spec.group.is_some_and(|g| stat.pgrp == g.pgid);
         let why = if in_group {
             Some(Membership::ProcessGroup)
         } else if spec.image.is_some() && stat.image == spec.image {
             Some(Membership::OwnerFork)
         } else if let Some(token) = spec.token {
-            match environ_check(pid, TOKEN_VAR, token) {
+            match token_seen(id).check(token) {
                 Environ::Has(true) => Some(Membership::Token),
                 // A process in exit(2) whose memory is already gone cannot
                 // say; it runs no more user code. (One in the command's
                 // group counts above, exiting or not.)
                 Environ::Has(false) | Environ::Gone => None,
                 Environ::Denied => {
-                    if may_carry_token(pid, &stat, spec) {
+                    if may_carry_token(pid, stat, spec) {
                         scan.unreadable.push(pid);
                     }
                     None
@@ -1064,18 +1228,14 @@ pub fn run_members(
         };
         if let Some(why) = why {
             scan.members.push(Member {
-                id: ProcId {
-                    pid,
-                    start: stat.start,
-                },
-                stat,
+                id,
+                stat: stat.clone(),
                 why,
             });
-            if first_only {
-                break;
-            }
+            return first_only;
         }
-    }
+        false
+    })?;
     Ok(scan)
 }
 

@@ -525,6 +525,56 @@ fn entry<'a>(v: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no lock `{name}` in {v:#}"))
 }
 
+/// `status` of a directory judges every record with one listing of the
+/// host's processes: each record still finds its own run's processes.
+/// Three runs whose wrappers and commands were killed: one is kept by a
+/// process carrying its token, one by a process carrying another's, and
+/// one by nothing. Together and one by one, `status` says the same.
+#[test]
+fn status_of_many_runs_finds_each_runs_carriers() {
+    let mut w = World::new();
+    let mut tokens = Vec::new();
+    for lock in ["a", "b", "c"] {
+        let run = w.run_bg(lock, &["sleep", "1000"]);
+        tokens.push(field(&w.lock(lock), "token").unwrap());
+        let kid = run.kid;
+        w.kill(kid);
+        kill9_pid(run.cmd);
+        wait_gone(run.cmd);
+    }
+    // a's carrier, and one carrying b's token; c has none.
+    for token in [&tokens[0], &tokens[1]] {
+        let mut c = w.program("sleep");
+        c.arg("1000").env("ONLYONE_TOKEN", token);
+        w.keep(c);
+    }
+    let carriers = [w.pid(w.kids.len() - 2), w.pid(w.kids.len() - 1)];
+    let all = status_json(&w, &[]);
+    let states: Vec<(&str, &str)> = all["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap(), l["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [("a", "held"), ("b", "held"), ("c", "stale")],
+        "{all:#}"
+    );
+    for (i, carrier) in carriers.iter().enumerate() {
+        assert_eq!(all["locks"][i]["holder_pid"], *carrier, "{all:#}");
+    }
+    for lock in ["a", "b", "c"] {
+        let one = status_json(&w, &[lock]);
+        let i = ["a", "b", "c"].iter().position(|l| *l == lock).unwrap();
+        assert_eq!(one["locks"][0]["state"], all["locks"][i]["state"], "{lock}");
+        assert_eq!(
+            one["locks"][0]["holder_pid"], all["locks"][i]["holder_pid"],
+            "{lock}"
+        );
+    }
+}
+
 #[test]
 fn status_json_follows_the_documented_schema() {
     let mut w = World::new();

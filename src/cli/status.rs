@@ -207,32 +207,35 @@ fn describe_all(
         named.to_vec()
     };
     let mut out = Vec::with_capacity(targets.len());
-    // The locks of one directory share its handle.
+    // The locks of one directory share its handle, and their verdicts one
+    // listing of the host's processes.
     let mut first: Option<LockFile> = None;
-    for t in targets {
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err("status: the deadline ran out before every lock was read".into());
+    onlyone::with_census(|| {
+        for t in targets {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Err("status: the deadline ran out before every lock was read".into());
+            }
+            let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
+            let name = names::display_name(&path, dir);
+            let lock = match &first {
+                Some(f) => f.sibling(&path),
+                None => ctx
+                    .open_for_reading(&path.display().to_string())
+                    .map(|(l, _)| l),
+            };
+            if first.is_none()
+                && let Ok(l) = &lock
+            {
+                first = Some(l.clone());
+            }
+            let lock = lock.map(|l| match deadline {
+                Some(d) => l.with_deadline(d),
+                None => l,
+            });
+            out.push(describe(&path, name, lock));
         }
-        let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
-        let name = names::display_name(&path, dir);
-        let lock = match &first {
-            Some(f) => f.sibling(&path),
-            None => ctx
-                .open_for_reading(&path.display().to_string())
-                .map(|(l, _)| l),
-        };
-        if first.is_none()
-            && let Ok(l) = &lock
-        {
-            first = Some(l.clone());
-        }
-        let lock = lock.map(|l| match deadline {
-            Some(d) => l.with_deadline(d),
-            None => l,
-        });
-        out.push(describe(&path, name, lock));
-    }
-    Ok(out)
+        Ok(out)
+    })
 }
 
 /// What the record's owner is called: a run's wrapper, or the owner.
