@@ -641,6 +641,18 @@ impl Record {
     }
 }
 
+/// True when `bytes` hold a record line `token=TOKEN`: how a writer knows
+/// its own record (a read-back, a release) without parsing it. A token is
+/// 128 random bits that only its writer puts in a record.
+pub fn carries_token(bytes: &[u8], token: &str) -> bool {
+    !token.is_empty()
+        && bytes.len() <= MAX_RECORD_BYTES
+        && bytes.split(|&b| b == b'\n').skip(1).any(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            line.strip_prefix(b"token=") == Some(token.as_bytes())
+        })
+}
+
 /// True for what a power loss can leave of a record: nothing, or a prefix
 /// of one (a pid line, then `key=value` lines, the last possibly cut), with
 /// or without a tail of NUL bytes (blocks allocated but never written).
@@ -762,6 +774,27 @@ mod tests {
     fn full_record_round_trips() {
         let r = full();
         assert_eq!(Record::parse_with_pid_max(&r.to_bytes(), PID_MAX), Ok(r));
+    }
+
+    #[test]
+    fn a_record_carries_its_token_line_and_nothing_like_it() {
+        let r = full();
+        let tok = r.token.clone().unwrap();
+        let bytes = r.to_bytes();
+        assert!(carries_token(&bytes, &tok));
+        assert!(!carries_token(&bytes, &tok[..tok.len() - 1]), "a prefix");
+        assert!(!carries_token(&bytes, &format!("{tok}0")), "a longer one");
+        assert!(!carries_token(&bytes, ""));
+        let crlf = String::from_utf8(bytes.clone())
+            .unwrap()
+            .replace('\n', "\r\n");
+        assert!(carries_token(crlf.as_bytes(), &tok));
+        // Only a line of its own: not in another value, not on line 1.
+        let elsewhere = format!("token={tok}\nstart=1\ncmd=echo token={tok}\n");
+        assert!(!carries_token(elsewhere.as_bytes(), &tok));
+        let mut big = bytes.clone();
+        big.resize(MAX_RECORD_BYTES + 1, b'\n');
+        assert!(!carries_token(&big, &tok), "larger than a record");
     }
 
     #[test]

@@ -346,12 +346,7 @@ impl<'l> Attempt<'l> {
             Err(e) => return Err(Error::io("link the record to", self.lock.path(), e)),
         }
         match self.lock.read_at_path(super::read::Read::Own) {
-            Ok(Some(ev))
-                if ev
-                    .record
-                    .as_ref()
-                    .is_ok_and(|r| r.token.as_deref() == Some(&*self.token)) =>
-            {
+            Ok(Some(ev)) if record::carries_token(&ev.bytes, &self.token) => {
                 let fd = temp.into_kept();
                 Ok(Some(LockGuard {
                     lock: self.lock.clone(),
@@ -492,6 +487,24 @@ fn with_state(e: Error, reason: &StaleReason) -> Error {
     }
 }
 
+/// This process's command line, escaped for a record: escaped once per
+/// process (a library that acquires in a loop writes it every time).
+fn own_command_line_escaped() -> Option<String> {
+    static OWN: std::sync::Mutex<Option<(u32, Option<String>)>> = std::sync::Mutex::new(None);
+    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
+    match cached.as_ref() {
+        Some((p, cmd)) if *p == pid => cmd.clone(),
+        _ => {
+            let cmd = procfs::own_command_line()
+                .as_deref()
+                .map(record::escape_value);
+            *cached = Some((pid, cmd.clone()));
+            cmd
+        }
+    }
+}
+
 /// The record an acquisition writes.
 fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Record> {
     let boot =
@@ -524,12 +537,10 @@ fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Re
         uid: owner.uid,
         mode: opts.mode.unwrap_or(Mode::Lock),
         cmd: match (&opts.command, opts.owner) {
-            (Some(c), _) => Some(c.clone()),
-            (None, Owner::Current) => procfs::own_command_line(),
-            (None, Owner::Pid(_)) => owner.cmd.clone(),
-        }
-        .as_deref()
-        .map(record::escape_value),
+            (Some(c), _) => Some(record::escape_value(c)),
+            (None, Owner::Current) => own_command_line_escaped(),
+            (None, Owner::Pid(_)) => owner.cmd.as_deref().map(record::escape_value),
+        },
         cmd_id: None,
         group,
         linger: Vec::new(),

@@ -10,7 +10,9 @@
 //! - **Own**: a read-back or a release of a file this process expects to be
 //!   its own, in a directory no one else may write: one open, one read, no
 //!   `fstat` (a short read of a regular file is its end; anything else
-//!   there reads as not ours).
+//!   there reads as not ours), and no parse: the caller looks for its token
+//!   in the bytes ([`record::carries_token`](crate::record::carries_token)),
+//!   and the evidence's `record` is `Err(NotARecord::Empty)`.
 
 use std::io;
 
@@ -104,9 +106,10 @@ impl LockFile {
         let record = if len > MAX_RECORD_BYTES {
             Err(NotARecord::TooLarge)
         } else if how == Read::Own {
-            // Only the token matters to a read-back or a release: no need
-            // to read pid_max to check line 1's range.
-            Record::parse_with_pid_max(&bytes, u32::MAX)
+            // Only the token matters to a read-back or a release, and
+            // `record::carries_token` finds it in the bytes: nothing is
+            // parsed (see `Evidence::carries_token`).
+            Err(NotARecord::Empty)
         } else {
             // Start times on this process's clock, where that can be done;
             // otherwise the verdict sees another time namespace and says

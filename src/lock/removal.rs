@@ -339,13 +339,10 @@ impl LockFile {
     }
 }
 
-/// True when the record read carries `token`.
+/// True when the record read carries `token` (its bytes are enough: an
+/// own read does not parse them).
 fn carries_token(ev: &Evidence, token: &str) -> bool {
-    !token.is_empty()
-        && ev
-            .record
-            .as_ref()
-            .is_ok_and(|r| r.token.as_deref() == Some(token))
+    crate::record::carries_token(&ev.bytes, token)
 }
 
 /// True when `record` is owned by the process `pid`, which has the identity
