@@ -32,6 +32,7 @@ if [ "$QUICK" = 1 ]; then
   PROC_SIZES="0 100 300"
   SCALE_ROUNDS=3 SCALE_WARMUP=1
   SYSCALL_N=100
+  BUSY=200
   OUT=target/onlyone-bench/results-quick.md
 else
   CMD_ROUNDS=300 CMD_WARMUP=20
@@ -43,6 +44,7 @@ else
   PROC_SIZES="0 1000 3000 10000"
   SCALE_ROUNDS=15 SCALE_WARMUP=2
   SYSCALL_N=1000
+  BUSY=2000
   OUT=target/onlyone-bench/results.md
 fi
 mkdir -p target/onlyone-bench
@@ -121,6 +123,24 @@ fstype() { df --output=fstype "$1" 2>/dev/null | tail -1 | tr -d ' '; }
 T_FS=$(fstype "$T")
 E_FS=$(fstype "$E")
 
+# Extra idle processes (a busy host): `bench_scale spawn N` forks them and
+# keeps them until its stdin (a FIFO held open here) closes.
+EXTRA_PID=""
+spawn_extra() { # N
+  mkfifo "$T/spawn.fifo"
+  "$EX/bench_scale" spawn "$1" <"$T/spawn.fifo" >"$T/spawn.out" &
+  EXTRA_PID=$!
+  BG_PIDS+=("$EXTRA_PID")
+  exec 4>"$T/spawn.fifo"
+  for _ in $(seq 600); do grep -q ready "$T/spawn.out" 2>/dev/null && break; sleep 0.1; done
+}
+end_extra() {
+  exec 4>&-
+  wait "$EXTRA_PID" 2>/dev/null || true
+  rm -f "$T/spawn.fifo" "$T/spawn.out"
+  EXTRA_PID=""
+}
+
 exec 3>"$OUT"
 emit() { printf '%s\n' "$*" >&3; printf '%s\n' "$*"; }
 emit_file() { cat "$1" >&3; cat "$1"; }
@@ -169,6 +189,21 @@ for pair in "$T:$T_FS" "$E:$E_FS"; do
   emit_file "$WORK/t1.md"
   emit ""
 done
+emit "### On a busy host: $BUSY extra idle processes, $T_FS"
+emit ""
+emit "The same alternation, with $BUSY idle processes forked by \`bench_scale spawn $BUSY\` for the table and ended after it ($(ls /proc | grep -c '^[0-9]') processes before)."
+emit ""
+spawn_extra "$BUSY"
+mkdir -p "$T/busy/o"
+{
+  printf 'onlyone run\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O" "$T/busy/o"
+  have flock && printf 'flock -n\tflock\t-n\t%s\ttrue\n' "$T/busy/f.lock"
+  printf 'true (exec alone)\ttrue\n'
+} >"$WORK/busy.tsv"
+"$EX/bench_cmd" "$WORK/busy.tsv" "$CMD_ROUNDS" "$CMD_WARMUP" 'flock -n' >"$WORK/t1.md"
+end_extra
+emit_file "$WORK/t1.md"
+emit ""
 if have hyperfine && [ "$QUICK" = 0 ]; then
   emit "Cross-check with \`hyperfine -N --warmup 20 --runs 200\` (one command after the other, not alternated), on $T_FS:"
   emit ""
@@ -384,15 +419,7 @@ sleep 0.3
 echo "| extra processes | command | median ms | p10 ms | p90 ms | runs | failed |" >"$WORK/t6.md"
 echo "|---:|---|---:|---:|---:|---:|---:|" >>"$WORK/t6.md"
 for n in $PROC_SIZES; do
-  SPAWN_PID=""
-  if [ "$n" -gt 0 ]; then
-    mkfifo "$T/spawn.fifo"
-    "$EX/bench_scale" spawn "$n" <"$T/spawn.fifo" >"$T/spawn.out" &
-    SPAWN_PID=$!
-    BG_PIDS+=("$SPAWN_PID")
-    exec 4>"$T/spawn.fifo"
-    for _ in $(seq 600); do grep -q ready "$T/spawn.out" 2>/dev/null && break; sleep 0.1; done
-  fi
+  if [ "$n" -gt 0 ]; then spawn_extra "$n"; fi
   {
     printf 'reap --dry-run r\t%s\t--dir\t%s\treap\t--dry-run\tr\n' "$O" "$T/reap"
     printf 'run j -- true\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O" "$T/run"
@@ -400,11 +427,7 @@ for n in $PROC_SIZES; do
   } >"$WORK/rp.tsv"
   "$EX/bench_cmd" "$WORK/rp.tsv" "$SCALE_ROUNDS" "$SCALE_WARMUP" - |
     awk -F'|' -v n="$n" 'NR > 2 { printf "| %s |%s|%s|%s|%s|%s|%s|\n", n, $2, $3, $4, $5, $8, $9 }' >>"$WORK/t6.md"
-  if [ -n "$SPAWN_PID" ]; then
-    exec 4>&-
-    wait "$SPAWN_PID" 2>/dev/null || true
-    rm -f "$T/spawn.fifo" "$T/spawn.out"
-  fi
+  if [ -n "$EXTRA_PID" ]; then end_extra; fi
 done
 emit_file "$WORK/t6.md"
 emit ""
