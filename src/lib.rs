@@ -32,6 +32,7 @@
 compile_error!("onlyone reads process liveness from /proc and supports Linux only");
 
 mod error;
+pub mod journal;
 mod judge;
 mod lock;
 pub mod names;

@@ -431,7 +431,7 @@ fn precheck_as_an_unprivileged_user() {
 // ---------------------------------------------------------------------------
 // 2. status
 
-const KEYS: [&str; 17] = [
+const KEYS: [&str; 20] = [
     "name",
     "path",
     "state",
@@ -449,6 +449,9 @@ const KEYS: [&str; 17] = [
     "token",
     "reason",
     "stopped",
+    "last_run",
+    "last_success_unix",
+    "skipped_since_start",
 ];
 
 /// Checks one entry of `locks[]` against the documented schema.
@@ -489,6 +492,17 @@ fn check_schema(l: &Value) {
         ["run", "lock", "script"].contains(&v.as_str().unwrap_or(""))
     });
     assert!(o["stopped"].is_boolean(), "`stopped` is a boolean: {l:#}");
+    opt("last_success_unix", Value::is_f64);
+    opt("skipped_since_start", Value::is_u64);
+    opt("last_run", |v| {
+        let r = &v;
+        r["start_unix"].is_f64()
+            && ["exit", "signal", "ended", "abandoned", "released"]
+                .contains(&r["outcome"].as_str().unwrap_or(""))
+            && (r["exit"].is_null() || r["exit"].is_i64())
+            && (r["signal"].is_null() || r["signal"].is_string())
+            && (r["duration_seconds"].is_null() || r["duration_seconds"].is_f64())
+    });
     if o["stopped"] == true {
         assert_eq!(o["state"], "held", "only a held lock is stopped: {l:#}");
     }
@@ -719,12 +733,12 @@ fn status_table_is_tab_separated_when_not_a_terminal() {
     assert!(out.took < Duration::from_secs(5), "{out:#?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
-        lines[0], "LOCK\tSTATE\tPID\tCMDPID\tSINCE\tAGE\tCOMMAND",
+        lines[0], "LOCK\tSTATE\tPID\tCMDPID\tSINCE\tAGE\tLAST RUN\tSKIPPED\tCOMMAND",
         "{out:#?}"
     );
     assert_eq!(lines.len(), 5, "{out:#?}");
     for l in &lines {
-        assert_eq!(l.split('\t').count(), 7, "row {l:?}");
+        assert_eq!(l.split('\t').count(), 9, "row {l:?}");
     }
     let row = |name: &str| -> Vec<&str> {
         lines
@@ -739,7 +753,9 @@ fn status_table_is_tab_separated_when_not_a_terminal() {
     assert_eq!(job[2], run.wrapper.to_string());
     assert_eq!(job[3], run.cmd.to_string());
     assert!(is_age(job[5]), "{job:?}");
-    assert_eq!(job[6], "sleep 1000");
+    assert_eq!(job[6], "-", "no run finished yet: {job:?}");
+    assert_eq!(job[7], "0", "no fire skipped: {job:?}");
+    assert_eq!(job[8], "sleep 1000");
     assert_eq!(row("junk")[1], "unknown");
     assert_eq!(row("old")[1], "stale");
     assert_eq!(row("old")[2], dead.to_string());
@@ -752,7 +768,7 @@ fn status_table_is_tab_separated_when_not_a_terminal() {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{out:#?}");
     let cells: Vec<&str> = lines[1].split('\t').collect();
-    assert_eq!(cells.len(), 7, "{out:#?}");
+    assert_eq!(cells.len(), 9, "{out:#?}");
     assert_eq!(cells[2], odd.wrapper.to_string());
 }
 
@@ -1530,13 +1546,22 @@ fn bad_names_are_refused_with_125_and_the_rule() {
     let max = "y".repeat(64);
     w.oo(&["run", &max, "--", "true"]).expect(0);
     w.oo(&["run", "a..b", "--", "true"]).expect(0);
-    // Nothing was created for a bad name.
-    let left: Vec<_> = std::fs::read_dir(w.dir())
+    // Nothing was created for a bad name: only the journals of the two
+    // good ones.
+    let mut left: Vec<_> = std::fs::read_dir(w.dir())
         .unwrap()
         .flatten()
-        .map(|e| e.file_name())
+        .map(|e| e.file_name().into_string().unwrap())
         .collect();
-    assert!(left.is_empty(), "{left:?}");
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "a..b.lock.journal".to_owned(),
+            format!("{max}.lock.journal")
+        ],
+        "{left:?}"
+    );
 }
 
 #[test]

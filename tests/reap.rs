@@ -137,6 +137,13 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
         .trim()
         .parse()
         .unwrap();
+    // The wrapper names the command in the record once its spawn returns,
+    // which may be after the command's child wrote its pid.
+    wait_until(
+        "the record to name the command",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&lock).is_ok_and(|r| r.contains("\ncmdpid=")),
+    );
     let rec = onlyone::LockFile::open(&lock)
         .unwrap()
         .inspect()

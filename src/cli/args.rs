@@ -141,6 +141,39 @@ Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
   onlyone reap --dry-run --json sync")]
     Reap(Reap),
+    /// The runs of a lock, newest first, from its journal.
+    #[command(after_help = "\
+Each run: when it started, how long it took, how it ended (exit code, signal,
+ended by onlyone, abandoned: its wrapper died), its pid and host, and the
+fires skipped while it ran. The journal is LOCKFILE.journal, beside the lock.
+
+Examples:
+  onlyone history sync
+  onlyone history sync -n 5 --since 7d
+  onlyone history sync --json | jq .")]
+    History(History),
+    /// A monitoring check (Nagios, Icinga, Sensu): 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    #[command(after_help = "\
+CRITICAL: no success within --max-age (a lock that never succeeded counts),
+the current run longer than --max-runtime, more than --max-skips fires skipped
+in a row, or the last run failed. WARNING: a threshold at least 80% used, or a
+lock whose record cannot be judged. With several locks the worst state wins;
+the first line is the status line, then perfdata after `|`, then one line per
+lock.
+
+Examples:
+  onlyone check sync --max-age 25h --max-runtime 2h --max-skips 12
+  onlyone check backup sync --max-age 2d")]
+    Check(Check),
+    /// Prometheus metrics (text format) for every lock (or the named ones).
+    #[command(after_help = "\
+With --textfile the metrics are written atomically (a temp file beside it,
+then rename), for node_exporter's textfile collector.
+
+Examples:
+  onlyone metrics
+  onlyone metrics --textfile /var/lib/node_exporter/textfile/onlyone.prom")]
+    Metrics(Metrics),
     /// (internal) Keep a lock taken by `acquire` fresh while it is held.
     #[command(hide = true)]
     Keeper(Keeper),
@@ -275,6 +308,48 @@ pub struct Status {
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct History {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// Show at most N runs.
+    #[arg(short = 'n', long = "limit", value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only runs that started within DUR.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub since: Option<Duration>,
+    /// One JSON object per run and line (schema in README.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Check {
+    /// The locks to check.
+    #[arg(value_name = "LOCK", required = true)]
+    pub locks: Vec<String>,
+    /// CRITICAL when no run succeeded within DUR.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub max_age: Option<Duration>,
+    /// CRITICAL when the current run has lasted longer than DUR.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub max_runtime: Option<Duration>,
+    /// CRITICAL when more than N fires in a row were skipped.
+    #[arg(long, value_name = "N")]
+    pub max_skips: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct Metrics {
+    /// Locks to describe (default: every lock in DIR).
+    #[arg(value_name = "LOCK")]
+    pub locks: Vec<String>,
+    /// Write to this file atomically instead of printing.
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

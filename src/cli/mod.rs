@@ -3,6 +3,9 @@
 
 mod args;
 pub mod exit;
+mod history;
+mod journal;
+mod monitor;
 mod reap;
 mod run;
 mod script;
@@ -13,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use onlyone::journal::Kind;
 use onlyone::names::{self, DirSource};
 use onlyone::signal::GracefulStop;
 use onlyone::stop::{self, Stopped};
@@ -43,6 +47,8 @@ pub fn main() -> Code {
                     ));
                     Code::Exit(0)
                 }
+                // A monitoring plugin's usage error is UNKNOWN.
+                _ if subcommand(&argv) == Some("check") => Code::Exit(monitor::UNKNOWN),
                 _ => Code::Exit(exit::FAILURE),
             };
         }
@@ -56,6 +62,9 @@ pub fn main() -> Code {
         Command::Status(a) => status::status(&ctx, a),
         Command::Stop(a) => ctx.stop(a),
         Command::Reap(a) => reap::reap(&ctx, a),
+        Command::History(a) => history::history(&ctx, a),
+        Command::Check(a) => monitor::check(&ctx, a),
+        Command::Metrics(a) => monitor::metrics(&ctx, a),
         Command::Keeper(a) => script::keeper(a),
     }
 }
@@ -179,9 +188,10 @@ impl Ctx {
 
     /// Maps a failed acquire to a message and a code: held (or a wait that
     /// ran out while held) is the skip code; anything else is a failure.
-    fn refused(&self, e: Error, name: &str, quiet: bool, held: Code) -> Code {
+    fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Code) -> Code {
         match &e {
             Error::Held(h) | Error::Timeout { held: h, .. } => {
+                journal::skipped(lock, h, quiet);
                 if !quiet {
                     let waited = match &e {
                         Error::Timeout { waited, .. } => {
@@ -215,14 +225,19 @@ impl Ctx {
         };
         match (&s.verdict, s.held_by(lock.path())) {
             (Verdict::Held(_), held) => {
-                if let Some(h) = held
-                    && !a.quiet
-                {
-                    say(held_message(&name, &h));
+                if let Some(h) = held {
+                    // Best effort and silent: precheck answers 0 or 75.
+                    journal::skipped(&lock, &h, true);
+                    if !a.quiet {
+                        say(held_message(&name, &h));
+                    }
                 }
                 Code::Exit(exit::HELD)
             }
             (Verdict::Stale(r), _) => {
+                if let (Some(reason), Ok(old)) = (&cleaned, &s.record) {
+                    journal::abandoned(&lock, old, reason, true);
+                }
                 if cleaned.is_some() {
                     say(format_args!(
                         "precheck: cleared the stale lock `{name}`: {r}"
@@ -298,6 +313,13 @@ impl Ctx {
                 ended,
                 took,
             }) => {
+                journal::closed(
+                    &lock,
+                    Kind::Stop,
+                    &record,
+                    Some(&a.signal.to_string()),
+                    false,
+                );
                 let killed = if ended.killed.is_empty() {
                     String::new()
                 } else {

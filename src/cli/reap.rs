@@ -7,7 +7,7 @@ use onlyone::names;
 use onlyone::reap::{self, Fate, Job, ReapOptions};
 
 use super::exit::Code;
-use super::{Ctx, args, say};
+use super::{Ctx, args, journal, say};
 
 pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
     let deadline = Instant::now() + a.deadline;
@@ -61,8 +61,31 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
             );
         }
     }
+    if !report.dry_run {
+        journal_reaped(&jobs, &report);
+    }
     for e in &report.errors {
         say(format_args!("reap: {e}"));
     }
     Code::Exit(0)
+}
+
+/// One `reap` event per run whose processes were ended, in its job's
+/// journal.
+fn journal_reaped(jobs: &[Job], report: &reap::ReapReport) {
+    let mut done: Vec<&str> = Vec::new();
+    for c in &report.candidates {
+        let (Fate::Ended, Some(job), Some(token)) = (c.verdict, &c.job, &c.token) else {
+            continue;
+        };
+        if done.contains(&token.as_str()) {
+            continue;
+        }
+        done.push(token);
+        if let Some(j) = jobs.iter().find(|j| &j.name == job)
+            && let Ok(lock) = onlyone::LockFile::open(&j.lock)
+        {
+            journal::reaped(&lock, token, c.pid, c.command.as_deref());
+        }
+    }
 }

@@ -7,8 +7,10 @@ use onlyone::stop;
 use onlyone::supervise::{self, EndedBy, RunOptions, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
+use onlyone::journal::Kind;
+
 use super::exit::{self, Code};
-use super::{Ctx, args, deadline_of, fail, pid_list, pids, report_takeover, say};
+use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
 /// How much longer than its grace a replaced run is given to let go.
 const REPLACE_SLACK: Duration = Duration::from_secs(5);
@@ -31,6 +33,8 @@ impl Ctx {
         if !a.quiet {
             report_takeover(&name, &guard);
         }
+        journal::started(&lock, &guard, a.quiet);
+        let started = std::time::Instant::now();
         let mut opts = RunOptions::default();
         opts.max_time = a.max_time;
         opts.kill_after = a.kill_after;
@@ -40,9 +44,21 @@ impl Ctx {
         let outcome = match supervise::run(&mut guard, &a.command, &opts) {
             Ok(o) => o,
             Err(e) => {
+                let code = exit::run_error(&e);
+                if let Code::Exit(c) = code {
+                    let exit = onlyone::supervise::Exit::Code(i32::from(c));
+                    journal::ended(
+                        &lock,
+                        guard.record(),
+                        exit,
+                        None,
+                        started.elapsed(),
+                        a.quiet,
+                    );
+                }
                 drop(guard);
                 say(&e);
-                return exit::run_error(&e);
+                return code;
             }
         };
         if outcome.lingers {
@@ -60,6 +76,16 @@ impl Ctx {
             guard.leave_to_owner();
             return Code::Exit(exit::FAILURE);
         }
+        // The end goes in the journal before the release, so that the next
+        // run's start follows it.
+        journal::ended(
+            &lock,
+            guard.record(),
+            outcome.exit,
+            outcome.ended_by,
+            started.elapsed(),
+            a.quiet,
+        );
         if let Err(e) = guard.release() {
             say(format_args!("the run ended, but releasing failed: {e}"));
         }
@@ -90,11 +116,12 @@ impl Ctx {
                     ));
                 }
                 stop::stop(lock, GracefulStop::term(a.kill_after), deadline).map_err(fail)?;
+                journal::closed(lock, Kind::Stop, &h.record, Some("TERM"), a.quiet);
                 let again = opts.clone().wait(a.kill_after + REPLACE_SLACK);
                 lock.acquire(&again)
-                    .map_err(|e| self.refused(e, name, a.quiet, held_exit))
+                    .map_err(|e| self.refused(lock, e, name, a.quiet, held_exit))
             }
-            Err(e) => Err(self.refused(e, name, a.quiet, held_exit)),
+            Err(e) => Err(self.refused(lock, e, name, a.quiet, held_exit)),
         }
     }
 

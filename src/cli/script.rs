@@ -5,8 +5,12 @@ use std::path::{Path, PathBuf};
 
 use onlyone::{AcquireOptions, Error, LockFile, Owner, Released, Releaser, Verdict};
 
+use onlyone::journal::Kind;
+
 use super::exit::{self, Code};
-use super::{Ctx, args, deadline_of, fail, parent_pid, print_stdout, report_takeover, say};
+use super::{
+    Ctx, args, deadline_of, fail, journal, parent_pid, print_stdout, report_takeover, say,
+};
 
 impl Ctx {
     pub(super) fn acquire(&self, a: args::Acquire) -> Code {
@@ -61,6 +65,7 @@ impl Ctx {
                 if !a.quiet {
                     report_takeover(&name, &g);
                 }
+                journal::started(&lock, &g, a.quiet);
                 let token = g.token().to_owned();
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
@@ -71,7 +76,7 @@ impl Ctx {
                     token,
                 })
             }
-            Err(e) => Err(self.refused(e, &name, a.quiet, Code::Exit(a.held_exit))),
+            Err(e) => Err(self.refused(&lock, e, &name, a.quiet, Code::Exit(a.held_exit))),
         }
     }
 
@@ -91,6 +96,9 @@ impl Ctx {
                     Code::Exit(0)
                 }
                 Ok(Some(seen)) => {
+                    if let Ok(r) = &seen.record {
+                        journal::closed(&lock, Kind::Release, r, None, a.quiet);
+                    }
                     let state = match &seen.verdict {
                         Verdict::Held(_) => "held".to_owned(),
                         Verdict::Stale(r) => format!("stale: {r}"),
@@ -123,8 +131,21 @@ impl Ctx {
                 r
             }
         };
+        // What is released, for the journal (read before: the file is gone
+        // after), as carefully as any look at a lock path (a FIFO there is
+        // never opened).
+        let held = lock
+            .inspect()
+            .ok()
+            .flatten()
+            .and_then(|seen| seen.record.ok());
         match lock.release_as(&releaser) {
-            Ok(Released::Removed) => Code::Exit(0),
+            Ok(Released::Removed) => {
+                if let Some(r) = &held {
+                    journal::closed(&lock, Kind::Release, r, None, a.quiet);
+                }
+                Code::Exit(0)
+            }
             Ok(Released::AlreadyFree) => {
                 if !a.quiet {
                     say(format_args!("`{name}` was not held; nothing to release"));

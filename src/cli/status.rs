@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use onlyone::journal::Outcome;
 use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
 use super::exit::{Code, FAILURE};
@@ -59,6 +60,30 @@ pub struct LockStatus {
     /// True when the holding process, or the run's command, is stopped
     /// (state `T`: Ctrl-Z, SIGSTOP): it holds the lock but does no work.
     pub stopped: bool,
+    /// The last finished run, from the journal.
+    pub last_run: Option<LastRun>,
+    /// When the last successful run ended (Unix seconds), from the journal.
+    pub last_success_unix: Option<f64>,
+    /// For a held lock: the fires skipped since the current run began.
+    pub skipped_since_start: Option<u64>,
+    /// The journal's runs, while the status is put together.
+    #[serde(skip)]
+    history: Option<onlyone::journal::History>,
+}
+
+/// The last finished run of a lock, as `status --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct LastRun {
+    /// When it started, Unix seconds.
+    pub start_unix: f64,
+    /// How it ended: `exit`, `signal`, `ended`, `abandoned` or `released`.
+    pub outcome: &'static str,
+    /// Its exit code, when it exited.
+    pub exit: Option<i32>,
+    /// The signal that killed it.
+    pub signal: Option<String>,
+    /// How long it lasted, seconds.
+    pub duration_seconds: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,7 +120,14 @@ pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error
         token: None,
         reason: None,
         stopped: false,
+        last_run: None,
+        last_success_unix: None,
+        skipped_since_start: None,
+        history: None,
     };
+    if let Ok(l) = &lock {
+        fill_history(&mut s, l);
+    }
     let seen = match lock.and_then(|l| l.inspect()) {
         Ok(Some(seen)) => seen,
         Ok(None) | Err(onlyone::Error::MissingDir { .. }) => return s,
@@ -107,6 +139,31 @@ pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error
     };
     fill(&mut s, &seen);
     s
+}
+
+/// What the journal says: the last run, the last success, and (filled in
+/// once the record is read) the skips of the current run.
+fn fill_history(s: &mut LockStatus, lock: &LockFile) {
+    let Ok(h) = lock.history() else {
+        return;
+    };
+    if let Some(r) = h.last_over() {
+        let (exit, signal) = match &r.outcome {
+            Outcome::Exited(c) => (Some(*c), None),
+            Outcome::Signaled(sig) => (None, Some(sig.clone())),
+            Outcome::Ended { exit, .. } => (*exit, None),
+            _ => (None, None),
+        };
+        s.last_run = Some(LastRun {
+            start_unix: r.start,
+            outcome: super::history::outcome_word(&r.outcome),
+            exit,
+            signal,
+            duration_seconds: r.duration,
+        });
+    }
+    s.last_success_unix = h.last_success().map(|r| r.end.unwrap_or(r.start));
+    s.history = Some(h);
 }
 
 fn fill(s: &mut LockStatus, seen: &Inspection) {
@@ -125,6 +182,9 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
     match &seen.verdict {
         Verdict::Held(h) => {
             s.state = "held";
+            if let (Some(hist), Some(t)) = (&s.history, &s.token) {
+                s.skipped_since_start = Some(hist.skips_of(t));
+            }
             s.holder_pid = Some(h.pid());
             s.holder = Some(match h {
                 Holder::Command { .. } => "command",
@@ -247,7 +307,7 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
 }
 
 /// The lock files in `dir`: regular `*.lock` files, not temp files.
-fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
+pub(super) fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -257,12 +317,21 @@ fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.starts_with('.') || !name.ends_with(".lock") {
+        if name.starts_with('.') {
             continue;
         }
-        out.push(dir.join(name).display().to_string());
+        // A free lock has no lock file, but its journal says it exists.
+        let lock = match name.strip_suffix(".journal") {
+            Some(lock) => lock,
+            None => name,
+        };
+        if !lock.ends_with(".lock") {
+            continue;
+        }
+        out.push(dir.join(lock).display().to_string());
     }
     out.sort();
+    out.dedup();
     Ok(out)
 }
 
@@ -312,8 +381,10 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
 
 /// A table: aligned for a terminal, tab-separated otherwise (for `cut`).
 fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std::io::Result<()> {
-    let header = ["LOCK", "STATE", "PID", "CMDPID", "SINCE", "AGE", "COMMAND"];
-    let rows: Vec<[String; 7]> = locks
+    let header = [
+        "LOCK", "STATE", "PID", "CMDPID", "SINCE", "AGE", "LAST RUN", "SKIPPED", "COMMAND",
+    ];
+    let rows: Vec<[String; 9]> = locks
         .iter()
         .map(|l| {
             let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
@@ -332,6 +403,8 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
                 l.since.clone().unwrap_or_else(|| "-".into()),
                 l.age_seconds
                     .map_or("-".into(), |s| compact_duration(Duration::from_secs(s))),
+                l.last_run.as_ref().map_or("-".into(), last_run_cell),
+                l.skipped_since_start.map_or("-".into(), |n| n.to_string()),
                 cmd,
             ]
         })
@@ -352,10 +425,10 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cells: [&str; 7]| {
+    let line = |cells: [&str; 9]| {
         let mut s = String::new();
         for (i, c) in cells.iter().enumerate() {
-            if i == 6 {
+            if i == cells.len() - 1 {
                 s.push_str(c);
             } else {
                 s.push_str(&format!("{c:<w$}  ", w = widths[i]));
@@ -368,4 +441,18 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
         writeln!(out, "{}", line(r.each_ref().map(String::as_str)))?;
     }
     Ok(())
+}
+
+/// "exit 0, 3h ago (2m5s)".
+fn last_run_cell(r: &LastRun) -> String {
+    let how = match (r.outcome, r.exit, &r.signal) {
+        ("exit", Some(c), _) => format!("exit {c}"),
+        ("signal", _, Some(sig)) => format!("signal {sig}"),
+        (word, _, _) => word.to_owned(),
+    };
+    let took = r
+        .duration_seconds
+        .map(|d| format!(" ({})", super::history::took(d)))
+        .unwrap_or_default();
+    format!("{how}, {}{took}", super::history::ago(r.start_unix))
 }

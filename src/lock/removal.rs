@@ -142,6 +142,13 @@ impl LockFile {
         }
     }
 
+    /// Holds the removal guard for something else that must not run twice
+    /// at once in this directory (a journal's rotation).
+    pub(crate) fn hold_removal_guard(&self) -> std::io::Result<OwnedFd> {
+        self.removal_guard(None)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
     fn unlink(&self) -> Result<()> {
         match rustix::fs::unlinkat(&self.inner.dir, self.name(), AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),

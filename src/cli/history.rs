@@ -1,0 +1,213 @@
+//! `onlyone history`: the runs of a lock, newest first, from its journal.
+//!
+//! The JSON form (`--json`) is one object per run and line (schema 1,
+//! stable: fields are only ever added):
+//!
+//! ```text
+//! { "v": 1, "lock", "token", "start_unix", "start", "duration_seconds",
+//!   "outcome", "exit", "signal", "ended_by", "pid", "host", "command",
+//!   "mode", "skipped", "took_over" }
+//! ```
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use onlyone::journal::{Outcome, Run};
+use onlyone::{compact_duration, format_unix_time};
+
+use super::exit::Code;
+use super::{Ctx, args, fail, print_stdout};
+
+/// One run, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct RunJson<'a> {
+    v: u32,
+    lock: &'a str,
+    token: &'a str,
+    start_unix: f64,
+    start: String,
+    duration_seconds: Option<f64>,
+    outcome: &'static str,
+    exit: Option<i32>,
+    signal: Option<&'a str>,
+    ended_by: Option<&'a str>,
+    pid: Option<u32>,
+    host: Option<&'a str>,
+    command: Option<&'a str>,
+    mode: Option<&'a str>,
+    skipped: u64,
+    took_over: bool,
+}
+
+/// The outcome's one word: `exit`, `signal`, `ended`, `abandoned`,
+/// `released` or `running`.
+pub fn outcome_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Running => "running",
+        Outcome::Exited(_) => "exit",
+        Outcome::Signaled(_) => "signal",
+        Outcome::Ended { .. } => "ended",
+        Outcome::Abandoned => "abandoned",
+        Outcome::Released => "released",
+        _ => "unknown",
+    }
+}
+
+impl<'a> RunJson<'a> {
+    fn of(lock: &'a str, r: &'a Run) -> RunJson<'a> {
+        let (exit, signal, ended_by) = match &r.outcome {
+            Outcome::Exited(c) => (Some(*c), None, None),
+            Outcome::Signaled(s) => (None, Some(s.as_str()), None),
+            Outcome::Ended { by, exit } => (*exit, None, Some(by.as_str())),
+            _ => (None, None, None),
+        };
+        RunJson {
+            v: 1,
+            lock,
+            token: &r.token,
+            start_unix: r.start,
+            start: format_unix_time(r.start as u64),
+            duration_seconds: r.duration,
+            outcome: outcome_word(&r.outcome),
+            exit,
+            signal,
+            ended_by,
+            pid: r.pid,
+            host: r.host.as_deref(),
+            command: r.cmd.as_deref(),
+            mode: r.mode.as_deref(),
+            skipped: r.skipped,
+            took_over: r.took_over,
+        }
+    }
+}
+
+/// Now, in Unix seconds.
+pub fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// "3h ago", "just now".
+pub fn ago(t: f64) -> String {
+    let secs = (now() - t).max(0.0);
+    if secs < 1.0 {
+        return "just now".into();
+    }
+    format!("{} ago", compact_duration(Duration::from_secs(secs as u64)))
+}
+
+/// A duration in seconds, as people read it.
+pub fn took(secs: f64) -> String {
+    compact_duration(Duration::from_secs_f64(secs.max(0.0)))
+}
+
+pub fn history(ctx: &Ctx, a: args::History) -> Code {
+    let (lock, name) = match ctx.open_for_reading(&a.lock) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
+    let h = match lock.history() {
+        Ok(h) => h,
+        Err(e) => {
+            return fail(format_args!(
+                "cannot read the journal `{}`: {e}",
+                lock.journal().path().display()
+            ));
+        }
+    };
+    let since = a.since.map(|d| now() - d.as_secs_f64());
+    let shown: Vec<&Run> = h
+        .runs
+        .iter()
+        .rev()
+        .filter(|r| since.is_none_or(|s| r.start >= s))
+        .take(a.limit.unwrap_or(usize::MAX))
+        .collect();
+    if a.json {
+        let mut out = String::new();
+        for r in &shown {
+            if let Ok(line) = serde_json::to_string(&RunJson::of(&name, r)) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+        print_stdout(&out);
+        return Code::Exit(0);
+    }
+    print_stdout(&table(&name, &shown, lock.journal().path().display()));
+    Code::Exit(0)
+}
+
+/// The human view: a summary line, then aligned columns.
+fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
+    let mut out = String::new();
+    if runs.is_empty() {
+        let _ = writeln!(out, "{name}: no run in the journal ({journal})");
+        return out;
+    }
+    let over: Vec<&&Run> = runs.iter().filter(|r| r.outcome.is_over()).collect();
+    let ok = over.iter().filter(|r| r.outcome.is_success()).count();
+    let mut durations: Vec<f64> = over.iter().filter_map(|r| r.duration).collect();
+    durations.sort_by(f64::total_cmp);
+    let median = durations.get(durations.len() / 2).copied();
+    let skipped: u64 = runs.iter().map(|r| r.skipped).sum();
+    let _ = write!(out, "{name}: {} run(s)", runs.len());
+    if !over.is_empty() {
+        let _ = write!(
+            out,
+            ", {ok} of {} succeeded ({}%)",
+            over.len(),
+            ok * 100 / over.len()
+        );
+    }
+    if let Some(m) = median {
+        let _ = write!(out, ", median {}", took(m));
+    }
+    let _ = writeln!(out, ", {skipped} fire(s) skipped");
+    let rows: Vec<[String; 6]> = runs
+        .iter()
+        .map(|r| {
+            [
+                ago(r.start),
+                match (&r.outcome, r.duration) {
+                    (Outcome::Running, _) => format!("{}+", took(now() - r.start)),
+                    (_, Some(d)) => took(d),
+                    (_, None) => "?".into(),
+                },
+                r.outcome.describe() + if r.took_over { " (took over)" } else { "" },
+                r.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+                r.host.clone().unwrap_or_else(|| "?".into()),
+                r.skipped.to_string(),
+            ]
+        })
+        .collect();
+    let head = ["STARTED", "DURATION", "OUTCOME", "PID", "HOST", "SKIPPED"];
+    let mut widths = head.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                let _ = write!(l, "{c:<w$}  ");
+            }
+        }
+        l
+    };
+    let _ = writeln!(out, "{}", line(&head));
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", line(&cells));
+    }
+    out
+}

@@ -1,0 +1,447 @@
+//! What monitoring reads: `onlyone check` (the monitoring-plugin
+//! convention of Nagios, Icinga and Sensu) and `onlyone metrics` (the
+//! Prometheus text format, for node_exporter's textfile collector).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use onlyone::journal::{History, Outcome};
+use onlyone::{Inspection, LockFile, Verdict};
+
+use super::exit::Code;
+use super::history::{now, took};
+use super::{Ctx, args, fail, print_stdout, say};
+
+/// The plugin exit codes.
+pub const OK: u8 = 0;
+pub const WARNING: u8 = 1;
+pub const CRITICAL: u8 = 2;
+pub const UNKNOWN: u8 = 3;
+
+fn state_word(s: u8) -> &'static str {
+    match s {
+        OK => "OK",
+        WARNING => "WARNING",
+        CRITICAL => "CRITICAL",
+        _ => "UNKNOWN",
+    }
+}
+
+/// What is known of one lock: its record's verdict and its journal.
+struct Seen {
+    name: String,
+    inspection: Option<Inspection>,
+    history: History,
+}
+
+impl Seen {
+    /// The current run: held, since when (Unix seconds).
+    fn running_since(&self) -> Option<f64> {
+        let i = self.inspection.as_ref()?;
+        if !matches!(i.verdict, Verdict::Held(_)) {
+            return None;
+        }
+        i.record.as_ref().ok()?.since.map(|s| s as f64)
+    }
+
+    fn running(&self) -> bool {
+        matches!(
+            self.inspection.as_ref().map(|i| &i.verdict),
+            Some(Verdict::Held(_))
+        )
+    }
+
+    /// The fires skipped in a row: those of the current run when one is
+    /// held (by its token), else since the last run began.
+    fn skips_in_a_row(&self) -> u64 {
+        let token = self
+            .inspection
+            .as_ref()
+            .filter(|i| matches!(i.verdict, Verdict::Held(_)))
+            .and_then(|i| i.record.as_ref().ok())
+            .and_then(|r| r.token.as_deref());
+        match token {
+            Some(t) => self.history.skips_of(t),
+            None => self.history.skips_in_a_row(),
+        }
+    }
+}
+
+fn look(lock: &LockFile, name: String) -> Result<Seen, String> {
+    let inspection = lock.inspect().map_err(|e| e.to_string())?;
+    let history = lock.history().map_err(|e| {
+        format!(
+            "cannot read the journal `{}`: {e}",
+            lock.journal().path().display()
+        )
+    })?;
+    Ok(Seen {
+        name,
+        inspection,
+        history,
+    })
+}
+
+/// One lock's state, the reasons, and its perfdata.
+struct Verdicts {
+    state: u8,
+    reasons: Vec<String>,
+    perf: Vec<String>,
+}
+
+impl Verdicts {
+    fn raise(&mut self, state: u8, why: String) {
+        self.state = self.state.max(state);
+        self.reasons.push(why);
+    }
+
+    /// Raises for `used` of `limit`: CRITICAL past it, WARNING from 80%.
+    fn threshold(&mut self, used: f64, limit: f64, critical: String, warning: String) {
+        if used > limit {
+            self.raise(CRITICAL, critical);
+        } else if used >= limit * 0.8 && used > 0.0 {
+            self.raise(WARNING, warning);
+        }
+    }
+}
+
+/// A perfdata label: quoted, a quote doubled (the plugin guidelines).
+fn label(name: &str, what: &str) -> String {
+    format!("'{}_{what}'", name.replace('\'', "''"))
+}
+
+fn judge(s: &Seen, a: &args::Check) -> Verdicts {
+    let mut v = Verdicts {
+        state: OK,
+        reasons: Vec::new(),
+        perf: Vec::new(),
+    };
+    let n = &s.name;
+    let now = now();
+    if let Some(max) = a.max_age {
+        let max = max.as_secs_f64();
+        match s.history.last_success() {
+            None => v.raise(
+                CRITICAL,
+                format!("no success recorded (max-age {})", took(max)),
+            ),
+            Some(r) => {
+                let at = r.end.unwrap_or(r.start);
+                let age = (now - at).max(0.0);
+                v.threshold(
+                    age,
+                    max,
+                    format!("no success for {} (max-age {})", took(age), took(max)),
+                    format!("last success {} ago (max-age {})", took(age), took(max)),
+                );
+                v.perf.push(format!(
+                    "{}={:.0}s;{:.0};{:.0};0",
+                    label(n, "success_age"),
+                    age,
+                    max * 0.8,
+                    max
+                ));
+            }
+        }
+    }
+    let runtime = s.running_since().map(|t| (now - t).max(0.0));
+    if let Some(max) = a.max_runtime {
+        let max = max.as_secs_f64();
+        let r = runtime.unwrap_or(0.0);
+        v.threshold(
+            r,
+            max,
+            format!(
+                "the current run has lasted {} (max-runtime {})",
+                took(r),
+                took(max)
+            ),
+            format!(
+                "the current run has lasted {} (max-runtime {})",
+                took(r),
+                took(max)
+            ),
+        );
+        v.perf.push(format!(
+            "{}={:.0}s;{:.0};{:.0};0",
+            label(n, "runtime"),
+            r,
+            max * 0.8,
+            max
+        ));
+    }
+    let skips = s.skips_in_a_row();
+    if let Some(max) = a.max_skips {
+        v.threshold(
+            skips as f64,
+            max as f64,
+            format!("{skips} fires skipped in a row (max-skips {max})"),
+            format!("{skips} fires skipped in a row (max-skips {max})"),
+        );
+        v.perf.push(format!(
+            "{}={skips};{};{max};0",
+            label(n, "skips"),
+            (max as f64 * 0.8).ceil() as u64
+        ));
+    }
+    if let Some(last) = s.history.last_over()
+        && !last.outcome.is_success()
+    {
+        let when = last
+            .end
+            .map(|e| format!(", {} ago", took(now - e)))
+            .unwrap_or_default();
+        v.raise(
+            CRITICAL,
+            format!("the last run failed ({}{when})", last.outcome.describe()),
+        );
+    }
+    if let Some(i) = &s.inspection
+        && let Verdict::Unknown(r) = &i.verdict
+    {
+        v.raise(WARNING, format!("the lock cannot be judged ({r})"));
+    }
+    v
+}
+
+pub fn check(ctx: &Ctx, a: args::Check) -> Code {
+    let mut worst = OK;
+    let mut lines: Vec<(u8, String)> = Vec::new();
+    let mut perf: Vec<String> = Vec::new();
+    for l in &a.locks {
+        let seen = ctx
+            .open_for_reading(l)
+            .map_err(|e| e.to_string())
+            .and_then(|(lock, name)| look(&lock, name));
+        let (state, text) = match seen {
+            Ok(s) => {
+                let v = judge(&s, &a);
+                perf.extend(v.perf);
+                let text = if v.reasons.is_empty() {
+                    let mut ok = match s.history.last_over() {
+                        Some(r) => format!(
+                            "last run {} {} ago",
+                            r.outcome.describe(),
+                            took(now() - r.end.unwrap_or(r.start))
+                        ),
+                        None => "no run recorded".into(),
+                    };
+                    if s.running() {
+                        ok.push_str("; running now");
+                    }
+                    format!("{}: {ok}", s.name)
+                } else {
+                    format!("{}: {}", s.name, v.reasons.join("; "))
+                };
+                (v.state, text)
+            }
+            Err(e) => (UNKNOWN, format!("{l}: {e}")),
+        };
+        worst = worst_of(worst, state);
+        lines.push((state, text));
+    }
+    let mut out = String::new();
+    let summary = if lines.len() == 1 {
+        lines[0].1.clone()
+    } else {
+        let count = |s: u8| lines.iter().filter(|(x, _)| *x == s).count();
+        let mut parts = Vec::new();
+        for s in [CRITICAL, WARNING, UNKNOWN, OK] {
+            if count(s) > 0 {
+                parts.push(format!("{} {}", count(s), state_word(s).to_lowercase()));
+            }
+        }
+        format!("{} locks: {}", lines.len(), parts.join(", "))
+    };
+    let _ = write!(out, "ONLYONE {} - {summary}", state_word(worst));
+    if !perf.is_empty() {
+        let _ = write!(out, " | {}", perf.join(" "));
+    }
+    out.push('\n');
+    if lines.len() > 1 {
+        for (s, text) in &lines {
+            let _ = writeln!(out, "{} {text}", state_word(*s));
+        }
+    }
+    print_stdout(&out);
+    Code::Exit(worst)
+}
+
+/// UNKNOWN is worse than WARNING but not than CRITICAL (the plugin
+/// guidelines' order for an aggregate: CRITICAL, UNKNOWN, WARNING, OK).
+fn worst_of(a: u8, b: u8) -> u8 {
+    let rank = |s: u8| match s {
+        OK => 0,
+        WARNING => 1,
+        UNKNOWN => 2,
+        _ => 3,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// A label value in the Prometheus text format: `\`, `"` and newlines
+/// escaped.
+fn label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The metrics, each with its HELP and TYPE, then one sample per lock
+/// that has a value.
+fn exposition(seen: &[Seen]) -> String {
+    type Value = fn(&Seen) -> Option<f64>;
+    let families: [(&str, &str, &str, Value); 7] = [
+        (
+            "onlyone_last_start_timestamp_seconds",
+            "gauge",
+            "When the lock's last run started, in Unix seconds.",
+            |s| s.history.runs.last().map(|r| r.start),
+        ),
+        (
+            "onlyone_last_success_timestamp_seconds",
+            "gauge",
+            "When the lock's last successful run ended, in Unix seconds.",
+            |s| s.history.last_success().map(|r| r.end.unwrap_or(r.start)),
+        ),
+        (
+            "onlyone_last_exit_code",
+            "gauge",
+            "The exit code of the lock's last finished run: 128+N for signal N, -1 when unknown (abandoned, ended by onlyone without one).",
+            |s| {
+                s.history
+                    .last_over()
+                    .map(|r| f64::from(exit_code(&r.outcome)))
+            },
+        ),
+        (
+            "onlyone_last_duration_seconds",
+            "gauge",
+            "How long the lock's last finished run lasted, in seconds.",
+            |s| s.history.last_over().and_then(|r| r.duration),
+        ),
+        (
+            "onlyone_running",
+            "gauge",
+            "1 while a live run holds the lock, else 0.",
+            |s| Some(if s.running() { 1.0 } else { 0.0 }),
+        ),
+        (
+            "onlyone_skipped_total",
+            "counter",
+            "Fires skipped because the lock was held, as the journal counts them.",
+            |s| Some(s.history.skips as f64),
+        ),
+        (
+            "onlyone_takeovers_total",
+            "counter",
+            "Stale locks taken over, as the journal counts them.",
+            |s| Some(s.history.takeovers as f64),
+        ),
+    ];
+    let mut out = String::new();
+    for (name, kind, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for s in seen {
+            if let Some(v) = value(s) {
+                let _ = writeln!(out, "{name}{{lock=\"{}\"}} {v}", label_value(&s.name));
+            }
+        }
+    }
+    out
+}
+
+/// A finished run's exit code for the metric.
+fn exit_code(o: &Outcome) -> i32 {
+    match o {
+        Outcome::Exited(c) => *c,
+        Outcome::Released => 0,
+        Outcome::Signaled(s) => onlyone::signal::parse_signal(s).map_or(-1, |s| 128 + s.as_raw()),
+        Outcome::Ended { exit: Some(c), .. } => *c,
+        _ => -1,
+    }
+}
+
+pub fn metrics(ctx: &Ctx, a: args::Metrics) -> Code {
+    let dir = ctx.dir();
+    let targets = if a.locks.is_empty() {
+        match super::status::lock_files(dir) {
+            Ok(t) => t,
+            Err(e) => {
+                return fail(format_args!(
+                    "cannot list the lock directory `{}`: {e}",
+                    dir.display()
+                ));
+            }
+        }
+    } else {
+        a.locks.clone()
+    };
+    let mut seen = Vec::new();
+    onlyone::with_census(|| {
+        for t in &targets {
+            match ctx.open_for_reading(t) {
+                Ok((lock, name)) => match look(&lock, name) {
+                    Ok(s) => seen.push(s),
+                    Err(e) => say(format_args!("metrics: {t}: {e}")),
+                },
+                Err(e) => say(format_args!("metrics: {e}")),
+            }
+        }
+    });
+    let text = exposition(&seen);
+    match &a.textfile {
+        None => {
+            print_stdout(&text);
+            Code::Exit(0)
+        }
+        Some(path) => match write_atomically(path, text.as_bytes()) {
+            Ok(()) => Code::Exit(0),
+            Err(e) => fail(format_args!(
+                "cannot write the metrics to `{}`: {e}",
+                path.display()
+            )),
+        },
+    }
+}
+
+/// Writes `bytes` to `path` as node_exporter's textfile collector wants: a
+/// temp file in the same directory, then a rename over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let file = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the path names no file"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(file);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
