@@ -33,6 +33,7 @@ if [ "$QUICK" = 1 ]; then
   SCALE_ROUNDS=3 SCALE_WARMUP=1
   SYSCALL_N=100
   BUSY=200
+  JOURNAL_EVENTS=1000
   OUT=target/onlyone-bench/results-quick.md
 else
   CMD_ROUNDS=300 CMD_WARMUP=20
@@ -45,6 +46,7 @@ else
   SCALE_ROUNDS=15 SCALE_WARMUP=2
   SYSCALL_N=1000
   BUSY=2000
+  JOURNAL_EVENTS=100000
   OUT=target/onlyone-bench/results.md
 fi
 mkdir -p target/onlyone-bench
@@ -404,6 +406,26 @@ for n in $STALE_SIZES; do
 done
 "$EX/bench_cmd" "$WORK/sr.tsv" "$SCALE_ROUNDS" "$SCALE_WARMUP" - | per_item >"$WORK/t5.md"
 emit_file "$WORK/t5.md"
+emit ""
+
+emit "### A journal of $JOURNAL_EVENTS events (target: \`history\` ≤ 100 ms), $T_FS"
+emit ""
+emit "\`bench_scale populate-journal\` writes the journal of one lock as runs leave it (a start, two skips, an end; every 10th run fails, every 50th is abandoned): $((JOURNAL_EVENTS / 4)) runs. Each command reads all of it."
+emit ""
+mkdir -p "$T/journal"
+"$EX/bench_scale" populate-journal "$T/journal" "$JOURNAL_EVENTS"
+{
+  printf 'history (every run printed)\t%s\t--dir\t%s\thistory\thist\n' "$O" "$T/journal"
+  printf 'history -n 10\t%s\t--dir\t%s\thistory\thist\t-n\t10\n' "$O" "$T/journal"
+  printf 'history --json\t%s\t--dir\t%s\thistory\thist\t--json\n' "$O" "$T/journal"
+  printf 'status hist\t%s\t--dir\t%s\tstatus\thist\n' "$O" "$T/journal"
+  printf 'check hist --max-age 1d\t%s\t--dir\t%s\tcheck\thist\t--max-age\t1d\n' "$O" "$T/journal"
+  printf 'metrics\t%s\t--dir\t%s\tmetrics\n' "$O" "$T/journal"
+} >"$WORK/jr.tsv"
+"$EX/bench_cmd" "$WORK/jr.tsv" "$SCALE_ROUNDS" "$SCALE_WARMUP" - >"$WORK/t5.md"
+emit_file "$WORK/t5.md"
+emit ""
+emit "Size: $(du -h "$T/journal/hist.lock.journal" | cut -f1) (one file; a real journal rotates at 4 MiB and keeps two generations, so reads at most about a half of this)."
 emit ""
 
 emit "### With N extra processes on the host (spawned by the bench), $T_FS: \`reap --dry-run\` (target ≤ 300 ms at 3,000), \`run -- true\`, \`status\` of one stale run record"

@@ -4,6 +4,7 @@
 //! bench_scale populate DIR N OWNER_PID   # N locks held by OWNER_PID
 //! bench_scale populate-stale-run DIR N   # N stale records of a finished run
 //! bench_scale spawn N                    # N extra idle processes
+//! bench_scale populate-journal DIR N     # DIR/hist.lock.journal with N events
 //! ```
 //!
 //! - `populate` writes `DIR/jobNNNNN.lock`, each a real record taken with
@@ -13,6 +14,9 @@
 //!   child, lets the child exit, and copies the record to
 //!   `DIR/staleNNNNN.lock`: `status` must prove each one stale, which for a
 //!   run means looking for the run's leftover processes in `/proc`.
+//! - `populate-journal` writes a journal of N events as runs leave them
+//!   (a start, two skips, an end, repeated; every 50th run abandoned), in
+//!   one file: what `history`, `status`, `check` and `metrics` read.
 //! - `spawn` forks N children that sleep on a pipe, prints `ready N`, and
 //!   waits for EOF on its stdin; then it closes the pipe, the children
 //!   exit, and it reaps them. If it dies, the children see EOF and exit
@@ -25,7 +29,10 @@ use std::process::Command;
 use onlyone::{AcquireOptions, LockFile, Owner};
 
 fn usage() -> ! {
-    eprintln!("usage: bench_scale populate DIR N OWNER_PID | populate-stale-run DIR N | spawn N");
+    eprintln!(
+        "usage: bench_scale populate DIR N OWNER_PID | populate-stale-run DIR N | \
+         populate-journal DIR N | spawn N"
+    );
     std::process::exit(2);
 }
 
@@ -58,6 +65,34 @@ fn populate_stale_run(dir: &Path, n: usize) {
     for i in 0..n {
         std::fs::write(dir.join(format!("stale{i:05}.lock")), &bytes).expect("write");
     }
+}
+
+fn populate_journal(dir: &Path, n: usize) {
+    use onlyone::journal::{Event, Kind};
+    let mut out = Vec::with_capacity(n * 260);
+    let start = onlyone::journal::Event::now(Kind::Start).time - n as f64 * 60.0;
+    for i in 0..n {
+        let run = i / 4;
+        // The last run succeeds, so that `check` says OK.
+        let last = run + 1 == n.div_ceil(4);
+        let kind = match (i % 4, run % 50) {
+            (0, _) => Kind::Start,
+            (1 | 2, _) => Kind::Skip,
+            (_, 49) if !last => Kind::Abandoned,
+            _ => Kind::End,
+        };
+        let mut ev = Event::now(kind);
+        ev.time = start + i as f64 * 60.0;
+        ev.pid = Some(4000 + run as u32);
+        ev.token = Some(format!("{run:032x}"));
+        ev.cmd = Some("/usr/local/bin/sync.sh --all".into());
+        if kind == Kind::End {
+            ev.exit = Some(if run % 10 == 0 && !last { 1 } else { 0 });
+            ev.duration = Some(180.0);
+        }
+        out.extend_from_slice(&ev.to_line());
+    }
+    std::fs::write(dir.join("hist.lock.journal"), out).expect("write the journal");
 }
 
 fn spawn(n: usize) {
@@ -107,6 +142,7 @@ fn main() {
         [cmd, dir, n] if cmd == "populate-stale-run" => {
             populate_stale_run(&PathBuf::from(dir), num(n))
         }
+        [cmd, dir, n] if cmd == "populate-journal" => populate_journal(&PathBuf::from(dir), num(n)),
         [cmd, n] if cmd == "spawn" => spawn(num(n)),
         _ => usage(),
     }

@@ -27,6 +27,7 @@
 //! line still being written, and any line that is not an event, are
 //! skipped. [`Journal::history`] pairs them into runs.
 
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -323,12 +324,18 @@ impl Journal {
         Ok(out)
     }
 
-    /// The runs (see [`History`]).
+    /// The runs (see [`History`]): both generations read and paired
+    /// line by line, without an [`Event`] for each.
     pub fn history(&self) -> io::Result<History> {
-        Ok(History::of(&self.events()?))
+        let mut p = Pairing::default();
+        for name in [&self.older, &self.name] {
+            self.each_chunk(name, |lines| p.add_lines(lines))?;
+        }
+        Ok(p.h)
     }
 
-    fn read(&self, name: &OsString) -> io::Result<Option<Vec<u8>>> {
+    /// Opens a generation for reading: `None` when it does not exist.
+    fn open(&self, name: &OsString) -> io::Result<Option<std::fs::File>> {
         let fd = match rustix::fs::openat(
             self.lock.dir_fd(),
             name,
@@ -343,11 +350,57 @@ impl Journal {
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(io::Error::other("the journal is not a regular file"));
         }
-        let mut bytes = Vec::with_capacity(st.st_size.max(0) as usize + 1);
-        io::Read::read_to_end(&mut std::fs::File::from(fd), &mut bytes)?;
+        Ok(Some(std::fs::File::from(fd)))
+    }
+
+    /// Reads a generation in chunks of [`CHUNK`], handing each run of
+    /// complete lines to `f`: a journal of many megabytes costs a buffer
+    /// of one (page faults are most of what reading costs otherwise).
+    fn each_chunk(&self, name: &OsString, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+        let Some(mut file) = self.open(name)? else {
+            return Ok(());
+        };
+        let mut buf = vec![0u8; CHUNK];
+        let mut filled = 0;
+        loop {
+            let n = match io::Read::read(&mut file, &mut buf[filled..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            filled += n;
+            let end = buf[..filled]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map(|i| i + 1);
+            match end {
+                Some(end) => {
+                    f(&buf[..end]);
+                    buf.copy_within(end..filled, 0);
+                    filled -= end;
+                }
+                // A full buffer without a newline is no event: dropped.
+                None if filled == buf.len() => filled = 0,
+                None => {}
+            }
+            if n == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn read(&self, name: &OsString) -> io::Result<Option<Vec<u8>>> {
+        let Some(mut file) = self.open(name)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut file, &mut bytes)?;
         Ok(Some(bytes))
     }
 }
+
+/// How much of a journal is read at a time.
+const CHUNK: usize = 256 * 1024;
 
 /// Writes all of `bytes` with one `write(2)` when it can (a regular file
 /// takes a short line whole).
@@ -471,94 +524,191 @@ pub struct History {
     unknown_run_skips: std::collections::HashMap<String, u64>,
 }
 
-impl History {
-    /// Pairs events into runs: a `start` opens one, by its token; its
-    /// `end`, `abandoned` or `release` closes it; a `skip` counts against
-    /// the run whose token it names.
-    pub fn of(events: &[Event]) -> History {
-        let mut h = History::default();
-        let mut open: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        // Takers whose start is yet to come: a takeover is followed by the
-        // taker's own start.
-        let mut takers: Vec<u32> = Vec::new();
-        for ev in events {
-            let token = ev.token.as_deref().unwrap_or("");
-            match ev.event {
-                Kind::Start => {
-                    if let Some(i) = open.insert(token, h.runs.len())
-                        && !h.runs[i].outcome.is_over()
-                    {
-                        // The same token started twice: the first is over.
-                        h.runs[i].outcome = Outcome::Abandoned;
+/// What pairing needs of an event, borrowed from a line of the journal
+/// (or from an [`Event`]): no allocation per skip.
+#[derive(Deserialize)]
+struct Line<'a> {
+    time: f64,
+    event: Kind,
+    #[serde(default)]
+    pid: Option<u32>,
+    #[serde(default, borrow)]
+    token: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    host: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    cmd: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    mode: Option<Cow<'a, str>>,
+    #[serde(default)]
+    exit: Option<i32>,
+    #[serde(default, borrow)]
+    signal: Option<Cow<'a, str>>,
+    #[serde(default)]
+    duration: Option<f64>,
+    #[serde(default, borrow)]
+    ended_by: Option<Cow<'a, str>>,
+    #[serde(default)]
+    by: Option<u32>,
+}
+
+impl<'a> From<&'a Event> for Line<'a> {
+    fn from(e: &'a Event) -> Line<'a> {
+        let b = |s: &'a Option<String>| s.as_deref().map(Cow::Borrowed);
+        Line {
+            time: e.time,
+            event: e.event,
+            pid: e.pid,
+            token: b(&e.token),
+            host: b(&e.host),
+            cmd: b(&e.cmd),
+            mode: b(&e.mode),
+            exit: e.exit,
+            signal: b(&e.signal),
+            duration: e.duration,
+            ended_by: b(&e.ended_by),
+            by: e.by,
+        }
+    }
+}
+
+/// Pairs events into runs, one at a time.
+#[derive(Default)]
+struct Pairing {
+    h: History,
+    /// The run of each token.
+    open: std::collections::HashMap<Box<str>, usize>,
+    /// Takers whose start is yet to come: a takeover is followed by the
+    /// taker's own start.
+    takers: Vec<u32>,
+}
+
+impl Pairing {
+    fn add(&mut self, ev: &Line<'_>) {
+        let token = ev.token.as_deref().unwrap_or("");
+        let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(str::to_owned);
+        match ev.event {
+            Kind::Start => {
+                let h = &mut self.h;
+                if let Some(i) = self.open.insert(token.into(), h.runs.len())
+                    && !h.runs[i].outcome.is_over()
+                {
+                    // The same token started twice: the first is over.
+                    h.runs[i].outcome = Outcome::Abandoned;
+                }
+                let took_over = match self.takers.iter().position(|&t| Some(t) == ev.pid) {
+                    Some(i) => {
+                        self.takers.swap_remove(i);
+                        true
                     }
-                    h.runs.push(Run {
-                        token: token.to_owned(),
-                        start: ev.time,
-                        pid: ev.pid,
-                        host: ev.host.clone(),
-                        cmd: ev.cmd.clone(),
-                        mode: ev.mode.clone(),
-                        outcome: Outcome::Running,
-                        duration: None,
-                        end: None,
-                        skipped: 0,
-                        took_over: match takers.iter().position(|&t| Some(t) == ev.pid) {
-                            Some(i) => {
-                                takers.swap_remove(i);
-                                true
-                            }
-                            None => false,
+                    None => false,
+                };
+                h.runs.push(Run {
+                    token: token.to_owned(),
+                    start: ev.time,
+                    pid: ev.pid,
+                    host: owned(&ev.host),
+                    cmd: owned(&ev.cmd),
+                    mode: owned(&ev.mode),
+                    outcome: Outcome::Running,
+                    duration: None,
+                    end: None,
+                    skipped: 0,
+                    took_over,
+                });
+            }
+            Kind::End | Kind::Abandoned | Kind::Release | Kind::Reap | Kind::Stop => {
+                let Some(i) = self.run_of(token) else {
+                    return;
+                };
+                let run = &mut self.h.runs[i];
+                // A stop ends the run unless its wrapper says how (its
+                // `end` follows); nothing else reopens a run.
+                let stopped = matches!(&run.outcome, Outcome::Ended { by, .. } if by == "stop");
+                if run.outcome.is_over() && !(stopped && ev.event == Kind::End) {
+                    return;
+                }
+                run.outcome = match ev.event {
+                    Kind::Abandoned => Outcome::Abandoned,
+                    Kind::Release => Outcome::Released,
+                    Kind::Reap | Kind::Stop => Outcome::Ended {
+                        by: ev.event.as_str().to_owned(),
+                        exit: None,
+                    },
+                    _ => match (&ev.ended_by, ev.exit, &ev.signal) {
+                        (Some(by), exit, _) => Outcome::Ended {
+                            by: by.to_string(),
+                            exit,
                         },
-                    });
-                }
-                Kind::End | Kind::Abandoned | Kind::Release | Kind::Reap | Kind::Stop => {
-                    if let Some(&i) = open.get(token) {
-                        let run = &mut h.runs[i];
-                        // A stop ends the run unless its wrapper says how
-                        // (its `end` follows); nothing else reopens a run.
-                        let stopped =
-                            matches!(&run.outcome, Outcome::Ended { by, .. } if by == "stop");
-                        if run.outcome.is_over() && !(stopped && ev.event == Kind::End) {
-                            continue;
-                        }
-                        run.outcome = match ev.event {
-                            Kind::Abandoned => Outcome::Abandoned,
-                            Kind::Release => Outcome::Released,
-                            Kind::Reap | Kind::Stop => Outcome::Ended {
-                                by: ev.event.as_str().to_owned(),
-                                exit: None,
-                            },
-                            _ => match (&ev.ended_by, ev.exit, &ev.signal) {
-                                (Some(by), exit, _) => Outcome::Ended {
-                                    by: by.clone(),
-                                    exit,
-                                },
-                                (None, Some(c), _) => Outcome::Exited(c),
-                                (None, None, Some(s)) => Outcome::Signaled(s.clone()),
-                                (None, None, None) => Outcome::Abandoned,
-                            },
-                        };
-                        run.end = Some(ev.time);
-                        run.duration = ev.duration.or(Some((ev.time - run.start).max(0.0)));
+                        (None, Some(c), _) => Outcome::Exited(c),
+                        (None, None, Some(s)) => Outcome::Signaled(s.to_string()),
+                        (None, None, None) => Outcome::Abandoned,
+                    },
+                };
+                run.end = Some(ev.time);
+                run.duration = ev.duration.or(Some((ev.time - run.start).max(0.0)));
+            }
+            Kind::Skip => {
+                self.h.skips += 1;
+                match self.run_of(token) {
+                    Some(i) => self.h.runs[i].skipped += 1,
+                    None => {
+                        let h = &mut self.h;
+                        h.skips_of_unknown_runs += 1;
+                        *h.unknown_run_skips.entry(token.to_owned()).or_default() += 1;
                     }
-                }
-                Kind::Skip => {
-                    h.skips += 1;
-                    match open.get(token) {
-                        Some(&i) => h.runs[i].skipped += 1,
-                        None => {
-                            h.skips_of_unknown_runs += 1;
-                            *h.unknown_run_skips.entry(token.to_owned()).or_default() += 1;
-                        }
-                    }
-                }
-                Kind::Takeover => {
-                    h.takeovers += 1;
-                    takers.extend(ev.by);
                 }
             }
+            Kind::Takeover => {
+                self.h.takeovers += 1;
+                self.takers.extend(ev.by);
+            }
         }
-        h
+    }
+
+    /// The run a token names: most events are about the latest run, which
+    /// is looked at before the map.
+    fn run_of(&self, token: &str) -> Option<usize> {
+        match self.h.runs.last() {
+            Some(r) if r.token == token => Some(self.h.runs.len() - 1),
+            _ => self.open.get(token).copied(),
+        }
+    }
+
+    /// Adds every complete line of `bytes` that is an event.
+    fn add_lines(&mut self, bytes: &[u8]) {
+        let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(i) => &bytes[..=i],
+            None => return,
+        };
+        // UTF-8 is checked once for the whole file, not string by string
+        // (a file with a bad byte somewhere is read line by line).
+        if let Ok(text) = std::str::from_utf8(complete) {
+            for line in text.split_terminator('\n') {
+                if let Ok(ev) = serde_json::from_str::<Line<'_>>(line) {
+                    self.add(&ev);
+                }
+            }
+            return;
+        }
+        for line in complete.split(|&b| b == b'\n') {
+            if let Ok(ev) = serde_json::from_slice::<Line<'_>>(line) {
+                self.add(&ev);
+            }
+        }
+    }
+}
+
+impl History {
+    /// Pairs events into runs: a `start` opens one, by its token; its
+    /// `end`, `abandoned` or `release` (or a `stop` or `reap`) closes it; a
+    /// `skip` counts against the run whose token it names.
+    pub fn of(events: &[Event]) -> History {
+        let mut p = Pairing::default();
+        for ev in events {
+            p.add(&Line::from(ev));
+        }
+        p.h
     }
 
     /// The fires skipped while the run with this token held the lock
