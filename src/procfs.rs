@@ -532,7 +532,7 @@ pub fn identity_of(pid: u32) -> io::Result<Identity> {
 /// fork, when the pid changes).
 pub fn own_identity() -> io::Result<Identity> {
     static OWN: Mutex<Option<Identity>> = Mutex::new(None);
-    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let pid = crate::sys::pid().as_raw_nonzero().get() as u32;
     let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(id) = cached.as_ref().filter(|id| id.id.pid == pid) {
         return Ok(id.clone());
@@ -556,7 +556,7 @@ pub fn own_identity() -> io::Result<Identity> {
 /// This process's command line, for display; read once per process.
 pub fn own_command_line() -> Option<String> {
     static OWN: Mutex<Option<(u32, Option<String>)>> = Mutex::new(None);
-    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let pid = crate::sys::pid().as_raw_nonzero().get() as u32;
     let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((p, cmd)) = cached.as_ref()
         && *p == pid
@@ -585,7 +585,7 @@ pub fn host_name() -> String {
 pub fn usable() -> Result<(), String> {
     static OK: OnceLock<Result<(), String>> = OnceLock::new();
     OK.get_or_init(|| {
-        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let pid = crate::sys::pid().as_raw_nonzero().get() as u32;
         match read_stat(pid) {
             Ok(Some(st)) if !st.is_dead() => {}
             Ok(_) => return Err(format!("/proc/{pid} (this process) is missing")),

@@ -1,7 +1,8 @@
 //! The few system calls rustix has no wrapper for, and the only place
 //! onlyone uses nix: blocking signals and reading them from a signalfd, a
 //! signal's default disposition, `posix_spawn(3)`, the kernel's word on
-//! whether any child is left, signal names, and the user database. Nothing of nix leaves this module.
+//! whether any child is left, signal names, the user database, and this
+//! process's pid, cached until a fork. Nothing of nix leaves this module.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -116,6 +117,31 @@ pub(crate) fn spawn(
     Ok(pid.as_raw() as u32)
 }
 
+/// This process's pid, cached: `getpid(2)` is a system call, and a lock
+/// cycle asked for it four times. A fork clears the cache in the child
+/// (`pthread_atfork`), so a forked library user gets its own pid.
+pub(crate) fn pid() -> rustix::process::Pid {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    static PID: AtomicI32 = AtomicI32::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    extern "C" fn forked() {
+        PID.store(0, Ordering::Relaxed);
+    }
+    if let Some(p) = rustix::process::Pid::from_raw(PID.load(Ordering::Relaxed)) {
+        return p;
+    }
+    HOOK.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic, which
+        // is async-signal-safe, as a handler run in a forked child must be.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(forked));
+        }
+    });
+    let p = rustix::process::getpid();
+    PID.store(p.as_raw_nonzero().get(), Ordering::Relaxed);
+    p
+}
+
 /// What the kernel says of this process's children (`waitid(P_ALL)`,
 /// without reaping; `__WALL`: whatever signal they report their exit with).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,4 +211,29 @@ pub(crate) fn user_name(uid: u32) -> Option<String> {
         .ok()
         .flatten()
         .map(|u| u.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cached_pid_is_the_forked_childs_own() {
+        let parent = pid();
+        assert_eq!(parent, rustix::process::getpid());
+        // SAFETY: the child calls only getpid, atomics and _exit.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let ok = pid() == rustix::process::getpid() && pid() != parent;
+            // SAFETY: ends the forked child without running the parent's
+            // destructors or test harness.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert!(child > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: waits for the child this test forked.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert_eq!(pid(), parent);
+    }
 }

@@ -635,3 +635,85 @@ fn prometheus_python() -> Option<&'static str> {
             .is_ok_and(|s| s.success())
     })
 }
+
+// ---------------------------------------------------------------------------
+// 6. The other writers: stop, release, precheck's clearing
+
+/// `stop` says so in the journal, and the run's wrapper says how it ended;
+/// a script's hold ends with `release`; a run found stale by `precheck` is
+/// closed as abandoned.
+#[test]
+fn stop_release_and_a_cleared_stale_lock_close_their_runs() {
+    let mut w = World::new();
+    let mut c = w.oo_cmd();
+    let ready = w.path("ready");
+    c.args([
+        "run",
+        "s",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$1\"; exec sleep 1000",
+        "sh",
+    ])
+    .arg(&ready);
+    w.keep(c);
+    wait_until("the run", HANG, || ready.exists());
+    w.oo(&["stop", "s"]).expect(0);
+    let events = w.lockfile("s").journal().events().unwrap();
+    let kinds: Vec<Kind> = events.iter().map(|e| e.event).collect();
+    // The wrapper's end comes first: `stop` says what it did once the run
+    // has let go.
+    assert_eq!(kinds, [Kind::Start, Kind::End, Kind::Stop], "{events:#?}");
+    assert_eq!(events[1].signal.as_deref(), Some("TERM"));
+    assert_eq!(events[2].signal.as_deref(), Some("TERM"));
+    assert_eq!(events[2].token, events[0].token);
+    let runs = w.history("s");
+    assert_eq!(runs[0]["outcome"], "signal", "{runs:#?}");
+    assert_eq!(runs[0]["signal"], "TERM", "{runs:#?}");
+
+    // A script's hold: acquire for a shell, then release.
+    let owner = w.sleeper();
+    w.oo(&["acquire", "--owner", &owner.to_string(), "a"])
+        .expect(0);
+    w.oo(&["release", "--owner", &owner.to_string(), "a"])
+        .expect(0);
+    let runs = w.history("a");
+    assert_eq!(runs[0]["outcome"], "released", "{runs:#?}");
+    assert_eq!(runs[0]["mode"], "lock", "{runs:#?}");
+
+    // A run whose wrapper and command died: precheck clears it, and the
+    // run is abandoned.
+    let mut c = w.oo_cmd();
+    let ready = w.path("ready2");
+    c.args([
+        "run",
+        "p",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$1\"; exec sleep 1000",
+        "sh",
+    ])
+    .arg(&ready);
+    let wrapper = w.keep(c);
+    wait_until("the run", HANG, || ready.exists());
+    let lock = w.lock("p");
+    wait_until("the record to name the command", HANG, || {
+        std::fs::read_to_string(&lock).is_ok_and(|r| r.contains("\ncmdpid="))
+    });
+    let cmd: u32 = std::fs::read_to_string(&lock)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdpid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    kill9_pid(wrapper);
+    kill9_pid(cmd);
+    wait_gone(cmd);
+    w.oo(&["precheck", "p"]).expect(0);
+    let runs = w.history("p");
+    assert_eq!(runs[0]["outcome"], "abandoned", "{runs:#?}");
+    assert_eq!(runs[0]["pid"], wrapper, "{runs:#?}");
+}

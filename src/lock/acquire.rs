@@ -353,7 +353,7 @@ impl<'l> Attempt<'l> {
                     record: self.record.clone(),
                     token: self.token.clone(),
                     fd: Some(fd),
-                    creator: rustix::process::getpid(),
+                    creator: crate::sys::pid(),
                     done: false,
                     took_over: self.took_over.take(),
                 }))
@@ -491,7 +491,7 @@ fn with_state(e: Error, reason: &StaleReason) -> Error {
 /// process (a library that acquires in a loop writes it every time).
 fn own_command_line_escaped() -> Option<String> {
     static OWN: std::sync::Mutex<Option<(u32, Option<String>)>> = std::sync::Mutex::new(None);
-    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let pid = crate::sys::pid().as_raw_nonzero().get() as u32;
     let mut cached = OWN.lock().unwrap_or_else(|p| p.into_inner());
     match cached.as_ref() {
         Some((p, cmd)) if *p == pid => cmd.clone(),

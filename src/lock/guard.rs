@@ -90,7 +90,7 @@ impl LockGuard {
     /// ```
     pub fn release(mut self) -> Result<()> {
         self.done = true;
-        let result = if rustix::process::getpid() == self.creator {
+        let result = if crate::sys::pid() == self.creator {
             self.lock.release_token_until(&self.token, None).map(|_| ())
         } else {
             Ok(())
@@ -169,7 +169,7 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.done && rustix::process::getpid() == self.creator {
+        if !self.done && crate::sys::pid() == self.creator {
             let _ = self.lock.release_token_until(&self.token, None);
         }
     }
