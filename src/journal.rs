@@ -711,6 +711,19 @@ impl History {
         p.h
     }
 
+    /// Pairs journal lines (a store that keeps them elsewhere than in a
+    /// file), in the order they were appended; a line that is not an event
+    /// is skipped.
+    pub fn from_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> History {
+        let mut p = Pairing::default();
+        for line in lines {
+            if let Ok(ev) = serde_json::from_str::<Line<'_>>(line) {
+                p.add(&ev);
+            }
+        }
+        p.h
+    }
+
     /// The fires skipped while the run with this token held the lock
     /// (whether or not the journal has its start).
     pub fn skips_of(&self, token: &str) -> u64 {

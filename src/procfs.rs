@@ -736,6 +736,9 @@ pub enum Membership {
 pub const TOKEN_VAR: &str = "ONLYONE_TOKEN";
 /// The name of the environment variable that names a run's lock file.
 pub const LOCK_VAR: &str = "ONLYONE_LOCK";
+/// The name of the environment variable that gives a run its fence (the
+/// PostgreSQL store's epoch: it grows with every acquisition).
+pub const FENCE_VAR: &str = "ONLYONE_FENCE";
 
 /// Lists the live pids in `/proc`.
 pub fn all_pids() -> io::Result<Vec<u32>> {

@@ -47,6 +47,17 @@ pub struct Cli {
     #[arg(long, global = true, env = "ONLYONE_ALLOW_SHARED_FS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     pub allow_shared_fs: bool,
 
+    /// Keep the locks in a PostgreSQL database that several hosts share
+    /// (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass).
+    #[arg(
+        long,
+        global = true,
+        env = "ONLYONE_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -218,6 +229,9 @@ pub struct Run {
     /// Grace between TERM and KILL.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
+    /// With --store: the lease the server grants between renewals.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30s")]
+    pub lease: Duration,
     /// Exit code for a skip.
     #[arg(long, value_name = "N", default_value_t = HELD)]
     pub held_exit: u8,

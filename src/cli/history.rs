@@ -107,17 +107,32 @@ pub fn took(secs: f64) -> String {
 }
 
 pub fn history(ctx: &Ctx, a: args::History) -> Code {
-    let (lock, name) = match ctx.open_for_reading(&a.lock) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    let h = match lock.history() {
-        Ok(h) => h,
-        Err(e) => {
-            return fail(format_args!(
-                "cannot read the journal `{}`: {e}",
-                lock.journal().path().display()
-            ));
+    let (name, h, whence) = match ctx.store.as_deref() {
+        Some(url) => {
+            let got = super::shared::open(url, super::shared::READ_TIMEOUT).and_then(|store| {
+                let h = super::shared::history(&store, &a.lock).map_err(|e| e.to_string())?;
+                Ok((h, store.url().to_owned()))
+            });
+            match got {
+                Ok((h, url)) => (a.lock.clone(), h, url),
+                Err(e) => return fail(e),
+            }
+        }
+        None => {
+            let (lock, name) = match ctx.open_for_reading(&a.lock) {
+                Ok(x) => x,
+                Err(e) => return fail(e),
+            };
+            let h = match lock.history() {
+                Ok(h) => h,
+                Err(e) => {
+                    return fail(format_args!(
+                        "cannot read the journal `{}`: {e}",
+                        lock.journal().path().display()
+                    ));
+                }
+            };
+            (name, h, lock.journal().path().display().to_string())
         }
     };
     let since = a.since.map(|d| now() - d.as_secs_f64());
@@ -139,7 +154,7 @@ pub fn history(ctx: &Ctx, a: args::History) -> Code {
         print_stdout(&out);
         return Code::Exit(0);
     }
-    print_stdout(&table(&name, &shown, lock.journal().path().display()));
+    print_stdout(&table(&name, &shown, whence));
     Code::Exit(0)
 }
 

@@ -9,6 +9,7 @@ mod monitor;
 mod reap;
 mod run;
 mod script;
+mod shared;
 mod status;
 
 use std::ffi::OsString;
@@ -55,12 +56,29 @@ pub fn main() -> Code {
     };
     let ctx = Ctx::new(&cli);
     match cli.command {
-        Command::Run(a) => ctx.run(a),
+        Command::Run(a) => match &ctx.store {
+            Some(url) => shared::run(url, &a),
+            None => ctx.run(a),
+        },
+        Command::Acquire(_) | Command::Release(_) if ctx.store.is_some() => fail(
+            "acquire and release keep a lock for a shell script on this host; with --store, \
+             put the work under `onlyone --store URL run NAME -- COMMAND`, which renews the \
+             lease while the command runs",
+        ),
         Command::Acquire(a) => ctx.acquire(a),
         Command::Release(a) => ctx.release(a),
-        Command::Precheck(a) => ctx.precheck(a),
-        Command::Status(a) => status::status(&ctx, a),
-        Command::Stop(a) => ctx.stop(a),
+        Command::Precheck(a) => match &ctx.store {
+            Some(url) => shared::precheck(url, &a),
+            None => ctx.precheck(a),
+        },
+        Command::Status(a) => match &ctx.store {
+            Some(url) => shared::status(url, &a),
+            None => status::status(&ctx, a),
+        },
+        Command::Stop(a) => match &ctx.store {
+            Some(url) => shared::stop(url, &a),
+            None => ctx.stop(a),
+        },
         Command::Reap(a) => reap::reap(&ctx, a),
         Command::History(a) => history::history(&ctx, a),
         Command::Check(a) => monitor::check(&ctx, a),
@@ -124,6 +142,8 @@ pub struct Ctx {
     source: DirSource,
     /// `--allow-shared-fs`: write even on a network or FUSE filesystem.
     allow_shared_fs: bool,
+    /// `--store URL`: the PostgreSQL store.
+    store: Option<String>,
 }
 
 /// How long a precheck may wait for the removal guard to clear a stale
@@ -149,6 +169,7 @@ impl Ctx {
             dir,
             source,
             allow_shared_fs: cli.allow_shared_fs,
+            store: cli.store.clone().filter(|s| !s.is_empty()),
         }
     }
 

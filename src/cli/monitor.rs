@@ -28,40 +28,58 @@ fn state_word(s: u8) -> &'static str {
     }
 }
 
-/// What is known of one lock: its record's verdict and its journal.
-struct Seen {
-    name: String,
-    inspection: Option<Inspection>,
-    history: History,
+/// What is known of one lock: whether a run holds it (since when, under
+/// which token), whether it can be judged, and its journal.
+pub(super) struct Seen {
+    pub(super) name: String,
+    /// Held by a live run: its token and since when (Unix seconds).
+    pub(super) held: Option<(Option<String>, Option<f64>)>,
+    /// Why it cannot be judged.
+    pub(super) unknown: Option<String>,
+    pub(super) history: History,
 }
 
 impl Seen {
-    /// The current run: held, since when (Unix seconds).
-    fn running_since(&self) -> Option<f64> {
-        let i = self.inspection.as_ref()?;
-        if !matches!(i.verdict, Verdict::Held(_)) {
-            return None;
+    /// From the lock directory: the record's verdict and the journal.
+    fn of_dir(name: String, inspection: Option<Inspection>, history: History) -> Seen {
+        let (held, unknown) = match &inspection {
+            Some(i) => match &i.verdict {
+                Verdict::Held(_) => {
+                    let r = i.record.as_ref().ok();
+                    (
+                        Some((
+                            r.and_then(|r| r.token.clone()),
+                            r.and_then(|r| r.since).map(|s| s as f64),
+                        )),
+                        None,
+                    )
+                }
+                Verdict::Unknown(r) => (None, Some(r.to_string())),
+                _ => (None, None),
+            },
+            None => (None, None),
+        };
+        Seen {
+            name,
+            held,
+            unknown,
+            history,
         }
-        i.record.as_ref().ok()?.since.map(|s| s as f64)
+    }
+
+    /// The current run: since when (Unix seconds).
+    fn running_since(&self) -> Option<f64> {
+        self.held.as_ref().and_then(|(_, since)| *since)
     }
 
     fn running(&self) -> bool {
-        matches!(
-            self.inspection.as_ref().map(|i| &i.verdict),
-            Some(Verdict::Held(_))
-        )
+        self.held.is_some()
     }
 
     /// The fires skipped in a row: those of the current run when one is
     /// held (by its token), else since the last run began.
     fn skips_in_a_row(&self) -> u64 {
-        let token = self
-            .inspection
-            .as_ref()
-            .filter(|i| matches!(i.verdict, Verdict::Held(_)))
-            .and_then(|i| i.record.as_ref().ok())
-            .and_then(|r| r.token.as_deref());
-        match token {
+        match self.held.as_ref().and_then(|(t, _)| t.as_deref()) {
             Some(t) => self.history.skips_of(t),
             None => self.history.skips_in_a_row(),
         }
@@ -76,11 +94,7 @@ fn look(lock: &LockFile, name: String) -> Result<Seen, String> {
             lock.journal().path().display()
         )
     })?;
-    Ok(Seen {
-        name,
-        inspection,
-        history,
-    })
+    Ok(Seen::of_dir(name, inspection, history))
 }
 
 /// One lock's state, the reasons, and its perfdata.
@@ -197,23 +211,64 @@ fn judge(s: &Seen, a: &args::Check) -> Verdicts {
             format!("the last run failed ({}{when})", last.outcome.describe()),
         );
     }
-    if let Some(i) = &s.inspection
-        && let Verdict::Unknown(r) = &i.verdict
-    {
+    if let Some(r) = &s.unknown {
         v.raise(WARNING, format!("the lock cannot be judged ({r})"));
     }
     v
+}
+
+/// A lock's name and what is known of it (or why nothing is).
+type Named = (String, Result<Seen, String>);
+
+/// What is known of each lock named (or every lock, none named): from the
+/// store, or from the lock directory.
+fn seen_all(ctx: &Ctx, locks: &[String]) -> Result<Vec<Named>, String> {
+    if let Some(url) = ctx.store.as_deref() {
+        let names: Vec<String> = locks.to_vec();
+        let seen = super::shared::seen(url, locks)?;
+        return Ok(if names.is_empty() {
+            seen.into_iter()
+                .map(|s| (s.as_ref().map(|s| s.name.clone()).unwrap_or_default(), s))
+                .collect()
+        } else {
+            names.into_iter().zip(seen).collect()
+        });
+    }
+    let targets = if locks.is_empty() {
+        super::status::lock_files(ctx.dir()).map_err(|e| {
+            format!(
+                "cannot list the lock directory `{}`: {e}",
+                ctx.dir().display()
+            )
+        })?
+    } else {
+        locks.to_vec()
+    };
+    let mut out = Vec::new();
+    onlyone::with_census(|| {
+        for t in targets {
+            let seen = ctx
+                .open_for_reading(&t)
+                .map_err(|e| e.to_string())
+                .and_then(|(lock, name)| look(&lock, name));
+            out.push((t, seen));
+        }
+    });
+    Ok(out)
 }
 
 pub fn check(ctx: &Ctx, a: args::Check) -> Code {
     let mut worst = OK;
     let mut lines: Vec<(u8, String)> = Vec::new();
     let mut perf: Vec<String> = Vec::new();
-    for l in &a.locks {
-        let seen = ctx
-            .open_for_reading(l)
-            .map_err(|e| e.to_string())
-            .and_then(|(lock, name)| look(&lock, name));
+    let all = match seen_all(ctx, &a.locks) {
+        Ok(all) => all,
+        Err(e) => {
+            print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
+            return Code::Exit(UNKNOWN);
+        }
+    };
+    for (l, seen) in all {
         let (state, text) = match seen {
             Ok(s) => {
                 let v = judge(&s, &a);
@@ -372,32 +427,17 @@ fn exit_code(o: &Outcome) -> i32 {
 }
 
 pub fn metrics(ctx: &Ctx, a: args::Metrics) -> Code {
-    let dir = ctx.dir();
-    let targets = if a.locks.is_empty() {
-        match super::status::lock_files(dir) {
-            Ok(t) => t,
-            Err(e) => {
-                return fail(format_args!(
-                    "cannot list the lock directory `{}`: {e}",
-                    dir.display()
-                ));
-            }
-        }
-    } else {
-        a.locks.clone()
+    let all = match seen_all(ctx, &a.locks) {
+        Ok(all) => all,
+        Err(e) => return fail(e),
     };
     let mut seen = Vec::new();
-    onlyone::with_census(|| {
-        for t in &targets {
-            match ctx.open_for_reading(t) {
-                Ok((lock, name)) => match look(&lock, name) {
-                    Ok(s) => seen.push(s),
-                    Err(e) => say(format_args!("metrics: {t}: {e}")),
-                },
-                Err(e) => say(format_args!("metrics: {e}")),
-            }
+    for (t, s) in all {
+        match s {
+            Ok(s) => seen.push(s),
+            Err(e) => say(format_args!("metrics: {t}: {e}")),
         }
-    });
+    }
     let text = exposition(&seen);
     match &a.textfile {
         None => {

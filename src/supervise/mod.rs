@@ -112,6 +112,54 @@ pub enum EndedBy {
     MaxTime(Duration),
     /// All its processes were idle for `idle_timeout`.
     Idle(Duration),
+    /// Its lease could not be renewed in time (or was found gone): the
+    /// command was ended before another holder could get the lock.
+    LeaseLost,
+    /// A remote `stop` asked the run to end (the PostgreSQL store).
+    StopRequested,
+}
+
+/// The lock side of a run: what the command is told, how it is named in
+/// the lock, and what keeps the lock held. A [`LockGuard`] of the lock
+/// directory is one; a lease of the PostgreSQL store is another.
+pub trait Hold {
+    /// The variables the command gets: `ONLYONE_LOCK`, `ONLYONE_TOKEN`
+    /// (and `ONLYONE_FENCE`).
+    fn vars(&self) -> Vec<(&'static str, OsString)>;
+    /// Names the command in the lock once it has started.
+    fn set_command(&mut self, pid: u32) -> crate::Result<()>;
+    /// The record, for a store that keeps one on this host (the run's
+    /// searches for lingering processes use it).
+    fn record(&self) -> Option<&Record>;
+    /// Keeps the lock's file fresh (age-based cleaners), when it has one.
+    fn refresh(&self) -> crate::Result<()>;
+    /// The lease to watch, for a store that leases.
+    fn lease(&self) -> Option<&crate::store::lease::LeaseWatch>;
+}
+
+impl Hold for LockGuard {
+    fn vars(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            (crate::LOCK_VAR, self.lock().path().as_os_str().to_owned()),
+            (crate::TOKEN_VAR, self.token().into()),
+        ]
+    }
+
+    fn set_command(&mut self, pid: u32) -> crate::Result<()> {
+        LockGuard::set_command(self, pid)
+    }
+
+    fn record(&self) -> Option<&Record> {
+        Some(LockGuard::record(self))
+    }
+
+    fn refresh(&self) -> crate::Result<()> {
+        LockGuard::refresh(self)
+    }
+
+    fn lease(&self) -> Option<&crate::store::lease::LeaseWatch> {
+        None
+    }
 }
 
 /// What happened in a run.
@@ -194,7 +242,7 @@ pub const FORWARDED: [Signal; 4] = [Signal::TERM, Signal::INT, Signal::HUP, Sign
 /// the run are never reaped; one that another thread starts during the run
 /// may be, so spawn nothing else meanwhile.
 pub fn run(
-    guard: &mut LockGuard,
+    guard: &mut dyn Hold,
     argv: &[OsString],
     opts: &RunOptions,
 ) -> Result<RunOutcome, RunError> {
@@ -234,7 +282,7 @@ pub fn run(
 
 /// A run under way.
 struct Supervision<'g> {
-    guard: &'g mut LockGuard,
+    guard: &'g mut dyn Hold,
     opts: &'g RunOptions,
     signals: &'g SignalReader,
     /// The command, which leads its own process group.
@@ -245,8 +293,9 @@ struct Supervision<'g> {
     tty: Option<OwnedFd>,
     /// The caller's own children: never reaped here.
     theirs: Vec<u32>,
-    /// The record as the run's own searches read it.
-    record: Record,
+    /// The record as the run's own searches read it (a store that keeps
+    /// one on this host).
+    record: Option<Record>,
     started: Instant,
     term_at: Option<Instant>,
     ended_by: Option<EndedBy>,
@@ -261,13 +310,14 @@ impl<'g> Supervision<'g> {
     /// Spawns the command, gives it the terminal, and names it in the
     /// record.
     fn start(
-        guard: &'g mut LockGuard,
+        guard: &'g mut dyn Hold,
         program: &OsString,
         args: &[OsString],
         opts: &'g RunOptions,
         signals: &'g SignalReader,
     ) -> Result<Supervision<'g>, RunError> {
-        let exec = Exec::new(program, args, guard).map_err(|e| RunError::spawn(program, e))?;
+        let exec =
+            Exec::new(program, args, &guard.vars()).map_err(|e| RunError::spawn(program, e))?;
         let theirs = match crate::sys::children() {
             crate::sys::Children::None => Vec::new(),
             _ => crate::procfs::children_of(std::process::id()),
@@ -291,11 +341,12 @@ impl<'g> Supervision<'g> {
         }
         let command = guard
             .record()
-            .cmd_id
+            .and_then(|r| r.cmd_id)
+            .or_else(|| ProcId::of(raw))
             .unwrap_or(ProcId { pid: raw, start: 0 });
         let started = Instant::now();
         Ok(Supervision {
-            record: guard.record().clone(),
+            record: guard.record().cloned(),
             guard,
             opts,
             signals,
@@ -318,9 +369,13 @@ impl<'g> Supervision<'g> {
     /// Supervises the command to its exit, then deals with its leftovers.
     fn supervise(&mut self) -> Result<RunOutcome, RunError> {
         let exit = loop {
+            self.check_lease();
             if let Some(exit) = self.check_command()? {
                 break exit;
             }
+            // A lease first: after a pause, nothing else may run before
+            // the command is ended if the lease may have run out.
+            self.check_lease();
             let now = Instant::now();
             self.check_max_time(now);
             self.check_idle(now);
@@ -382,6 +437,55 @@ impl<'g> Supervision<'g> {
         Ok(None)
     }
 
+    /// Watches the lease (a store that leases): the command is gone by
+    /// `kill_by` (`t_send + L - M`), TERM from `kill_by - G`; a lease found
+    /// lost, or a wake-up past `kill_by` (a pause), is KILL at once. A
+    /// remote stop is a graceful end.
+    fn check_lease(&mut self) {
+        let Some(lease) = self.guard.lease() else {
+            return;
+        };
+        lease.drain();
+        let now = crate::store::lease::boot_ns();
+        let kill_by = lease.kill_by();
+        if lease.lost() || now >= kill_by {
+            signal_group(self.command.pid, Signal::KILL);
+            self.ended_by = Some(EndedBy::LeaseLost);
+            self.stopping = None;
+            return;
+        }
+        let until_kill = Duration::from_nanos((kill_by - now) as u64);
+        if now >= lease.term_by() {
+            let kill_at = Instant::now() + until_kill;
+            let late = self
+                .stopping
+                .as_ref()
+                .and_then(Stopping::kill_at)
+                .is_none_or(|k| k > kill_at);
+            if late || self.ended_by != Some(EndedBy::LeaseLost) {
+                self.ended_by = Some(EndedBy::LeaseLost);
+                self.stopping = Some(
+                    GracefulStop::term(until_kill.min(self.opts.kill_after))
+                        .begin_group(self.command.pid),
+                );
+            }
+        } else if lease.stop_requested() && self.ended_by.is_none() {
+            self.end_run(EndedBy::StopRequested);
+        }
+    }
+
+    /// When the lease next needs a look: TERM time, KILL time.
+    fn lease_wake(&self) -> Option<Instant> {
+        let lease = self.guard.lease()?;
+        let now = crate::store::lease::boot_ns();
+        let next = if now < lease.term_by() {
+            lease.term_by()
+        } else {
+            lease.kill_by()
+        };
+        Some(Instant::now() + Duration::from_nanos(next.saturating_sub(now).max(0) as u64))
+    }
+
     /// Ends the run once it has run for `max_time`.
     fn check_max_time(&mut self, now: Instant) {
         if let Some(t) = self.term_at
@@ -408,7 +512,7 @@ impl<'g> Supervision<'g> {
         // The command and what descends from it; a lingering run's token
         // carriers too (only `--linger` pays for that search).
         let procs = if self.opts.linger {
-            strays::lingering(&self.record, me, &self.theirs)
+            strays::lingering(self.record.as_ref(), me, &self.theirs)
         } else {
             Ok(strays::leftovers(me, &self.theirs))
         };
@@ -438,20 +542,23 @@ impl<'g> Supervision<'g> {
     fn sleep(&self) {
         let sample_at = self.idle.as_ref().map(|(_, _, next)| *next);
         let kill_at = self.stopping.as_ref().and_then(Stopping::kill_at);
+        let lease_at = self.lease_wake();
         let next = if self.ended_by.is_some() {
-            [kill_at, Some(self.refresh_at)].into_iter().flatten().min()
+            [kill_at, Some(self.refresh_at), lease_at]
+                .into_iter()
+                .flatten()
+                .min()
         } else {
-            [self.term_at, sample_at, Some(self.refresh_at)]
+            [self.term_at, sample_at, Some(self.refresh_at), lease_at]
                 .into_iter()
                 .flatten()
                 .min()
         };
         let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
-        wait_readable(
-            self.signals.as_fd(),
-            self.pidfd.as_ref().map(|f| f.as_fd()),
-            timeout,
-        );
+        let mut fds = vec![self.signals.as_fd()];
+        fds.extend(self.pidfd.as_ref().map(|f| f.as_fd()));
+        fds.extend(self.guard.lease().map(|l| l.wake_fd()));
+        wait_readable(&fds, timeout);
     }
 
     /// Forwards the signals sent to onlyone to the command's group.
@@ -475,7 +582,7 @@ impl<'g> Supervision<'g> {
         let (strays, kept) = if lingers {
             (
                 Ended::default(),
-                strays::lingering(&self.record, me, theirs)?,
+                strays::lingering(self.record.as_ref(), me, theirs)?,
             )
         } else if self.opts.keep_strays {
             (Ended::default(), strays::leftovers(me, theirs))
@@ -485,7 +592,14 @@ impl<'g> Supervision<'g> {
                 strays::leftovers(me, theirs)
             };
             let settled = || strays::settled(command, theirs);
-            let ended = strays::end_strays(command, self.opts.kill_after, scan, settled);
+            // A lost lease leaves no time for a grace: the run must be gone
+            // before another holder may start.
+            let grace = if self.ended_by == Some(EndedBy::LeaseLost) {
+                Duration::ZERO
+            } else {
+                self.opts.kill_after
+            };
+            let ended = strays::end_strays(command, grace, scan, settled);
             (ended, Vec::new())
         };
         // Signals that came after the command ended were for the run, which
@@ -503,17 +617,14 @@ impl<'g> Supervision<'g> {
     }
 }
 
-/// Waits until `fd` (or `other`) is readable or `timeout` passes
-/// (forever: `None`).
-fn wait_readable(fd: BorrowedFd<'_>, other: Option<BorrowedFd<'_>>, timeout: Option<Duration>) {
+/// Waits until one of `fds` is readable or `timeout` passes (forever:
+/// `None`).
+fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let ts = timeout.map(|t| Timespec {
         tv_sec: t.as_secs() as _,
         tv_nsec: t.subsec_nanos() as _,
     });
-    let mut fds = vec![PollFd::new(&fd, PollFlags::IN)];
-    if let Some(o) = &other {
-        fds.push(PollFd::new(o, PollFlags::IN));
-    }
-    let _ = rustix::event::poll(&mut fds, ts.as_ref());
+    let mut polled: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+    let _ = rustix::event::poll(&mut polled, ts.as_ref());
 }

@@ -8,8 +8,7 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
-use crate::lock::LockGuard;
-use crate::procfs::{LOCK_VAR, TOKEN_VAR};
+use crate::procfs::{FENCE_VAR, LOCK_VAR, TOKEN_VAR};
 
 /// The signals the command starts with at their default dispositions:
 /// SIGPIPE (onlyone, as every Rust program, ignores it) and the
@@ -33,7 +32,7 @@ impl Exec {
     pub(super) fn new(
         program: &OsString,
         args: &[OsString],
-        guard: &LockGuard,
+        vars: &[(&'static str, OsString)],
     ) -> io::Result<Exec> {
         let resolved = resolve(program)?;
         let cstr = |b: &[u8]| {
@@ -51,7 +50,7 @@ impl Exec {
         }
         let mut env = Vec::new();
         for (k, v) in std::env::vars_os() {
-            if k == LOCK_VAR || k == TOKEN_VAR {
+            if k == LOCK_VAR || k == TOKEN_VAR || k == FENCE_VAR {
                 continue;
             }
             let mut kv = k.into_vec();
@@ -59,10 +58,11 @@ impl Exec {
             kv.extend_from_slice(v.as_bytes());
             env.push(cstr(&kv)?);
         }
-        let mut lock = format!("{LOCK_VAR}=").into_bytes();
-        lock.extend_from_slice(guard.lock().path().as_os_str().as_bytes());
-        env.push(cstr(&lock)?);
-        env.push(cstr(format!("{TOKEN_VAR}={}", guard.token()).as_bytes())?);
+        for (k, v) in vars {
+            let mut kv = format!("{k}=").into_bytes();
+            kv.extend_from_slice(v.as_bytes());
+            env.push(cstr(&kv)?);
+        }
         Ok(Exec {
             path,
             args: all_args,

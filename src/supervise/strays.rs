@@ -33,8 +33,15 @@ pub(super) fn leftovers(me: u32, theirs: &[u32]) -> Vec<ProcId> {
 /// and the processes that carry its token without descending from it (the
 /// work handed to a terminal server that was already running). Only
 /// `--linger` pays for the search of every process this takes.
-pub(super) fn lingering(record: &Record, me: u32, theirs: &[u32]) -> Result<Vec<ProcId>, RunError> {
-    let mut all = crate::judge::processes_of(record, &[me], None)?;
+pub(super) fn lingering(
+    record: Option<&Record>,
+    me: u32,
+    theirs: &[u32],
+) -> Result<Vec<ProcId>, RunError> {
+    let mut all = match record {
+        Some(record) => crate::judge::processes_of(record, &[me], None)?,
+        None => Vec::new(),
+    };
     for id in leftovers(me, theirs) {
         if !all.iter().any(|t| t.pid == id.pid) {
             all.push(id);

@@ -1,0 +1,451 @@
+//! The commands with `--store URL`: the PostgreSQL store, for jobs that
+//! run on several hosts. The lock is a lease (see
+//! `onlyone::store::lease`); the journal is kept in the store, so that
+//! every host sees every host's runs.
+
+use std::time::{Duration, Instant};
+
+use onlyone::journal::{Event, History, Kind};
+use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
+use onlyone::store::pg::hold::PgHold;
+use onlyone::store::pg::{Holder, LeaseRow, PgStore, StoreError};
+use onlyone::supervise::{self, EndedBy, RunOptions};
+use onlyone::{compact_duration, names};
+
+use super::exit::{self, Code};
+use super::monitor::Seen;
+use super::{args, deadline_of, say};
+
+/// How often a waiter looks at a held lease again.
+const WAIT_POLL: Duration = Duration::from_millis(250);
+
+/// How long a command that only reads the store waits for it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The store at `url`, every call given up after `timeout`.
+pub fn open(url: &str, timeout: Duration) -> Result<PgStore, String> {
+    PgStore::new(url, timeout).map_err(|e| e.to_string())
+}
+
+/// A lock name as the store keys it: the same names as the directory
+/// store's (a path means nothing to a shared store).
+fn lock_name(lock: &str) -> Result<String, String> {
+    if lock.contains('/') {
+        return Err(format!(
+            "`{lock}` is a path; with --store a lock is a name (a letter or digit, then up \
+             to 63 letters, digits, `.`, `_` or `-`)"
+        ));
+    }
+    names::check_name(lock).map_err(|e| e.to_string())?;
+    Ok(lock.to_owned())
+}
+
+fn host() -> String {
+    onlyone::host_name()
+}
+
+/// Appends an event to the store's history of `name`; a failure is said
+/// once (not with `quiet`).
+fn record(store: &PgStore, name: &str, ev: &Event, quiet: bool) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let line = String::from_utf8_lossy(&ev.to_line()).into_owned();
+    if let Err(e) = store.append_event(name, &line)
+        && !quiet
+        && !SAID.swap(true, Ordering::Relaxed)
+    {
+        say(format_args!(
+            "could not record the run in the store ({e}); the run goes on without it"
+        ));
+    }
+}
+
+/// "pid 4242 on build-01 (`./sync.sh`, for 3m12s, fence 17)".
+fn describe(row: &LeaseRow) -> String {
+    let now = super::history::now();
+    format!(
+        "pid {} on {} (`{}`, for {}, fence {})",
+        row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+        row.host.as_deref().unwrap_or("?"),
+        row.cmd.as_deref().unwrap_or("?"),
+        compact_duration(Duration::from_secs_f64((now - row.since).max(0.0))),
+        row.epoch
+    )
+}
+
+/// `run` with a store.
+pub fn run(url: &str, a: &args::Run) -> Code {
+    let name = match lock_name(&a.lock) {
+        Ok(n) => n,
+        Err(e) => return super::fail(e),
+    };
+    let timing = match LeaseTiming::new(a.lease, a.kill_after) {
+        Ok(t) => t,
+        Err(e) => return super::fail(e),
+    };
+    let store = match open(url, timing.call_timeout) {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let token = onlyone::new_token();
+    let cmd = onlyone::text::display_command(&a.command);
+    let me = std::process::id();
+    let host = host();
+    let who = Holder {
+        token: &token,
+        host: &host,
+        pid: me,
+        uid: rustix::process::geteuid().as_raw(),
+        cmd: &cmd,
+    };
+    let mut hold = match take(&store, &name, &who, timing, a) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let mut ev = Event::now(Kind::Start);
+    ev.token = Some(token.clone());
+    ev.pid = Some(me);
+    ev.cmd = Some(cmd.clone());
+    ev.mode = Some("run".into());
+    ev.reason = Some(format!("fence {}", hold.fence()));
+    record(hold.store(), &name, &ev, a.quiet);
+    let started = Instant::now();
+    let mut opts = RunOptions::default();
+    opts.max_time = a.max_time;
+    opts.kill_after = a.kill_after;
+    opts.keep_strays = a.keep_strays;
+    opts.idle_timeout = a.idle_timeout;
+    let outcome = match supervise::run(&mut hold, &a.command, &opts) {
+        Ok(o) => o,
+        Err(e) => {
+            drop(hold);
+            say(&e);
+            return exit::run_error(&e);
+        }
+    };
+    let end = end_event(token, cmd, started, &outcome);
+    record(hold.store(), &name, &end, a.quiet);
+    if !outcome.strays.survivors.is_empty() {
+        // Processes of the run would not die: the lease is left to run
+        // out rather than handed over beside them.
+        say(format_args!(
+            "leftover process(es) of the run of `{name}` would not die; the lease is left to \
+             run out"
+        ));
+        hold.abandon();
+        return Code::Exit(exit::FAILURE);
+    }
+    let lost = outcome.ended_by == Some(EndedBy::LeaseLost);
+    // The command has stopped: now the release (PROTOCOL.md invariant 7).
+    if let Err(e) = hold.release() {
+        say(format_args!(
+            "the run ended, but releasing its lease failed: {e}"
+        ));
+    }
+    if lost {
+        say(format_args!(
+            "the lease of `{name}` could not be renewed in time (or was taken): the command was \
+             ended before another holder could start"
+        ));
+        return Code::Exit(exit::ENDED);
+    }
+    match outcome.ended_by {
+        Some(EndedBy::MaxTime(_)) | Some(EndedBy::Idle(_)) => Code::Exit(exit::ENDED),
+        _ => exit::command_exit(outcome.exit),
+    }
+}
+
+/// Takes the lease of `name`, waiting as `--wait` and `--deadline` allow;
+/// the exit code when it stays held (the skip recorded) or the store fails.
+fn take(
+    store: &PgStore,
+    name: &str,
+    who: &Holder<'_>,
+    timing: LeaseTiming,
+    a: &args::Run,
+) -> Result<PgHold, Code> {
+    let deadline = deadline_of(a.deadline);
+    let wait_until = a.wait.map(|w| Instant::now() + w);
+    loop {
+        match store
+            .fresh()
+            .and_then(|s| PgHold::take(s, name, who, timing))
+        {
+            Ok(Some(h)) => return Ok(h),
+            Ok(None) => {
+                let now = Instant::now();
+                let waiting =
+                    wait_until.is_some_and(|w| now < w) && deadline.is_none_or(|d| now < d);
+                if waiting {
+                    std::thread::sleep(WAIT_POLL);
+                    continue;
+                }
+                let row = store.inspect(name).ok().flatten();
+                if let Some(r) = &row {
+                    let mut ev = Event::now(Kind::Skip);
+                    ev.token = Some(r.token.clone());
+                    ev.pid = r.pid;
+                    ev.by = Some(who.pid);
+                    record(store, name, &ev, a.quiet);
+                }
+                if !a.quiet {
+                    let who = row
+                        .as_ref()
+                        .map_or_else(|| "another holder".into(), describe);
+                    say(format_args!(
+                        "another run of `{name}` holds the lease as {who}; wait for it (--wait) \
+                         or stop it (onlyone --store URL stop {name})"
+                    ));
+                }
+                return Err(Code::Exit(a.held_exit));
+            }
+            Err(e) => return Err(super::fail(e)),
+        }
+    }
+}
+
+/// The `end` event of a run.
+fn end_event(
+    token: String,
+    cmd: String,
+    started: Instant,
+    outcome: &supervise::RunOutcome,
+) -> Event {
+    let mut end = Event::now(Kind::End);
+    end.token = Some(token);
+    end.pid = Some(std::process::id());
+    end.cmd = Some(cmd);
+    end.duration = Some(started.elapsed().as_secs_f64());
+    match outcome.exit {
+        supervise::Exit::Code(c) => end.exit = Some(c),
+        supervise::Exit::Signal(s) => {
+            end.signal = Some(match rustix::process::Signal::from_named_raw(s) {
+                Some(sig) => onlyone::signal::signal_name(sig),
+                None => s.to_string(),
+            })
+        }
+    }
+    end.ended_by = match outcome.ended_by {
+        Some(EndedBy::MaxTime(_)) => Some("max-time".into()),
+        Some(EndedBy::Idle(_)) => Some("idle".into()),
+        Some(EndedBy::LeaseLost) => Some("lease-lost".into()),
+        Some(EndedBy::StopRequested) => Some("stop".into()),
+        _ => None,
+    };
+    end
+}
+
+/// `precheck` with a store: 75 only while a live lease exists; 0 on any
+/// error, an unreachable server included.
+pub fn precheck(url: &str, a: &args::Precheck) -> Code {
+    let timeout = a.deadline.unwrap_or(READ_TIMEOUT).min(READ_TIMEOUT);
+    let answer = lock_name(&a.lock).and_then(|name| {
+        let store = open(url, timeout)?;
+        Ok((
+            store.inspect(&name).map_err(|e| e.to_string())?,
+            store,
+            name,
+        ))
+    });
+    match answer {
+        Ok((Some(row), store, name)) if row.is_live() => {
+            let mut ev = Event::now(Kind::Skip);
+            ev.token = Some(row.token.clone());
+            ev.pid = row.pid;
+            ev.by = Some(std::process::id());
+            record(&store, &name, &ev, true);
+            if !a.quiet {
+                say(format_args!(
+                    "another run of `{name}` holds the lease as {}",
+                    describe(&row)
+                ));
+            }
+            Code::Exit(exit::HELD)
+        }
+        Ok(_) => Code::Exit(0),
+        Err(e) => {
+            say(format_args!(
+                "precheck: {e}; letting the fire run (fail open)"
+            ));
+            Code::Exit(0)
+        }
+    }
+}
+
+/// One lease, as `status --json` prints it with a store.
+#[derive(Debug, serde::Serialize)]
+struct LeaseStatus {
+    name: String,
+    state: &'static str,
+    host: Option<String>,
+    pid: Option<u32>,
+    uid: Option<u32>,
+    command: Option<String>,
+    since_unix: f64,
+    since: String,
+    lease_left_seconds: f64,
+    fence: i64,
+    token: String,
+    stop_requested: bool,
+}
+
+/// `status` with a store: every lease (or the named ones).
+pub fn status(url: &str, a: &args::Status) -> Code {
+    let timeout = a.deadline.unwrap_or(READ_TIMEOUT);
+    let store = match open(url, timeout) {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let rows = match store.list() {
+        Ok(r) => r,
+        Err(e) => return super::fail(e),
+    };
+    let rows: Vec<LeaseRow> = rows
+        .into_iter()
+        .filter(|r| a.locks.is_empty() || a.locks.contains(&r.name))
+        .collect();
+    let shown: Vec<LeaseStatus> = rows
+        .iter()
+        .map(|r| LeaseStatus {
+            name: r.name.clone(),
+            state: if r.is_live() { "held" } else { "free" },
+            host: r.host.clone(),
+            pid: r.pid,
+            uid: r.uid,
+            command: r.cmd.clone(),
+            since_unix: r.since,
+            since: onlyone::format_unix_time(r.since as u64),
+            lease_left_seconds: (r.left_ms.max(0) as f64) / 1000.0,
+            fence: r.epoch,
+            token: r.token.clone(),
+            stop_requested: r.stop_requested,
+        })
+        .collect();
+    let mut out = String::new();
+    if a.json {
+        let doc = serde_json::json!({ "schema": 1, "store": store.url(), "locks": shown });
+        out = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        out.push('\n');
+    } else {
+        use std::fmt::Write;
+        let _ = writeln!(
+            out,
+            "LOCK\tSTATE\tHOST\tPID\tSINCE\tLEASE LEFT\tFENCE\tCOMMAND"
+        );
+        for s in &shown {
+            let _ = writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                s.name,
+                s.state,
+                s.host.as_deref().unwrap_or("-"),
+                s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+                s.since,
+                if s.state == "held" {
+                    compact_duration(Duration::from_secs_f64(s.lease_left_seconds))
+                } else {
+                    "-".into()
+                },
+                s.fence,
+                s.command.as_deref().unwrap_or("-"),
+            );
+        }
+    }
+    super::print_stdout(&out);
+    Code::Exit(0)
+}
+
+/// `stop` with a store: a request the holder sees at its next renewal; it
+/// ends its command, then releases. Waits for that, up to the deadline.
+pub fn stop(url: &str, a: &args::Stop) -> Code {
+    let name = match lock_name(&a.lock) {
+        Ok(n) => n,
+        Err(e) => return super::fail(e),
+    };
+    let store = match open(url, READ_TIMEOUT) {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let row = match store.inspect(&name) {
+        Ok(Some(r)) if r.is_live() => r,
+        Ok(_) => {
+            say(format_args!("`{name}` is not running; nothing to stop"));
+            return Code::Exit(0);
+        }
+        Err(e) => return super::fail(e),
+    };
+    match store.request_stop(&name) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            say(format_args!("`{name}` is not running; nothing to stop"));
+            return Code::Exit(0);
+        }
+        Err(e) => return super::fail(e),
+    }
+    // The holder renews every L/6 at most; its command then gets its grace.
+    let limit = deadline_of(a.deadline).unwrap_or_else(|| {
+        Instant::now()
+            + Duration::from_secs_f64(row.left_ms.max(0) as f64 / 1000.0)
+            + a.kill_after
+            + DEFAULT_LEASE
+    });
+    let started = Instant::now();
+    loop {
+        match store.inspect(&name) {
+            Ok(Some(now)) if now.epoch == row.epoch && now.is_live() => {}
+            Ok(_) => break,
+            Err(e) => return super::fail(e),
+        }
+        if Instant::now() >= limit {
+            say(format_args!(
+                "asked the run of `{name}` ({}) to stop; it has not let go after {}",
+                describe(&row),
+                compact_duration(started.elapsed())
+            ));
+            return Code::Exit(exit::FAILURE);
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    let mut ev = Event::now(Kind::Stop);
+    ev.token = Some(row.token.clone());
+    ev.pid = row.pid;
+    ev.by = Some(std::process::id());
+    record(&store, &name, &ev, false);
+    say(format_args!(
+        "stopped the run of `{name}` ({}) in {}",
+        describe(&row),
+        compact_duration(started.elapsed())
+    ));
+    Code::Exit(0)
+}
+
+/// The history of `name` in the store.
+pub fn history(store: &PgStore, name: &str) -> Result<History, StoreError> {
+    let lines = store.events(name)?;
+    Ok(History::from_lines(lines.iter().map(String::as_str)))
+}
+
+/// What `check` and `metrics` need of each lock, from the store.
+pub fn seen(url: &str, locks: &[String]) -> Result<Vec<Result<Seen, String>>, String> {
+    let store = open(url, READ_TIMEOUT)?;
+    let names = if locks.is_empty() {
+        store.names().map_err(|e| e.to_string())?
+    } else {
+        locks.to_vec()
+    };
+    Ok(names
+        .into_iter()
+        .map(|n| {
+            let row = store.inspect(&n).map_err(|e| e.to_string())?;
+            let history = history(&store, &n).map_err(|e| e.to_string())?;
+            Ok(Seen {
+                held: row
+                    .filter(LeaseRow::is_live)
+                    .map(|r| (Some(r.token), Some(r.since))),
+                unknown: None,
+                history,
+                name: n,
+            })
+        })
+        .collect())
+}

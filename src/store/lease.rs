@@ -1,0 +1,246 @@
+//! A held lease and its renewals: the holder ends its command before the
+//! server could give the lock away.
+//!
+//! **The inequality.** Let `t_send` be the time, on the boot clock
+//! (`CLOCK_BOOTTIME`, which counts a pause and a suspend too), when the
+//! last renewal that succeeded was *sent*. The server set that lease's end
+//! at its own `now + L`, later than `t_send` in any real order of events,
+//! so it cannot hand the lock over before `t_send + L` (give or take the
+//! clocks' rate drift). The holder sends TERM at `t_send + L - G - M` and
+//! KILL at `t_send + L - M`, with G the grace (`--kill-after`) and M the
+//! margin for drift and for how late a kill lands. It renews every R, each
+//! call given up after T; with `R + T + G + M < L`, one renewal may fail
+//! outright and the next still comes in time. From L: `R = L/6`,
+//! `T = L/10`, `M = max(L/15, 100 ms)`, so G may be up to about 2/3 of L
+//! (defaults: L = 30 s, R = 5 s, T = 3 s, M = 2 s, G = 5 s).
+//!
+//! PROTOCOL.md invariants 6 to 8: the deadline counts from the send
+//! ([`LeaseWatch::deadline`]), a clean end stops the command before the
+//! release (the caller releases after the supervision returns), and the
+//! margin M covers a late kill.
+//!
+//! This module is the store-independent half: the timing and what the
+//! supervision watches. A store renews through a [`Renewals`] handle.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+/// The lease's timing (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTiming {
+    /// L: the lease.
+    pub lease: Duration,
+    /// R: how often it is renewed.
+    pub renew_every: Duration,
+    /// T: how long one call may take.
+    pub call_timeout: Duration,
+    /// M: the margin for clock-rate drift and a late kill.
+    pub margin: Duration,
+    /// G: the grace between TERM and KILL.
+    pub grace: Duration,
+}
+
+/// The default lease.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+impl LeaseTiming {
+    /// R, T and M from L; refused when `R + T + G + M < L` does not hold,
+    /// with the largest grace that would.
+    pub fn new(lease: Duration, grace: Duration) -> Result<LeaseTiming, String> {
+        let t = LeaseTiming {
+            lease,
+            renew_every: lease / 6,
+            call_timeout: lease / 10,
+            margin: (lease / 15).max(Duration::from_millis(100)),
+            grace,
+        };
+        let used = t.renew_every + t.call_timeout + t.margin;
+        if lease < Duration::from_millis(500) || used >= lease {
+            return Err(format!(
+                "--lease {} is too short: it must be at least 500ms",
+                crate::text::compact_duration(lease)
+            ));
+        }
+        let room = lease - used;
+        if grace >= room {
+            return Err(format!(
+                "--kill-after {} does not fit in --lease {}: a holder must end its command \
+                 before the lease can run out (renew {} + call timeout {} + grace + margin {} < \
+                 lease); the largest grace that fits is {}, or lengthen the lease",
+                crate::text::compact_duration(grace),
+                crate::text::compact_duration(lease),
+                crate::text::compact_duration(t.renew_every),
+                crate::text::compact_duration(t.call_timeout),
+                crate::text::compact_duration(t.margin),
+                crate::text::compact_duration(room.saturating_sub(Duration::from_millis(1))),
+            ));
+        }
+        Ok(t)
+    }
+}
+
+/// Now on the boot clock, nanoseconds.
+pub fn boot_ns() -> i64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// What the renewals have found so far, shared with the supervision.
+#[derive(Debug)]
+struct Shared {
+    /// The boot-clock time the last successful renewal (or the take) was
+    /// sent.
+    sent_ok: AtomicI64,
+    lost: AtomicBool,
+    stop: AtomicBool,
+    done: AtomicBool,
+}
+
+/// A lease held by this process, renewed by a thread of its own.
+#[derive(Debug)]
+pub struct LeaseWatch {
+    shared: Arc<Shared>,
+    timing: LeaseTiming,
+    /// Readable when the renewals found something (lost, a stop request).
+    wake_rx: OwnedFd,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What a renewing thread reports through.
+#[derive(Debug)]
+pub struct Renewals {
+    shared: Arc<Shared>,
+    wake_tx: OwnedFd,
+    timing: LeaseTiming,
+}
+
+impl Renewals {
+    /// A renewal sent at `sent` (boot clock) succeeded.
+    pub fn renewed(&self, sent: i64) {
+        self.shared.sent_ok.fetch_max(sent, Ordering::AcqRel);
+        // Past the kill deadline nothing a renewal says can help: let the
+        // supervision look.
+        if boot_ns()
+            >= self.shared.sent_ok.load(Ordering::Acquire) + self.timing.lease.as_nanos() as i64
+        {
+            self.wake();
+        }
+    }
+
+    /// The lease is gone.
+    pub fn lost(&self) {
+        self.shared.lost.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// A remote stop was asked for.
+    pub fn stop_requested(&self) {
+        if !self.shared.stop.swap(true, Ordering::AcqRel) {
+            self.wake();
+        }
+    }
+
+    /// True once the holder stopped renewing.
+    pub fn done(&self) -> bool {
+        self.shared.done.load(Ordering::Acquire)
+    }
+
+    /// The timing.
+    pub fn timing(&self) -> LeaseTiming {
+        self.timing
+    }
+
+    fn wake(&self) {
+        let _ = rustix::io::write(&self.wake_tx, b"!");
+    }
+}
+
+impl LeaseWatch {
+    /// A lease taken by a request sent at `sent` (boot clock), renewed by
+    /// the thread `start` starts with the [`Renewals`] it is given.
+    pub fn start(
+        timing: LeaseTiming,
+        sent: i64,
+        start: impl FnOnce(Renewals) -> std::io::Result<std::thread::JoinHandle<()>>,
+    ) -> std::io::Result<LeaseWatch> {
+        let shared = Arc::new(Shared {
+            sent_ok: AtomicI64::new(sent),
+            lost: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+        });
+        let (wake_rx, wake_tx) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+        )?;
+        let thread = start(Renewals {
+            shared: shared.clone(),
+            wake_tx,
+            timing,
+        })?;
+        Ok(LeaseWatch {
+            shared,
+            timing,
+            wake_rx,
+            thread: Some(thread),
+        })
+    }
+
+    /// The boot-clock time by which the command must be gone: `t_send + L
+    /// - M`.
+    pub fn kill_by(&self) -> i64 {
+        self.deadline() - self.timing.margin.as_nanos() as i64
+    }
+
+    /// `t_send + L`: the earliest the server could hand the lock over.
+    pub fn deadline(&self) -> i64 {
+        self.shared.sent_ok.load(Ordering::Acquire) + self.timing.lease.as_nanos() as i64
+    }
+
+    /// The boot-clock time TERM must be sent by: `kill_by - G`.
+    pub fn term_by(&self) -> i64 {
+        self.kill_by() - self.timing.grace.as_nanos() as i64
+    }
+
+    /// A renewal found the lease gone.
+    pub fn lost(&self) -> bool {
+        self.shared.lost.load(Ordering::Acquire)
+    }
+
+    /// A remote `stop` asked the run to end.
+    pub fn stop_requested(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire)
+    }
+
+    /// Readable when the renewal thread has news.
+    pub fn wake_fd(&self) -> BorrowedFd<'_> {
+        self.wake_rx.as_fd()
+    }
+
+    /// Empties the wake-up pipe.
+    pub fn drain(&self) {
+        let mut buf = [0u8; 64];
+        while matches!(rustix::io::read(&self.wake_rx, &mut buf), Ok(n) if n > 0) {}
+    }
+
+    /// The timing.
+    pub fn timing(&self) -> LeaseTiming {
+        self.timing
+    }
+
+    /// Stops the renewals (waiting for one under way).
+    pub fn stop_thread(&mut self) {
+        self.shared.done.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for LeaseWatch {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}

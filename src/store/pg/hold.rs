@@ -1,0 +1,179 @@
+//! A lock held in the PostgreSQL store: the lease taken, renewed by a
+//! thread of its own (see [`crate::store::lease`]), released at the end.
+
+use std::time::Duration;
+
+use super::{Holder, PgStore, Renewed, StoreError};
+use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
+
+/// A lock held in the PostgreSQL store.
+#[derive(Debug)]
+pub struct PgHold {
+    store: PgStore,
+    name: String,
+    token: String,
+    epoch: i64,
+    watch: LeaseWatch,
+    released: bool,
+}
+
+impl PgHold {
+    /// Takes `name`, or `Ok(None)` when it is held. The renewal thread
+    /// starts at once.
+    pub fn take(
+        store: PgStore,
+        name: &str,
+        who: &Holder<'_>,
+        timing: LeaseTiming,
+    ) -> Result<Option<PgHold>, StoreError> {
+        let sent = boot_ns();
+        let Some(epoch) = store.acquire(name, who, timing.lease)? else {
+            return Ok(None);
+        };
+        let renewer = store.fresh()?;
+        let owned = name.to_owned();
+        let watch = LeaseWatch::start(timing, sent, move |r| {
+            std::thread::Builder::new()
+                .name("onlyone-renew".into())
+                .spawn(move || renew_loop(renewer, &owned, epoch, &r))
+        })
+        .map_err(|e| StoreError::Other(format!("cannot start the renewals: {e}")))?;
+        Ok(Some(PgHold {
+            store,
+            name: name.to_owned(),
+            token: who.token.to_owned(),
+            epoch,
+            watch,
+            released: false,
+        }))
+    }
+
+    /// The fence: the acquisition's epoch.
+    pub fn fence(&self) -> i64 {
+        self.epoch
+    }
+
+    /// The run's token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The lease, as the supervision watches it.
+    pub fn watch(&self) -> &LeaseWatch {
+        &self.watch
+    }
+
+    /// The store this lease is in.
+    pub fn store(&self) -> &PgStore {
+        &self.store
+    }
+
+    /// Stops renewing and ends the lease now (after the command has
+    /// stopped: PROTOCOL.md invariant 7). A lease already lost is not
+    /// touched.
+    pub fn release(mut self) -> Result<(), StoreError> {
+        self.watch.stop_thread();
+        self.released = true;
+        if self.watch.lost() {
+            return Ok(());
+        }
+        self.store.release(&self.name, self.epoch).map(|_| ())
+    }
+
+    /// Stops renewing and leaves the lease to run out (the run's
+    /// processes would not die: the lock must not be handed over before
+    /// its time).
+    pub fn abandon(mut self) {
+        self.watch.stop_thread();
+        self.released = true;
+    }
+}
+
+impl Drop for PgHold {
+    fn drop(&mut self) {
+        if !self.released {
+            self.watch.stop_thread();
+            if !self.watch.lost() {
+                let _ = self.store.release(&self.name, self.epoch);
+            }
+        }
+    }
+}
+
+/// Renews every R until told to stop or the lease is lost (a stop request
+/// is reported, and renewals go on: the run ends itself, then releases).
+fn renew_loop(store: PgStore, name: &str, epoch: i64, r: &Renewals) {
+    let t = r.timing();
+    let mut next = boot_ns() + t.renew_every.as_nanos() as i64;
+    loop {
+        loop {
+            if r.done() {
+                return;
+            }
+            let now = boot_ns();
+            if now >= next {
+                break;
+            }
+            std::thread::park_timeout(Duration::from_nanos((next - now) as u64));
+        }
+        let sent = boot_ns();
+        match store.renew(name, epoch, t.lease) {
+            Ok(Renewed::Held { stop }) => {
+                r.renewed(if mutant_deadline_from_reply() {
+                    boot_ns()
+                } else {
+                    sent
+                });
+                if stop {
+                    r.stop_requested();
+                }
+                next = sent + t.renew_every.as_nanos() as i64;
+            }
+            Ok(Renewed::Lost) => {
+                r.lost();
+                return;
+            }
+            // Unreachable, timed out: try again soon, on a new connection.
+            Err(_) => next = boot_ns() + (t.renew_every / 4).as_nanos() as i64,
+        }
+    }
+}
+
+impl crate::supervise::Hold for PgHold {
+    fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        vec![
+            (crate::LOCK_VAR, format!("postgres:{}", self.name).into()),
+            (crate::TOKEN_VAR, self.token.clone().into()),
+            (crate::FENCE_VAR, self.epoch.to_string().into()),
+        ]
+    }
+
+    fn set_command(&mut self, _pid: u32) -> crate::Result<()> {
+        Ok(())
+    }
+
+    fn record(&self) -> Option<&crate::Record> {
+        None
+    }
+
+    fn refresh(&self) -> crate::Result<()> {
+        Ok(())
+    }
+
+    fn lease(&self) -> Option<&LeaseWatch> {
+        Some(&self.watch)
+    }
+}
+
+/// The mutant PROTOCOL.md names for invariant 6 (the deadline counted from
+/// the reply), for the test that shows the invariant's test catches it.
+/// Only with the `test-hooks` feature.
+fn mutant_deadline_from_reply() -> bool {
+    cfg!(feature = "test-hooks")
+        && std::env::var_os("ONLYONE_TEST_LEASE_MUTANT").is_some_and(|v| v == "deadline-from-reply")
+}

@@ -1,0 +1,548 @@
+//! The PostgreSQL store against a real server (a throwaway cluster, see
+//! `support::pg`), under real faults: several onlyone processes play the
+//! hosts; the server is stopped, restarted and black-holed; holders are
+//! paused and killed. Each test skips, saying why, where PostgreSQL is not
+//! installed (`.ci/run` installs it).
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::pg::{Pg, Proxy};
+use support::*;
+
+const HANG: Duration = Duration::from_secs(60);
+
+/// A test's world: a server, a temp dir and the processes it started.
+struct World {
+    sb: Sandbox,
+    pg: Pg,
+}
+
+derefs_to_sandbox!(World);
+
+impl World {
+    fn new() -> Option<World> {
+        match Pg::start() {
+            Ok(pg) => Some(World {
+                sb: Sandbox::new("ONLYONE_STORE_MARK"),
+                pg,
+            }),
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+
+    /// `onlyone --store URL ARGS...` (the server's URL unless `url`).
+    fn oo_at(&self, url: &str, args: &[&str]) -> Command {
+        let mut c = self.program(BIN);
+        c.arg("--store")
+            .arg(url)
+            .args(args)
+            .env_remove("ONLYONE_STORE");
+        c
+    }
+
+    fn oo(&self, args: &[&str]) -> Out {
+        finish(self.oo_at(&self.pg.url(), args), HANG)
+    }
+
+    /// Starts `onlyone --store URL run ARGS NAME -- sh -c SCRIPT` in the
+    /// background, with `DIR` set to the sandbox, and waits for `DIR/ready`
+    /// (the script must touch it).
+    fn holder(&mut self, url: &str, name: &str, opts: &[&str], script: &str) -> u32 {
+        self.holder_env(url, name, opts, script, &[])
+    }
+
+    /// [`World::holder`] with more variables in the environment.
+    fn holder_env(
+        &mut self,
+        url: &str,
+        name: &str,
+        opts: &[&str],
+        script: &str,
+        vars: &[(&str, &str)],
+    ) -> u32 {
+        let ready = self.path(&format!("{name}.ready"));
+        let mut args = vec!["run"];
+        args.extend_from_slice(opts);
+        args.extend_from_slice(&[name, "--", "sh", "-c", script]);
+        let mut c = self.oo_at(url, &args);
+        c.env("DIR", self.dir()).env("READY", &ready);
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        let pid = self.keep(c);
+        let kid = self.kids.last_mut().unwrap();
+        wait_until("the holder's command", HANG, || {
+            if let Ok(Some(s)) = kid.try_wait() {
+                panic!("the holder exited early: {s:?}");
+            }
+            ready.exists()
+        });
+        pid
+    }
+
+    fn kid_exit(&mut self, pid: u32, limit: Duration) -> std::process::ExitStatus {
+        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
+        let mut status = None;
+        wait_until("a holder to exit", limit, || {
+            status = kid.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
+    }
+}
+
+/// Wall-clock now, in seconds (the server runs on this host: its
+/// `clock_timestamp()` is on the same clock).
+fn wall() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A command that writes the wall time (ns) to `$DIR/NAME.beat` every 20 ms
+/// and ignores TERM (so only KILL ends it): the last beat says when it died.
+fn beating(name: &str) -> String {
+    format!(
+        "trap '' TERM; touch \"$READY\"; echo $ONLYONE_FENCE > \"$DIR/{name}.fence\"; \
+         while :; do date +%s%N > \"$DIR/{name}.beat.tmp\"; mv \"$DIR/{name}.beat.tmp\" \"$DIR/{name}.beat\"; \
+         sleep 0.02; done"
+    )
+}
+
+/// The last beat, in wall seconds.
+fn last_beat(w: &World, name: &str) -> f64 {
+    w.read(&format!("{name}.beat"))
+        .trim()
+        .parse::<f64>()
+        .map(|ns| ns / 1e9)
+        .unwrap_or(0.0)
+}
+
+/// The lease's end by the server's clock (wall seconds), and its epoch.
+fn server_lease(w: &World, name: &str) -> (f64, i64) {
+    let row = w.pg.psql(&format!(
+        "SELECT extract(epoch from lock_until), epoch FROM onlyone_lease WHERE name = '{name}'"
+    ));
+    let (until, epoch) = row.split_once('|').unwrap();
+    (until.parse().unwrap(), epoch.parse().unwrap())
+}
+
+fn exit_code(s: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap())
+}
+
+// ---------------------------------------------------------------------------
+// 1. The lease
+
+/// Two "hosts" on one lock: the second skips (75, naming the holder), and
+/// takes the lock the moment the first ends cleanly; each acquisition's
+/// fence is larger than the last.
+#[test]
+fn two_holders_never_run_together_and_the_fence_grows() {
+    let Some(mut w) = World::new() else { return };
+    let go = w.path("go");
+    let a = w.holder(
+        &w.pg.url(),
+        "job",
+        &[],
+        "echo $ONLYONE_FENCE > \"$DIR/a.fence\"; touch \"$READY\"; \
+         while [ ! -e \"$DIR/go\" ]; do sleep 0.02; done",
+    );
+    let out = w.oo(&["run", "job", "--", "true"]);
+    out.expect(75).says("holds the lease as pid");
+    assert!(out.stderr.contains(&format!("pid {a} on ")), "{out:#?}");
+    w.oo(&["precheck", "job"]).expect(75);
+    let s = w.oo(&["status", "--json"]).json();
+    assert_eq!(s["locks"][0]["state"], "held", "{s:#}");
+    assert_eq!(s["locks"][0]["pid"], a, "{s:#}");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 0);
+    // A clean end hands over at once: no waiting for the lease.
+    let started = Instant::now();
+    let out = w.oo(&[
+        "run",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_FENCE > \"$0\"",
+        &w.path("b.fence").display().to_string(),
+    ]);
+    out.expect(0);
+    assert!(started.elapsed() < Duration::from_secs(5), "{out:#?}");
+    let fa: i64 = w.read("a.fence").trim().parse().unwrap();
+    let fb: i64 = w.read("b.fence").trim().parse().unwrap();
+    assert!(fb > fa, "the fence grows: {fa} then {fb}");
+    w.oo(&["precheck", "job"]).expect(0);
+    // Both runs and the skips are in the store's history.
+    let h = w.oo(&["history", "job", "--json"]);
+    h.expect(0);
+    let runs: Vec<serde_json::Value> = h
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2, "{}", h.stdout);
+    assert_eq!(runs[1]["skipped"], 2, "{}", h.stdout);
+    assert_eq!(runs[0]["outcome"], "exit");
+}
+
+/// `stop` with a store: the holder sees the request at its next renewal,
+/// ends its command and releases; `stop` waits for that and says so.
+#[test]
+fn a_remote_stop_ends_the_run_and_releases() {
+    let Some(mut w) = World::new() else { return };
+    let a = w.holder(
+        &w.pg.url(),
+        "job",
+        &["--lease", "3s", "--kill-after", "1s"],
+        "touch \"$READY\"; exec sleep 1000",
+    );
+    let started = Instant::now();
+    let out = w.oo(&["stop", "job"]);
+    out.expect(0).says("stopped the run of `job`");
+    assert!(started.elapsed() < Duration::from_secs(10), "{out:#?}");
+    // The command died of the TERM: the wrapper exits as it did.
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 128 + 15);
+    w.oo(&["precheck", "job"]).expect(0);
+    w.oo(&["run", "job", "--", "true"]).expect(0);
+    w.oo(&["stop", "job"]).expect(0).says("not running");
+}
+
+/// Wrong credentials and an unreachable server: clear errors and 125; a
+/// precheck lets the fire run (0).
+#[test]
+fn bad_credentials_and_an_unreachable_server_are_clear_errors() {
+    let Some(w) = World::new() else { return };
+    let bad = w.pg.url().replace(support::pg::PASSWORD, "wrong");
+    let out = finish(w.oo_at(&bad, &["run", "job", "--", "true"]), HANG);
+    out.expect(125).says("refused the credentials");
+    assert!(
+        !out.stderr.contains("wrong"),
+        "no password in messages: {out:#?}"
+    );
+    finish(w.oo_at(&bad, &["precheck", "job"]), HANG).expect(0);
+    let nowhere = w.pg.url_at(support::pg::free_port());
+    finish(w.oo_at(&nowhere, &["run", "job", "--", "true"]), HANG)
+        .expect(125)
+        .says("cannot reach the store");
+    let out = finish(w.oo_at(&nowhere, &["precheck", "job"]), HANG);
+    out.expect(0).says("fail open");
+    finish(
+        w.oo_at(
+            "postgres://h/db?sslmode=maybe",
+            &["run", "job", "--", "true"],
+        ),
+        HANG,
+    )
+    .expect(125)
+    .says("sslmode `maybe`");
+}
+
+/// The lease inequality is checked: a grace that does not fit is refused,
+/// naming the largest that would; a short lease with a short grace is fine.
+#[test]
+fn a_grace_that_does_not_fit_in_the_lease_is_refused() {
+    let Some(w) = World::new() else { return };
+    w.oo(&[
+        "run",
+        "--lease",
+        "4s",
+        "--kill-after",
+        "3s",
+        "job",
+        "--",
+        "true",
+    ])
+    .expect(125)
+    .says("the largest grace that fits is");
+    w.oo(&[
+        "run",
+        "--lease",
+        "4s",
+        "--kill-after",
+        "1s",
+        "job",
+        "--",
+        "true",
+    ])
+    .expect(0);
+    w.oo(&["acquire", "job"])
+        .expect(125)
+        .says("with --store, put the work under");
+}
+
+// ---------------------------------------------------------------------------
+// 2. Faults
+
+/// The holder and its command paused (SIGSTOP) past the lease: another
+/// holder takes over; on SIGCONT the old command is ended within a second
+/// and its wrapper exits 124.
+#[test]
+fn a_paused_holder_ends_its_command_as_soon_as_it_runs_again() {
+    let Some(mut w) = World::new() else { return };
+    let url = w.pg.url();
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "2s", "--kill-after", "200ms"],
+        &beating("a"),
+    );
+    let cmd = command_of(a);
+    signal(-(cmd as i32), rustix::process::Signal::STOP);
+    signal(a as i32, rustix::process::Signal::STOP);
+    // Another holder gets the lock once the lease has run out.
+    let out = w.oo(&["run", "--wait", "20s", "job", "--", "true"]);
+    out.expect(0);
+    let resumed = wall();
+    signal(a as i32, rustix::process::Signal::CONT);
+    signal(-(cmd as i32), rustix::process::Signal::CONT);
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
+    wait_until("the old command to die", Duration::from_secs(2), || {
+        !running(cmd)
+    });
+    let last = last_beat(&w, "a");
+    assert!(
+        last < resumed + 1.0,
+        "the old command beat {:.3}s after SIGCONT",
+        last - resumed
+    );
+}
+
+/// The server stopped (as in a crash) for longer than the lease: the
+/// command is gone before the lease could have run out on the server.
+#[test]
+fn a_server_stopped_past_the_lease_ends_the_command_in_time() {
+    let Some(mut w) = World::new() else { return };
+    let url = w.pg.url();
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "3s", "--kill-after", "300ms"],
+        &beating("a"),
+    );
+    // The lease as the server last extended it: nothing extends it once
+    // the server is down.
+    std::thread::sleep(Duration::from_millis(100));
+    let (until, _) = server_lease(&w, "job");
+    w.pg.stop_immediate();
+    let down = wall();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
+    let last = last_beat(&w, "a");
+    let (until_now, _) = {
+        w.pg.start_again().unwrap();
+        server_lease(&w, "job")
+    };
+    assert!(until_now >= until, "the server's lease only grows");
+    assert!(
+        last < until_now,
+        "the command beat at {last:.3}, after the lease's end {until_now:.3} (server down at {down:.3})"
+    );
+}
+
+/// A server restart shorter than the slack: the renewals reconnect and the
+/// run goes on to its own end.
+#[test]
+fn a_server_restart_shorter_than_the_slack_does_not_end_the_run() {
+    let Some(mut w) = World::new() else { return };
+    let url = w.pg.url();
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "12s", "--kill-after", "200ms"],
+        "touch \"$READY\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.02; done",
+    );
+    w.pg.stop_immediate();
+    w.pg.start_again().unwrap();
+    // Past a renewal or two after the restart.
+    let (first_until, _) = server_lease(&w, "job");
+    wait_until(
+        "a renewal after the restart",
+        Duration::from_secs(20),
+        || server_lease(&w, "job").0 > first_until,
+    );
+    assert!(running(a), "the run goes on");
+    std::fs::write(w.path("go"), "").unwrap();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 0);
+}
+
+/// The connection black-holed by a proxy (nothing passes, nothing closes):
+/// the renewals time out and the command is ended before the server's
+/// lease ends.
+#[test]
+fn a_black_holed_connection_ends_the_command_in_time() {
+    let Some(mut w) = World::new() else { return };
+    let proxy = Proxy::start(w.pg.port);
+    let url = w.pg.url_at(proxy.port);
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "3s", "--kill-after", "300ms"],
+        &beating("a"),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    proxy.black_hole();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
+    let last = last_beat(&w, "a");
+    let (until, _) = server_lease(&w, "job");
+    assert!(
+        last < until,
+        "the command beat at {last:.3}, the lease ended at {until:.3}"
+    );
+    // Another holder gets it once the lease has run out, not before.
+    let out = w.oo(&["run", "--wait", "10s", "job", "--", "true"]);
+    out.expect(0);
+}
+
+// ---------------------------------------------------------------------------
+// 3. PROTOCOL.md invariants 6-8 against the real store
+
+/// Invariant 6: the holder's deadline counts from the *send* of its last
+/// successful renewal, not from its reply. Replies come back 1.8 s late (a
+/// slow path: the server extends the lease 1.8 s before the holder hears
+/// of it), and the path is cut just after a reply arrived: the command
+/// still dies before the lease the server last set ends. Counted from the
+/// reply, the holder would kill 1.8 s - M after it (M = L/15 = 1.33 s
+/// here).
+#[test]
+fn invariant_6_the_deadline_counts_from_the_send() {
+    let Some(mut w) = World::new() else { return };
+    let (last, until) = slow_path_then_cut(&mut w, false);
+    assert!(
+        last < until,
+        "beat at {last:.3} after the lease's end {until:.3}"
+    );
+}
+
+/// The same with PROTOCOL.md's mutant (the deadline counted from when the
+/// reply arrived): the command outlives the server's lease, which the test
+/// above would catch.
+#[test]
+fn invariant_6_fails_with_the_deadline_counted_from_the_reply() {
+    let Some(mut w) = World::new() else { return };
+    let (last, until) = slow_path_then_cut(&mut w, true);
+    assert!(
+        last > until,
+        "the mutant should outlive the lease: beat at {last:.3}, lease end {until:.3}"
+    );
+}
+
+/// Holds `job` (L = 30 s: R = 5 s, T = 3 s, M = 2 s) through a proxy
+/// whose replies come back 2.6 s late (within T, later than M), then cuts
+/// the path: (the command's last beat, the end of the lease the server last
+/// set).
+fn slow_path_then_cut(w: &mut World, mutant: bool) -> (f64, f64) {
+    let proxy = Proxy::start(w.pg.port);
+    let url = w.pg.url_at(proxy.port);
+    let opts = ["--lease", "30s", "--kill-after", "100ms"];
+    let a = if mutant {
+        let mutant = [("ONLYONE_TEST_LEASE_MUTANT", "deadline-from-reply")];
+        w.holder_env(&url, "job", &opts, &beating("a"), &mutant)
+    } else {
+        w.holder(&url, "job", &opts, &beating("a"))
+    };
+    // A first renewal makes the renewals' connection; then the path back
+    // slows down, a renewal goes through it, and the path is cut.
+    let (first, _) = server_lease(w, "job");
+    wait_until("a renewal", HANG, || server_lease(w, "job").0 > first);
+    proxy.delay_replies(Duration::from_millis(2600));
+    let (slow, _) = server_lease(w, "job");
+    wait_until("a renewal through the slow path", HANG, || {
+        server_lease(w, "job").0 > slow
+    });
+    // Its reply (one round trip) reaches the holder 2.6 s after the server
+    // extended the lease; then the path is cut, before the next renewal.
+    let seen = proxy.delivered();
+    wait_until("the renewal's reply", HANG, || proxy.delivered() > seen);
+    proxy.black_hole();
+    assert_eq!(exit_code(w.kid_exit(a, Duration::from_secs(90))), 124);
+    let (until, _) = server_lease(w, "job");
+    (last_beat(w, "a"), until)
+}
+
+/// Invariant 7: a clean end stops the command, then releases. The release
+/// sets the lease's end to the server's now: it comes after the command's
+/// last sign of life.
+#[test]
+fn invariant_7_a_clean_end_stops_the_command_before_it_releases() {
+    let Some(mut w) = World::new() else { return };
+    let url = w.pg.url();
+    let a = w.holder(
+        &url,
+        "job",
+        &[],
+        "touch \"$READY\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.02; done; \
+         date +%s%N > \"$DIR/end\"",
+    );
+    std::fs::write(w.path("go"), "").unwrap();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 0);
+    let end: f64 = w.read("end").trim().parse::<f64>().unwrap() / 1e9;
+    let (until, _) = server_lease(&w, "job");
+    assert!(
+        until >= end,
+        "released at {until:.3}, before the command's end {end:.3}"
+    );
+    assert!(until < wall(), "released, not left to run out");
+}
+
+/// Invariant 8: the margin covers a kill that lands late. A command that
+/// ignores TERM needs KILL; even so it is gone before the server's lease
+/// ends, with the grace as long as the lease allows.
+#[test]
+fn invariant_8_the_margin_covers_a_late_kill() {
+    let Some(mut w) = World::new() else { return };
+    let proxy = Proxy::start(w.pg.port);
+    let url = w.pg.url_at(proxy.port);
+    // L = 3s: R = 500ms, T = 300ms, M = 200ms; the largest grace is 1.99s.
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "3s", "--kill-after", "1900ms"],
+        &beating("a"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.black_hole();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
+    let (until, _) = server_lease(&w, "job");
+    let last = last_beat(&w, "a");
+    assert!(
+        last < until,
+        "beat at {last:.3}, the lease ended at {until:.3}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+
+/// The command of a run: the wrapper's child.
+fn command_of(wrapper: u32) -> u32 {
+    let mut found = 0;
+    wait_until("the wrapper's child", HANG, || {
+        found = std::fs::read_to_string(format!("/proc/{wrapper}/task/{wrapper}/children"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse().ok()))
+            .unwrap_or(0);
+        found != 0
+    });
+    found
+}
+
+fn signal(pid: i32, sig: rustix::process::Signal) {
+    if pid < 0 {
+        let _ =
+            rustix::process::kill_process_group(rustix::process::Pid::from_raw(-pid).unwrap(), sig);
+    } else {
+        let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), sig);
+    }
+}

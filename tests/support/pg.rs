@@ -1,0 +1,344 @@
+//! A throwaway PostgreSQL server for the store's tests: `initdb` in a temp
+//! dir (as `nobody` when the tests run as root: the server refuses root),
+//! a free port on 127.0.0.1, torn down when dropped. Nothing depends on a
+//! server someone started by hand. And a TCP proxy that can black-hole a
+//! connection (stop forwarding without closing).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The password of the cluster's superuser.
+pub const PASSWORD: &str = "onlyone-test-pw";
+
+/// PostgreSQL's programs (`initdb`, `pg_ctl`), where the distribution puts
+/// them.
+fn bin_dir() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("initdb").exists() && p.join("pg_ctl").exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// A free port on 127.0.0.1 (bound then released: the server takes it at
+/// once).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running throwaway cluster.
+pub struct Pg {
+    _tmp: tempfile::TempDir,
+    data: PathBuf,
+    bin: PathBuf,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    as_nobody: bool,
+}
+
+impl Pg {
+    /// Starts one, or says why it cannot (no PostgreSQL installed): the
+    /// caller skips then.
+    pub fn start() -> Result<Pg, String> {
+        let bin = bin_dir().ok_or("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin)")?;
+        let tmp = super::open_tempdir();
+        let data = tmp.path().join("data");
+        let as_nobody = super::is_root();
+        std::fs::create_dir(&data).unwrap();
+        let pwfile = tmp.path().join("pw");
+        std::fs::write(&pwfile, PASSWORD).unwrap();
+        if as_nobody {
+            let ok = Command::new("chown")
+                .args(["-R", "nobody:nogroup"])
+                .arg(tmp.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                return Err("cannot give the cluster's directory to nobody".into());
+            }
+        }
+        let pg = Pg {
+            _tmp: tmp,
+            data,
+            bin,
+            port: free_port(),
+            as_nobody,
+        };
+        let out = pg
+            .tool("initdb")
+            .arg("-D")
+            .arg(&pg.data)
+            .args([
+                "-U",
+                "onlyone",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .args(["-E", "UTF8", "--no-sync"])
+            .output()
+            .map_err(|e| format!("initdb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        pg.start_again()?;
+        Ok(pg)
+    }
+
+    /// A program of PostgreSQL's, as the cluster's owner.
+    fn tool(&self, name: &str) -> Command {
+        let prog = self.bin.join(name);
+        if self.as_nobody {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "nobody", "--"]).arg(prog);
+            c.current_dir("/");
+            c
+        } else {
+            Command::new(prog)
+        }
+    }
+
+    /// Starts the server (again), on the same port; waits until it accepts.
+    pub fn start_again(&self) -> Result<(), String> {
+        let log = self.data.parent().unwrap().join("log");
+        let out = self
+            .tool("pg_ctl")
+            .arg("-D")
+            .arg(&self.data)
+            .arg("-l")
+            .arg(&log)
+            .arg("-o")
+            .arg(format!(
+                "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
+                self.port,
+                self.data.display()
+            ))
+            .args(["-w", "-t", "60", "start"])
+            .stdout(Stdio::null())
+            .output()
+            .map_err(|e| format!("pg_ctl start: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "pg_ctl start failed: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Stops the server at once (`-m immediate`: as a crash).
+    pub fn stop_immediate(&self) {
+        let _ = self
+            .tool("pg_ctl")
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// The store URL (password in it), for `port` (the server's, or a
+    /// proxy's in front of it).
+    pub fn url_at(&self, port: u16) -> String {
+        format!("postgres://onlyone:{PASSWORD}@127.0.0.1:{port}/postgres?sslmode=disable")
+    }
+
+    /// The store URL.
+    pub fn url(&self) -> String {
+        self.url_at(self.port)
+    }
+
+    /// Runs SQL with psql, as the superuser over the socket.
+    pub fn psql(&self, sql: &str) -> String {
+        let out = self
+            .tool("psql")
+            .args(["-h"])
+            .arg(&self.data)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "onlyone",
+                "-d",
+                "postgres",
+                "-XAtqc",
+                sql,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        self.stop_immediate();
+    }
+}
+
+/// A TCP proxy on a free port of 127.0.0.1 in front of `target`; after
+/// [`Proxy::black_hole`] it stops forwarding in both directions without
+/// closing anything, as a dead network path does.
+pub struct Proxy {
+    /// Its port.
+    pub port: u16,
+    holed: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    delivered: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Proxy {
+    pub fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let holed = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let delay_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let delivered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        listener.set_nonblocking(true).unwrap();
+        let (h, s, d, n) = (
+            holed.clone(),
+            stop.clone(),
+            delay_ms.clone(),
+            delivered.clone(),
+        );
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let _ = client.set_nonblocking(false);
+                        if let Ok(server) = TcpStream::connect(("127.0.0.1", target)) {
+                            pump(
+                                client.try_clone().unwrap(),
+                                server.try_clone().unwrap(),
+                                h.clone(),
+                                Arc::new(std::sync::atomic::AtomicU64::new(0)),
+                                Arc::new(std::sync::atomic::AtomicU64::new(0)),
+                            );
+                            pump(server, client, h.clone(), d.clone(), n.clone());
+                        }
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Proxy {
+            port,
+            holed,
+            stop,
+            delay_ms,
+            delivered,
+        }
+    }
+
+    /// How many chunks have reached the clients from the server so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered.load(Ordering::SeqCst)
+    }
+
+    /// From now on replies (server to client) arrive `delay` late: a slow
+    /// path back.
+    pub fn delay_replies(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// From now on nothing passes, and nothing is closed.
+    pub fn black_hole(&self) {
+        self.holed.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Copies `from` to `to` until either closes, each chunk the delay after
+/// it was read; once holed, reads go on and the bytes are dropped (the peer's
+/// writes succeed into the void).
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    holed: Arc<AtomicBool>,
+    delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    delivered: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
+    let h = holed.clone();
+    std::thread::spawn(move || {
+        for (due, bytes) in rx {
+            let now = std::time::Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if h.load(Ordering::SeqCst) {
+                continue;
+            }
+            if to.write_all(&bytes).is_err() {
+                break;
+            }
+            delivered.fetch_add(1, Ordering::SeqCst);
+        }
+        if !h.load(Ordering::SeqCst) {
+            let _ = to.shutdown(std::net::Shutdown::Both);
+        } else {
+            // A black hole keeps the connection open: hold the socket.
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    });
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16384];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if holed.load(Ordering::SeqCst) {
+                continue;
+            }
+            if tx
+                .send((
+                    std::time::Instant::now()
+                        + Duration::from_millis(delay_ms.load(Ordering::SeqCst)),
+                    buf[..n].to_vec(),
+                ))
+                .is_err()
+            {
+                break;
+            }
+        }
+        if holed.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    });
+}
