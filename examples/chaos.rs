@@ -3,7 +3,7 @@
 //! happen.
 //!
 //! ```text
-//! cargo run --release --example chaos -- [--mode run|shell|cron|lib] [--seconds N]
+//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store] [--seconds N]
 //!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N]
 //!     [--max-seconds N] [--dir DIR]
 //! ```
@@ -23,6 +23,19 @@
 //!   (SIGKILL), so its worker goes on, and must keep the lock held. `lib`:
 //!   worker processes of this program, each with several threads, loop on
 //!   the library's `acquire`/`release`; the killer kills workers.
+//!   `store`: the PostgreSQL store. The harness starts a throwaway
+//!   cluster (as the store's tests do) behind a TCP proxy; contenders loop
+//!   `onlyone --store URL run --lease 2s --kill-after 300ms --wait 30s`
+//!   with critical sections of up to 6 s (three leases), the killer
+//!   SIGKILLs the wrapper of a run (every second on average: its watchdog
+//!   must end the command before the lease runs out), and a fault thread
+//!   restarts the server (`pg_ctl stop -m immediate`, down for up to 3 s)
+//!   or black-holes the proxy (up to 4 s) every few seconds. An overlap is
+//!   seen as in the other modes, by the kernel lock on the detector file.
+//!   A wrapper's exit 124 (its lease could not be renewed in time) and 125
+//!   (the store was unreachable) are counted, not errors; neither is a
+//!   contender that waited 30 s in vain (the lease's waiters poll, with no
+//!   queue).
 //! - **Counts.** Overlaps (a CS that found its kernel lock taken: must be
 //!   0); runs started; kills; stuck intervals (the lock file names a run
 //!   none of whose processes is alive, and stays so for more than a second
@@ -48,6 +61,11 @@ use std::time::{Duration, Instant};
 
 use onlyone::{AcquireOptions, LockFile, procfs};
 
+/// The throwaway server and the proxy of the store's tests.
+#[path = "../tests/support/pg.rs"]
+#[allow(dead_code)]
+mod pg;
+
 const OVERLAP_EXIT: i32 = 99;
 const STUCK_BOUND: Duration = Duration::from_secs(1);
 
@@ -57,6 +75,7 @@ enum Mode {
     Shell,
     Cron,
     Lib,
+    Store,
 }
 
 struct Opts {
@@ -82,6 +101,7 @@ fn parse_args() -> Opts {
         dir: None,
     };
     let mut args = std::env::args().skip(1);
+    let mut kill_every_set = false;
     while let Some(a) = args.next() {
         let mut val = || {
             args.next()
@@ -94,18 +114,25 @@ fn parse_args() -> Opts {
                     "shell" => Mode::Shell,
                     "cron" => Mode::Cron,
                     "lib" => Mode::Lib,
+                    "store" => Mode::Store,
                     m => usage(&format!("unknown mode {m}")),
                 }
             }
             "--seconds" => o.seconds = num(&val()),
             "--contenders" => o.contenders = num(&val()) as usize,
-            "--kill-every-ms" => o.kill_every = Duration::from_millis(num(&val())),
+            "--kill-every-ms" => {
+                o.kill_every = Duration::from_millis(num(&val()));
+                kill_every_set = true;
+            }
             "--min-runs" => o.min_runs = num(&val()),
             "--min-kills" => o.min_kills = num(&val()),
             "--max-seconds" => o.max_seconds = num(&val()),
             "--dir" => o.dir = Some(PathBuf::from(val())),
             _ => usage(&format!("unknown argument {a}")),
         }
+    }
+    if o.mode == Mode::Store && !kill_every_set {
+        o.kill_every = Duration::from_millis(1000);
     }
     o
 }
@@ -118,7 +145,7 @@ fn num(s: &str) -> u64 {
 fn usage(msg: &str) -> ! {
     eprintln!("chaos: {msg}");
     eprintln!(
-        "usage: chaos [--mode run|shell|cron|lib] [--seconds N] [--contenders N] \
+        "usage: chaos [--mode run|shell|cron|lib|store] [--seconds N] [--contenders N] \
          [--kill-every-ms N] [--min-runs N] [--min-kills N] [--max-seconds N] [--dir DIR]"
     );
     std::process::exit(2);
@@ -155,7 +182,10 @@ fn critical_section(check: &Path, log: &Path) -> ! {
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or(3000)
         .max(1);
-    let micros = u64::from(std::process::id() % max);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let micros = u64::from(std::process::id().wrapping_mul(2_654_435_761) ^ nanos) % u64::from(max);
     std::thread::sleep(Duration::from_micros(micros));
     std::process::exit(0);
 }
@@ -170,6 +200,12 @@ struct Stats {
     live_takeovers: AtomicU64,
     takeovers: AtomicU64,
     stuck: AtomicU64,
+    /// Store mode: wrappers that ended their command on a lease they could
+    /// not renew (124), or found the store unreachable (125).
+    lease_losses: AtomicU64,
+    store_errors: AtomicU64,
+    restarts: AtomicU64,
+    holes: AtomicU64,
     /// pid -> when the killer sent it SIGKILL (latest).
     killed: Mutex<HashMap<u32, Instant>>,
     /// Live contender processes: pid -> process group to kill.
@@ -232,6 +268,15 @@ fn main() {
     if o.mode == Mode::Cron {
         cron_script(&locks);
     }
+    let store = (o.mode == Mode::Store).then(|| {
+        let pg = Arc::new(pg::Pg::start().unwrap_or_else(|e| {
+            eprintln!("chaos: cannot start PostgreSQL: {e}");
+            std::process::exit(2)
+        }));
+        let proxy = Arc::new(pg::Proxy::start(pg.port));
+        (pg, proxy)
+    });
+    let url = store.as_ref().map(|(pg, proxy)| pg.url_at(proxy.port));
     let mut threads = Vec::new();
     for i in 0..o.contenders {
         let (stats, stop) = (stats.clone(), stop.clone());
@@ -243,10 +288,23 @@ fn main() {
             log.clone(),
         );
         let mode = o.mode;
+        let url = url.clone();
         threads.push(std::thread::spawn(move || {
-            contender(i, mode, &exe, &onlyone, &locks, &check, &log, &stats, &stop)
+            let at = Paths {
+                exe: &exe,
+                onlyone: &onlyone,
+                locks: &locks,
+                check: &check,
+                log: &log,
+                url: url.as_deref(),
+            };
+            contender(i, mode, &at, &stats, &stop)
         }));
     }
+    let faults = store.as_ref().map(|(pg, proxy)| {
+        let (stats, stop, pg, proxy) = (stats.clone(), stop.clone(), pg.clone(), proxy.clone());
+        std::thread::spawn(move || store_faults(&pg, &proxy, &stats, &stop))
+    });
     let killer = {
         let (stats, stop) = (stats.clone(), stop.clone());
         let every = o.kill_every;
@@ -288,6 +346,9 @@ fn main() {
     }
     let _ = killer.join();
     let _ = monitor.join();
+    if let Some(f) = faults {
+        let _ = f.join();
+    }
 
     let runs = count_lines(&log);
     let secs = started.elapsed().as_secs_f64();
@@ -307,6 +368,18 @@ fn main() {
     println!("  stuck intervals  {stuck}");
     println!("  live takeovers   {live}");
     println!("  wait timeouts    {}", s.timeouts.load(Ordering::Relaxed));
+    if o.mode == Mode::Store {
+        println!(
+            "  lease losses     {}",
+            s.lease_losses.load(Ordering::Relaxed)
+        );
+        println!(
+            "  store errors     {}",
+            s.store_errors.load(Ordering::Relaxed)
+        );
+        println!("  server restarts  {}", s.restarts.load(Ordering::Relaxed));
+        println!("  black holes      {}", s.holes.load(Ordering::Relaxed));
+    }
     println!("  other errors     {}", s.errors.load(Ordering::Relaxed));
     for e in s.first_errors.lock().unwrap().iter() {
         println!("    {e}");
@@ -315,10 +388,12 @@ fn main() {
     // A critical section lasts milliseconds: a 10 s wait that runs out
     // means the lock was held by something that was not a run.
     let timeouts = s.timeouts.load(Ordering::Relaxed);
+    let faults = s.restarts.load(Ordering::Relaxed) + s.holes.load(Ordering::Relaxed);
     let bad = overlaps > 0
         || stuck > 0
         || live > 0
-        || timeouts > 0
+        || (timeouts > 0 && o.mode != Mode::Store)
+        || (o.mode == Mode::Store && o.seconds >= 20 && faults < 2)
         || runs < o.min_runs
         || kills < o.min_kills;
     if bad {
@@ -328,18 +403,25 @@ fn main() {
     println!("chaos: ok");
 }
 
-#[allow(clippy::too_many_arguments)]
-fn contender(
-    i: usize,
-    mode: Mode,
-    exe: &Path,
-    onlyone: &Path,
-    locks: &Path,
-    check: &Path,
-    log: &Path,
-    stats: &Stats,
-    stop: &AtomicBool,
-) {
+/// Where a contender finds its programs, files and store.
+struct Paths<'a> {
+    exe: &'a Path,
+    onlyone: &'a Path,
+    locks: &'a Path,
+    check: &'a Path,
+    log: &'a Path,
+    url: Option<&'a str>,
+}
+
+fn contender(i: usize, mode: Mode, at: &Paths<'_>, stats: &Stats, stop: &AtomicBool) {
+    let Paths {
+        exe,
+        onlyone,
+        locks,
+        check,
+        log,
+        url,
+    } = *at;
     while !stop.load(Ordering::Relaxed) {
         let mut cmd = match mode {
             Mode::Run => {
@@ -384,6 +466,19 @@ fn contender(
                     .arg(log)
                     .env("CHAOS_CS_MAX_US", "20000")
                     .process_group(0);
+                c
+            }
+            Mode::Store => {
+                let mut c = Command::new(onlyone);
+                c.arg("--store")
+                    .arg(url.expect("the store's URL"))
+                    .args(["run", "--lease", "2s", "--kill-after", "300ms"])
+                    .args(["--wait", "30s", "job", "--"])
+                    .arg(exe)
+                    .arg("--cs")
+                    .arg(check)
+                    .arg(log)
+                    .env("CHAOS_CS_MAX_US", "6000000");
                 c
             }
             Mode::Lib => {
@@ -438,6 +533,14 @@ fn contender(
             (Some(75), _) => {
                 stats.timeouts.fetch_add(1, Ordering::Relaxed);
             }
+            (Some(124), _) if mode == Mode::Store => {
+                stats.lease_losses.fetch_add(1, Ordering::Relaxed);
+            }
+            (Some(125), _) if mode == Mode::Store => {
+                stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                // The server is down or cut off: try again in a moment.
+                std::thread::sleep(Duration::from_millis(100));
+            }
             // Killed by the killer: the process itself, or its command
             // (onlyone reports 128+9), or in shell mode the script.
             (_, Some(9)) | (Some(137), _) => {}
@@ -457,6 +560,62 @@ fn contender(
             }
         }
     }
+}
+
+/// Store mode's faults, every 4-10 s: the server stopped at once
+/// (`pg_ctl stop -m immediate`) and started again 0.2-3 s later, or the
+/// proxy black-holed for 0.5-4 s (the holed connections stay dead).
+fn store_faults(pg: &pg::Pg, proxy: &pg::Proxy, stats: &Stats, stop: &AtomicBool) {
+    let mut rng = u64::from(std::process::id()) ^ 0x2545_f491_4f6c_dd1d;
+    let mut next = move |lo: u64, hi: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        Duration::from_millis(lo + rng % (hi - lo))
+    };
+    let pause = |d: Duration| {
+        let until = Instant::now() + d;
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    loop {
+        pause(next(4000, 10000));
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if next(0, 2).as_millis() == 0 {
+            pg.stop_immediate();
+            stats.restarts.fetch_add(1, Ordering::Relaxed);
+            pause(next(200, 3000));
+            if let Err(e) = pg.start_again() {
+                stats.error(format!("the server did not start again: {e}"));
+                return;
+            }
+        } else {
+            proxy.black_hole();
+            stats.holes.fetch_add(1, Ordering::Relaxed);
+            pause(next(500, 4000));
+            proxy.heal();
+        }
+    }
+}
+
+/// For the store's test support (`support::pg`): a temp dir the cluster's
+/// owner (`nobody`, under root) can enter.
+fn open_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix("onlyone-chaos-pg-")
+        .tempdir()
+        .expect("a temp dir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod the temp dir");
+    d
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
 }
 
 /// The script a cron contender runs (written once beside the locks): it
@@ -552,6 +711,10 @@ fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
             if let Some(c) = first_child() {
                 target = c;
             }
+        }
+        if mode == Mode::Store && first_child().is_none() {
+            // A holder's wrapper (its command runs), not a waiter.
+            continue;
         }
         if mode == Mode::Cron {
             // The script alone (cron's sh forked it), never its worker.

@@ -85,6 +85,15 @@ pub(crate) fn default_disposition(sig: i32) {
     }
 }
 
+/// Ignores a signal in this process (a watchdog that only its link's end
+/// may end).
+pub(crate) fn ignore(sig: i32) {
+    if let Some(s) = nix_signal(sig) {
+        // SAFETY: SIG_IGN installs no handler; nothing runs on delivery.
+        let _ = unsafe { nix::sys::signal::signal(s, SigHandler::SigIgn) };
+    }
+}
+
 /// Runs `f` with `sig` blocked in the calling thread (SIGTTOU, around a
 /// `tcsetpgrp` from a background process group).
 pub(crate) fn with_blocked<T>(sig: i32, f: impl FnOnce() -> T) -> T {

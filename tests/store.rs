@@ -221,6 +221,70 @@ fn a_remote_stop_ends_the_run_and_releases() {
     w.oo(&["stop", "job"]).expect(0).says("not running");
 }
 
+/// The wrapper killed with SIGKILL, the way cron's jobs die: `sh -c`
+/// leads the group, onlyone is its child, and the whole group gets KILL.
+/// Nothing renews the lease any more, so the run's watchdog (a group of its
+/// own) ends the command, which ignores TERM, within the grace and before
+/// the lease runs out; the next holder starts after the lease's end, not
+/// before.
+#[test]
+fn a_killed_wrapper_takes_its_command_with_it_before_the_lease_runs_out() {
+    use std::os::unix::process::CommandExt;
+    let Some(mut w) = World::new() else { return };
+    let ready = w.path("a.ready");
+    let line = format!(
+        "'{}' --store '{}' run --lease 4s --kill-after 1s job -- sh -c '{}'; echo after",
+        BIN,
+        w.pg.url(),
+        format!("echo $$ > \"$DIR/a.pid\"; {}", beating("a")).replace('\'', "'\\''")
+    );
+    let mut c = w.program("sh");
+    c.args(["-c", &line])
+        .env("DIR", w.dir())
+        .env("READY", &ready)
+        .process_group(0);
+    let cron_sh = w.keep(c);
+    wait_until("the command", HANG, || ready.exists());
+    let command: u32 = w.read("a.pid").trim().parse().unwrap();
+    assert_ne!(command_of(cron_sh), command, "onlyone sits between");
+    signal(-(cron_sh as i32), rustix::process::Signal::KILL);
+    let killed = Instant::now();
+    wait_gone(command);
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "the command outlived its wrapper by {:?}",
+        killed.elapsed()
+    );
+    let (until, fa) = server_lease(&w, "job");
+    let last = last_beat(&w, "a");
+    assert!(
+        last < until,
+        "beat at {last:.3} after the lease's end {until:.3}"
+    );
+    // The next holder waits for the lease to run out.
+    let asked = wall();
+    let b = w.oo(&[
+        "run",
+        "--wait",
+        "30s",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        "date +%s%N > \"$0\"; echo $ONLYONE_FENCE > \"$0.fence\"",
+        &w.path("b.start").display().to_string(),
+    ]);
+    b.expect(0);
+    assert!(asked < until, "the test asked too late to show the wait");
+    let b_start: f64 = w.read("b.start").trim().parse::<f64>().unwrap() / 1e9;
+    assert!(
+        b_start >= until,
+        "the next run started at {b_start:.3}, before the lease's end {until:.3}"
+    );
+    let fb: i64 = w.read("b.start.fence").trim().parse().unwrap();
+    assert!(fb > fa, "the fence grows: {fa} then {fb}");
+}
+
 /// Wrong credentials and an unreachable server: clear errors and 125; a
 /// precheck lets the fire run (0).
 #[test]

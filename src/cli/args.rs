@@ -188,6 +188,33 @@ Examples:
     /// (internal) Keep a lock taken by `acquire` fresh while it is held.
     #[command(hide = true)]
     Keeper(Keeper),
+    /// (internal) End a leased run if its wrapper dies first.
+    #[command(hide = true)]
+    LeaseWatchdog(LeaseWatchdog),
+}
+
+/// `run --store` starts this beside its command: it ends the run if the
+/// wrapper dies (nothing would renew the lease).
+#[derive(Debug, Args)]
+pub struct LeaseWatchdog {
+    /// The run's token.
+    #[arg(long)]
+    pub token: String,
+    /// The run's user.
+    #[arg(long)]
+    pub uid: u32,
+    /// The wrapper's start time (clock ticks since boot).
+    #[arg(long)]
+    pub since: u64,
+    /// The lease, in milliseconds.
+    #[arg(long)]
+    pub lease_ms: u64,
+    /// The grace, in milliseconds.
+    #[arg(long)]
+    pub grace_ms: u64,
+    /// When the take was sent (boot clock, nanoseconds).
+    #[arg(long)]
+    pub sent: i64,
 }
 
 /// `acquire` starts this for a lock in a directory that age-based cleaners

@@ -84,6 +84,7 @@ pub fn main() -> Code {
         Command::Check(a) => monitor::check(&ctx, a),
         Command::Metrics(a) => monitor::metrics(&ctx, a),
         Command::Keeper(a) => script::keeper(a),
+        Command::LeaseWatchdog(a) => shared::watchdog(&a),
     }
 }
 

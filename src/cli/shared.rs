@@ -102,6 +102,16 @@ pub fn run(url: &str, a: &args::Run) -> Code {
         Ok(h) => h,
         Err(code) => return code,
     };
+    let watchdog = match start_watchdog(&hold, &token, timing) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = hold.release();
+            return super::fail(format_args!(
+                "cannot start the run's watchdog ({e}); without it a killed wrapper would leave \
+                 its command running past the lease, so the run was not started"
+            ));
+        }
+    };
     let mut ev = Event::now(Kind::Start);
     ev.token = Some(token.clone());
     ev.pid = Some(me);
@@ -133,6 +143,7 @@ pub fn run(url: &str, a: &args::Run) -> Code {
              run out"
         ));
         hold.abandon();
+        reap_watchdog(watchdog);
         return Code::Exit(exit::FAILURE);
     }
     let lost = outcome.ended_by == Some(EndedBy::LeaseLost);
@@ -142,6 +153,7 @@ pub fn run(url: &str, a: &args::Run) -> Code {
             "the run ended, but releasing its lease failed: {e}"
         ));
     }
+    reap_watchdog(watchdog);
     if lost {
         say(format_args!(
             "the lease of `{name}` could not be renewed in time (or was taken): the command was \
@@ -152,6 +164,72 @@ pub fn run(url: &str, a: &args::Run) -> Code {
     match outcome.ended_by {
         Some(EndedBy::MaxTime(_)) | Some(EndedBy::Idle(_)) => Code::Exit(exit::ENDED),
         _ => exit::command_exit(outcome.exit),
+    }
+}
+
+/// Starts the run's watchdog (see `onlyone::store::watchdog`): a process
+/// group of its own, no token in its environment (it is not the run), its
+/// standard input the link.
+fn start_watchdog(
+    hold: &PgHold,
+    token: &str,
+    timing: LeaseTiming,
+) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let me = onlyone::ProcId::of(std::process::id())
+        .ok_or_else(|| std::io::Error::other("cannot read this process's start time"))?;
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .arg("lease-watchdog")
+        .args(["--token", token])
+        .args(["--uid", &rustix::process::getuid().as_raw().to_string()])
+        .args(["--since", &me.start.to_string()])
+        .args(["--lease-ms", &timing.lease.as_millis().to_string()])
+        .args(["--grace-ms", &timing.grace.as_millis().to_string()])
+        .args(["--sent", &hold.watch().sent().to_string()])
+        .env_remove(onlyone::LOCK_VAR)
+        .env_remove(onlyone::TOKEN_VAR)
+        .env_remove(onlyone::FENCE_VAR)
+        .stdin(std::os::fd::OwnedFd::from(theirs))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    hold.attach(onlyone::store::watchdog::Link::new(ours.into()));
+    Ok(child)
+}
+
+/// Waits for the watchdog, told `done`, to exit.
+fn reap_watchdog(mut child: std::process::Child) {
+    let _ = child.wait();
+}
+
+/// `onlyone lease-watchdog`: watches over a leased run until its wrapper
+/// says it is over, or dies.
+pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
+    use onlyone::store::watchdog::{Watch, Watched, watch};
+    use std::os::fd::AsFd;
+    let Ok(timing) = LeaseTiming::new(
+        Duration::from_millis(a.lease_ms),
+        Duration::from_millis(a.grace_ms),
+    ) else {
+        return Code::Exit(exit::FAILURE);
+    };
+    let w = Watched {
+        token: a.token.clone(),
+        uid: a.uid,
+        since: a.since,
+        timing,
+        sent: a.sent,
+    };
+    let input = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(_) => return Code::Exit(exit::FAILURE),
+    };
+    match watch(input, &w) {
+        Watch::Done => Code::Exit(0),
+        Watch::Ended { survivors, .. } if survivors.is_empty() => Code::Exit(0),
+        Watch::Ended { .. } => Code::Exit(exit::FAILURE),
     }
 }
 

@@ -96,6 +96,8 @@ struct Shared {
     lost: AtomicBool,
     stop: AtomicBool,
     done: AtomicBool,
+    /// The run's watchdog, told of every renewal.
+    link: std::sync::OnceLock<super::watchdog::Link>,
 }
 
 /// A lease held by this process, renewed by a thread of its own.
@@ -120,6 +122,9 @@ impl Renewals {
     /// A renewal sent at `sent` (boot clock) succeeded.
     pub fn renewed(&self, sent: i64) {
         self.shared.sent_ok.fetch_max(sent, Ordering::AcqRel);
+        if let Some(link) = self.shared.link.get() {
+            link.renewed(sent);
+        }
         // Past the kill deadline nothing a renewal says can help: let the
         // supervision look.
         if boot_ns()
@@ -170,6 +175,7 @@ impl LeaseWatch {
             lost: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             done: AtomicBool::new(false),
+            link: std::sync::OnceLock::new(),
         });
         let (wake_rx, wake_tx) = rustix::pipe::pipe_with(
             rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
@@ -211,6 +217,23 @@ impl LeaseWatch {
     /// A remote `stop` asked the run to end.
     pub fn stop_requested(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
+    }
+
+    /// When the last good renewal (or the take) was sent (boot clock).
+    pub fn sent(&self) -> i64 {
+        self.shared.sent_ok.load(Ordering::Acquire)
+    }
+
+    /// Links the run's watchdog (see [`super::watchdog`]): it hears of
+    /// every renewal from now on, and the take's send time now.
+    pub fn attach(&self, link: super::watchdog::Link) {
+        link.renewed(self.shared.sent_ok.load(Ordering::Acquire));
+        let _ = self.shared.link.set(link);
+    }
+
+    /// The run's watchdog, once attached.
+    pub fn link(&self) -> Option<&super::watchdog::Link> {
+        self.shared.link.get()
     }
 
     /// Readable when the renewal thread has news.

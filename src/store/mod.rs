@@ -9,3 +9,4 @@
 pub mod lease;
 #[cfg(feature = "postgres")]
 pub mod pg;
+pub mod watchdog;

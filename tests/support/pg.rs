@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The password of the cluster's superuser.
@@ -204,59 +204,72 @@ impl Drop for Pg {
 }
 
 /// A TCP proxy on a free port of 127.0.0.1 in front of `target`; after
-/// [`Proxy::black_hole`] it stops forwarding in both directions without
-/// closing anything, as a dead network path does.
+/// [`Proxy::black_hole`] it stops forwarding on every connection, without
+/// closing anything, as a dead network path does. [`Proxy::heal`] lets new
+/// connections through again (the holed ones stay dead, as a real
+/// client's would after a partition).
 pub struct Proxy {
     /// Its port.
     pub port: u16,
+    /// New connections start holed while this is set.
     holed: Arc<AtomicBool>,
+    /// Each connection's own flag.
+    conns: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
     stop: Arc<AtomicBool>,
-    delay_ms: Arc<std::sync::atomic::AtomicU64>,
-    delivered: Arc<std::sync::atomic::AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
+    delivered: Arc<AtomicU64>,
 }
 
 impl Proxy {
     pub fn start(target: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let holed = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let delay_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let delivered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let p = Proxy {
+            port,
+            holed: Arc::default(),
+            conns: Arc::default(),
+            stop: Arc::default(),
+            delay_ms: Arc::default(),
+            delivered: Arc::default(),
+        };
         listener.set_nonblocking(true).unwrap();
-        let (h, s, d, n) = (
-            holed.clone(),
-            stop.clone(),
-            delay_ms.clone(),
-            delivered.clone(),
+        let (h, c, s, d, n) = (
+            p.holed.clone(),
+            p.conns.clone(),
+            p.stop.clone(),
+            p.delay_ms.clone(),
+            p.delivered.clone(),
         );
         std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((client, _)) => {
                         let _ = client.set_nonblocking(false);
-                        if let Ok(server) = TcpStream::connect(("127.0.0.1", target)) {
-                            pump(
-                                client.try_clone().unwrap(),
-                                server.try_clone().unwrap(),
-                                h.clone(),
-                                Arc::new(std::sync::atomic::AtomicU64::new(0)),
-                                Arc::new(std::sync::atomic::AtomicU64::new(0)),
-                            );
-                            pump(server, client, h.clone(), d.clone(), n.clone());
-                        }
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                            continue;
+                        };
+                        let holed = Arc::new(AtomicBool::new(h.load(Ordering::SeqCst)));
+                        c.lock().unwrap().push(holed.clone());
+                        let up = Pump {
+                            holed: holed.clone(),
+                            delay_ms: Arc::default(),
+                            delivered: Arc::default(),
+                            close_when_holed: true,
+                        };
+                        up.run(client.try_clone().unwrap(), server.try_clone().unwrap());
+                        let down = Pump {
+                            holed,
+                            delay_ms: d.clone(),
+                            delivered: n.clone(),
+                            close_when_holed: false,
+                        };
+                        down.run(server, client);
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
         });
-        Proxy {
-            port,
-            holed,
-            stop,
-            delay_ms,
-            delivered,
-        }
+        p
     }
 
     /// How many chunks have reached the clients from the server so far.
@@ -274,6 +287,14 @@ impl Proxy {
     /// From now on nothing passes, and nothing is closed.
     pub fn black_hole(&self) {
         self.holed.store(true, Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().iter() {
+            c.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// New connections pass again; the holed ones stay dead.
+    pub fn heal(&self) {
+        self.holed.store(false, Ordering::SeqCst);
     }
 }
 
@@ -283,62 +304,67 @@ impl Drop for Proxy {
     }
 }
 
-/// Copies `from` to `to` until either closes, each chunk the delay after
-/// it was read; once holed, reads go on and the bytes are dropped (the peer's
-/// writes succeed into the void).
-fn pump(
-    mut from: TcpStream,
-    mut to: TcpStream,
+/// One direction of a proxied connection.
+struct Pump {
     holed: Arc<AtomicBool>,
-    delay_ms: Arc<std::sync::atomic::AtomicU64>,
-    delivered: Arc<std::sync::atomic::AtomicU64>,
-) {
-    let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
-    let h = holed.clone();
-    std::thread::spawn(move || {
-        for (due, bytes) in rx {
-            let now = std::time::Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
+    delay_ms: Arc<AtomicU64>,
+    delivered: Arc<AtomicU64>,
+    /// Close `to` when `from` ends even while holed: right for the way to
+    /// the server (the client, which closed, cannot see it), wrong for the
+    /// way back (a dead path never closes the client's connection).
+    close_when_holed: bool,
+}
+
+impl Pump {
+    /// Copies `from` to `to` until either closes, each chunk the delay
+    /// after it was read; once holed, reads go on and the bytes are
+    /// dropped (the peer's writes succeed into the void).
+    fn run(self, mut from: TcpStream, mut to: TcpStream) {
+        let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
+        let Pump {
+            holed,
+            delay_ms,
+            delivered,
+            close_when_holed,
+        } = self;
+        let h = holed.clone();
+        std::thread::spawn(move || {
+            for (due, bytes) in rx {
+                let now = std::time::Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                if h.load(Ordering::SeqCst) {
+                    continue;
+                }
+                if to.write_all(&bytes).is_err() {
+                    break;
+                }
+                delivered.fetch_add(1, Ordering::SeqCst);
             }
-            if h.load(Ordering::SeqCst) {
-                continue;
+            if close_when_holed || !h.load(Ordering::SeqCst) {
+                let _ = to.shutdown(std::net::Shutdown::Both);
+            } else {
+                // A black hole keeps the client's connection open.
+                std::thread::sleep(Duration::from_secs(3600));
             }
-            if to.write_all(&bytes).is_err() {
-                break;
+        });
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 16384];
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if holed.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let due = std::time::Instant::now()
+                    + Duration::from_millis(delay_ms.load(Ordering::SeqCst));
+                if tx.send((due, buf[..n].to_vec())).is_err() {
+                    break;
+                }
             }
-            delivered.fetch_add(1, Ordering::SeqCst);
-        }
-        if !h.load(Ordering::SeqCst) {
-            let _ = to.shutdown(std::net::Shutdown::Both);
-        } else {
-            // A black hole keeps the connection open: hold the socket.
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    });
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16384];
-        loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if holed.load(Ordering::SeqCst) {
-                continue;
-            }
-            if tx
-                .send((
-                    std::time::Instant::now()
-                        + Duration::from_millis(delay_ms.load(Ordering::SeqCst)),
-                    buf[..n].to_vec(),
-                ))
-                .is_err()
-            {
-                break;
-            }
-        }
-        if holed.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    });
+        });
+    }
 }

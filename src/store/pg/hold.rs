@@ -79,6 +79,7 @@ impl PgHold {
     pub fn release(mut self) -> Result<(), StoreError> {
         self.watch.stop_thread();
         self.released = true;
+        self.watchdog_done();
         if self.watch.lost() {
             return Ok(());
         }
@@ -91,6 +92,18 @@ impl PgHold {
     pub fn abandon(mut self) {
         self.watch.stop_thread();
         self.released = true;
+        self.watchdog_done();
+    }
+
+    /// Links the run's watchdog (see [`crate::store::watchdog`]).
+    pub fn attach(&self, link: crate::store::watchdog::Link) {
+        self.watch.attach(link);
+    }
+
+    fn watchdog_done(&self) {
+        if let Some(link) = self.watch.link() {
+            link.done();
+        }
     }
 }
 
@@ -98,6 +111,7 @@ impl Drop for PgHold {
     fn drop(&mut self) {
         if !self.released {
             self.watch.stop_thread();
+            self.watchdog_done();
             if !self.watch.lost() {
                 let _ = self.store.release(&self.name, self.epoch);
             }
@@ -153,7 +167,10 @@ impl crate::supervise::Hold for PgHold {
         ]
     }
 
-    fn set_command(&mut self, _pid: u32) -> crate::Result<()> {
+    fn set_command(&mut self, pid: u32) -> crate::Result<()> {
+        if let (Some(link), Some(id)) = (self.watch.link(), crate::ProcId::of(pid)) {
+            link.command(id);
+        }
         Ok(())
     }
 
