@@ -24,7 +24,11 @@ derefs_to_sandbox!(World);
 
 impl World {
     fn new() -> Option<World> {
-        match Pg::start() {
+        World::with(Pg::start())
+    }
+
+    fn with(pg: Result<Pg, String>) -> Option<World> {
+        match pg {
             Ok(pg) => Some(World {
                 sb: Sandbox::new("ONLYONE_STORE_MARK"),
                 pg,
@@ -283,6 +287,105 @@ fn a_killed_wrapper_takes_its_command_with_it_before_the_lease_runs_out() {
     );
     let fb: i64 = w.read("b.start.fence").trim().parse().unwrap();
     assert!(fb > fa, "the fence grows: {fa} then {fb}");
+}
+
+/// TLS, as libpq's `sslmode` asks: against a server that refuses plain
+/// TCP, `require` works, `verify-full` works with the CA as `sslrootcert`
+/// and is refused (125, a clear error; precheck 0) without it; `disable` is
+/// refused by the server. The password comes from `PGPASSWORD`, then from
+/// a password file (`PGPASSFILE`), never from the URL.
+#[test]
+fn tls_require_and_verify_full_work_and_an_unknown_ca_is_refused() {
+    let Some(w) = World::with(Pg::start_tls()) else {
+        return;
+    };
+    let base = format!("postgres://onlyone@127.0.0.1:{}/postgres", w.pg.port);
+    let ca = w.pg.ca().display().to_string();
+    let with_pw = |url: &str, args: &[&str]| {
+        let mut c = w.oo_at(url, args);
+        c.env("PGPASSWORD", support::pg::PASSWORD)
+            .env_remove("PGPASSFILE");
+        finish(c, HANG)
+    };
+    with_pw(
+        &format!("{base}?sslmode=require"),
+        &["run", "job", "--", "true"],
+    )
+    .expect(0);
+    let full = format!("{base}?sslmode=verify-full&sslrootcert={ca}");
+    with_pw(&full, &["run", "job", "--", "true"]).expect(0);
+    let out = with_pw(
+        &format!("{base}?sslmode=verify-full"),
+        &["run", "job", "--", "true"],
+    );
+    out.expect(125).says("sslrootcert=PATH");
+    with_pw(&format!("{base}?sslmode=verify-full"), &["precheck", "job"]).expect(0);
+    let out = with_pw(
+        &format!("{base}?sslmode=disable"),
+        &["run", "job", "--", "true"],
+    );
+    out.expect(125).says("pg_hba.conf");
+    // The password from a password file (0600, as libpq requires).
+    let pgpass = w.path("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!(
+            "127.0.0.1:{}:postgres:onlyone:{}\n",
+            w.pg.port,
+            support::pg::PASSWORD
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut c = w.oo_at(&full, &["run", "job", "--", "true"]);
+    c.env_remove("PGPASSWORD").env("PGPASSFILE", &pgpass);
+    finish(c, HANG).expect(0);
+    let h = w.oo_at(&full, &["history", "job", "--json"]);
+    let mut h = h;
+    h.env("PGPASSFILE", &pgpass);
+    let h = finish(h, HANG);
+    h.expect(0);
+    assert_eq!(h.stdout.lines().count(), 3, "{}", h.stdout);
+}
+
+/// The README's SQL for a DBA, run as it is written: a role with only the
+/// privileges it grants (it may not create tables) takes, renews, stops,
+/// releases and records runs, and reads them back.
+#[test]
+fn the_readme_schema_and_grants_are_enough() {
+    let Some(mut w) = World::new() else { return };
+    w.pg.psql("CREATE ROLE jobs LOGIN PASSWORD 'jobs-pw'");
+    w.pg.psql(&readme_block("store-schema"));
+    let url = format!(
+        "postgres://jobs:jobs-pw@127.0.0.1:{}/postgres?sslmode=disable",
+        w.pg.port
+    );
+    let out = finish(w.oo_at(&url, &["run", "job", "--", "true"]), HANG);
+    out.expect(0);
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "3s", "--kill-after", "1s"],
+        "touch \"$READY\"; exec sleep 1000",
+    );
+    finish(w.oo_at(&url, &["run", "job", "--", "true"]), HANG).expect(75);
+    finish(w.oo_at(&url, &["precheck", "job"]), HANG).expect(75);
+    let st = finish(w.oo_at(&url, &["status"]), HANG);
+    assert!(st.expect(0).stdout.contains("\theld\t"), "{st:#?}");
+    finish(w.oo_at(&url, &["stop", "job"]), HANG).expect(0);
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 128 + 15);
+    let h = finish(w.oo_at(&url, &["history", "job", "--json"]), HANG);
+    h.expect(0);
+    assert_eq!(h.stdout.lines().count(), 2, "{}", h.stdout);
+    let m = finish(w.oo_at(&url, &["metrics"]), HANG);
+    let skips = "onlyone_skipped_total{lock=\"job\"} 2";
+    assert!(m.expect(0).stdout.contains(skips), "{m:#?}");
+    // Nothing was created by the role: the DBA's tables are the only ones.
+    let owners = w
+        .pg
+        .psql("SELECT string_agg(tableowner, ',') FROM pg_tables WHERE tablename LIKE 'onlyone_%'");
+    assert_eq!(owners, "onlyone,onlyone");
 }
 
 /// Wrong credentials and an unreachable server: clear errors and 125; a

@@ -17,7 +17,7 @@ use super::monitor::Seen;
 use super::{args, deadline_of, say};
 
 /// How often a waiter looks at a held lease again.
-const WAIT_POLL: Duration = Duration::from_millis(250);
+const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// How long a command that only reads the store waits for it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);

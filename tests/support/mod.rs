@@ -413,7 +413,7 @@ pub fn wait_bounded(
     (status, so.join().unwrap(), se.join().unwrap())
 }
 
-/// The shell block of README.md that follows `<!-- readme-test: NAME -->`:
+/// The code block of README.md that follows `<!-- readme-test: NAME -->`:
 /// the tests run the README's examples as they are written.
 pub fn readme_block(name: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
@@ -425,8 +425,10 @@ pub fn readme_block(name: &str) -> String {
         .1;
     let body = after
         .trim_start()
-        .strip_prefix("```sh\n")
-        .unwrap_or_else(|| panic!("{marker} is not followed by a ```sh block"));
+        .strip_prefix("```")
+        .and_then(|b| b.split_once('\n'))
+        .unwrap_or_else(|| panic!("{marker} is not followed by a ``` block"))
+        .1;
     body.split_once("\n```")
         .unwrap_or_else(|| panic!("the block after {marker} does not end"))
         .0

@@ -46,12 +46,31 @@ pub struct Pg {
     /// Its port on 127.0.0.1.
     pub port: u16,
     as_nobody: bool,
+    /// More server settings (`-c` options): TLS, for one.
+    extra: String,
 }
 
 impl Pg {
     /// Starts one, or says why it cannot (no PostgreSQL installed): the
     /// caller skips then.
     pub fn start() -> Result<Pg, String> {
+        Pg::start_with(false)
+    }
+
+    /// Starts one that speaks TLS, with a certificate for `localhost` and
+    /// `127.0.0.1` signed by a throwaway CA: [`Pg::ca`] is the CA's
+    /// certificate (for `sslrootcert`). Plain TCP connections are refused.
+    pub fn start_tls() -> Result<Pg, String> {
+        Pg::start_with(true)
+    }
+
+    /// The throwaway CA's certificate of a server started by
+    /// [`Pg::start_tls`].
+    pub fn ca(&self) -> PathBuf {
+        self.data.parent().unwrap().join("ca.crt")
+    }
+
+    fn start_with(tls: bool) -> Result<Pg, String> {
         let bin = bin_dir().ok_or("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin)")?;
         let tmp = super::open_tempdir();
         let data = tmp.path().join("data");
@@ -59,6 +78,15 @@ impl Pg {
         std::fs::create_dir(&data).unwrap();
         let pwfile = tmp.path().join("pw");
         std::fs::write(&pwfile, PASSWORD).unwrap();
+        let extra = if tls {
+            make_certificates(tmp.path())?;
+            format!(
+                " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                tmp.path().display()
+            )
+        } else {
+            String::new()
+        };
         if as_nobody {
             let ok = Command::new("chown")
                 .args(["-R", "nobody:nogroup"])
@@ -75,6 +103,7 @@ impl Pg {
             bin,
             port: free_port(),
             as_nobody,
+            extra,
         };
         let out = pg
             .tool("initdb")
@@ -95,6 +124,19 @@ impl Pg {
                 "initdb failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             ));
+        }
+        if tls {
+            // TCP connections must use TLS: a plain one is refused.
+            let hba = pg.data.join("pg_hba.conf");
+            let text = std::fs::read_to_string(&hba).unwrap();
+            let text: String = text
+                .lines()
+                .map(|l| match l.strip_prefix("host ") {
+                    Some(rest) => format!("hostssl {rest}\n"),
+                    None => format!("{l}\n"),
+                })
+                .collect();
+            std::fs::write(&hba, text).unwrap();
         }
         pg.start_again()?;
         Ok(pg)
@@ -124,9 +166,10 @@ impl Pg {
             .arg(&log)
             .arg("-o")
             .arg(format!(
-                "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
+                "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200{}",
                 self.port,
-                self.data.display()
+                self.data.display(),
+                self.extra
             ))
             .args(["-w", "-t", "60", "start"])
             .stdout(Stdio::null())
@@ -201,6 +244,70 @@ impl Drop for Pg {
     fn drop(&mut self) {
         self.stop_immediate();
     }
+}
+
+/// A throwaway CA and a server certificate it signed (for `localhost` and
+/// `127.0.0.1`), in `dir`: `ca.crt`, `server.crt`, `server.key` (0600, as
+/// the server requires).
+fn make_certificates(dir: &Path) -> Result<(), String> {
+    let openssl = |args: &[&str]| -> Result<(), String> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("openssl is needed for the TLS tests: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "openssl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=onlyone test CA"];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.crt"]);
+    openssl(&ca)?;
+    let mut csr = vec!["req", "-subj", "/CN=localhost"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
+    openssl(&csr)?;
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-days",
+        "2",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    ])?;
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("server.key");
+    // The cluster's owner gets them with the rest of the directory.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    Ok(())
 }
 
 /// A TCP proxy on a free port of 127.0.0.1 in front of `target`; after

@@ -171,16 +171,26 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
             }
         }
     };
-    if code == Some(&SqlState::INVALID_PASSWORD)
-        || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
-    {
+    if code == Some(&SqlState::INVALID_PASSWORD) {
         return StoreError::Auth(format!(
             "the store `{url}` refused the credentials: {text}; check the user and PGPASSWORD or \
              ~/.pgpass"
         ));
     }
+    if code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+        return StoreError::Auth(format!(
+            "the store `{url}` refused the connection: {text}; the server's pg_hba.conf decides \
+             which user, database, host and encryption (sslmode) may connect"
+        ));
+    }
     if e.as_db_error().is_none() {
-        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}"));
+        let hint = if text.contains("invalid peer certificate") {
+            "; the server's certificate is not signed by a CA this host trusts (or not for this \
+             host name): give its CA with sslrootcert=PATH in the URL"
+        } else {
+            ""
+        };
+        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}{hint}"));
     }
     StoreError::Other(format!("the store `{url}` said: {text}"))
 }
