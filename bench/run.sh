@@ -34,6 +34,7 @@ if [ "$QUICK" = 1 ]; then
   SYSCALL_N=100
   BUSY=200
   JOURNAL_EVENTS=1000
+  STORE_ROUNDS=5 STORE_HANDOFFS=2
   OUT=target/onlyone-bench/results-quick.md
 else
   CMD_ROUNDS=300 CMD_WARMUP=20
@@ -47,6 +48,7 @@ else
   SYSCALL_N=1000
   BUSY=2000
   JOURNAL_EVENTS=100000
+  STORE_ROUNDS=100 STORE_HANDOFFS=20
   OUT=target/onlyone-bench/results.md
 fi
 mkdir -p target/onlyone-bench
@@ -86,13 +88,18 @@ if have perf && perf stat -e task-clock true >/dev/null 2>&1; then PERF_OK=1; fi
 say "building (release): the binary, the bench_* examples, the criterion bench"
 cargo build --release --quiet --bin onlyone
 cargo build --release --quiet --example bench_cmd --example bench_cycle \
-  --example bench_contend --example bench_handoff --example bench_scale
+  --example bench_contend --example bench_handoff --example bench_scale --example bench_store
 cargo bench --quiet --bench lock_cycle --no-run
 # .cargo/config.toml names the host as the target: artifacts are under
 # target/<host-tuple>/.
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 O=$ROOT/target/$HOST/release/onlyone
 EX=$ROOT/target/$HOST/release/examples
+# The binary without the PostgreSQL store, to show that linking it costs the
+# directory store's path nothing.
+say "building the binary without the postgres feature (target/onlyone-bench/nopg)"
+CARGO_TARGET_DIR=$ROOT/target/onlyone-bench/nopg cargo build --release --quiet --bin onlyone --no-default-features
+O_NOPG=$ROOT/target/onlyone-bench/nopg/$HOST/release/onlyone
 P=""
 if [ "$PERF_OK" = 1 ] && [ "$QUICK" = 0 ]; then
   say "building a release binary with debug info for the profiles (target/onlyone-bench/prof)"
@@ -159,7 +166,7 @@ emit "- Tools: $(flock --version 2>/dev/null | head -1 || echo 'flock ?'); hyper
 emit ""
 
 # ---------------------------------------------------------------- 1
-say "1/5 command overhead"
+say "1/6 command overhead"
 emit "## 1. Command overhead"
 emit ""
 emit "(load average before this part: $(load))"
@@ -171,6 +178,7 @@ cmd_table() { # DIR
   mkdir -p "$d/o"
   {
     printf 'onlyone run\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O" "$d/o"
+    printf 'onlyone run, built without the postgres feature\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O_NOPG" "$d/o"
     have flock && printf 'flock -n\tflock\t-n\t%s\ttrue\n' "$d/f.lock"
     have lckdo && printf 'lckdo\tlckdo\t%s\ttrue\n' "$d/l.lock"
     have setlock && printf 'setlock -n\tsetlock\t-n\t%s\ttrue\n' "$d/s.lock"
@@ -233,7 +241,7 @@ if have strace; then
 fi
 
 # ---------------------------------------------------------------- 2
-say "2/5 library cycle (criterion)"
+say "2/6 library cycle (criterion)"
 emit "## 2. Library cycle (criterion)"
 emit ""
 emit "(load average before this part: $(load))"
@@ -297,7 +305,7 @@ if [ "$PERF_OK" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- 3
-say "3/5 contention"
+say "3/6 contention"
 emit "## 3. Contention"
 emit ""
 emit "(load average before this part: $(load))"
@@ -319,7 +327,7 @@ for pair in "$T:$T_FS" "$E:$E_FS"; do
 done
 
 # ---------------------------------------------------------------- 4
-say "4/5 hand-off latency"
+say "4/6 hand-off latency"
 emit "## 4. Hand-off latency"
 emit ""
 emit "(load average before this part: $(load))"
@@ -341,7 +349,7 @@ if have lockfile-create; then handoff lockfile "$T" "$T_FS" "$LOCKFILE_N"; else 
 emit ""
 
 # ---------------------------------------------------------------- 5
-say "5/5 scale"
+say "5/6 scale"
 emit "## 5. Scale"
 emit ""
 emit "(load average before this part: $(load))"
@@ -455,6 +463,17 @@ emit_file "$WORK/t6.md"
 emit ""
 kill "$RUN_PID" 2>/dev/null || true
 wait "$RUN_PID" 2>/dev/null || true
+
+# ---------------------------------------------------------------- 6
+say "6/6 the PostgreSQL store"
+emit "## 6. The PostgreSQL store"
+emit ""
+emit "(load average before this part: $(load))"
+emit ""
+emit "\`examples/bench_store.rs\` starts a throwaway cluster (PostgreSQL $(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -1), \`fsync=off\`) on a loopback port, as the store's tests do. No etcd row: \`etcdctl lock\` was not measured."
+emit ""
+"$EX/bench_store" "$EX/bench_cmd" "$O" "$STORE_ROUNDS" "$STORE_HANDOFFS" >"$WORK/t7.md"
+emit_file "$WORK/t7.md"
 
 # ---------------------------------------------------------------- profile
 if [ -n "$P" ]; then
