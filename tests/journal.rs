@@ -345,12 +345,20 @@ fn rotation_under_concurrent_writers_loses_nothing_recent() {
     let w = World::new();
     let lock = w.lockfile("j");
     let per_writer = 4000;
+    // The writers keep within 100 events of each other (about 400 KB of
+    // journal, against 4 MiB generations), so every writer's last events
+    // are recent ones, however the threads are scheduled.
+    let step = std::sync::Barrier::new(8);
     std::thread::scope(|s| {
         for writer in 0..8u32 {
             let lock = lock.clone();
+            let step = &step;
             s.spawn(move || {
                 let journal = lock.journal();
                 for seq in 0..per_writer {
+                    if seq % 100 == 0 {
+                        step.wait();
+                    }
                     let mut ev = Event::now(Kind::Skip);
                     ev.pid = Some(writer);
                     ev.by = Some(seq);
