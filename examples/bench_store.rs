@@ -11,7 +11,7 @@
 //!    `psql -c 'select pg_try_advisory_lock(1)'`, the directory store's
 //!    `onlyone run` and `flock -n`, alternated by `bench_cmd` (ROUNDS rounds).
 //! 2. The library's take + release round trips on one connection
-//!    (`PgStore::acquire` then `release`, 20 × ROUNDS cycles).
+//!    (`LeaseStore::acquire` then `release`, 20 × ROUNDS cycles).
 //! 3. How long the next holder waits: after a clean end (the holder's
 //!    command writes its end time, the waiter's command its start time;
 //!    HANDOFFS rounds), and after the holder's wrapper is SIGKILLed, with
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use onlyone::store::pg::{Holder, PgStore};
+use onlyone::store::Holder;
 
 #[path = "../tests/support/pg.rs"]
 #[allow(dead_code)]
@@ -119,7 +119,7 @@ fn commands(bench_cmd: &str, onlyone: &str, pg: &pg::Pg, url: &str, dir: &Path, 
 
 /// Part 2: the library's take + release on one open connection.
 fn round_trips(url: &str, n: usize) {
-    let store = PgStore::new(url, Duration::from_secs(5)).expect("the store");
+    let store = onlyone::store::open(url, Duration::from_secs(5)).expect("the store");
     let token = onlyone::new_token();
     let who = Holder {
         token: &token,

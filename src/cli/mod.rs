@@ -9,10 +9,6 @@ mod monitor;
 mod reap;
 mod run;
 mod script;
-#[cfg(feature = "postgres")]
-mod shared;
-#[cfg(not(feature = "postgres"))]
-#[path = "shared_off.rs"]
 mod shared;
 mod status;
 

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History, Kind};
+use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
-use onlyone::store::pg::hold::PgHold;
-use onlyone::store::pg::{Holder, LeaseRow, PgStore, StoreError};
+use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError};
 use onlyone::supervise::{self, EndedBy, RunOptions};
 use onlyone::{compact_duration, names};
 
@@ -23,8 +23,8 @@ const WAIT_POLL: Duration = Duration::from_millis(100);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The store at `url`, every call given up after `timeout`.
-pub fn open(url: &str, timeout: Duration) -> Result<PgStore, String> {
-    PgStore::new(url, timeout).map_err(|e| e.to_string())
+pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, String> {
+    onlyone::store::open(url, timeout).map_err(|e| e.to_string())
 }
 
 /// A lock name as the store keys it: the same names as the directory
@@ -46,7 +46,7 @@ fn host() -> String {
 
 /// Appends an event to the store's history of `name`; a failure is said
 /// once (not with `quiet`).
-fn record(store: &PgStore, name: &str, ev: &Event, quiet: bool) {
+fn record(store: &dyn LeaseStore, name: &str, ev: &Event, quiet: bool) {
     use std::sync::atomic::{AtomicBool, Ordering};
     static SAID: AtomicBool = AtomicBool::new(false);
     let line = String::from_utf8_lossy(&ev.to_line()).into_owned();
@@ -98,7 +98,7 @@ pub fn run(url: &str, a: &args::Run) -> Code {
         uid: rustix::process::geteuid().as_raw(),
         cmd: &cmd,
     };
-    let mut hold = match take(&store, &name, &who, timing, a) {
+    let mut hold = match take(store.as_ref(), &name, &who, timing, a) {
         Ok(h) => h,
         Err(code) => return code,
     };
@@ -171,7 +171,7 @@ pub fn run(url: &str, a: &args::Run) -> Code {
 /// group of its own, no token in its environment (it is not the run), its
 /// standard input the link.
 fn start_watchdog(
-    hold: &PgHold,
+    hold: &LeaseHold,
     token: &str,
     timing: LeaseTiming,
 ) -> std::io::Result<std::process::Child> {
@@ -236,18 +236,18 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
 /// Takes the lease of `name`, waiting as `--wait` and `--deadline` allow;
 /// the exit code when it stays held (the skip recorded) or the store fails.
 fn take(
-    store: &PgStore,
+    store: &dyn LeaseStore,
     name: &str,
     who: &Holder<'_>,
     timing: LeaseTiming,
     a: &args::Run,
-) -> Result<PgHold, Code> {
+) -> Result<LeaseHold, Code> {
     let deadline = deadline_of(a.deadline);
     let wait_until = a.wait.map(|w| Instant::now() + w);
     loop {
         match store
             .fresh()
-            .and_then(|s| PgHold::take(s, name, who, timing))
+            .and_then(|s| LeaseHold::take(s, name, who, timing))
         {
             Ok(Some(h)) => return Ok(h),
             Ok(None) => {
@@ -331,7 +331,7 @@ pub fn precheck(url: &str, a: &args::Precheck) -> Code {
             ev.token = Some(row.token.clone());
             ev.pid = row.pid;
             ev.by = Some(std::process::id());
-            record(&store, &name, &ev, true);
+            record(store.as_ref(), &name, &ev, true);
             if !a.quiet {
                 say(format_args!(
                     "another run of `{name}` holds the lease as {}",
@@ -488,7 +488,7 @@ pub fn stop(url: &str, a: &args::Stop) -> Code {
     ev.token = Some(row.token.clone());
     ev.pid = row.pid;
     ev.by = Some(std::process::id());
-    record(&store, &name, &ev, false);
+    record(store.as_ref(), &name, &ev, false);
     say(format_args!(
         "stopped the run of `{name}` ({}) in {}",
         describe(&row),
@@ -498,7 +498,7 @@ pub fn stop(url: &str, a: &args::Stop) -> Code {
 }
 
 /// The history of `name` in the store.
-pub fn history(store: &PgStore, name: &str) -> Result<History, StoreError> {
+pub fn history(store: &dyn LeaseStore, name: &str) -> Result<History, StoreError> {
     let lines = store.events(name)?;
     Ok(History::from_lines(lines.iter().map(String::as_str)))
 }
@@ -515,7 +515,7 @@ pub fn seen(url: &str, locks: &[String]) -> Result<Vec<Result<Seen, String>>, St
         .into_iter()
         .map(|n| {
             let row = store.inspect(&n).map_err(|e| e.to_string())?;
-            let history = history(&store, &n).map_err(|e| e.to_string())?;
+            let history = history(store.as_ref(), &n).map_err(|e| e.to_string())?;
             Ok(Seen {
                 held: row
                     .filter(LeaseRow::is_live)

@@ -1,15 +1,15 @@
-//! A lock held in the PostgreSQL store: the lease taken, renewed by a
-//! thread of its own (see [`crate::store::lease`]), released at the end.
+//! A lock held in a store of leases: the lease taken, renewed by a thread
+//! of its own (see [`crate::store::lease`]), released at the end.
 
 use std::time::Duration;
 
-use super::{Holder, PgStore, Renewed, StoreError};
+use super::{Holder, LeaseStore, Renewed, StoreError};
 use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
 
-/// A lock held in the PostgreSQL store.
+/// A lock held in a store of leases.
 #[derive(Debug)]
-pub struct PgHold {
-    store: PgStore,
+pub struct LeaseHold {
+    store: Box<dyn LeaseStore>,
     name: String,
     token: String,
     epoch: i64,
@@ -17,15 +17,15 @@ pub struct PgHold {
     released: bool,
 }
 
-impl PgHold {
+impl LeaseHold {
     /// Takes `name`, or `Ok(None)` when it is held. The renewal thread
     /// starts at once.
     pub fn take(
-        store: PgStore,
+        store: Box<dyn LeaseStore>,
         name: &str,
         who: &Holder<'_>,
         timing: LeaseTiming,
-    ) -> Result<Option<PgHold>, StoreError> {
+    ) -> Result<Option<LeaseHold>, StoreError> {
         let sent = boot_ns();
         let Some(epoch) = store.acquire(name, who, timing.lease)? else {
             return Ok(None);
@@ -38,7 +38,7 @@ impl PgHold {
                 .spawn(move || renew_loop(renewer, &owned, epoch, &r))
         })
         .map_err(|e| StoreError::Other(format!("cannot start the renewals: {e}")))?;
-        Ok(Some(PgHold {
+        Ok(Some(LeaseHold {
             store,
             name: name.to_owned(),
             token: who.token.to_owned(),
@@ -69,8 +69,8 @@ impl PgHold {
     }
 
     /// The store this lease is in.
-    pub fn store(&self) -> &PgStore {
-        &self.store
+    pub fn store(&self) -> &dyn LeaseStore {
+        self.store.as_ref()
     }
 
     /// Stops renewing and ends the lease now (after the command has
@@ -107,7 +107,7 @@ impl PgHold {
     }
 }
 
-impl Drop for PgHold {
+impl Drop for LeaseHold {
     fn drop(&mut self) {
         if !self.released {
             self.watch.stop_thread();
@@ -121,7 +121,7 @@ impl Drop for PgHold {
 
 /// Renews every R until told to stop or the lease is lost (a stop request
 /// is reported, and renewals go on: the run ends itself, then releases).
-fn renew_loop(store: PgStore, name: &str, epoch: i64, r: &Renewals) {
+fn renew_loop(store: Box<dyn LeaseStore>, name: &str, epoch: i64, r: &Renewals) {
     let t = r.timing();
     let mut next = boot_ns() + t.renew_every.as_nanos() as i64;
     loop {
@@ -158,7 +158,7 @@ fn renew_loop(store: PgStore, name: &str, epoch: i64, r: &Renewals) {
     }
 }
 
-impl crate::supervise::Hold for PgHold {
+impl crate::supervise::Hold for LeaseHold {
     fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         vec![
             (crate::LOCK_VAR, format!("postgres:{}", self.name).into()),

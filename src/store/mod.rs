@@ -1,12 +1,158 @@
 //! Where locks live. The lock directory ([`crate::LockFile`]) keeps a run's
-//! lock on this host; the PostgreSQL store ([`pg`]) keeps it in a database
-//! that several hosts share, as a lease.
+//! lock on this host; a store of leases ([`LeaseStore`]; the PostgreSQL
+//! store, [`pg`], is one) keeps it in a database that several hosts share.
 //!
 //! A run sees either through [`crate::supervise::Hold`]: what the command
 //! is told, how the lock names it, and what keeps the lock (a file whose
 //! owner lives; a lease renewed in time).
 
+pub mod hold;
 pub mod lease;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod watchdog;
+
+use std::time::Duration;
+
+/// Why the store failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The server could not be reached (or did not answer in time).
+    Unreachable(String),
+    /// The server refused the credentials.
+    Auth(String),
+    /// Anything else the server or the URL said.
+    Other(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Unreachable(s) | StoreError::Auth(s) | StoreError::Other(s) => {
+                f.write_str(s)
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A lease row, as `status` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseRow {
+    /// The lock's name.
+    pub name: String,
+    /// The fence: grows with every acquisition.
+    pub epoch: i64,
+    /// The holder's token.
+    pub token: String,
+    /// The holder's host, pid, uid and command.
+    pub host: Option<String>,
+    /// The holder's pid (on its host).
+    pub pid: Option<u32>,
+    /// The holder's uid.
+    pub uid: Option<u32>,
+    /// The holder's command line.
+    pub cmd: Option<String>,
+    /// When it was taken (Unix seconds).
+    pub since: f64,
+    /// When the lease runs out (Unix seconds, the server's clock).
+    pub until: f64,
+    /// Milliseconds of lease left by the server's clock (negative: run out).
+    pub left_ms: i64,
+    /// A `stop` asked the holder to end its run.
+    pub stop_requested: bool,
+}
+
+impl LeaseRow {
+    /// True while the lease holds.
+    pub fn is_live(&self) -> bool {
+        self.left_ms > 0
+    }
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// Still ours; `stop` is set when someone asked the run to end.
+    Held {
+        /// A remote stop was requested.
+        stop: bool,
+    },
+    /// No longer ours (another epoch, or the lease ran out).
+    Lost,
+}
+
+/// Who takes a lease.
+#[derive(Debug, Clone)]
+pub struct Holder<'a> {
+    /// The run's token.
+    pub token: &'a str,
+    /// This host's name.
+    pub host: &'a str,
+    /// The wrapper's pid.
+    pub pid: u32,
+    /// The user.
+    pub uid: u32,
+    /// The command line.
+    pub cmd: &'a str,
+}
+
+/// A store of leases: what `run`, `precheck`, `status`, `stop`, `history`,
+/// `check` and `metrics` need of one. The PostgreSQL store ([`pg`]) is one;
+/// another engine is a new module that implements this, and a line in
+/// [`open`].
+///
+/// Every call gives up after the store's timeout. A lease's end is decided
+/// by the store's clock: `acquire` succeeds only once the last lease has
+/// run out, `renew` only while it has not, each from the store's now.
+pub trait LeaseStore: Send + std::fmt::Debug {
+    /// The store's URL, without its password.
+    fn url(&self) -> &str;
+    /// Another handle on the same store, with a connection of its own (for
+    /// a renewing thread).
+    fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError>;
+    /// Takes `name` for `lease` if its last lease has run out: the new
+    /// epoch (the fence), or `None` while it is held.
+    fn acquire(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        lease: Duration,
+    ) -> Result<Option<i64>, StoreError>;
+    /// Renews the lease of `epoch` for `lease` from the store's now, if it
+    /// still holds.
+    fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError>;
+    /// Ends the lease of `epoch` now; false when it no longer held.
+    fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError>;
+    /// The lease of `name`, if it was ever taken.
+    fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError>;
+    /// Every lease, by name.
+    fn list(&self) -> Result<Vec<LeaseRow>, StoreError>;
+    /// Asks the live holder of `name` to end its run: its epoch, or `None`
+    /// when nothing holds it.
+    fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError>;
+    /// Appends a journal line to the history of `name`.
+    fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError>;
+    /// The history of `name`, oldest first.
+    fn events(&self, name: &str) -> Result<Vec<String>, StoreError>;
+    /// Every name with a lease or a history.
+    fn names(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// The store a URL names, every call given up after `timeout`: a
+/// `postgres://` or `postgresql://` URL is the PostgreSQL store (the only
+/// one so far). Nothing is sent yet.
+pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
+    #[cfg(feature = "postgres")]
+    return Ok(Box::new(pg::PgStore::new(url, timeout)?));
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = (url, timeout);
+        Err(StoreError::Other(
+            "this onlyone was built without the PostgreSQL store (cargo feature `postgres`), \
+             so --store cannot be used; build it with the default features"
+                .to_owned(),
+        ))
+    }
+}

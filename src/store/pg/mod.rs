@@ -19,7 +19,6 @@
 //! host's runs.
 
 pub mod conninfo;
-pub mod hold;
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -29,6 +28,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 pub use conninfo::{ConnInfo, is_postgres_url};
+
+use super::{Holder, LeaseRow, LeaseStore, Renewed, StoreError};
 
 /// The SQL that creates the store's tables: run on first use when the role
 /// may, else by a DBA (the README gives it with the least privileges).
@@ -56,90 +57,6 @@ CREATE INDEX IF NOT EXISTS onlyone_event_name ON onlyone_event (name, id);
 /// At most this many events are kept per lock (the oldest go, as a
 /// journal rotates).
 pub const MAX_EVENTS: i64 = 30_000;
-
-/// Why the store failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    /// The server could not be reached (or did not answer in time).
-    Unreachable(String),
-    /// The server refused the credentials.
-    Auth(String),
-    /// Anything else the server or the URL said.
-    Other(String),
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreError::Unreachable(s) | StoreError::Auth(s) | StoreError::Other(s) => {
-                f.write_str(s)
-            }
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-/// A lease row, as `status` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseRow {
-    /// The lock's name.
-    pub name: String,
-    /// The fence: grows with every acquisition.
-    pub epoch: i64,
-    /// The holder's token.
-    pub token: String,
-    /// The holder's host, pid, uid and command.
-    pub host: Option<String>,
-    /// The holder's pid (on its host).
-    pub pid: Option<u32>,
-    /// The holder's uid.
-    pub uid: Option<u32>,
-    /// The holder's command line.
-    pub cmd: Option<String>,
-    /// When it was taken (Unix seconds).
-    pub since: f64,
-    /// When the lease runs out (Unix seconds, the server's clock).
-    pub until: f64,
-    /// Milliseconds of lease left by the server's clock (negative: run out).
-    pub left_ms: i64,
-    /// A `stop` asked the holder to end its run.
-    pub stop_requested: bool,
-}
-
-impl LeaseRow {
-    /// True while the lease holds.
-    pub fn is_live(&self) -> bool {
-        self.left_ms > 0
-    }
-}
-
-/// What a renewal found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Renewed {
-    /// Still ours; `stop` is set when someone asked the run to end.
-    Held {
-        /// A remote stop was requested.
-        stop: bool,
-    },
-    /// No longer ours (another epoch, or the lease ran out).
-    Lost,
-}
-
-/// Who takes a lease.
-#[derive(Debug, Clone)]
-pub struct Holder<'a> {
-    /// The run's token.
-    pub token: &'a str,
-    /// This host's name.
-    pub host: &'a str,
-    /// The wrapper's pid.
-    pub pid: u32,
-    /// The user.
-    pub uid: u32,
-    /// The command line.
-    pub cmd: &'a str,
-}
 
 /// A connection to the store (made when first needed, made again after a
 /// failure), and the timeout of every call.
@@ -580,4 +497,55 @@ fn timed_out(url: &str, t: Duration) -> StoreError {
         "the store `{url}` did not answer within {}",
         crate::text::compact_duration(t)
     ))
+}
+
+impl LeaseStore for PgStore {
+    fn url(&self) -> &str {
+        PgStore::url(self)
+    }
+
+    fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError> {
+        Ok(Box::new(PgStore::fresh(self)?))
+    }
+
+    fn acquire(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        lease: Duration,
+    ) -> Result<Option<i64>, StoreError> {
+        PgStore::acquire(self, name, who, lease)
+    }
+
+    fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
+        PgStore::renew(self, name, epoch, lease)
+    }
+
+    fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
+        PgStore::release(self, name, epoch)
+    }
+
+    fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
+        PgStore::inspect(self, name)
+    }
+
+    fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        PgStore::list(self)
+    }
+
+    fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
+        PgStore::request_stop(self, name)
+    }
+
+    fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
+        PgStore::append_event(self, name, line)
+    }
+
+    fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
+        PgStore::events(self, name)
+    }
+
+    fn names(&self) -> Result<Vec<String>, StoreError> {
+        PgStore::names(self)
+    }
 }
