@@ -16,6 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use std::collections::HashSet;
+
 use onlyone::journal::Outcome;
 use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
@@ -100,8 +102,14 @@ fn now_unix() -> u64 {
         .unwrap_or(0)
 }
 
-/// Describes one lock path.
-pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error>) -> LockStatus {
+/// Describes one lock path (its journal read when `journal` says there
+/// may be one).
+pub fn describe(
+    path: &Path,
+    name: String,
+    lock: Result<LockFile, onlyone::Error>,
+    journal: bool,
+) -> LockStatus {
     let mut s = LockStatus {
         name,
         path: path.display().to_string(),
@@ -125,7 +133,9 @@ pub fn describe(path: &Path, name: String, lock: Result<LockFile, onlyone::Error
         skipped_since_start: None,
         history: None,
     };
-    if let Ok(l) = &lock {
+    if let Ok(l) = &lock
+        && journal
+    {
         fill_history(&mut s, l);
     }
     let seen = match lock.and_then(|l| l.inspect()) {
@@ -260,11 +270,14 @@ fn describe_all(
     deadline: Option<std::time::Instant>,
 ) -> Result<Vec<LockStatus>, String> {
     let dir = ctx.dir();
-    let targets = if named.is_empty() {
-        lock_files(dir)
-            .map_err(|e| format!("cannot list the lock directory `{}`: {e}", dir.display()))?
+    // Named locks are looked up in full; listed ones have a journal only
+    // when the listing showed one.
+    let (targets, journals) = if named.is_empty() {
+        let (locks, journals) = lock_listing(dir)
+            .map_err(|e| format!("cannot list the lock directory `{}`: {e}", dir.display()))?;
+        (locks, Some(journals))
     } else {
-        named.to_vec()
+        (named.to_vec(), None)
     };
     let mut out = Vec::with_capacity(targets.len());
     // The locks of one directory share its handle, and their verdicts one
@@ -275,6 +288,7 @@ fn describe_all(
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err("status: the deadline ran out before every lock was read".into());
             }
+            let journal = journals.as_ref().is_none_or(|j| j.contains(&t));
             let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
             let name = names::display_name(&path, dir);
             let lock = match &first {
@@ -292,7 +306,7 @@ fn describe_all(
                 Some(d) => l.with_deadline(d),
                 None => l,
             });
-            out.push(describe(&path, name, lock));
+            out.push(describe(&path, name, lock, journal));
         }
         Ok(out)
     })
@@ -308,10 +322,18 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
 
 /// The lock files in `dir`: regular `*.lock` files, not temp files.
 pub(super) fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    lock_listing(dir).map(|(locks, _)| locks)
+}
+
+/// The lock files in `dir` (as [`lock_files`]), and those of them that
+/// have a journal (either generation): one listing, so that a lock without
+/// a journal costs no attempt to open one.
+fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>)> {
     let mut out = Vec::new();
+    let mut journals = HashSet::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((out, journals)),
         Err(e) => return Err(e),
     };
     for entry in entries.flatten() {
@@ -321,18 +343,22 @@ pub(super) fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
             continue;
         }
         // A free lock has no lock file, but its journal says it exists.
-        let lock = match name.strip_suffix(".journal") {
-            Some(lock) => lock,
-            None => name,
-        };
+        let journal = name
+            .strip_suffix(".journal")
+            .or_else(|| name.strip_suffix(".journal.1"));
+        let lock = journal.unwrap_or(name);
         if !lock.ends_with(".lock") {
             continue;
         }
-        out.push(dir.join(lock).display().to_string());
+        let path = dir.join(lock).display().to_string();
+        if journal.is_some() {
+            journals.insert(path.clone());
+        }
+        out.push(path);
     }
     out.sort();
     out.dedup();
-    Ok(out)
+    Ok((out, journals))
 }
 
 pub fn status(ctx: &Ctx, a: args::Status) -> Code {
