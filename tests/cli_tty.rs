@@ -69,6 +69,7 @@ impl Shell {
         )
         .expect("open the pty's slave");
         let mut cmd = Command::new("bash");
+        support::default_signals(&mut cmd);
         cmd.args(["--norc", "--noprofile", "-i"])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -306,8 +307,9 @@ impl Shell {
 
     /// `onlyone --dir DIR ARGS...`, outside the shell, to its end.
     fn onlyone(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("--dir")
+        let mut c = Command::new(BIN);
+        support::default_signals(&mut c);
+        c.arg("--dir")
             .arg(self.dir())
             .args(args)
             .stdin(Stdio::null())

@@ -39,6 +39,7 @@ impl World {
     /// `onlyone --dir dir`.
     fn oo_in(&self, dir: &Path) -> Command {
         let mut c = Command::new(BIN);
+        default_signals(&mut c);
         c.arg("--dir")
             .arg(dir)
             .env_remove("ONLYONE_DIR")

@@ -256,7 +256,10 @@ pub struct Run {
     /// Grace between TERM and KILL.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
-    /// With --store: the lease the server grants between renewals.
+    /// With --store: the lease L the server grants at each renewal (every
+    /// L/6). The command is ended before a lease not renewed in time can
+    /// run out, so --kill-after must fit: L/6 + L/10 + grace + max(L/15,
+    /// 100ms) < L (30s allows up to 19s).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30s")]
     pub lease: Duration,
     /// Exit code for a skip.

@@ -211,6 +211,32 @@ pub fn wait_gone(pid: u32) {
     );
 }
 
+/// The signals the tests send get their default action in `c`, whatever
+/// the test process inherited: under `nohup` SIGHUP is ignored, and a
+/// shell's background job may ignore SIGINT and SIGQUIT. A command that
+/// inherits "ignore" is not ended by them, and a shell cannot undo it.
+pub fn default_signals(c: &mut Command) {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec this only calls sigaction, which is
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        c.pre_exec(|| {
+            for s in [
+                Signal::SIGHUP,
+                Signal::SIGINT,
+                Signal::SIGQUIT,
+                Signal::SIGTERM,
+                Signal::SIGUSR1,
+                Signal::SIGUSR2,
+            ] {
+                let _ = signal(s, SigHandler::SigDfl);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Live (not zombie) processes other than this one whose environment
 /// carries `name=value`: what a test started, however deep, so it can be
 /// killed when the test ends.
@@ -290,12 +316,13 @@ impl Sandbox {
     }
 
     /// Any program: marked, with no lock directory from the environment,
-    /// stdin closed.
+    /// stdin closed, the signals at their default action.
     pub fn program(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(prog);
         c.env(self.var, &self.mark)
             .env_remove("ONLYONE_DIR")
             .stdin(Stdio::null());
+        default_signals(&mut c);
         c
     }
 
