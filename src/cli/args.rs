@@ -185,6 +185,21 @@ Examples:
   onlyone metrics
   onlyone metrics --textfile /var/lib/node_exporter/textfile/onlyone.prom")]
     Metrics(Metrics),
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell)
+    #[command(after_help = "\
+Install:
+  onlyone completions bash > /etc/bash_completion.d/onlyone
+  onlyone completions zsh  > /usr/local/share/zsh/site-functions/_onlyone
+  onlyone completions fish > ~/.config/fish/completions/onlyone.fish
+
+Commands and options complete; lock names do not (`onlyone status` lists
+them).")]
+    Completions(Completions),
+    /// Write the manual pages (onlyone.1, onlyone-COMMAND.1) into DIR
+    #[command(after_help = "\
+Example:
+  onlyone manpages /usr/local/share/man/man1 && man onlyone")]
+    Manpages(Manpages),
     /// (internal) Keep a lock taken by `acquire` fresh while it is held.
     #[command(hide = true)]
     Keeper(Keeper),
@@ -215,6 +230,20 @@ pub struct LeaseWatchdog {
     /// When the take was sent (boot clock, nanoseconds).
     #[arg(long)]
     pub sent: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct Completions {
+    /// The shell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct Manpages {
+    /// Where to write the pages (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// `acquire` starts this for a lock in a directory that age-based cleaners

@@ -2,6 +2,7 @@
 //! maps every outcome to an exit code in one place ([`exit`]).
 
 mod args;
+mod docs;
 pub mod exit;
 mod history;
 mod journal;
@@ -84,6 +85,8 @@ pub fn main() -> Code {
         Command::Check(a) => monitor::check(&ctx, a),
         Command::Metrics(a) => monitor::metrics(&ctx, a),
         Command::Keeper(a) => script::keeper(a),
+        Command::Completions(a) => docs::completions(&a),
+        Command::Manpages(a) => docs::manpages(&a),
         Command::LeaseWatchdog(a) => shared::watchdog(&a),
     }
 }

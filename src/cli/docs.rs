@@ -1,0 +1,119 @@
+//! Shell completions and manual pages, from the same clap definitions as
+//! the command itself.
+
+use std::io::Write;
+
+use clap::CommandFactory;
+
+use super::args::{self, Cli};
+use super::exit::Code;
+
+/// `onlyone completions SHELL`: the script, on stdout.
+pub fn completions(a: &args::Completions) -> Code {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "onlyone", &mut out);
+    super::print_stdout(&String::from_utf8_lossy(&out));
+    Code::Exit(0)
+}
+
+/// The sections clap does not write, for `onlyone(1)`, in roff.
+const EXTRA: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Success (\fBrun\fR: the command exited 0).
+.TP
+\fB75\fR
+Skipped: the lock is held by a live run (\fB\-\-held\-exit\fR changes it).
+Nothing else exits 75.
+.TP
+\fB124\fR
+\fBrun\fR: onlyone ended the command (\fB\-\-max\-time\fR, \fB\-\-idle\-timeout\fR,
+or a lease of the store it could not renew in time).
+.TP
+\fB125\fR
+onlyone itself failed: an I/O error, a lock it cannot judge, a bad directory
+or name, a usage error, an unreachable store.
+.TP
+\fB126\fR, \fB127\fR
+\fBrun\fR: the command could not be executed, or was not found.
+.TP
+\fB128\fR+\fIN\fR
+\fBrun\fR: the command was killed by signal \fIN\fR.
+.PP
+\fBprecheck\fR exits only 0 or 75. \fBcheck\fR exits 0 OK, 1 WARNING, 2 CRITICAL,
+3 UNKNOWN. Otherwise \fBrun\fR exits with the command's own code.
+.SH ENVIRONMENT
+.TP
+\fBONLYONE_DIR\fR
+The lock directory, when \fB\-\-dir\fR is not given.
+.TP
+\fBONLYONE_STORE\fR
+A postgres:// URL: keep the locks in a PostgreSQL database that several hosts
+share (\fB\-\-store\fR).
+.TP
+\fBPGPASSWORD\fR, \fBPGPASSFILE\fR
+The store's password, as libpq reads them (else \fI~/.pgpass\fR).
+.TP
+\fBONLYONE_LOCK\fR, \fBONLYONE_TOKEN\fR
+Set by \fBrun\fR for the command (and printed by \fBacquire \-\-export\fR for a
+script): the lock, and the token of this acquisition. Every process that
+carries the token belongs to the run and keeps the lock held.
+.TP
+\fBONLYONE_FENCE\fR
+With a store: the lease's epoch, which grows with every acquisition. Pass it
+to the resource so that it can refuse a writer whose lease is gone.
+.SH FILES
+.TP
+\fI/run/onlyone/NAME.lock\fR, \fI/tmp/onlyone\-$UID/NAME.lock\fR
+The lock file (the owner record): the default directory for root, and for
+other users.
+.TP
+\fINAME.lock.journal\fR, \fINAME.lock.journal.1\fR
+The journal of the lock's runs, beside it (JSON Lines, rotated at 4 MiB).
+.TP
+\fI.onlyone\-reap.json\fR, \fI.onlyone\-reap.lock\fR
+The reaper's state and its lock, in the lock directory.
+.SH EXAMPLES
+.nf
+onlyone run sync \-\- ./sync.sh \-\-all            # skip (75) while a sync runs
+onlyone run \-q \-\-wait 10m sync \-\- ./sync.sh     # cron: wait up to 10 minutes
+onlyone status                                 # who holds what
+onlyone stop sync                              # end the running sync
+onlyone history sync                           # its runs
+vars=$(onlyone acquire sync \-\-export) || exit $?; eval "$vars"
+onlyone \-\-store postgres://jobs@db/ops run \-\-lease 30s sync \-\- ./sync.sh
+.fi
+.SH "SEE ALSO"
+\fBflock\fR(1), \fBsystemd.timer\fR(5), \fBcrontab\fR(5)
+"#;
+
+/// `onlyone manpages DIR`: `onlyone.1`, with the sections above, and one
+/// page per command, `onlyone-COMMAND.1`.
+pub fn manpages(a: &args::Manpages) -> Code {
+    match write_pages(&a.dir) {
+        Ok(()) => Code::Exit(0),
+        Err(e) => super::fail(format_args!(
+            "cannot write the manual pages into `{}`: {e}",
+            a.dir.display()
+        )),
+    }
+}
+
+fn write_pages(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let cmd = Cli::command();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    page.write_all(EXTRA.as_bytes())?;
+    std::fs::write(dir.join("onlyone.1"), page)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        // A one-shot command: the page names live to its end.
+        let name: &'static str = Box::leak(format!("onlyone-{}", sub.get_name()).into_boxed_str());
+        let sub = sub.clone().name(name).version(env!("CARGO_PKG_VERSION"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(sub).render(&mut page)?;
+        std::fs::write(dir.join(format!("{name}.1")), page)?;
+    }
+    Ok(())
+}

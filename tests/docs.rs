@@ -1,0 +1,140 @@
+//! The manual pages and the shell completions, as a user meets them: the
+//! pages through `man -l` (no warning, every extra section), the bash
+//! completion through bash's own completion machinery.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn oo(sb: &Sandbox, args: &[&str]) -> Out {
+    let mut c = sb.program(BIN);
+    c.args(args);
+    finish(c, LIMIT)
+}
+
+/// What bash completes for the words of `line` (the last one being
+/// completed), with the script `onlyone completions bash` prints.
+fn bash_completes(script: &std::path::Path, line: &[&str]) -> Vec<String> {
+    let words: Vec<String> = line.iter().map(|w| format!("'{w}'")).collect();
+    let prog = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{}'; COMP_POINT=${{#COMP_LINE}}; \
+         _onlyone onlyone '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        words.join(" "),
+        line.len() - 1,
+        line.join(" "),
+        line[line.len() - 1],
+        line[line.len().saturating_sub(2)],
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &prog])
+        .output()
+        .expect("run bash");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completes_commands_and_their_options() {
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    let out = oo(&sb, &["completions", "bash"]);
+    out.expect(0);
+    let script = sb.path("onlyone.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let got = bash_completes(&script, &["onlyone", "r"]);
+    for want in ["run", "release", "reap"] {
+        assert!(got.iter().any(|g| g == want), "`onlyone r` gave {got:?}");
+    }
+    let got = bash_completes(&script, &["onlyone", "run", "--ki"]);
+    assert_eq!(got, ["--kill-after"], "`onlyone run --ki`");
+    let got = bash_completes(&script, &["onlyone", "--st"]);
+    assert_eq!(got, ["--store"], "`onlyone --st`");
+}
+
+#[test]
+fn zsh_and_fish_scripts_name_every_command() {
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    for shell in ["zsh", "fish"] {
+        let out = oo(&sb, &["completions", shell]);
+        out.expect(0);
+        for cmd in [
+            "run", "acquire", "precheck", "status", "stop", "history", "metrics",
+        ] {
+            assert!(out.stdout.contains(cmd), "{shell} lacks `{cmd}`");
+        }
+    }
+    if have("zsh") {
+        let script = sb.path("_onlyone");
+        std::fs::write(&script, oo(&sb, &["completions", "zsh"]).stdout).unwrap();
+        let ok = Command::new("zsh").arg("-n").arg(&script).status().unwrap();
+        assert!(ok.success(), "zsh -n rejects the script");
+    }
+    oo(&sb, &["completions", "tcsh"]).expect(125).says("tcsh");
+}
+
+#[test]
+fn manual_pages_render_without_warnings_with_every_section() {
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    let dir = sb.path("man");
+    oo(&sb, &["manpages", &dir.display().to_string()]).expect(0);
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    for cmd in [
+        "run", "acquire", "release", "precheck", "status", "stop", "reap",
+    ] {
+        assert!(pages.contains(&format!("onlyone-{cmd}.1")), "{pages:?}");
+    }
+    assert!(
+        !pages
+            .iter()
+            .any(|p| p.contains("keeper") || p.contains("watchdog"))
+    );
+    if !have("man") {
+        eprintln!("skipped the rendering: no `man` here (.ci/run installs man-db)");
+        return;
+    }
+    for page in &pages {
+        let out = Command::new("man")
+            .arg("-l")
+            .arg(dir.join(page))
+            .env("MANWIDTH", "80")
+            .env("MAN_KEEP_FORMATTING", "")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{page}: {out:?}");
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(warnings.is_empty(), "{page}: {warnings}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        if page == "onlyone.1" {
+            for section in ["EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES"] {
+                assert!(text.contains(section), "onlyone.1 lacks {section}");
+            }
+            for var in [
+                "ONLYONE_DIR",
+                "ONLYONE_STORE",
+                "ONLYONE_LOCK",
+                "ONLYONE_TOKEN",
+                "ONLYONE_FENCE",
+            ] {
+                assert!(text.contains(var), "onlyone.1 lacks {var}");
+            }
+        }
+        if page == "onlyone-run.1" {
+            assert!(
+                text.contains("--kill-after") && text.contains("--lease"),
+                "{text}"
+            );
+        }
+    }
+}
