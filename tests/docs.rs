@@ -138,3 +138,49 @@ fn manual_pages_render_without_warnings_with_every_section() {
         }
     }
 }
+
+/// The example units (packaging/systemd) pass `systemd-analyze verify`,
+/// with the binary under test in place of /usr/bin/onlyone (verify checks
+/// that the programs exist). A unit with an error fails it, so the check
+/// is real.
+#[test]
+fn the_example_systemd_units_verify() {
+    if !have("systemd-analyze") {
+        eprintln!("skipped: no systemd-analyze here (.ci/run installs systemd)");
+        return;
+    }
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/systemd");
+    let mut units = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let is_service = e.path().extension().is_some_and(|x| x == "service");
+        assert!(
+            !is_service || text.contains("/usr/bin/onlyone"),
+            "{:?}",
+            e.path()
+        );
+        let to = sb.path(&e.file_name().into_string().unwrap());
+        std::fs::write(&to, text.replace("/usr/bin/onlyone", BIN)).unwrap();
+        units.push(to);
+    }
+    assert!(units.len() >= 3, "{units:?}");
+    let verify = |units: &[std::path::PathBuf]| {
+        Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .args(units)
+            .output()
+            .unwrap()
+    };
+    let out = verify(&units);
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    // The same check fails a unit with a mistake in it.
+    let bad = sb.path("broken.service");
+    std::fs::write(
+        &bad,
+        "[Service]\nExecStart=onlyone-relative run x -- true\n",
+    )
+    .unwrap();
+    assert!(!verify(&[bad]).status.success());
+}
