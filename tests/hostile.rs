@@ -36,10 +36,9 @@ impl World {
         self.oo_in(self.dir())
     }
 
-    /// `onlyone --dir dir`.
+    /// `onlyone --dir dir`, marked (what it starts is ended with the test).
     fn oo_in(&self, dir: &Path) -> Command {
-        let mut c = Command::new(BIN);
-        default_signals(&mut c);
+        let mut c = self.program(BIN);
         c.arg("--dir")
             .arg(dir)
             .env_remove("ONLYONE_DIR")
@@ -717,7 +716,7 @@ fn age_based_cleaning_of_tmp_never_removes_a_live_lock() {
         r#""{BIN}" --dir "{}" acquire job2 || exit 1; exec sleep 1000"#,
         w.dir().display()
     );
-    let mut acq = Command::new("sh");
+    let mut acq = w.program("sh");
     acq.args(["-c", &script])
         .env("ONLYONE_TEST_REFRESH_MS", "200")
         .env_remove("ONLYONE_DIR");
