@@ -717,6 +717,11 @@ fn stop_release_and_a_cleared_stale_lock_close_their_runs() {
         .unwrap()
         .parse()
         .unwrap();
+    // Once the command has exec'd sleep, its `touch` child has been waited
+    // for: no other process of the run is left to keep it held.
+    wait_until("the command to exec sleep", HANG, || {
+        std::fs::read_to_string(format!("/proc/{cmd}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
     kill9_pid(wrapper);
     kill9_pid(cmd);
     wait_gone(cmd);
