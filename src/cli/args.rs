@@ -499,6 +499,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 10m, 1h30m or 500ms"))
 }
 
+impl Run {
+    /// What the supervision needs of these options (`--linger` is set by
+    /// the directory store's run alone: a lease has no lingering runs).
+    pub fn run_options(&self) -> onlyone::supervise::RunOptions {
+        let mut opts = onlyone::supervise::RunOptions::default();
+        opts.max_time = self.max_time;
+        opts.kill_after = self.kill_after;
+        opts.keep_strays = self.keep_strays;
+        opts.idle_timeout = self.idle_timeout;
+        opts
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use onlyone::signal::GracefulStop;
 use onlyone::stop;
-use onlyone::supervise::{self, EndedBy, RunOptions, RunOutcome};
+use onlyone::supervise::{self, EndedBy, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
 use onlyone::journal::Kind;
@@ -35,12 +35,8 @@ impl Ctx {
         }
         journal::started(&lock, &guard, a.quiet);
         let started = std::time::Instant::now();
-        let mut opts = RunOptions::default();
-        opts.max_time = a.max_time;
-        opts.kill_after = a.kill_after;
-        opts.keep_strays = a.keep_strays;
+        let mut opts = a.run_options();
         opts.linger = a.linger;
-        opts.idle_timeout = a.idle_timeout;
         let outcome = match supervise::run(&mut guard, &a.command, &opts) {
             Ok(o) => o,
             Err(e) => {

@@ -9,7 +9,7 @@ use onlyone::journal::{Event, History, Kind};
 use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
 use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError};
-use onlyone::supervise::{self, EndedBy, RunOptions};
+use onlyone::supervise::{self, EndedBy};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
@@ -120,11 +120,7 @@ pub fn run(url: &str, a: &args::Run) -> Code {
     ev.reason = Some(format!("fence {}", hold.fence()));
     record(hold.store(), &name, &ev, a.quiet);
     let started = Instant::now();
-    let mut opts = RunOptions::default();
-    opts.max_time = a.max_time;
-    opts.kill_after = a.kill_after;
-    opts.keep_strays = a.keep_strays;
-    opts.idle_timeout = a.idle_timeout;
+    let opts = a.run_options();
     let outcome = match supervise::run(&mut hold, &a.command, &opts) {
         Ok(o) => o,
         Err(e) => {
