@@ -455,8 +455,9 @@ fn a_grace_that_does_not_fit_in_the_lease_is_refused() {
 // 2. Faults
 
 /// The holder and its command paused (SIGSTOP) past the lease: another
-/// holder takes over; on SIGCONT the old command is ended within a second
-/// and its wrapper exits 124.
+/// holder takes over; on SIGCONT the old command is gone within a second
+/// (the watchdog, which was not stopped, killed it at the deadline) and its
+/// wrapper exits 124.
 #[test]
 fn a_paused_holder_ends_its_command_as_soon_as_it_runs_again() {
     let Some(mut w) = World::new() else { return };
@@ -486,6 +487,43 @@ fn a_paused_holder_ends_its_command_as_soon_as_it_runs_again() {
         "the old command beat {:.3}s after SIGCONT",
         last - resumed
     );
+}
+
+/// Only the wrapper stopped (SIGSTOP, a debugger), its command running on:
+/// the wrapper can neither renew nor end it, so its watchdog ends it (it
+/// ignores TERM: KILL) before the lease runs out on the server. The next
+/// holder starts after that, and the resumed wrapper exits 124. The
+/// model's `WATCHDOG_ON_EOF` mutant is the watchdog that waited for the
+/// wrapper to die.
+#[test]
+fn invariant_9_the_watchdog_keeps_the_deadline_when_the_wrapper_cannot() {
+    let Some(mut w) = World::new() else { return };
+    let url = w.pg.url();
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "3s", "--kill-after", "300ms"],
+        &beating("a"),
+    );
+    let cmd = command_of(a);
+    signal(a as i32, rustix::process::Signal::STOP);
+    let stopped = Instant::now();
+    wait_gone(cmd);
+    assert!(
+        stopped.elapsed() < Duration::from_secs(4),
+        "the command outlived its stopped wrapper by {:?}",
+        stopped.elapsed()
+    );
+    let (until, _) = server_lease(&w, "job");
+    let last = last_beat(&w, "a");
+    assert!(
+        last < until,
+        "beat at {last:.3} after the lease's end {until:.3}"
+    );
+    let out = w.oo(&["run", "--wait", "20s", "job", "--", "true"]);
+    out.expect(0);
+    signal(a as i32, rustix::process::Signal::CONT);
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
 }
 
 /// The server stopped (as in a crash) for longer than the lease: the

@@ -9,15 +9,21 @@
 //! clocks' rate drift). The holder sends TERM at `t_send + L - G - M` and
 //! KILL at `t_send + L - M`, with G the grace (`--kill-after`) and M the
 //! margin for drift and for how late a kill lands. It renews every R, each
-//! call given up after T; with `R + T + G + M < L`, one renewal may fail
-//! outright and the next still comes in time. From L: `R = L/6`,
-//! `T = L/10`, `M = max(L/15, 100 ms)`, so G may be up to about 2/3 of L
-//! (defaults: L = 30 s, R = 5 s, T = 3 s, M = 2 s, G = 5 s).
+//! call given up after T, and a failed call is tried again after R/4.
+//! Overlap is excluded by the deadline and the margin alone, whatever R, T
+//! and G. `R + T + G + M < L` is what keeps a healthy holder running: a
+//! renewal sent on time and answered within T moves the deadline before
+//! TERM is due (the model's `the_inequality_keeps_a_healthy_holder_running`;
+//! breaking it gives a counterexample). From L: `R = L/6`, `T = L/10`,
+//! `M = max(L/15, 100 ms)`, so G may be up to about 2/3 of L (defaults:
+//! L = 30 s, R = 5 s, T = 3 s, M = 2 s, G = 5 s; these also leave room for
+//! one failed call and its retry: `1.25 R + 2 T + G + M` = 19.25 s < 30 s).
 //!
-//! PROTOCOL.md invariants 6 to 8: the deadline counts from the send
+//! PROTOCOL.md invariants 6 to 9: the deadline counts from the send
 //! ([`LeaseWatch::deadline`]), a clean end stops the command before the
-//! release (the caller releases after the supervision returns), and the
-//! margin M covers a late kill.
+//! release (the caller releases after the supervision returns), the
+//! margin M covers a late kill, and the watchdog keeps the deadline when
+//! the wrapper cannot ([`super::watchdog`]).
 //!
 //! This module is the store-independent half: the timing and what the
 //! supervision watches. A store renews through a [`Renewals`] handle.

@@ -12,7 +12,10 @@
 //! the socket closes without `done`, the wrapper has died: the watchdog
 //! ends the run's processes (the command's group and every carrier of the
 //! run's token) with TERM, then KILL by `t_send + L - M`, the deadline the
-//! wrapper itself keeps (PROTOCOL.md invariant 6), and exits.
+//! wrapper itself keeps (PROTOCOL.md invariant 6), and exits. It does the
+//! same when that deadline comes with the wrapper still there but silent:
+//! a wrapper stopped (SIGSTOP, a debugger) while its command runs on cannot
+//! end the command itself (the model's `WATCHDOG_ON_EOF` mutant).
 //!
 //! Not covered: a watchdog killed together with the wrapper while the
 //! command lives (a KILL sent to both by pid), and a process of the run
@@ -99,10 +102,12 @@ pub enum Watch {
     },
 }
 
-/// Reads the wrapper's lines from `input` until `done` (the run is over)
-/// or the end (the wrapper died: the run is ended by its deadline). For the
-/// watchdog's own process: it ignores HUP, INT, TERM and PIPE from here on,
-/// so that only the end of the link (or KILL) ends it.
+/// Reads the wrapper's lines from `input` until `done` (the run is over),
+/// the end (the wrapper died) or the time to send TERM with no renewal to
+/// move it (the wrapper is stopped): in the last two the run is ended by
+/// its deadline. For the watchdog's own process: it ignores HUP, INT, TERM
+/// and PIPE from here on, so that only the end of the link (or KILL) ends
+/// it.
 pub fn watch(input: OwnedFd, w: &Watched) -> Watch {
     use rustix::process::Signal;
     for sig in [Signal::HUP, Signal::INT, Signal::TERM, Signal::PIPE] {
@@ -113,6 +118,11 @@ pub fn watch(input: OwnedFd, w: &Watched) -> Watch {
     let mut sent = w.sent;
     let mut line = String::new();
     loop {
+        // A whole line read ahead is taken at once; otherwise wait for the
+        // next one until TERM is due.
+        if !reader.buffer().contains(&b'\n') && !wait_for_line(reader.get_ref(), w, sent) {
+            break;
+        }
         line.clear();
         match reader.read_line(&mut line) {
             Ok(0) | Err(_) => break,
@@ -137,7 +147,32 @@ pub fn watch(input: OwnedFd, w: &Watched) -> Watch {
     end_run(w, command, sent)
 }
 
-/// Ends the run of a wrapper that died: TERM to its processes, KILL by
+/// Waits until `input` is readable (a line, or the end) or TERM is due for
+/// the deadline from `sent`: false when TERM is due.
+fn wait_for_line(input: &std::fs::File, w: &Watched, sent: i64) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let term_by = sent + w.timing.lease.as_nanos() as i64
+        - w.timing.margin.as_nanos() as i64
+        - w.timing.grace.as_nanos() as i64;
+    loop {
+        let left = term_by - boot_ns();
+        if left <= 0 {
+            return false;
+        }
+        let timeout = Timespec {
+            tv_sec: left / 1_000_000_000,
+            tv_nsec: left % 1_000_000_000,
+        };
+        let mut fds = [PollFd::new(input, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => {}
+            // Readable, hung up, or a poll that cannot wait: read.
+            Ok(_) | Err(_) => return true,
+        }
+    }
+}
+
+/// Ends the run of a wrapper that died or is stopped: TERM to its processes, KILL by
 /// `sent + L - M` (at once when that has passed), then KILL to whatever
 /// the run forked meanwhile.
 fn end_run(w: &Watched, command: Option<ProcId>, sent: i64) -> Watch {
