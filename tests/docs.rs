@@ -184,3 +184,70 @@ fn the_example_systemd_units_verify() {
     .unwrap();
     assert!(!verify(&[bad]).status.success());
 }
+
+/// The invariants' names in PROTOCOL.md are the names of the model's checks
+/// (model/check.sh), appear in the model itself, and name a Rust test: a
+/// rule renamed or dropped in one place and not the others fails here.
+#[test]
+fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let protocol = read("PROTOCOL.md");
+    // The name column of PROTOCOL.md's tables.
+    let mut names: Vec<&str> = protocol
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split('|').nth(1))
+        .map(|c| c.trim().trim_matches('`'))
+        .filter(|c| c.starts_with("invariant_"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let numbers: Vec<u32> = names
+        .iter()
+        .filter_map(|n| n["invariant_".len()..].split('_').next()?.parse().ok())
+        .collect();
+    for n in 1..=9 {
+        assert!(numbers.contains(&n), "PROTOCOL.md names no invariant {n}");
+    }
+    let checks = read("model/check.sh");
+    let model: String = [
+        "model/protocol.pml",
+        "model/lock.pml",
+        "model/run.pml",
+        "model/lease.pml",
+    ]
+    .iter()
+    .map(|p| read(p))
+    .collect();
+    let mut tests = String::new();
+    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            tests.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    for name in &names {
+        assert!(
+            checks.contains(name),
+            "model/check.sh has no check named {name}"
+        );
+        assert!(model.contains(name), "the model does not name {name}");
+        assert!(
+            tests.contains(&format!("fn {name}()")),
+            "no Rust test is named {name}"
+        );
+    }
+    // Every mutant in check.sh is expected to fail, every design to hold.
+    for line in checks.lines().filter(|l| l.starts_with("invariant_")) {
+        let name = line.split('|').next().unwrap().trim();
+        let expect = line.rsplit('|').next().unwrap().trim();
+        let base = name.split('.').next().unwrap();
+        let is_mutant = name.contains('.') && names.contains(&base);
+        if is_mutant {
+            assert_eq!(
+                expect, "fails",
+                "the mutant {name} must be expected to fail"
+            );
+        }
+    }
+}
