@@ -242,11 +242,15 @@ fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
         let name = line.split('|').next().unwrap().trim();
         let expect = line.rsplit('|').next().unwrap().trim();
         let base = name.split('.').next().unwrap();
-        let is_mutant = name.contains('.') && names.contains(&base);
-        if is_mutant {
+        if name.contains('.') && names.contains(&base) {
             assert_eq!(
                 expect, "fails",
                 "the mutant {name} must be expected to fail"
+            );
+        } else if !name.contains('.') {
+            assert_eq!(
+                expect, "holds",
+                "the design check {name} must be expected to hold"
             );
         }
     }

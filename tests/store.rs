@@ -142,6 +142,29 @@ fn server_lease(w: &World, name: &str) -> (f64, i64) {
     (until.parse().unwrap(), epoch.parse().unwrap())
 }
 
+/// Asserts that the command `name` (see [`beating`]) last beat before the
+/// server's lease of `job` ends; returns that end and the epoch.
+fn beats_ended_before_the_lease(w: &World, name: &str) -> (f64, i64) {
+    let (until, epoch) = server_lease(w, "job");
+    let last = last_beat(w, name);
+    assert!(
+        last < until,
+        "{name} beat at {last:.3}, after the lease's end {until:.3}"
+    );
+    (until, epoch)
+}
+
+/// Waits for `pid` to be gone, and asserts it went within `limit` of
+/// `since` (when its wrapper was `what`).
+fn gone_within(pid: u32, since: Instant, limit: Duration, what: &str) {
+    wait_gone(pid);
+    assert!(
+        since.elapsed() < limit,
+        "the command outlived its {what} wrapper by {:?}",
+        since.elapsed()
+    );
+}
+
 fn exit_code(s: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     s.code().unwrap_or_else(|| 128 + s.signal().unwrap())
@@ -252,19 +275,8 @@ fn a_killed_wrapper_takes_its_command_with_it_before_the_lease_runs_out() {
     let command: u32 = w.read("a.pid").trim().parse().unwrap();
     assert_ne!(command_of(cron_sh), command, "onlyone sits between");
     signal(-(cron_sh as i32), rustix::process::Signal::KILL);
-    let killed = Instant::now();
-    wait_gone(command);
-    assert!(
-        killed.elapsed() < Duration::from_secs(3),
-        "the command outlived its wrapper by {:?}",
-        killed.elapsed()
-    );
-    let (until, fa) = server_lease(&w, "job");
-    let last = last_beat(&w, "a");
-    assert!(
-        last < until,
-        "beat at {last:.3} after the lease's end {until:.3}"
-    );
+    gone_within(command, Instant::now(), Duration::from_secs(3), "killed");
+    let (until, fa) = beats_ended_before_the_lease(&w, "a");
     // The next holder waits for the lease to run out.
     let asked = wall();
     let b = w.oo(&[
@@ -507,19 +519,8 @@ fn invariant_9_the_watchdog_keeps_the_deadline_when_the_wrapper_cannot() {
     );
     let cmd = command_of(a);
     signal(a as i32, rustix::process::Signal::STOP);
-    let stopped = Instant::now();
-    wait_gone(cmd);
-    assert!(
-        stopped.elapsed() < Duration::from_secs(4),
-        "the command outlived its stopped wrapper by {:?}",
-        stopped.elapsed()
-    );
-    let (until, _) = server_lease(&w, "job");
-    let last = last_beat(&w, "a");
-    assert!(
-        last < until,
-        "beat at {last:.3} after the lease's end {until:.3}"
-    );
+    gone_within(cmd, Instant::now(), Duration::from_secs(4), "stopped");
+    beats_ended_before_the_lease(&w, "a");
     let out = w.oo(&["run", "--wait", "20s", "job", "--", "true"]);
     out.expect(0);
     signal(a as i32, rustix::process::Signal::CONT);
@@ -600,12 +601,7 @@ fn a_black_holed_connection_ends_the_command_in_time() {
     std::thread::sleep(Duration::from_millis(200));
     proxy.black_hole();
     assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
-    let last = last_beat(&w, "a");
-    let (until, _) = server_lease(&w, "job");
-    assert!(
-        last < until,
-        "the command beat at {last:.3}, the lease ended at {until:.3}"
-    );
+    beats_ended_before_the_lease(&w, "a");
     // Another holder gets it once the lease has run out, not before.
     let out = w.oo(&["run", "--wait", "10s", "job", "--", "true"]);
     out.expect(0);
@@ -720,12 +716,7 @@ fn invariant_8_the_margin_covers_a_late_kill() {
     std::thread::sleep(Duration::from_millis(300));
     proxy.black_hole();
     assert_eq!(exit_code(w.kid_exit(a, HANG)), 124);
-    let (until, _) = server_lease(&w, "job");
-    let last = last_beat(&w, "a");
-    assert!(
-        last < until,
-        "beat at {last:.3}, the lease ended at {until:.3}"
-    );
+    beats_ended_before_the_lease(&w, "a");
 }
 
 // ---------------------------------------------------------------------------

@@ -85,6 +85,17 @@ impl LeaseTiming {
         }
         Ok(t)
     }
+
+    /// The boot-clock time (ns) by which the command must be gone when the
+    /// last good request was sent at `sent`: `sent + L - M`.
+    pub fn kill_by(&self, sent: i64) -> i64 {
+        sent + self.lease.as_nanos() as i64 - self.margin.as_nanos() as i64
+    }
+
+    /// The boot-clock time (ns) TERM must be sent by: `kill_by - G`.
+    pub fn term_by(&self, sent: i64) -> i64 {
+        self.kill_by(sent) - self.grace.as_nanos() as i64
+    }
 }
 
 /// Now on the boot clock, nanoseconds.
@@ -202,7 +213,7 @@ impl LeaseWatch {
     /// The boot-clock time by which the command must be gone: `t_send + L
     /// - M`.
     pub fn kill_by(&self) -> i64 {
-        self.deadline() - self.timing.margin.as_nanos() as i64
+        self.timing.kill_by(self.sent())
     }
 
     /// `t_send + L`: the earliest the server could hand the lock over.
@@ -212,7 +223,7 @@ impl LeaseWatch {
 
     /// The boot-clock time TERM must be sent by: `kill_by - G`.
     pub fn term_by(&self) -> i64 {
-        self.kill_by() - self.timing.grace.as_nanos() as i64
+        self.timing.term_by(self.sent())
     }
 
     /// A renewal found the lease gone.

@@ -151,9 +151,7 @@ pub fn watch(input: OwnedFd, w: &Watched) -> Watch {
 /// the deadline from `sent`: false when TERM is due.
 fn wait_for_line(input: &std::fs::File, w: &Watched, sent: i64) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec};
-    let term_by = sent + w.timing.lease.as_nanos() as i64
-        - w.timing.margin.as_nanos() as i64
-        - w.timing.grace.as_nanos() as i64;
+    let term_by = w.timing.term_by(sent);
     loop {
         let left = term_by - boot_ns();
         if left <= 0 {
@@ -172,11 +170,11 @@ fn wait_for_line(input: &std::fs::File, w: &Watched, sent: i64) -> bool {
     }
 }
 
-/// Ends the run of a wrapper that died or is stopped: TERM to its processes, KILL by
-/// `sent + L - M` (at once when that has passed), then KILL to whatever
-/// the run forked meanwhile.
+/// Ends the run of a wrapper that died or is stopped: TERM to its
+/// processes, KILL by `sent + L - M` (at once when that has passed), then
+/// KILL to whatever the run forked meanwhile.
 fn end_run(w: &Watched, command: Option<ProcId>, sent: i64) -> Watch {
-    let kill_by = sent + w.timing.lease.as_nanos() as i64 - w.timing.margin.as_nanos() as i64;
+    let kill_by = w.timing.kill_by(sent);
     let left = kill_by - boot_ns();
     let deadline = Instant::now() + Duration::from_nanos(left.max(0) as u64);
     let me = std::process::id();
