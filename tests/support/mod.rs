@@ -2,6 +2,7 @@
 //! child processes, and hand-written records.
 #![allow(dead_code)]
 
+pub mod ns;
 pub mod pg;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,170 @@
+//! A private mount namespace with fresh tmpfs `/run` and `/tmp`, where
+//! root's default paths (`/run/onlyone`, `/run/lock`, `/tmp/onlyone-UID`)
+//! are real and empty, for tests written as another account attacking a
+//! root job.
+//!
+//! The namespace lives while a holder process (`sleep`) lives in it; every
+//! command enters it with `nsenter -m`. The binary under test is copied
+//! into the namespace's `/run/.oo-test/`, so an unprivileged user can run
+//! it whatever the mode of the checkout it was built in (a 0700 clone).
+//! The test process sees the namespace's files through
+//! `/proc/HOLDER/root` ([`Ns::host_path`]). Everything started in it is
+//! marked and killed when the [`Ns`] is dropped, pass or fail.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::{BIN, Out, Sandbox, finish_checked, have, is_root, wait_until};
+
+/// The unprivileged attacker: `nobody`, who has a passwd entry.
+pub const NOBODY: u32 = 65534;
+/// A uid with no passwd entry at all (containers, LDAP users offline).
+pub const NO_PASSWD: u32 = 4242;
+
+/// Where the binary under test is inside the namespace.
+pub const OO: &str = "/run/.oo-test/onlyone";
+
+/// A private mount namespace with fresh `/run` and `/tmp`.
+pub struct Ns {
+    sb: Sandbox,
+    holder: u32,
+}
+
+impl Ns {
+    /// A new namespace, or `None` (saying why) where this is not root or
+    /// the tools are missing.
+    pub fn new(test: &str) -> Option<Ns> {
+        if !is_root() || !have("unshare") || !have("nsenter") || !have("setpriv") {
+            eprintln!("{test}: skipped: needs root, unshare, nsenter and setpriv");
+            return None;
+        }
+        let mut sb = Sandbox::new("ONLYONE_NS_MARK");
+        let script = format!(
+            "set -e; mount --make-rprivate / 2>/dev/null || true; \
+             mount -t tmpfs -o mode=0755 onlyone-run /run; \
+             mount -t tmpfs -o mode=1777 onlyone-tmp /tmp; \
+             mkdir -m 1777 /run/lock; mkdir -m 0755 /run/.oo-test; \
+             cp '{BIN}' {OO}; chmod 0755 {OO}; exec sleep 100000"
+        );
+        let mut c = sb.program("unshare");
+        c.args(["-m", "--propagation", "private", "--", "sh", "-c", &script]);
+        let holder = sb.keep(c);
+        // Ready once the holder has exec'd sleep, after the set-up.
+        let ready = || {
+            std::fs::read_to_string(format!("/proc/{holder}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        };
+        super::wait_for(Duration::from_secs(20), || ready() || !super::running(holder));
+        // As root with the tools here, a namespace that cannot be made is
+        // a failure, not a skip: these tests must not pass unseen.
+        assert!(ready(), "{test}: the private mount namespace could not be made");
+        let ns = Ns { sb, holder };
+        assert!(ns.host_path(OO).exists(), "{test}: {OO} is missing in the namespace");
+        Some(ns)
+    }
+
+    /// The holder's pid: the namespace is `/proc/PID/ns/mnt`.
+    pub fn pid(&self) -> u32 {
+        self.holder
+    }
+
+    /// A path of the namespace, as the test process reaches it.
+    pub fn host_path(&self, path: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root{path}", self.holder))
+    }
+
+    /// `prog args...` inside the namespace, as root (`uid` None) or as
+    /// `uid` (its gid the same number, no supplementary groups, `HOME`
+    /// `/tmp`), marked and with stdin closed.
+    pub fn cmd(&self, uid: Option<u32>, prog: &str, args: &[&str]) -> Command {
+        let mut c = self.sb.program("nsenter");
+        c.arg("-t")
+            .arg(self.holder.to_string())
+            .args(["-m", "--"])
+            .env_remove("ONLYONE_STORE")
+            .env_remove("ONLYONE_STATE_DIR")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("PATH", "/run/.oo-test:/usr/sbin:/usr/bin:/sbin:/bin");
+        if let Some(uid) = uid {
+            c.args([
+                "setpriv",
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "--",
+            ])
+            .env("HOME", "/tmp");
+        }
+        c.arg(prog).args(args);
+        c
+    }
+
+    /// onlyone inside the namespace, as root or as `uid`.
+    pub fn oo(&self, uid: Option<u32>, args: &[&str]) -> Command {
+        self.cmd(uid, OO, args)
+    }
+
+    /// A shell script inside the namespace, as root or as `uid`.
+    pub fn sh(&self, uid: Option<u32>, script: &str) -> Command {
+        self.cmd(uid, "sh", &["-c", script])
+    }
+
+    /// Runs `cmd` to its end within `limit`; a crash (signal, panic)
+    /// fails the test.
+    pub fn run(&self, cmd: Command, limit: Duration, what: &str) -> Out {
+        finish_checked(cmd, limit, what)
+    }
+
+    /// Runs a shell script to its end, which must exit 0.
+    pub fn must(&self, uid: Option<u32>, script: &str) -> Out {
+        let out = finish_checked(self.sh(uid, script), Duration::from_secs(30), script);
+        assert_eq!(out.code(), 0, "{script}: {out:#?}");
+        out
+    }
+
+    /// Starts a long-lived process (output discarded) and returns its pid;
+    /// it is killed with the namespace.
+    pub fn keep(&mut self, cmd: Command) -> u32 {
+        self.sb.keep(cmd)
+    }
+
+    /// Starts `script` as `uid` in the background and waits until it has
+    /// created `ready` (a path in the namespace): for attackers that must
+    /// be in place before root's job runs.
+    pub fn attacker(&mut self, uid: u32, script: &str, ready: &str) -> u32 {
+        let c = self.sh(Some(uid), script);
+        let pid = self.keep(c);
+        let path = self.host_path(ready);
+        wait_until(
+            &format!("attacker ready ({ready})"),
+            Duration::from_secs(20),
+            || path.exists() || !super::running(pid),
+        );
+        assert!(path.exists(), "attacker script ended early: {script}");
+        pid
+    }
+
+    /// Live processes started in this namespace (marked).
+    pub fn marked(&self) -> Vec<u32> {
+        self.sb.marked()
+    }
+
+    /// A root daemon outside any lock: `sleep` as root, started in the
+    /// namespace; the process an attacker wants root to kill.
+    pub fn root_daemon(&mut self) -> (u32, u64) {
+        let mut c = self.cmd(None, "sleep", &["100000"]);
+        c.stdout(Stdio::null());
+        let pid = self.keep(c);
+        wait_until("the daemon runs sleep", Duration::from_secs(10), || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        });
+        (pid, super::start_of(pid))
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        self.sb.end_processes();
+    }
+}
