@@ -33,7 +33,7 @@ byte path_tok = 0;    /* the record's token; 0: no file at the path          */
 byte path_pid = 0;    /* the owner's pid as the record names it              */
 byte path_start = 0;  /* the owner's start time as the record names it       */
 
-/* ---- the removal guard: flock(LOCK_EX) on the lock's directory --------- */
+/* ---- the removal guard: flock(LOCK_EX) on the file owner's guard file - */
 byte guard = 0;       /* the holder's model id; 0: free                      */
 
 /* ---- what the checks count -------------------------------------------- */

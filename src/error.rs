@@ -220,14 +220,27 @@ pub enum Error {
         kind: &'static str,
     },
 
-    /// The removal guard (a kernel lock on the directory) stayed taken.
+    /// The removal guard's file is not one onlyone can trust.
+    #[error(
+        "the removal guard `{}` is unsafe to use: {why}; remove it as its directory's owner \
+         or root, or use a lock directory of your own",
+        .path.display()
+    )]
+    UnsafeGuard {
+        /// The guard file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+
+    /// The removal guard (a kernel lock on the guard file) stayed taken.
     #[error(
         "could not take the removal guard (flock on `{}`) within {}: another process holds \
          it (find it with `fuser -v {}`)",
         .dir.display(), compact_duration(*.waited), .dir.display()
     )]
     GuardBusy {
-        /// The directory.
+        /// The guard file.
         dir: PathBuf,
         /// How long it tried.
         waited: Duration,

@@ -102,7 +102,13 @@ pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>
     if let Some(v) = judge_context(rec, kernel_locked) {
         return v;
     }
-    let owner = procfs::probe(rec.pid, rec.start);
+    let mut owner = procfs::probe(rec.pid, rec.start);
+    // A live process the record may not name is not its owner: a forged
+    // record, or a pid reused by another user.
+    let foreign = owner.is_alive() && !procfs::may_name(rec.uid, rec.pid);
+    if foreign {
+        owner = Probe::Exited;
+    }
     if kernel_locked && owner.is_alive() {
         // The cheap common case: the writer holds its flock.
         return Verdict::Held(Holder::KernelLock { pid: rec.pid });
@@ -133,6 +139,14 @@ pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>
         });
     }
     let pid = rec.pid;
+    if foreign {
+        return Verdict::Stale(StaleReason::Foreign {
+            pid,
+            user: crate::text::user_name(procfs::uid_of(pid).unwrap_or(u32::MAX)),
+            writer: crate::text::user_name(rec.uid.unwrap_or(0)),
+            run,
+        });
+    }
     Verdict::Stale(match owner {
         Probe::Reused { now } => StaleReason::Reused {
             pid,
@@ -214,11 +228,12 @@ fn judge_context(rec: &Record, kernel_locked: bool) -> Option<Verdict> {
 /// the record names as lingering, and (searching `/proc` until `deadline`)
 /// its group and token carriers. `None`: none of them lives.
 fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
-    if let Some(c) = rec.cmd_id.filter(|c| c.is_alive()) {
+    let named = |id: &ProcId| id.is_alive() && procfs::may_name(rec.uid, id.pid);
+    if let Some(c) = rec.cmd_id.filter(named) {
         return Some(Verdict::Held(Holder::Command { pid: c.pid }));
     }
     // A lingering run names the processes that outlived its command.
-    if let Some(m) = rec.linger.iter().find(|m| m.is_alive()) {
+    if let Some(m) = rec.linger.iter().find(|m| named(m)) {
         return Some(Verdict::Held(Holder::Member {
             pid: m.pid,
             cmd: procfs::command_line(m.pid),
@@ -275,7 +290,7 @@ pub(crate) fn processes_of(
         .into_iter()
         .chain(record.cmd_id)
         .chain(record.linger.iter().copied())
-        .filter(|id| id.is_alive())
+        .filter(|id| id.is_alive() && procfs::may_name(record.uid, id.pid))
         .for_each(&mut push);
     if let Some(spec) = record.scan_spec() {
         let scan = procfs::run_members(&spec, skip, false, deadline)

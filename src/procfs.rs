@@ -939,10 +939,39 @@ pub struct RunSpec<'a> {
     /// `since_start`) belong: a run's command leads its own group, whose
     /// id is its pid.
     pub group: Option<Group>,
-    /// The owner's uid, to tell which unreadable environments matter.
+    /// The uid that owns the record's file: the only user whose processes
+    /// it may name (root's may name anyone's) and whose token carriers
+    /// count (see [`RunSpec::may_name`]).
     pub uid: Option<u32>,
     /// A script owner's image: its forks that have not exec'd belong.
     pub image: Option<Image>,
+}
+
+impl RunSpec<'_> {
+    /// Whether a live process may be named by the record (as its owner,
+    /// its command, a lingerer or a member of its group): a record names
+    /// only processes of the user who owns its file, except that root's
+    /// record may name anyone's (a root job's command may change user).
+    /// Where that cannot be told, it may.
+    pub fn may_name(&self, pid: u32) -> bool {
+        may_name(self.uid, pid)
+    }
+
+    /// Whether a live process that carries the run's token is of the run:
+    /// only as the record's user, root's included (the token is readable
+    /// by anyone who can read the record, and anyone can put it in an
+    /// environment of its own).
+    pub fn may_carry(&self, pid: u32) -> bool {
+        self.uid.is_none_or(|uid| runs_as(pid, uid) != Some(false))
+    }
+}
+
+/// [`RunSpec::may_name`] for a record whose file `uid` owns.
+pub fn may_name(uid: Option<u32>, pid: u32) -> bool {
+    match uid {
+        None | Some(0) => true,
+        Some(uid) => runs_as(pid, uid) != Some(false),
+    }
 }
 
 /// A process group, and the start time of its leader when it is known.
@@ -974,6 +1003,89 @@ pub fn uid_of(pid: u32) -> Option<u32> {
         .lines()
         .find_map(|l| l.strip_prefix("Uid:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Whether a process runs as `uid`: any of its real, effective, saved and
+/// filesystem uids (`Uid:` in `/proc/PID/status`) is `uid`. A setuid
+/// program keeps its caller's real uid, so it is its caller's too. `None`
+/// when it cannot be told: the process is gone, or `/proc` hides it
+/// (`hidepid`), except that a process of this very user is never hidden
+/// from it, so for our own uid an unreadable live process is another's.
+pub fn runs_as(pid: u32, uid: u32) -> Option<bool> {
+    let mut buf = [0u8; 4096];
+    match read_small(&format!("/proc/{pid}/status"), &mut buf) {
+        Ok(n) => {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let line = text.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+            let mut any = false;
+            for v in line.split_whitespace() {
+                any = true;
+                if v.parse::<u32>().ok()? == uid {
+                    return Some(true);
+                }
+            }
+            any.then_some(false)
+        }
+        // Gone, or hidden (`hidepid=invisible` answers ENOENT too).
+        Err(_) => {
+            let me = rustix::process::geteuid();
+            (me.as_raw() == uid && !me.is_root() && kill_probe(pid)).then_some(false)
+        }
+    }
+}
+
+/// True when `/proc` is mounted so that other users' processes are hidden
+/// (`hidepid=1`, `2`, `4`, or their names `noaccess`, `invisible`,
+/// `ptraceable`), as `/proc/self/mountinfo` says of the mount at `/proc`.
+pub fn proc_hides_processes() -> bool {
+    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    text.lines()
+        .filter_map(|line| {
+            // "36 25 0:22 / /proc rw,... shared:12 - proc proc rw,hidepid=2"
+            let (left, right) = line.split_once(" - ")?;
+            let point = left.split_whitespace().nth(4)?;
+            let mut r = right.split_whitespace();
+            (point == "/proc" && r.next()? == "proc").then(|| r.nth(1).unwrap_or("").to_owned())
+        })
+        .next_back()
+        .is_some_and(|opts| {
+            opts.split(',').any(|o| {
+                o.strip_prefix("hidepid=")
+                    .is_some_and(|v| !matches!(v, "0" | "off"))
+            })
+        })
+}
+
+/// The processes that hold a flock on the file `dev`:`ino`, from
+/// `/proc/locks` (each with whether its lock is exclusive), in this
+/// process's PID numbering; waiters are not holders. Read only when a
+/// flock is the last evidence left, so its cost (a line per lock on the
+/// host) is off the common path.
+pub fn flock_holders(dev: u64, ino: u64) -> Vec<(u32, bool)> {
+    let Ok(text) = fs::read_to_string("/proc/locks") else {
+        return Vec::new();
+    };
+    let file = format!(
+        "{:02x}:{:02x}:{ino}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev)
+    );
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF"; a waiter
+            // has "->" after the number.
+            match f.as_slice() {
+                [_, "FLOCK", _, kind, pid, at, ..] if *at == file => {
+                    Some((pid.parse().ok()?, *kind == "WRITE"))
+                }
+                _ => None,
+            }
+        })
+        .filter(|&(pid, _)| pid > 0)
+        .collect()
 }
 
 /// True when the process is stopped (state `T` or `t`: job control,
@@ -1207,14 +1319,18 @@ pub fn run_members(
             pid,
             start: stat.start,
         };
-        let in_group = !leader_reused && spec.group.is_some_and(|g| stat.pgrp == g.pgid);
+        let in_group =
+            !leader_reused && spec.group.is_some_and(|g| stat.pgrp == g.pgid) && spec.may_name(pid);
         let why = if in_group {
             Some(Membership::ProcessGroup)
         } else if spec.image.is_some() && stat.image == spec.image {
             Some(Membership::OwnerFork)
         } else if let Some(token) = spec.token {
             match token_seen(id).check(token) {
-                Environ::Has(true) => Some(Membership::Token),
+                // Anyone may copy a token it can read into its own
+                // environment: a carrier counts only as the record's user.
+                Environ::Has(true) if spec.may_carry(pid) => Some(Membership::Token),
+                Environ::Has(true) => None,
                 // A process in exit(2) whose memory is already gone cannot
                 // say; it runs no more user code. (One in the command's
                 // group counts above, exiting or not.)

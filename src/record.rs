@@ -101,7 +101,10 @@ pub struct Record {
     pub bootoff_ns: i64,
     /// The host name the owner ran on.
     pub host: Option<String>,
-    /// The owner's user id.
+    /// The owner's user id. A record read from a lock file carries the
+    /// file's owner here, whatever its `uid=` line says: whoever wrote the
+    /// file speaks only for its own processes (see
+    /// [`RunSpec::may_name`](crate::procfs::RunSpec::may_name)).
     pub uid: Option<u32>,
     /// Lock or run.
     pub mode: Mode,

@@ -123,6 +123,19 @@ pub enum StaleReason {
         /// True when the record is a run's and no process of it is left.
         run: bool,
     },
+    /// The pid is a live process of another user than the one who wrote
+    /// the record (the file's owner), who may name only its own: a forged
+    /// record, or a pid reused by another user.
+    Foreign {
+        /// The recorded pid.
+        pid: u32,
+        /// Whose process it is.
+        user: String,
+        /// Who wrote the record.
+        writer: String,
+        /// True when the record is a run's and no process of it is left.
+        run: bool,
+    },
     /// The owner is a zombie.
     Zombie {
         /// The recorded pid.
@@ -178,6 +191,19 @@ impl fmt::Display for StaleReason {
                     "pid {pid} is now a different process (started {}; the record says {})",
                     clock(*now),
                     clock(*recorded)
+                )?;
+                tail(f, *run)
+            }
+            StaleReason::Foreign {
+                pid,
+                user,
+                writer,
+                run,
+            } => {
+                write!(
+                    f,
+                    "pid {pid} is a process of {user}, and the record was written by {writer}, \
+                     who may name only processes of its own (a forged record, or a reused pid)"
                 )?;
                 tail(f, *run)
             }

@@ -1217,6 +1217,9 @@ fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
             boot_id()
         ),
     );
+    // nobody wrote it: the file is nobody's, the only user whose token
+    // carriers it speaks for.
+    std::os::unix::fs::chown(&path, Some(nobody_uid), Some(nobody_uid)).unwrap();
     // A process of the run, as nobody, that no one but root may inspect.
     let shared = d.path().join("shared");
     std::fs::create_dir(&shared).unwrap();

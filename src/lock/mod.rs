@@ -16,7 +16,9 @@
 //!   reclaim, then a new attempt.
 //! - **Removal** of a lock file, a reclaim or a release alike, happens only
 //!   in one critical section (`removal.rs`): under the *removal guard*,
-//!   `flock(LOCK_EX)` on the lock's directory, which onlyone never deletes
+//!   `flock(LOCK_EX)` on `DIR/.onlyone-guard.UID` for a file UID owns (mode
+//!   0600 and UID's, so no other account can open it, let alone hold it;
+//!   everyone who may remove the file takes that one), which onlyone never deletes
 //!   and the kernel frees when its holder dies, so a crash inside the guard
 //!   blocks nobody. Under the guard the record is read again and removed
 //!   only if it is still byte for byte the record that was judged (reclaim)

@@ -114,9 +114,15 @@ impl LockFile {
             // Start times on this process's clock, where that can be done;
             // otherwise the verdict sees another time namespace and says
             // unknown.
-            Record::parse(&bytes).map(|r| r.in_local_clock().unwrap_or(r))
+            // The file's owner wrote it, and it speaks only for that
+            // user's processes, whatever its `uid=` line claims.
+            Record::parse(&bytes).map(|r| {
+                let mut r = r.in_local_clock().unwrap_or(r);
+                r.uid = Some(owner);
+                r
+            })
         };
-        let kernel_locked = how == Read::Look && self.kernel_locked(&fd, &record)?;
+        let kernel_locked = how == Read::Look && self.kernel_locked(&fd, &record, owner)?;
         Ok(Some(Evidence {
             bytes,
             record,
@@ -127,14 +133,18 @@ impl LockFile {
         }))
     }
 
-    /// Whether a kernel lock (flock) on the file is held. If the owner has
-    /// died since it was seen held, it is tested again: a dying process
-    /// drops its flocks before /proc shows it dead, so a flock still held
-    /// after that is not the owner's.
+    /// Whether the writer's kernel lock (flock) on the file is held. If
+    /// the owner has died since it was seen held, it is tested again: a
+    /// dying process drops its flocks before /proc shows it dead. A flock
+    /// held without a live owner of the file's user proves nothing by
+    /// itself: anyone who can open a file can flock it (a 0644 record
+    /// included), so it counts only when a process of the file's owner
+    /// holds it exclusively, as writers do (`/proc/locks`).
     fn kernel_locked(
         &self,
         fd: &std::os::fd::OwnedFd,
         record: &std::result::Result<Record, NotARecord>,
+        owner: u32,
     ) -> Result<bool> {
         let held = || match rustix::fs::flock(fd, FlockOperation::NonBlockingLockShared) {
             Ok(()) => Ok(false),
@@ -144,10 +154,19 @@ impl LockFile {
         if !held()? {
             return Ok(false);
         }
-        match record {
-            Ok(r) if !procfs::probe(r.pid, r.start).is_alive() => held(),
-            _ => Ok(true),
+        if let Ok(r) = record
+            && procfs::probe(r.pid, r.start).is_alive()
+            && procfs::may_name(Some(owner), r.pid)
+        {
+            return Ok(true);
         }
+        if !held()? {
+            return Ok(false);
+        }
+        let st = rustix::fs::fstat(fd).map_err(|e| Error::io("inspect", self.path(), e))?;
+        Ok(procfs::flock_holders(st.st_dev, st.st_ino)
+            .into_iter()
+            .any(|(pid, exclusive)| exclusive && procfs::runs_as(pid, owner) == Some(true)))
     }
 
     /// A file this user may not read: judged without its bytes.

@@ -3,7 +3,9 @@
 //! Every removal of a lock file (a reclaim of a stale lock, a release by
 //! token, by owner or by force) and every replacement of a record happens
 //! in [`LockFile::under_guard`]: holding the *removal guard*
-//! (`flock(LOCK_EX)` on the lock's directory, which onlyone never deletes
+//! (`flock(LOCK_EX)` on `DIR/.onlyone-guard.UID`, the guard of the files UID
+//! owns: mode 0600 and UID's, so no other account can open it, let alone
+//! hold it; onlyone never deletes it
 //! and the kernel frees when its holder dies), it reads the record again
 //! and lets the caller decide on what it finds *now*: keep it, remove it,
 //! or rename a new record over it. Nothing is ever removed on an earlier
@@ -90,36 +92,55 @@ impl LockFile {
         how: Read,
         decide: impl FnOnce(Option<Evidence>) -> Result<(Decision<'t, 'a>, T)>,
     ) -> Result<T> {
-        let _guard = self.removal_guard(deadline)?;
-        test_hooks::fire(point, self.path());
-        let (decision, out) = decide(self.read_at_path(how)?)?;
-        match decision {
-            Decision::Keep => {}
-            Decision::Remove => self.unlink()?,
-            Decision::Replace(temp) => {
-                let name = temp.name().ok_or_else(|| {
-                    Error::io("replace", self.path(), std::io::Error::from(Errno::BADF))
-                })?;
-                rustix::fs::renameat(&self.inner.dir, name, &self.inner.dir, self.name())
-                    .map_err(|e| Error::io("replace", self.path(), e))?;
-                temp.renamed();
+        let me = rustix::process::geteuid().as_raw();
+        // The guard is that of the file's owner: everyone who may remove
+        // a file takes the same one. An own read (a release by token, a
+        // replacement) removes only a record this user wrote.
+        let mut uid = match how {
+            Read::Own => me,
+            _ => rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(me, |st| st.st_uid),
+        };
+        for _ in 0..MAX_OWNER_CHANGES {
+            let _guard = self.removal_guard(uid, deadline)?;
+            test_hooks::fire(point, self.path());
+            let now = self.read_at_path(how)?;
+            if let Some(ev) = &now
+                && how != Read::Own
+                && ev.owner != uid
+            {
+                // Another user's file is there now: its own guard decides.
+                uid = ev.owner;
+                continue;
             }
+            let (decision, out) = decide(now)?;
+            match decision {
+                Decision::Keep => {}
+                Decision::Remove => self.unlink()?,
+                Decision::Replace(temp) => {
+                    let name = temp.name().ok_or_else(|| {
+                        Error::io("replace", self.path(), std::io::Error::from(Errno::BADF))
+                    })?;
+                    rustix::fs::renameat(&self.inner.dir, name, &self.inner.dir, self.name())
+                        .map_err(|e| Error::io("replace", self.path(), e))?;
+                    temp.renamed();
+                }
+            }
+            return Ok(out);
         }
-        Ok(out)
+        Err(Error::Contended {
+            path: self.path().into(),
+            tries: MAX_OWNER_CHANGES,
+        })
     }
 
-    /// Takes the removal guard: a kernel lock on the lock's directory, on a
-    /// fresh open file description (flock locks belong to those, so two
-    /// threads of one process exclude each other too).
-    fn removal_guard(&self, deadline: Option<Instant>) -> Result<OwnedFd> {
+    /// Takes the removal guard of the files `uid` owns in this directory:
+    /// a kernel lock on the guard file (see [`guard_name`]), on a fresh
+    /// open file description (flock locks belong to those, so two threads
+    /// of one process exclude each other too).
+    fn removal_guard(&self, uid: u32, deadline: Option<Instant>) -> Result<OwnedFd> {
         let deadline = self.deadline_or(deadline);
-        let fd = rustix::fs::openat(
-            &self.inner.dir,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            FsMode::empty(),
-        )
-        .map_err(|e| Error::io("open the lock directory", self.dir(), e))?;
+        let fd = self.open_guard(uid)?;
         let started = Instant::now();
         let limit = deadline.unwrap_or(started + GUARD_WAIT);
         let mut pause = Duration::from_micros(20);
@@ -130,22 +151,117 @@ impl LockFile {
                     let now = Instant::now();
                     if now >= limit {
                         return Err(Error::GuardBusy {
-                            dir: self.dir().into(),
+                            dir: self.dir().join(guard_name(uid)),
                             waited: now - started,
                         });
                     }
                     std::thread::sleep(pause.min(limit - now));
                     pause = (pause * 2).min(Duration::from_millis(2));
                 }
-                Err(e) => return Err(Error::io("take the removal guard on", self.dir(), e)),
+                Err(e) => return Err(Error::io("take the removal guard", self.guard_path(uid), e)),
             }
         }
+    }
+
+    fn guard_path(&self, uid: u32) -> std::path::PathBuf {
+        self.dir().join(guard_name(uid))
+    }
+
+    /// Opens (creating it when missing) the guard file of `uid`: a regular
+    /// file of that user's, mode 0600, so that no other account can open
+    /// it, let alone hold its lock. Root creates one for another user
+    /// whole before it appears (temp file, chown, link).
+    fn open_guard(&self, uid: u32) -> Result<OwnedFd> {
+        let name = guard_name(uid);
+        let path = self.guard_path(uid);
+        let me = rustix::process::geteuid();
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let open = |extra: OFlags| {
+            rustix::fs::openat(
+                &self.inner.dir,
+                &name,
+                flags | extra,
+                FsMode::from_raw_mode(0o600),
+            )
+        };
+        let opened = if uid == me.as_raw() {
+            open(OFlags::CREATE)
+        } else {
+            match open(OFlags::empty()) {
+                Err(Errno::NOENT) if me.is_root() => {
+                    self.create_guard_for(uid, &name)?;
+                    open(OFlags::empty())
+                }
+                other => other,
+            }
+        };
+        let fd = opened.map_err(|e| match e {
+            Errno::LOOP => Error::UnsafeGuard {
+                path: path.clone(),
+                why: "it is a symbolic link".into(),
+            },
+            e => Error::io("open the removal guard", &path, e),
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect", &path, e))?;
+        let why = if rustix::fs::FileType::from_raw_mode(st.st_mode)
+            != rustix::fs::FileType::RegularFile
+        {
+            Some("it is not a regular file".to_owned())
+        } else if st.st_uid != uid {
+            Some(format!(
+                "it belongs to {}, not to {}",
+                crate::text::user_name(st.st_uid),
+                crate::text::user_name(uid)
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::UnsafeGuard { path, why });
+        }
+        if st.st_mode & 0o077 != 0 {
+            // An older guard, or a umask-free mode: close it to others.
+            rustix::fs::fchmod(&fd, FsMode::from_raw_mode(0o600))
+                .map_err(|e| Error::io("chmod", &path, e))?;
+        }
+        Ok(fd)
+    }
+
+    /// Root's creation of another user's guard file: written whole under a
+    /// temp name, given to `uid`, then linked into place (EEXIST: someone
+    /// made it first, which is as good).
+    fn create_guard_for(&self, uid: u32, name: &str) -> Result<()> {
+        let temp = format!("{name}.{}.tmp", super::new_token());
+        let path = self.guard_path(uid);
+        let fd = rustix::fs::openat(
+            &self.inner.dir,
+            &temp,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            FsMode::from_raw_mode(0o600),
+        )
+        .map_err(|e| Error::io("create the removal guard", &path, e))?;
+        let linked =
+            rustix::fs::fchown(&fd, Some(rustix::fs::Uid::from_raw(uid)), None).and_then(|()| {
+                match rustix::fs::linkat(
+                    &self.inner.dir,
+                    &temp,
+                    &self.inner.dir,
+                    name,
+                    AtFlags::empty(),
+                ) {
+                    Ok(()) | Err(Errno::EXIST) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            });
+        let _ = rustix::fs::unlinkat(&self.inner.dir, &temp, AtFlags::empty());
+        linked.map_err(|e| Error::io("create the removal guard", &path, e))
     }
 
     /// Holds the removal guard for something else that must not run twice
     /// at once in this directory (a journal's rotation).
     pub(crate) fn hold_removal_guard(&self) -> std::io::Result<OwnedFd> {
-        self.removal_guard(None)
+        self.removal_guard(rustix::process::geteuid().as_raw(), None)
             .map_err(|e| std::io::Error::other(e.to_string()))
     }
 
@@ -344,6 +460,17 @@ impl LockFile {
             }),
         })
     }
+}
+
+/// How often a removal follows the lock file to another owner's guard
+/// before it gives up ([`Error::Contended`]): each time, another user's
+/// record replaced the one seen, between a look and the guard.
+const MAX_OWNER_CHANGES: u32 = 4;
+
+/// The name of the guard file for the lock files `uid` owns in a lock
+/// directory: `.onlyone-guard.UID`, never deleted.
+pub(crate) fn guard_name(uid: u32) -> String {
+    format!(".onlyone-guard.{uid}")
 }
 
 /// True when the record read carries `token` (its bytes are enough: an

@@ -75,11 +75,14 @@ impl LockFile {
     ) -> Result<TempFile<'_>> {
         let tok: String = token.chars().take(8).collect();
         let name = OsString::from(format!("{TEMP_PREFIX}{writer}.{tok}.tmp"));
+        // Created 0600, so that no other account can open it before this
+        // writer's kernel lock is on it (a shared flock taken first would
+        // fail the exclusive one); opened up once locked.
         let fd = rustix::fs::openat(
             &self.inner.dir,
             &name,
             OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            FsMode::from_raw_mode(0o644),
+            FsMode::from_raw_mode(0o600),
         )
         .map_err(|e| self.create_error(e))?;
         let temp = TempFile {
@@ -92,12 +95,12 @@ impl LockFile {
             .as_ref()
             .map(|f| f.as_fd())
             .ok_or_else(|| Error::io("write", self.dir(), Errno::BADF))?;
-        // The umask must not hide who holds a run from other users (it is
-        // process-wide and may change, so it is not cached to skip this).
-        rustix::fs::fchmod(fd, FsMode::from_raw_mode(0o644))
-            .map_err(|e| Error::io("chmod", self.dir(), e))?;
         rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive)
             .map_err(|e| Error::io("lock a temp file in", self.dir(), e))?;
+        // The umask must not hide who holds a run from other users (it is
+        // process-wide and may change, so it is not cached to skip this).
+        rustix::fs::fchmod(fd, FsMode::from_raw_mode(record_mode()))
+            .map_err(|e| Error::io("chmod", self.dir(), e))?;
         let mut off = 0;
         while off < bytes.len() {
             match rustix::io::write(fd, &bytes[off..]) {
@@ -159,6 +162,20 @@ impl LockFile {
         }
         removed
     }
+}
+
+/// The mode of a lock file: 0644, so that whoever can see the run in `ps`
+/// sees who holds it; 0600 where `/proc` hides other users' processes
+/// (`hidepid`), since a record shows the command line as `ps` would.
+pub(crate) fn record_mode() -> u32 {
+    static MODE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| {
+        if crate::procfs::proc_hides_processes() {
+            0o600
+        } else {
+            0o644
+        }
+    })
 }
 
 /// True for an error that says the directory cannot take a new file

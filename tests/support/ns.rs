@@ -52,14 +52,23 @@ impl Ns {
         let holder = sb.keep(c);
         // Ready once the holder has exec'd sleep, after the set-up.
         let ready = || {
-            std::fs::read_to_string(format!("/proc/{holder}/comm")).is_ok_and(|c| c.trim() == "sleep")
+            std::fs::read_to_string(format!("/proc/{holder}/comm"))
+                .is_ok_and(|c| c.trim() == "sleep")
         };
-        super::wait_for(Duration::from_secs(20), || ready() || !super::running(holder));
+        super::wait_for(Duration::from_secs(20), || {
+            ready() || !super::running(holder)
+        });
         // As root with the tools here, a namespace that cannot be made is
         // a failure, not a skip: these tests must not pass unseen.
-        assert!(ready(), "{test}: the private mount namespace could not be made");
+        assert!(
+            ready(),
+            "{test}: the private mount namespace could not be made"
+        );
         let ns = Ns { sb, holder };
-        assert!(ns.host_path(OO).exists(), "{test}: {OO} is missing in the namespace");
+        assert!(
+            ns.host_path(OO).exists(),
+            "{test}: {OO} is missing in the namespace"
+        );
         Some(ns)
     }
 
