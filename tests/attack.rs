@@ -397,3 +397,52 @@ fn the_record_is_as_visible_as_the_process() {
     let out = ns.run(ns.oo(None, &["precheck", "hidden"]), LIMIT, "precheck");
     out.expect(75);
 }
+
+/// Item 1, for the reaper and stop: nobody's own live record in a sticky
+/// directory names a root daemon as what lingers after its run. Root's `reap` and `stop` end only what the
+/// record may name: nobody's own processes, never root's.
+#[test]
+fn a_record_names_only_its_writers_processes_to_reap_and_stop() {
+    let Some(mut ns) = Ns::new("a_record_names_only_its_writers_processes") else {
+        return;
+    };
+    let (daemon, dstart) = ns.root_daemon();
+    let own = ns.keep(ns.cmd(Some(NOBODY), "sleep", &["100000"]));
+    wait_until("nobody's sleep", LIMIT, || {
+        std::fs::read_to_string(format!("/proc/{own}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    let ostart = start_of(own);
+    let record = format!(
+        "{own}\nstart={ostart}\nboot={}\ntoken={}\nsince=1764400000\nhost={}\nmode=script\n\
+         cmd=sleep 100000\nlinger={daemon}:{dstart}\nonlyone=1\n",
+        boot_id(),
+        "e".repeat(32),
+        onlyone::procfs::host_name()
+    );
+    ns.must(Some(NOBODY), &format!("printf '%s' '{record}' > /run/lock/agent.lock"));
+    let out = ns.run(
+        ns.oo(None, &["--dir", "/run/lock", "reap", "--dry-run", "--json", "agent"]),
+        LIMIT,
+        "reap --dry-run",
+    );
+    out.expect(0);
+    let candidates = out.json()["candidates"].as_array().cloned().unwrap_or_default();
+    assert!(
+        candidates.iter().any(|c| c["pid"] == own),
+        "nobody's own process is the run's: {out:#?}"
+    );
+    assert!(
+        !candidates.iter().any(|c| c["pid"] == daemon),
+        "reap takes root's daemon for a process of nobody's run: {out:#?}"
+    );
+    let out = ns.run(
+        ns.oo(None, &["--dir", "/run/lock", "reap", "agent", "--idle", "0s"]),
+        LIMIT,
+        "reap",
+    );
+    out.expect(0);
+    assert_untouched(daemon);
+    let out = ns.run(ns.oo(None, &["--dir", "/run/lock", "stop", "agent"]), LIMIT, "stop");
+    assert_untouched(daemon);
+    assert!(alive(daemon, dstart), "{out:#?}");
+}

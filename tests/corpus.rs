@@ -1730,13 +1730,17 @@ fn expect_bad_name(c: &mut Case, name: &str) {
 }
 
 /// Nothing is left in the directory but the journals of the runs that ran
-/// (no lock file, no temp file).
+/// and the removal guard, which is never deleted (no lock file, no temp
+/// file).
 fn assert_dir_empty(c: &Case) {
     let left: Vec<_> = std::fs::read_dir(c.dir())
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
-        .filter(|n| !n.to_string_lossy().ends_with(".lock.journal"))
+        .filter(|n| {
+            let n = n.to_string_lossy();
+            !n.ends_with(".lock.journal") && !n.starts_with(".onlyone-guard.")
+        })
         .collect();
     assert!(left.is_empty(), "files were created: {left:?}");
 }

@@ -303,7 +303,11 @@ fn invariant_2_the_guard_is_a_kernel_lock_freed_on_death() {
     wait_for_file(&ready);
 
     // The child is frozen inside the removal guard: a release cannot finish.
-    let dir_fd = std::fs::File::open(d.path()).unwrap();
+    let dir_fd = std::fs::File::open(d.path().join(format!(
+        ".onlyone-guard.{}",
+        rustix::process::geteuid().as_raw()
+    )))
+    .unwrap();
     assert_eq!(
         rustix::fs::flock(
             &dir_fd,

@@ -143,26 +143,29 @@ impl World {
             eprintln!("{}: skipped: needs flock(1)", self.name);
             return false;
         }
-        let dir = self.dir().to_path_buf();
+        let guard = guard_file(self.dir());
         let mut c = self.program("flock");
-        c.arg(&dir).args(["sleep", "1000"]);
+        c.arg(&guard).args(["sleep", "1000"]);
         self.keep(c);
         wait_until("the guard to be held", Duration::from_secs(10), || {
-            guard_is_held(&dir)
+            guard.exists() && guard_is_held(&guard)
         });
         true
     }
 }
 
-/// True when someone holds an exclusive flock on `dir`.
-fn guard_is_held(dir: &Path) -> bool {
+/// The removal guard of this user's lock files in `dir`.
+fn guard_file(dir: &Path) -> std::path::PathBuf {
+    dir.join(format!(
+        ".onlyone-guard.{}",
+        rustix::process::geteuid().as_raw()
+    ))
+}
+
+/// True when someone holds an exclusive flock on the file `guard`.
+fn guard_is_held(guard: &Path) -> bool {
     use rustix::fs::{FlockOperation, Mode, OFlags};
-    let fd = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .unwrap();
+    let fd = rustix::fs::open(guard, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).unwrap();
     matches!(
         rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared),
         Err(rustix::io::Errno::WOULDBLOCK)
@@ -679,7 +682,7 @@ fn deadline_stop_of_a_run_that_ignores_term() {
     stop_gives_up_by_the_deadline(&w, "run");
 }
 
-/// A release while a foreign process holds the removal guard (`flock DIR`):
+/// A release while a foreign process holds the removal guard (`flock GUARD`):
 /// `release --force --deadline 300ms` gives up with 125 naming the guard;
 /// the lock is left as it was.
 #[test]

@@ -166,7 +166,12 @@ impl LockFile {
         let st = rustix::fs::fstat(fd).map_err(|e| Error::io("inspect", self.path(), e))?;
         Ok(procfs::flock_holders(st.st_dev, st.st_ino)
             .into_iter()
-            .any(|(pid, exclusive)| exclusive && procfs::runs_as(pid, owner) == Some(true)))
+            .any(|(pid, exclusive)| {
+                // A dying holder (a killed wrapper, a zombie) proves nothing.
+                exclusive
+                    && procfs::ProcId::of(pid).is_some()
+                    && procfs::runs_as(pid, owner) == Some(true)
+            }))
     }
 
     /// A file this user may not read: judged without its bytes.

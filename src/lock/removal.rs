@@ -201,6 +201,11 @@ impl LockFile {
                 path: path.clone(),
                 why: "it is a symbolic link".into(),
             },
+            // Another user's guard, which only that user and root may
+            // open: so are its files only theirs (and root's) to remove.
+            Errno::NOENT | Errno::ACCESS | Errno::PERM if uid != me.as_raw() => {
+                self.removal_denied(Errno::PERM)
+            }
             e => Error::io("open the removal guard", &path, e),
         })?;
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect", &path, e))?;

@@ -213,13 +213,15 @@ fn live_run_processes(
             });
         }
     };
+    // A record names only its writer's processes (root's: anyone's).
+    let named = |id: &ProcId| procfs::may_name(rec.uid, id.pid);
     if rec.mode != Mode::Run
-        && let Some(owner) = rec.owner_id()
+        && let Some(owner) = rec.owner_id().filter(named)
     {
         push(owner, None, out);
     }
-    for &id in &rec.linger {
-        push(id, None, out);
+    for id in rec.linger.iter().filter(|id| named(id)) {
+        push(*id, None, out);
     }
     let Some(spec) = rec.scan_spec() else {
         return;
