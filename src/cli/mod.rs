@@ -56,6 +56,9 @@ pub fn main() -> Code {
         }
     };
     let ctx = Ctx::new(&cli);
+    if let Some(refused) = ctx.refuse_untrusted_dir(&cli.command) {
+        return refused;
+    }
     match cli.command {
         Command::Run(a) => match &ctx.store {
             Some(url) => shared::run(url, &a),
@@ -175,6 +178,55 @@ impl Ctx {
             allow_shared_fs: cli.allow_shared_fs,
             store: cli.store.clone().filter(|s| !s.is_empty()),
         }
+    }
+
+    /// Refuses, before anything is read or signalled, a default lock
+    /// directory that another account made or could change, for every
+    /// command that looks in it; each command fails its own way (a precheck
+    /// and a reap exit 0, a check is UNKNOWN, `acquire --export` prints its
+    /// `exit N`). An explicit `--dir` or `$ONLYONE_DIR` is the caller's
+    /// choice: readers read it, writers refuse it when they write.
+    fn refuse_untrusted_dir(&self, command: &Command) -> Option<Code> {
+        // With a store, only the reaper works in the directory.
+        let local = self.store.is_none() || matches!(command, Command::Reap(_));
+        let looks = matches!(
+            command,
+            Command::Run(_)
+                | Command::Acquire(_)
+                | Command::Release(_)
+                | Command::Precheck(_)
+                | Command::Status(_)
+                | Command::Stop(_)
+                | Command::Reap(_)
+                | Command::History(_)
+                | Command::Check(_)
+                | Command::Metrics(_)
+        );
+        if self.source != DirSource::Default || !local || !looks {
+            return None;
+        }
+        let e = names::check_default_dir(&self.dir).err()?;
+        Some(match command {
+            Command::Precheck(_) => {
+                say(format_args!(
+                    "precheck: {e}; letting the fire run (fail open)"
+                ));
+                Code::Exit(0)
+            }
+            Command::Reap(_) => {
+                say(format_args!("reap: {e}"));
+                Code::Exit(0)
+            }
+            Command::Check(_) => {
+                print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
+                Code::Exit(monitor::UNKNOWN)
+            }
+            Command::Acquire(a) if a.export => {
+                print_stdout(&format!("exit {}\n", exit::FAILURE));
+                fail(e)
+            }
+            _ => fail(e),
+        })
     }
 
     pub fn dir(&self) -> &Path {
