@@ -5,7 +5,10 @@
 //! DIR is `--dir`, else `$ONLYONE_DIR`, else `/run/onlyone` for root, else
 //! `/tmp/onlyone-$UID`: the same for every session of a user (never
 //! `$XDG_RUNTIME_DIR`, which cron does not set). The directory is created
-//! (0755 for root, 0700 otherwise) by the commands that write.
+//! (0755 for root, 0700 otherwise) by the commands that write, on
+//! descriptors ([`ensure_dir`]). Anyone may take the name
+//! `/tmp/onlyone-UID` first, so every command refuses a default directory
+//! that another account made or could change ([`check_default_dir`]).
 
 use std::fs;
 use std::io;
