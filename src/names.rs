@@ -134,9 +134,26 @@ pub fn check_default_dir(dir: &Path) -> Result<(), Error> {
     {
         risk = others_can_change(target.uid(), target.mode(), me);
     }
-    let Some(why) = risk else {
-        return Ok(());
-    };
+    match risk {
+        Some(risk) => Err(untrusted_default(dir, &risk)),
+        None => Ok(()),
+    }
+}
+
+/// [`check_default_dir`] on the directory `lock` holds open, for a lock in
+/// the default directory: what is read there is what was checked, even
+/// when the name was taken between the look by path and the open.
+pub fn check_default_dir_held(lock: &crate::LockFile) -> Result<(), Error> {
+    let st = rustix::fs::fstat(lock.dir_fd())
+        .map_err(|e| Error::io("inspect the lock directory", lock.dir(), e))?;
+    let me = rustix::process::geteuid().as_raw();
+    match others_can_change(st.st_uid, st.st_mode, me) {
+        Some(risk) => Err(untrusted_default(lock.dir(), &risk)),
+        None => Ok(()),
+    }
+}
+
+fn untrusted_default(dir: &Path, why: &Risk) -> Error {
     let d = dir.display();
     let fix = match why {
         Risk::Owner(_) => format!(
@@ -150,11 +167,11 @@ pub fn check_default_dir(dir: &Path) -> Result<(), Error> {
              directory of your own"
         ),
     };
-    Err(Error::UntrustedDir {
+    Error::UntrustedDir {
         dir: dir.to_path_buf(),
         why: format!("{why} (this user's default directory)"),
         fix,
-    })
+    }
 }
 
 /// How another account could change a directory.

@@ -247,7 +247,7 @@ impl Ctx {
             names::ensure_dir(&self.dir, self.source)?;
         }
         let name = names::display_name(&path, &self.dir);
-        let lock = LockFile::open(&path)?;
+        let lock = self.open_checked(&path)?;
         let lock = if self.allow_shared_fs {
             lock.allow_shared_fs()
         } else {
@@ -260,7 +260,18 @@ impl Ctx {
     pub fn open_for_reading(&self, lock: &str) -> Result<(LockFile, String), Error> {
         let path = names::lock_path(lock, &self.dir)?;
         let name = names::display_name(&path, &self.dir);
-        Ok((LockFile::open(&path)?, name))
+        Ok((self.open_checked(&path)?, name))
+    }
+
+    /// Opens a lock; in the default directory, checks the directory it
+    /// holds open as well as the one [`Ctx::refuse_untrusted_dir`] looked
+    /// at by path.
+    fn open_checked(&self, path: &Path) -> Result<LockFile, Error> {
+        let lock = LockFile::open(path)?;
+        if self.source == DirSource::Default && path.parent() == Some(self.dir.as_path()) {
+            names::check_default_dir_held(&lock)?;
+        }
+        Ok(lock)
     }
 
     /// Maps a failed acquire to a message and a code: held (or a wait that
