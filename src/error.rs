@@ -182,6 +182,18 @@ pub enum Error {
         why: String,
     },
 
+    /// A lock directory that another account made or could have changed:
+    /// what it holds is not used, nor is anything written there.
+    #[error("the lock directory `{}` cannot be trusted: {why}; {fix}", .dir.display())]
+    UntrustedDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong.
+        why: String,
+        /// What to do about it.
+        fix: String,
+    },
+
     /// This user may not remove the lock file.
     #[error(
         "{}you ({me}) may not remove `{}`: {why}; {} must clear it (`sudo onlyone release \

@@ -31,6 +31,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("onlyone reads process liveness from /proc and supports Linux only");
 
+pub mod atomic;
 mod error;
 pub mod journal;
 mod judge;

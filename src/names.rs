@@ -5,11 +5,14 @@
 //! DIR is `--dir`, else `$ONLYONE_DIR`, else `/run/onlyone` for root, else
 //! `/tmp/onlyone-$UID`: the same for every session of a user (never
 //! `$XDG_RUNTIME_DIR`, which cron does not set). The directory is created
-//! (0755 for root, 0700 otherwise) by the commands that write.
+//! (0755 for root, 0700 otherwise) by the commands that write, on
+//! descriptors ([`ensure_dir`]). Anyone may take the name
+//! `/tmp/onlyone-UID` first, so every command refuses a default directory
+//! that another account made or could change ([`check_default_dir`]).
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
@@ -105,10 +108,122 @@ pub fn display_name(path: &Path, dir: &Path) -> String {
     path.display().to_string()
 }
 
+/// Refuses this user's default lock directory when another account made
+/// it or could change what it holds: owned by a user other than this one
+/// or root (or a symlink that is), or group- or world-writable without the
+/// sticky bit. `/tmp/onlyone-UID` is a name anyone can take first, so a
+/// record found there is only believed when the directory is this user's;
+/// readers check this as well as writers, before reading anything. A
+/// missing directory is fine: the commands that write create it.
+pub fn check_default_dir(dir: &Path) -> Result<(), Error> {
+    let me = rustix::process::geteuid().as_raw();
+    let link = match fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("inspect the lock directory", dir, e)),
+    };
+    let mut risk = if link.file_type().is_symlink() {
+        // A link's own mode means nothing; whoever owns it chose its target.
+        foreign_owner(link.uid(), me)
+    } else {
+        others_can_change(link.uid(), link.mode(), me)
+    };
+    if risk.is_none()
+        && link.file_type().is_symlink()
+        && let Ok(target) = fs::metadata(dir)
+    {
+        risk = others_can_change(target.uid(), target.mode(), me);
+    }
+    match risk {
+        Some(risk) => Err(untrusted_default(dir, &risk)),
+        None => Ok(()),
+    }
+}
+
+/// [`check_default_dir`] on the directory `lock` holds open, for a lock in
+/// the default directory: what is read there is what was checked, even
+/// when the name was taken between the look by path and the open.
+pub fn check_default_dir_held(lock: &crate::LockFile) -> Result<(), Error> {
+    let st = rustix::fs::fstat(lock.dir_fd())
+        .map_err(|e| Error::io("inspect the lock directory", lock.dir(), e))?;
+    let me = rustix::process::geteuid().as_raw();
+    match others_can_change(st.st_uid, st.st_mode, me) {
+        Some(risk) => Err(untrusted_default(lock.dir(), &risk)),
+        None => Ok(()),
+    }
+}
+
+fn untrusted_default(dir: &Path, why: &Risk) -> Error {
+    let d = dir.display();
+    let fix = match why {
+        Risk::Owner(_) => format!(
+            "another account made it, and a record it holds could name any process, so onlyone \
+             neither reads nor writes there; remove it as root (sudo rm -r {d}) or set \
+             {DIR_VAR} to a directory of your own"
+        ),
+        Risk::Mode(_) => format!(
+            "another account could have put records in it, so onlyone neither reads nor writes \
+             there; check what it holds and remove it (rm -r {d}), or set {DIR_VAR} to a \
+             directory of your own"
+        ),
+    };
+    Error::UntrustedDir {
+        dir: dir.to_path_buf(),
+        why: format!("{why} (this user's default directory)"),
+        fix,
+    }
+}
+
+/// How another account could change a directory.
+enum Risk {
+    /// It owns it.
+    Owner(String),
+    /// It may write in it, and rename or remove what others put there.
+    Mode(String),
+}
+
+impl std::fmt::Display for Risk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Risk::Owner(s) | Risk::Mode(s) => f.write_str(s),
+        }
+    }
+}
+
+fn foreign_owner(uid: u32, me: u32) -> Option<Risk> {
+    (uid != me && uid != 0).then(|| {
+        Risk::Owner(format!(
+            "it is owned by {}, not by you ({}) or root",
+            crate::text::user_name(uid),
+            crate::text::user_name(me)
+        ))
+    })
+}
+
+/// Whether an account other than `me` and root may rename, remove or
+/// replace the entries of a directory with this owner and mode.
+fn others_can_change(uid: u32, mode: u32, me: u32) -> Option<Risk> {
+    foreign_owner(uid, me).or_else(|| {
+        (mode & 0o022 != 0 && mode & 0o1000 == 0).then(|| {
+            Risk::Mode(format!(
+                "it is group- or world-writable (mode {:o}) without the sticky bit",
+                mode & 0o7777
+            ))
+        })
+    })
+}
+
 /// Creates the lock directory if it is missing (0755 for root, 0700
 /// otherwise) and checks that it is a directory. Only the directory itself
 /// is created: a missing parent is an error that names it, so that a typo
 /// in `--dir` does not build a tree of directories as root.
+///
+/// The directory is made in its parent held open, then opened without
+/// following a link and given its mode on that descriptor, whatever the
+/// umask: never by path. A parent in which another account may rename
+/// entries (its owner, or anyone when it is writable without the sticky
+/// bit) is refused, since no descriptor can tell the directory made from
+/// one put in its place.
 pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
     match fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => return Ok(()),
@@ -128,38 +243,96 @@ pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
     } else {
         0o700
     };
-    match fs::DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {}
+    match create_dir(dir, source, mode) {
         // Another process created it meanwhile.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let parent = dir.parent().unwrap_or(Path::new("/"));
-            return Err(Error::BadPath {
-                path: dir.to_path_buf(),
-                why: format!(
-                    "the lock directory{} cannot be created: its parent `{}` does not exist; \
-                     create it (mkdir -p {}) or use another directory",
-                    from(source),
-                    parent.display(),
-                    parent.display()
-                ),
-            });
+        Err(Error::Io { source: e, .. })
+            if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() =>
+        {
+            Ok(())
         }
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
-            return Err(not_a_dir(dir, source));
+        done => done,
+    }
+}
+
+/// Makes `dir` with exactly `mode`, on descriptors.
+fn create_dir(dir: &Path, source: DirSource, mode: u32) -> Result<(), Error> {
+    use rustix::fs::{CWD, Mode, OFlags};
+    use rustix::io::Errno;
+    let name = dir.file_name().ok_or_else(|| not_a_dir(dir, source))?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let parent_fd = match rustix::fs::openat(CWD, parent, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Err(missing_parent(dir, parent, source)),
+        Err(Errno::NOTDIR) => return Err(not_a_dir(dir, source)),
+        Err(e) => {
+            return Err(Error::io(
+                "open the parent of the lock directory",
+                parent,
+                e,
+            ));
         }
+    };
+    let st = rustix::fs::fstat(&parent_fd)
+        .map_err(|e| Error::io("inspect the parent of the lock directory", parent, e))?;
+    let me = rustix::process::geteuid().as_raw();
+    if let Some(risk) = others_can_change(st.st_uid, st.st_mode, me) {
+        return Err(Error::UntrustedDir {
+            dir: dir.to_path_buf(),
+            why: format!(
+                "it is missing, and onlyone will not make it{} in `{}`: {risk}, so another \
+                 account could put a directory of its choice in its place",
+                from(source),
+                parent.display()
+            ),
+            fix: format!(
+                "make it yourself (mkdir -m {mode:o} {}), or use a directory whose parent \
+                 only you or root can change",
+                dir.display()
+            ),
+        });
+    }
+    match rustix::fs::mkdirat(&parent_fd, name, Mode::from_raw_mode(mode)) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Err(missing_parent(dir, parent, source)),
+        Err(Errno::NOTDIR) => return Err(not_a_dir(dir, source)),
         Err(e) => return Err(Error::io("create the lock directory", dir, e)),
     }
-    // The umask may have narrowed the mode; widen it back for root, so
+    let fd = rustix::fs::openat(&parent_fd, name, flags | OFlags::NOFOLLOW, Mode::empty())
+        .map_err(|e| Error::io("open the new lock directory", dir, e))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect the lock directory", dir, e))?;
+    if st.st_uid != me {
+        // Only root or the parent's owner (this user) could have swapped
+        // it: not a state to carry on in.
+        return Err(Error::UntrustedDir {
+            dir: dir.to_path_buf(),
+            why: "it was replaced while onlyone made it".into(),
+            fix: "find out what changes it, or use another directory".into(),
+        });
+    }
+    // The umask may have narrowed the mode: widen it back for root, so
     // other users can see who holds a run.
-    if mode == 0o755
-        && let Ok(m) = fs::metadata(dir)
-        && m.mode() & 0o777 != 0o755
-        && m.uid() == 0
-    {
-        let _ = fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+    if st.st_mode & 0o7777 != mode {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
+            .map_err(|e| Error::io("set the mode of the lock directory", dir, e))?;
     }
     Ok(())
+}
+
+fn missing_parent(dir: &Path, parent: &Path, source: DirSource) -> Error {
+    Error::BadPath {
+        path: dir.to_path_buf(),
+        why: format!(
+            "the lock directory{} cannot be created: its parent `{}` does not exist; \
+             create it (mkdir -p {}) or use another directory",
+            from(source),
+            parent.display(),
+            parent.display()
+        ),
+    }
 }
 
 fn from(source: DirSource) -> &'static str {

@@ -1,8 +1,9 @@
 //! The few system calls rustix has no wrapper for, and the only place
 //! onlyone uses nix: blocking signals and reading them from a signalfd, a
 //! signal's default disposition, `posix_spawn(3)`, the kernel's word on
-//! whether any child is left, signal names, the user database, and this
-//! process's pid, cached until a fork. Nothing of nix leaves this module.
+//! whether any child is left, signal names, and this process's pid, cached
+//! until a fork. Nothing of nix leaves this module. User names are read
+//! from `/etc/passwd` here too, never through the C library.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -214,17 +215,83 @@ pub(crate) fn signal_name(sig: i32) -> Option<&'static str> {
     nix_signal(sig).map(|s| s.as_str().trim_start_matches("SIG"))
 }
 
-/// A user's name from the user database.
+/// The passwd file [`user_name`] reads.
+const PASSWD: &str = "/etc/passwd";
+
+/// The most of the passwd file that is read: names are for messages, and a
+/// lookup must stay cheap and bounded whatever the file holds.
+const MAX_PASSWD_BYTES: u64 = 8 << 20;
+
+/// A user's name from `/etc/passwd`, or `None` when it has no entry (or the
+/// file cannot be read).
+///
+/// Not through the C library's user database: `getpwuid(3)` follows
+/// `nsswitch.conf`, which loads modules (`nss_systemd`, `sss`, `ldap`) with
+/// `dlopen`, and a statically linked binary that does so crashes. A name is
+/// only ever shown to people, so a user known only to a directory service
+/// is shown by number.
 pub(crate) fn user_name(uid: u32) -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
+    use std::io::Read;
+    let file = std::fs::File::open(PASSWD).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(MAX_PASSWD_BYTES).read_to_end(&mut text).ok()?;
+    name_in_passwd(&text, uid)
+}
+
+/// The name of the first well-formed entry for `uid` in a passwd file's
+/// text (`name:password:uid:gid:gecos:home:shell`), as the C library's
+/// `files` source reads it; malformed lines and NIS markers (`+`, `-`) are
+/// skipped.
+fn name_in_passwd(text: &[u8], uid: u32) -> Option<String> {
+    const MAX_NAME: usize = 256;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let mut fields = line.split(|&b| b == b':');
+        let name = fields.next()?;
+        let _password = fields.next()?;
+        let id = std::str::from_utf8(fields.next()?).ok()?;
+        let usable = !name.is_empty()
+            && name.len() <= MAX_NAME
+            && !name.starts_with(b"+")
+            && !name.starts_with(b"-")
+            && name.iter().all(|&b| b.is_ascii_graphic() || b >= 0x80);
+        if !usable || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        (id.parse::<u32>().ok()? == uid)
+            .then(|| String::from_utf8(name.to_vec()).ok())
+            .flatten()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_come_from_well_formed_passwd_lines() {
+        let text = b"root:x:0:0:root:/root:/bin/bash\n\
+            broken line\n\
+            +::::::\n\
+            :x:7:7::/:/bin/sh\n\
+            neg:x:-1:0::/:/bin/sh\n\
+            big:x:99999999999:0::/:/bin/sh\n\
+            short:x\n\
+            esc\x1b[31m:x:8:8::/:/bin/sh\n\
+            backup:x:34:34:backup:/var/backups:/usr/sbin/nologin\n\
+            again:x:34:34::/:/bin/sh\n\
+            last:x:1000";
+        assert_eq!(name_in_passwd(text, 0).as_deref(), Some("root"));
+        assert_eq!(name_in_passwd(text, 34).as_deref(), Some("backup"));
+        assert_eq!(name_in_passwd(text, 1000).as_deref(), Some("last"));
+        for uid in [7, 8, 4242, u32::MAX] {
+            assert_eq!(name_in_passwd(text, uid), None, "uid {uid}");
+        }
+        assert_eq!(name_in_passwd(b"", 0), None);
+        assert_eq!(name_in_passwd(&[0xff; 64], 0), None);
+    }
 
     #[test]
     fn the_cached_pid_is_the_forked_childs_own() {

@@ -1,6 +1,6 @@
 //! Text for people: durations, times, user names and command lines, as
 //! messages, `status` and the record show them. A leaf: it imports nothing
-//! of the crate but the user database's lookup.
+//! of the crate but the user names' lookup.
 
 use std::time::Duration;
 
@@ -18,8 +18,9 @@ pub fn format_unix_time(secs: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// A user's name (`root`, `backup`), or `uid N` when the user database has
-/// none for it.
+/// A user's name (`root`, `backup`), or `uid N` when `/etc/passwd` has
+/// none for it (a container's arbitrary uid, a user of a directory service:
+/// onlyone never asks the C library, whose modules crash a static binary).
 pub fn user_name(uid: u32) -> String {
     crate::sys::user_name(uid).unwrap_or_else(|| format!("uid {uid}"))
 }

@@ -56,6 +56,9 @@ pub fn main() -> Code {
         }
     };
     let ctx = Ctx::new(&cli);
+    if let Some(refused) = ctx.refuse_untrusted_dir(&cli.command) {
+        return refused;
+    }
     match cli.command {
         Command::Run(a) => match &ctx.store {
             Some(url) => shared::run(url, &a),
@@ -177,6 +180,55 @@ impl Ctx {
         }
     }
 
+    /// Refuses, before anything is read or signalled, a default lock
+    /// directory that another account made or could change, for every
+    /// command that looks in it; each command fails its own way (a precheck
+    /// and a reap exit 0, a check is UNKNOWN, `acquire --export` prints its
+    /// `exit N`). An explicit `--dir` or `$ONLYONE_DIR` is the caller's
+    /// choice: readers read it, writers refuse it when they write.
+    fn refuse_untrusted_dir(&self, command: &Command) -> Option<Code> {
+        // With a store, only the reaper works in the directory.
+        let local = self.store.is_none() || matches!(command, Command::Reap(_));
+        let looks = matches!(
+            command,
+            Command::Run(_)
+                | Command::Acquire(_)
+                | Command::Release(_)
+                | Command::Precheck(_)
+                | Command::Status(_)
+                | Command::Stop(_)
+                | Command::Reap(_)
+                | Command::History(_)
+                | Command::Check(_)
+                | Command::Metrics(_)
+        );
+        if self.source != DirSource::Default || !local || !looks {
+            return None;
+        }
+        let e = names::check_default_dir(&self.dir).err()?;
+        Some(match command {
+            Command::Precheck(_) => {
+                say(format_args!(
+                    "precheck: {e}; letting the fire run (fail open)"
+                ));
+                Code::Exit(0)
+            }
+            Command::Reap(_) => {
+                say(format_args!("reap: {e}"));
+                Code::Exit(0)
+            }
+            Command::Check(_) => {
+                print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
+                Code::Exit(monitor::UNKNOWN)
+            }
+            Command::Acquire(a) if a.export => {
+                print_stdout(&format!("exit {}\n", exit::FAILURE));
+                fail(e)
+            }
+            _ => fail(e),
+        })
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -195,7 +247,7 @@ impl Ctx {
             names::ensure_dir(&self.dir, self.source)?;
         }
         let name = names::display_name(&path, &self.dir);
-        let lock = LockFile::open(&path)?;
+        let lock = self.open_checked(&path)?;
         let lock = if self.allow_shared_fs {
             lock.allow_shared_fs()
         } else {
@@ -208,7 +260,18 @@ impl Ctx {
     pub fn open_for_reading(&self, lock: &str) -> Result<(LockFile, String), Error> {
         let path = names::lock_path(lock, &self.dir)?;
         let name = names::display_name(&path, &self.dir);
-        Ok((LockFile::open(&path)?, name))
+        Ok((self.open_checked(&path)?, name))
+    }
+
+    /// Opens a lock; in the default directory, checks the directory it
+    /// holds open as well as the one [`Ctx::refuse_untrusted_dir`] looked
+    /// at by path.
+    fn open_checked(&self, path: &Path) -> Result<LockFile, Error> {
+        let lock = LockFile::open(path)?;
+        if self.source == DirSource::Default && path.parent() == Some(self.dir.as_path()) {
+            names::check_default_dir_held(&lock)?;
+        }
+        Ok(lock)
     }
 
     /// Maps a failed acquire to a message and a code: held (or a wait that

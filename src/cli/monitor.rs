@@ -3,7 +3,6 @@
 //! Prometheus text format, for node_exporter's textfile collector).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use onlyone::journal::{History, Outcome};
@@ -455,33 +454,10 @@ pub fn metrics(ctx: &Ctx, a: args::Metrics) -> Code {
 }
 
 /// Writes `bytes` to `path` as node_exporter's textfile collector wants: a
-/// temp file in the same directory, then a rename over `path`.
+/// temp file in the same directory, then a rename over `path`; 0644, on
+/// descriptors only ([`onlyone::atomic`]), so another account that can
+/// write the collector's directory cannot turn the write against a file of
+/// root's.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let file = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("the path names no file"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(file);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    onlyone::atomic::write_file(path, bytes, 0o644)
 }
