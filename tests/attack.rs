@@ -419,14 +419,23 @@ fn a_record_names_only_its_writers_processes_to_reap_and_stop() {
         "e".repeat(32),
         onlyone::procfs::host_name()
     );
-    ns.must(Some(NOBODY), &format!("printf '%s' '{record}' > /run/lock/agent.lock"));
+    ns.must(
+        Some(NOBODY),
+        &format!("printf '%s' '{record}' > /run/lock/agent.lock"),
+    );
     let out = ns.run(
-        ns.oo(None, &["--dir", "/run/lock", "reap", "--dry-run", "--json", "agent"]),
+        ns.oo(
+            None,
+            &["--dir", "/run/lock", "reap", "--dry-run", "--json", "agent"],
+        ),
         LIMIT,
         "reap --dry-run",
     );
     out.expect(0);
-    let candidates = out.json()["candidates"].as_array().cloned().unwrap_or_default();
+    let candidates = out.json()["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         candidates.iter().any(|c| c["pid"] == own),
         "nobody's own process is the run's: {out:#?}"
@@ -436,13 +445,20 @@ fn a_record_names_only_its_writers_processes_to_reap_and_stop() {
         "reap takes root's daemon for a process of nobody's run: {out:#?}"
     );
     let out = ns.run(
-        ns.oo(None, &["--dir", "/run/lock", "reap", "agent", "--idle", "0s"]),
+        ns.oo(
+            None,
+            &["--dir", "/run/lock", "reap", "agent", "--idle", "0s"],
+        ),
         LIMIT,
         "reap",
     );
     out.expect(0);
     assert_untouched(daemon);
-    let out = ns.run(ns.oo(None, &["--dir", "/run/lock", "stop", "agent"]), LIMIT, "stop");
+    let out = ns.run(
+        ns.oo(None, &["--dir", "/run/lock", "stop", "agent"]),
+        LIMIT,
+        "stop",
+    );
     assert_untouched(daemon);
     assert!(alive(daemon, dstart), "{out:#?}");
 }
