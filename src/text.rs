@@ -85,6 +85,37 @@ pub fn display_command<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> String {
     out
 }
 
+/// Text from a file, as a terminal may be given it: every control
+/// character (C0 with tab and newline, DEL, C1), every bidirectional
+/// override or isolate, and the line and paragraph separators are shown
+/// escaped (`\x1b`, `\u{202e}`), so that what another account wrote cannot
+/// move the cursor, retitle the window, clear the screen or reorder what
+/// is shown. Anything else is unchanged.
+pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
+    fn escaped(c: char) -> bool {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}'
+            )
+    }
+    if !s.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !escaped(c) {
+            out.push(c);
+        } else if c.is_ascii() {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +126,15 @@ mod tests {
         assert_eq!(
             display_command(&["echo", "a b", "it's"]),
             "echo 'a b' 'it'\\''s'"
+        );
+    }
+
+    #[test]
+    fn for_terminal_escapes_what_a_terminal_acts_on() {
+        assert_eq!(for_terminal("build-01 ./sync.sh é"), "build-01 ./sync.sh é");
+        assert_eq!(
+            for_terminal("a\x1b]0;pwned\x07b\x1b[2J\u{9b}c\u{202e}d\te"),
+            "a\\x1b]0;pwned\\x07b\\x1b[2J\\u{009b}c\\u{202e}d\\x09e"
         );
     }
 
