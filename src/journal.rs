@@ -505,25 +505,34 @@ pub(crate) fn open_regular(
     let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(dir, name, flags, FsMode::from_raw_mode(mode)) {
         Ok(fd) => fd,
-        Err(Errno::LOOP) => return Err(not_a_file("a symbolic link")),
-        // Opening a FIFO with no reader for writing, without blocking.
-        Err(Errno::NXIO) => return Err(not_a_file("a FIFO or a socket")),
-        Err(e) => return Err(e.into()),
+        // Refused (a link: `ELOOP`, or `EACCES` when creating; a FIFO
+        // without a reader: `ENXIO`): say what is there.
+        Err(e) => {
+            return Err(
+                match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => not_a_file(st.st_mode),
+                    _ => e.into(),
+                },
+            );
+        }
     };
     let st = rustix::fs::fstat(&fd)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(not_a_file(match st.st_mode & libc::S_IFMT {
-            libc::S_IFIFO => "a FIFO",
-            libc::S_IFDIR => "a directory",
-            libc::S_IFSOCK => "a socket",
-            libc::S_IFCHR | libc::S_IFBLK => "a device",
-            _ => "not a regular file",
-        }));
+        return Err(not_a_file(st.st_mode));
     }
     Ok((fd, st))
 }
 
-fn not_a_file(what: &str) -> io::Error {
+/// Says what a file of `mode` is, and that it must go.
+fn not_a_file(mode: u32) -> io::Error {
+    let what = match mode & libc::S_IFMT {
+        libc::S_IFLNK => "a symbolic link",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR | libc::S_IFBLK => "a device",
+        _ => "something else",
+    };
     io::Error::other(format!(
         "it is {what}, not a regular file, and onlyone opens nothing else there: remove it"
     ))

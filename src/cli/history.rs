@@ -150,7 +150,7 @@ pub fn history(ctx: &Ctx, a: args::History) -> Code {
         let mut out = String::new();
         for r in &shown {
             if let Ok(line) = serde_json::to_string(&RunJson::of(&name, r)) {
-                out.push_str(&line);
+                out.push_str(&onlyone::text::json_for_terminal(&line));
                 out.push('\n');
             }
         }

@@ -399,9 +399,9 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
             dir: dir.display().to_string(),
             locks,
         };
-        serde_json::to_writer_pretty(&mut out, &report)
+        serde_json::to_string_pretty(&report)
             .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
+            .and_then(|json| writeln!(out, "{}", onlyone::text::json_for_terminal(&json)))
     } else {
         if locks.is_empty() {
             // Say where it looked: as another user, root's locks are
