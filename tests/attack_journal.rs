@@ -101,8 +101,9 @@ fn a_flock_on_roots_journal_never_hangs_root() {
 
 /// Item 8: a secret on root's command line is in no file under
 /// /run/onlyone that nobody can read, an earlier version's 0644 journal
-/// (both generations) is made 0600, and nobody's `history`, `status` and
-/// `check` say they cannot read the journal, not that there is no run.
+/// (both generations) is made 0600, a journal nobody planted gets none of
+/// root's events, and nobody's `history`, `status` and `check` say they
+/// cannot read the journal, not that there is no run.
 #[test]
 fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
     let Some(ns) = Ns::new("a_secret_on_roots_command_line_is_not_readable") else {
@@ -132,6 +133,32 @@ fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
         "cat /run/onlyone/* /run/onlyone/.[!.]* 2>/dev/null | grep -c S3cret; true",
     );
     assert_eq!(out.stdout.trim(), "0", "nobody read the secret: {out:#?}");
+
+    // A journal nobody made ready for root's job in a sticky directory, to
+    // catch its command lines: root writes nothing to it, says so, and runs.
+    ns.must(
+        Some(NOBODY),
+        "touch /run/lock/backup.lock.journal && chmod 0666 /run/lock/backup.lock.journal",
+    );
+    let out = ns.run(
+        ns.oo(
+            None,
+            &[
+                "--dir",
+                "/run/lock",
+                "run",
+                "backup",
+                "--",
+                "true",
+                "--password=S3cret",
+            ],
+        ),
+        LIMIT,
+        "run backup in /run/lock",
+    );
+    out.expect(0).says("belongs to nobody");
+    let planted = std::fs::read_to_string(ns.host_path("/run/lock/backup.lock.journal")).unwrap();
+    assert!(!planted.contains("S3cret"), "{planted}");
 
     let dir = ["--dir", "/run/onlyone"];
     let as_nobody = |args: &[&str]| {

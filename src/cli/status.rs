@@ -9,7 +9,7 @@
 //!                "holder", "since", "since_unix", "age_seconds", "command",
 //!                "mode", "host", "uid", "token", "reason", "stopped",
 //!                "last_run", "last_success_unix", "skipped_since_start",
-//!                "journal_error" } ] }
+//!                "journal_error" (only when the journal cannot be read) } ] }
 //! ```
 
 use std::io::{IsTerminal, Write};
@@ -73,6 +73,8 @@ pub struct LockStatus {
     pub skipped_since_start: Option<u64>,
     /// Why the journal cannot be read (another user's, say): then the
     /// last run and the last success are not known, rather than none.
+    /// Left out when the journal was read (or there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub journal_error: Option<String>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
