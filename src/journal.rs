@@ -294,10 +294,13 @@ impl Journal {
                 MODE,
             )?;
             owned_by_us(&st)?;
+            if st.st_mode & 0o777 != MODE {
+                // 0600 whatever the umask made it.
+                let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
+            }
             if st.st_mode & 0o077 != 0 {
                 // Ours, but readable by others (an earlier version's): the
                 // older generation is too.
-                let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
                 self.tighten(&self.older);
             }
             if !flock_until(&fd, FlockOperation::NonBlockingLockShared, until)? {

@@ -382,8 +382,8 @@ mod props {
     }
 }
 
-/// The journal and the reaper's files are their owner's on a fresh run,
-/// whatever the umask (a quick check outside the namespace too).
+/// A journal is its owner's (0600) whatever the umask: a loose one makes
+/// it no looser, a strict one does not keep the owner from appending.
 #[test]
 fn a_new_journal_is_0600_whatever_the_umask() {
     let sb = Sandbox::new("ONLYONE_ATTACK_JOURNAL_MARK");
@@ -394,4 +394,20 @@ fn a_new_journal_is_0600_whatever_the_umask() {
     finish_checked(c, LIMIT, "run with umask 000").expect(0);
     let meta = std::fs::metadata(sb.dir().join("j.lock.journal")).unwrap();
     assert_eq!(meta.mode() & 0o7777, 0o600);
+    // A umask that takes the owner's write away: the next run still writes.
+    std::fs::remove_file(sb.dir().join("j.lock.journal")).unwrap();
+    let mut c = sb.program("sh");
+    c.args(["-c", "umask 277; exec \"$0\" --dir \"$1\" run j -- true"])
+        .arg(BIN)
+        .arg(sb.dir());
+    finish_checked(c, LIMIT, "run with umask 277").expect(0);
+    let mut c = sb.program(BIN);
+    c.arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "j", "--", "true"]);
+    finish_checked(c, LIMIT, "run").expect(0).quiet();
+    let meta = std::fs::metadata(sb.dir().join("j.lock.journal")).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o600);
+    let text = std::fs::read_to_string(sb.dir().join("j.lock.journal")).unwrap();
+    assert_eq!(text.lines().count(), 4, "{text}");
 }
