@@ -8,15 +8,32 @@
 //! or interleave a line, and a line is at most [`MAX_LINE`] bytes (the
 //! command is cut to fit).
 //!
+//! **The owner's file.** A journal outlives its runs and holds their
+//! command lines (a password on one, say), so it is its owner's: created
+//! 0600, and one of ours found looser (written by an earlier version) is
+//! made 0600 by descriptor when it is next appended to, its older
+//! generation with it. A writer appends only to a regular file it owns,
+//! opened without following a link and without blocking (a FIFO in its
+//! place is refused, not waited on).
+//!
 //! **Rotation.** Once the journal passes [`ROTATE_AT`] bytes, the writer
 //! that noticed renames it to `.journal.1` (the older generation goes). No
 //! event a concurrent writer appends is lost: a writer holds a shared
 //! `flock` on the file while it appends, and finds the file still linked
-//! once it holds it; the rotator takes the removal guard (one rotator at a
-//! time) and an exclusive `flock` on the generation it is about to remove,
-//! so that it waits for whoever is still appending to it. A writer that
-//! opened that generation before it was removed sees it unlinked and
-//! opens the journal again.
+//! once it holds it and again once it has written (else it appends again,
+//! to the journal that took its place); the rotator takes the removal
+//! guard (one rotator at a time) and an exclusive `flock` on the
+//! generation it is about to remove, so that it waits for whoever is still
+//! appending to it.
+//!
+//! **Nothing waits forever.** A `flock` is something any process that can
+//! open the file can take, and hold: every wait for one is bounded (by
+//! [`LOCK_WAIT`], and by the lock handle's deadline,
+//! [`LockFile::with_deadline`]). An append whose shared lock does not come
+//! in time is not written (the error says why); a rotator whose exclusive
+//! lock does not come in time rotates all the same: a writer of that
+//! generation would have to stall for the whole wait, after a journal's
+//! worth of other appends, for its line to be lost.
 //!
 //! **Failure.** The journal is a record of runs, never a condition of
 //! one: [`Journal::append`] returns the error, and callers say it once
@@ -25,13 +42,18 @@
 //! **Reading.** [`Journal::events`] reads both generations, oldest first, in
 //! the order the events were appended (not by their rounded times); a last
 //! line still being written, and any line that is not an event, are
-//! skipped. [`Journal::history`] pairs them into runs.
+//! skipped. [`Journal::history`] pairs them into runs. What is read is
+//! input (another user's journal in a shared directory is too): a line
+//! longer than [`MAX_LINE`] is skipped, and so is an event whose time is
+//! not a time (before 1970, past the year 9999, not a number); a duration
+//! that is not one (negative, past that range) is dropped; only the last
+//! [`MAX_READ`] bytes of a generation are read.
 
 use std::borrow::Cow;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, FlockOperation, Mode as FsMode, OFlags};
 use rustix::io::Errno;
@@ -49,6 +71,20 @@ pub const MAX_LINE: usize = 2048;
 /// The size past which the journal is rotated: with the older generation,
 /// a journal keeps at most about twice this much (some 30,000 events).
 pub const ROTATE_AT: u64 = 4 << 20;
+
+/// The most of a generation that is read: its last this many bytes (a
+/// journal rotates long before; one that did not is someone else's doing).
+pub const MAX_READ: u64 = 8 * ROTATE_AT;
+
+/// The longest wait for a `flock` another process holds on a journal (see
+/// "Nothing waits forever" in the module docs).
+pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// The latest time an event may carry: the end of the year 9999.
+const MAX_TIME: f64 = 253_402_300_799.0;
+
+/// The mode of a journal: its owner's.
+const MODE: u32 = 0o600;
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -242,70 +278,105 @@ impl Journal {
     }
 
     /// Appends one event: one `write(2)` of one line (see the module docs).
+    /// Every wait is bounded by [`LOCK_WAIT`] and the lock handle's
+    /// deadline.
     pub fn append(&self, ev: &Event) -> io::Result<()> {
         let line = ev.to_line();
         let dir = self.lock.dir_fd();
+        let until = self.until();
         // A writer that opened a generation just removed by a rotation
         // opens the journal again; a rotation is rare, so a few tries do.
         for _ in 0..8 {
-            let fd = rustix::fs::openat(
+            let (fd, st) = open_regular(
                 dir,
                 &self.name,
-                OFlags::WRONLY
-                    | OFlags::APPEND
-                    | OFlags::CREATE
-                    | OFlags::NOFOLLOW
-                    | OFlags::NOCTTY
-                    | OFlags::NONBLOCK
-                    | OFlags::CLOEXEC,
-                FsMode::from_raw_mode(0o644),
+                OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE,
+                MODE,
             )?;
-            rustix::fs::flock(&fd, FlockOperation::LockShared)?;
-            let st = rustix::fs::fstat(&fd)?;
-            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-                return Err(io::Error::other("the journal is not a regular file"));
+            owned_by_us(&st)?;
+            if st.st_mode & 0o777 != MODE {
+                // 0600 whatever the umask made it.
+                let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
             }
+            if st.st_mode & 0o077 != 0 {
+                // Ours, but readable by others (an earlier version's): the
+                // older generation is too.
+                self.tighten(&self.older);
+            }
+            if !flock_until(&fd, FlockOperation::NonBlockingLockShared, until)? {
+                return Err(io::Error::other(
+                    "another process holds a lock on it (`fuser -v` on it names the process); \
+                     this event is not written",
+                ));
+            }
+            let st = rustix::fs::fstat(&fd)?;
             if st.st_nlink == 0 {
                 continue;
             }
-            if st.st_size == 0 && st.st_mode & 0o777 != 0o644 {
-                // Readable by other users, as the lock file is, whatever
-                // the umask.
-                let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(0o644));
-            }
             write_all(fd.as_fd(), &line)?;
+            // A rotation that ran out of patience may have removed it
+            // after all: then the line goes to the journal in its place.
+            if rustix::fs::fstat(&fd)?.st_nlink == 0 {
+                continue;
+            }
             drop(fd);
             if st.st_size as u64 + line.len() as u64 > ROTATE_AT {
-                self.rotate()?;
+                return self.rotate().map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("the event is written, but the journal could not be rotated: {e}"),
+                    )
+                });
             }
             return Ok(());
         }
         Err(io::Error::other("the journal kept being rotated away"))
     }
 
+    /// When a wait on this journal's behalf ends: [`LOCK_WAIT`] from now,
+    /// or the lock handle's deadline if that is sooner.
+    fn until(&self) -> Instant {
+        let bound = Instant::now() + LOCK_WAIT;
+        self.lock.deadline().map_or(bound, |d| d.min(bound))
+    }
+
+    /// Makes a generation of ours that others can read its owner's, by
+    /// descriptor (best effort: it is tightened again on the next try).
+    fn tighten(&self, name: &OsStr) {
+        if let Ok((fd, st)) = open_regular(self.lock.dir_fd(), name, OFlags::RDONLY, 0)
+            && owned_by_us(&st).is_ok()
+            && st.st_mode & 0o077 != 0
+        {
+            let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
+        }
+    }
+
     /// Renames the journal to its older generation, if it is still past
     /// [`ROTATE_AT`]: one rotator at a time (the removal guard), after
-    /// whoever is still appending to the generation it removes.
+    /// whoever is still appending to the generation it removes, waited for
+    /// until [`Journal::until`] (see the module docs).
     fn rotate(&self) -> io::Result<()> {
-        let _guard = self.lock.hold_removal_guard()?;
+        let until = self.until();
+        let _guard = self
+            .lock
+            .clone()
+            .with_deadline(until)
+            .hold_removal_guard()?;
         let dir = self.lock.dir_fd();
         match rustix::fs::statat(dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if st.st_size as u64 > ROTATE_AT => {}
             Ok(_) | Err(Errno::NOENT) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
-        let old: Option<OwnedFd> = match rustix::fs::openat(
-            dir,
-            &self.older,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            FsMode::empty(),
-        ) {
-            Ok(fd) => {
-                rustix::fs::flock(&fd, FlockOperation::LockExclusive)?;
+        let old = match open_regular(dir, &self.older, OFlags::RDONLY, 0) {
+            Ok((fd, _)) => {
+                // Not in time: rotated all the same (the module docs say
+                // what that risks, and why it is next to nothing).
+                let _ = flock_until(&fd, FlockOperation::NonBlockingLockExclusive, until)?;
                 Some(fd)
             }
-            Err(Errno::NOENT) => None,
-            Err(e) => return Err(e.into()),
+            // Not there, or not a file (the rename replaces it).
+            Err(_) => None,
         };
         rustix::fs::renameat(dir, &self.name, dir, &self.older)?;
         drop(old);
@@ -317,9 +388,7 @@ impl Journal {
     pub fn events(&self) -> io::Result<Vec<Event>> {
         let mut out = Vec::new();
         for name in [&self.older, &self.name] {
-            if let Some(bytes) = self.read(name)? {
-                parse_lines(&bytes, &mut out);
-            }
+            self.each_chunk(name, |lines| parse_lines(lines, &mut out))?;
         }
         Ok(out)
     }
@@ -335,31 +404,46 @@ impl Journal {
     }
 
     /// Opens a generation for reading: `None` when it does not exist.
-    fn open(&self, name: &OsString) -> io::Result<Option<std::fs::File>> {
-        let fd = match rustix::fs::openat(
-            self.lock.dir_fd(),
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            FsMode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let st = rustix::fs::fstat(&fd)?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(io::Error::other("the journal is not a regular file"));
+    fn open(&self, name: &OsStr) -> io::Result<Option<(std::fs::File, u64)>> {
+        match open_regular(self.lock.dir_fd(), name, OFlags::RDONLY, 0) {
+            Ok((fd, st)) => Ok(Some((std::fs::File::from(fd), st.st_size as u64))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(self.unreadable(name, e)),
+            Err(e) => Err(e),
         }
-        Ok(Some(std::fs::File::from(fd)))
+    }
+
+    /// Why a generation cannot be read, when it is another user's.
+    fn unreadable(&self, name: &OsStr, e: io::Error) -> io::Error {
+        match rustix::fs::statat(self.lock.dir_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if st.st_uid != rustix::process::geteuid().as_raw() => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "permission denied: it is {}'s (mode {:04o}); a journal can hold \
+                     secrets from command lines, so only its owner (and root) can read it",
+                    crate::text::user_name(st.st_uid),
+                    st.st_mode & 0o7777
+                ),
+            ),
+            _ => e,
+        }
     }
 
     /// Reads a generation in chunks of [`CHUNK`], handing each run of
     /// complete lines to `f`: a journal of many megabytes costs a buffer
-    /// of one (page faults are most of what reading costs otherwise).
-    fn each_chunk(&self, name: &OsString, mut f: impl FnMut(&[u8])) -> io::Result<()> {
-        let Some(mut file) = self.open(name)? else {
+    /// of one (page faults are most of what reading costs otherwise). Only
+    /// the last [`MAX_READ`] bytes are read; a line longer than a buffer is
+    /// dropped whole.
+    fn each_chunk(&self, name: &OsStr, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+        let Some((mut file, size)) = self.open(name)? else {
             return Ok(());
         };
+        // Past the cap, reading starts mid-line: that line is dropped.
+        let mut discarding = false;
+        if size > MAX_READ {
+            io::Seek::seek(&mut file, io::SeekFrom::Start(size - MAX_READ))?;
+            discarding = true;
+        }
         let mut buf = vec![0u8; CHUNK];
         let mut filled = 0;
         loop {
@@ -369,42 +453,134 @@ impl Journal {
                 Err(e) => return Err(e),
             };
             filled += n;
-            let end = buf[..filled]
+            let mut start = 0;
+            if discarding {
+                match buf[..filled].iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        start = i + 1;
+                        discarding = false;
+                    }
+                    None => filled = 0,
+                }
+            }
+            let end = buf[start..filled]
                 .iter()
                 .rposition(|&b| b == b'\n')
-                .map(|i| i + 1);
+                .map(|i| start + i + 1);
             match end {
                 Some(end) => {
-                    f(&buf[..end]);
+                    f(&buf[start..end]);
                     buf.copy_within(end..filled, 0);
                     filled -= end;
                 }
-                // A full buffer without a newline is no event: dropped.
-                None if filled == buf.len() => filled = 0,
-                None => {}
+                // A full buffer without a newline is no event: dropped, up
+                // to the newline that ends it.
+                None if filled == buf.len() => {
+                    filled = 0;
+                    discarding = true;
+                }
+                None => {
+                    buf.copy_within(start..filled, 0);
+                    filled -= start;
+                }
             }
             if n == 0 {
                 return Ok(());
             }
         }
     }
-
-    fn read(&self, name: &OsString) -> io::Result<Option<Vec<u8>>> {
-        let Some(mut file) = self.open(name)? else {
-            return Ok(None);
-        };
-        let mut bytes = Vec::new();
-        io::Read::read_to_end(&mut file, &mut bytes)?;
-        Ok(Some(bytes))
-    }
 }
 
 /// How much of a journal is read at a time.
 const CHUNK: usize = 256 * 1024;
 
+/// Opens `name` in the directory `dir` as a regular file, never following
+/// a symbolic link and never blocking (a FIFO in its place would hang an
+/// open without `O_NONBLOCK`): a file in a lock directory is input, which
+/// another account may have put there. Refused, anything else says what it
+/// is and that it must go.
+pub(crate) fn open_regular(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    flags: OFlags,
+    mode: u32,
+) -> io::Result<(OwnedFd, rustix::fs::Stat)> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir, name, flags, FsMode::from_raw_mode(mode)) {
+        Ok(fd) => fd,
+        // Refused (a link: `ELOOP`, or `EACCES` when creating; a FIFO
+        // without a reader: `ENXIO`): say what is there.
+        Err(e) => {
+            return Err(
+                match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => not_a_file(st.st_mode),
+                    _ => e.into(),
+                },
+            );
+        }
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(not_a_file(st.st_mode));
+    }
+    Ok((fd, st))
+}
+
+/// Says what a file of `mode` is, and that it must go.
+fn not_a_file(mode: u32) -> io::Error {
+    let what = match mode & libc::S_IFMT {
+        libc::S_IFLNK => "a symbolic link",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR | libc::S_IFBLK => "a device",
+        _ => "something else",
+    };
+    io::Error::other(format!(
+        "it is {what}, not a regular file, and onlyone opens nothing else there: remove it"
+    ))
+}
+
+/// A journal is written only by its owner: root's command lines never go
+/// into a file another user owns (and can read).
+fn owned_by_us(st: &rustix::fs::Stat) -> io::Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid == me {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "it belongs to {}, not to {}: onlyone writes only its own journals (remove it)",
+            crate::text::user_name(st.st_uid),
+            crate::text::user_name(me)
+        ),
+    ))
+}
+
+/// Takes a `flock` without blocking, trying again until `until`: false
+/// when it did not come in time.
+fn flock_until(fd: &OwnedFd, op: FlockOperation, until: Instant) -> io::Result<bool> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match rustix::fs::flock(fd, op) {
+            Ok(()) => return Ok(true),
+            Err(Errno::WOULDBLOCK | Errno::INTR) => {
+                let now = Instant::now();
+                if now >= until {
+                    return Ok(false);
+                }
+                std::thread::sleep(pause.min(until - now));
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Writes all of `bytes` with one `write(2)` when it can (a regular file
 /// takes a short line whole).
-fn write_all(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+fn write_all(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
     let mut off = 0;
     while off < bytes.len() {
         match rustix::io::write(fd, &bytes[off..]) {
@@ -417,17 +593,33 @@ fn write_all(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// The events in `bytes`, appended to `out`: complete lines that parse.
+/// True for a time an event can carry: Unix seconds from 1970 to the end
+/// of the year 9999.
+fn sane_time(t: f64) -> bool {
+    (0.0..=MAX_TIME).contains(&t)
+}
+
+/// A duration as read back: `None` unless it is one (not negative, not
+/// past [`MAX_TIME`] seconds, a number).
+fn sane_duration(d: Option<f64>) -> Option<f64> {
+    d.filter(|d| (0.0..=MAX_TIME).contains(d))
+}
+
+/// The events in `bytes`, appended to `out`: complete lines that parse
+/// and are within bounds (see "Reading" in the module docs).
 fn parse_lines(bytes: &[u8], out: &mut Vec<Event>) {
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
         Some(i) => &bytes[..=i],
         None => return,
     };
     for line in complete.split(|&b| b == b'\n') {
-        if line.is_empty() {
+        if line.is_empty() || line.len() > MAX_LINE {
             continue;
         }
-        if let Ok(ev) = serde_json::from_slice::<Event>(line) {
+        if let Ok(mut ev) = serde_json::from_slice::<Event>(line)
+            && sane_time(ev.time)
+        {
+            ev.duration = sane_duration(ev.duration);
             out.push(ev);
         }
     }
@@ -585,8 +777,13 @@ struct Pairing {
 
 impl Pairing {
     fn add(&mut self, ev: &Line<'_>) {
+        // Input (see "Reading" in the module docs): an event without a
+        // time is none, and a string is kept to a line's worth.
+        if !sane_time(ev.time) {
+            return;
+        }
         let token = ev.token.as_deref().unwrap_or("");
-        let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(str::to_owned);
+        let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(|s| capped(s).to_owned());
         match ev.event {
             Kind::Start => {
                 let h = &mut self.h;
@@ -604,7 +801,7 @@ impl Pairing {
                     None => false,
                 };
                 h.runs.push(Run {
-                    token: token.to_owned(),
+                    token: capped(token).to_owned(),
                     start: ev.time,
                     pid: ev.pid,
                     host: owned(&ev.host),
@@ -637,16 +834,16 @@ impl Pairing {
                     },
                     _ => match (&ev.ended_by, ev.exit, &ev.signal) {
                         (Some(by), exit, _) => Outcome::Ended {
-                            by: by.to_string(),
+                            by: capped(by).to_owned(),
                             exit,
                         },
                         (None, Some(c), _) => Outcome::Exited(c),
-                        (None, None, Some(s)) => Outcome::Signaled(s.to_string()),
+                        (None, None, Some(s)) => Outcome::Signaled(capped(s).to_owned()),
                         (None, None, None) => Outcome::Abandoned,
                     },
                 };
                 run.end = Some(ev.time);
-                run.duration = ev.duration.or(Some((ev.time - run.start).max(0.0)));
+                run.duration = sane_duration(ev.duration).or(Some((ev.time - run.start).max(0.0)));
             }
             Kind::Skip => {
                 self.h.skips += 1;
@@ -685,18 +882,40 @@ impl Pairing {
         // (a file with a bad byte somewhere is read line by line).
         if let Ok(text) = std::str::from_utf8(complete) {
             for line in text.split_terminator('\n') {
-                if let Ok(ev) = serde_json::from_str::<Line<'_>>(line) {
-                    self.add(&ev);
-                }
+                self.add_line(line);
             }
             return;
         }
         for line in complete.split(|&b| b == b'\n') {
-            if let Ok(ev) = serde_json::from_slice::<Line<'_>>(line) {
+            if line.len() <= MAX_LINE
+                && let Ok(ev) = serde_json::from_slice::<Line<'_>>(line)
+            {
                 self.add(&ev);
             }
         }
     }
+
+    /// Adds one line, if it is an event (and no longer than an event is).
+    fn add_line(&mut self, line: &str) {
+        if line.len() > MAX_LINE {
+            return;
+        }
+        if let Ok(ev) = serde_json::from_str::<Line<'_>>(line) {
+            self.add(&ev);
+        }
+    }
+}
+
+/// A string read back, cut to a line's worth (at a character boundary).
+fn capped(s: &str) -> &str {
+    if s.len() <= MAX_LINE {
+        return s;
+    }
+    let mut end = MAX_LINE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 impl History {
@@ -717,9 +936,7 @@ impl History {
     pub fn from_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> History {
         let mut p = Pairing::default();
         for line in lines {
-            if let Ok(ev) = serde_json::from_str::<Line<'_>>(line) {
-                p.add(&ev);
-            }
+            p.add_line(line);
         }
         p.h
     }

@@ -86,6 +86,60 @@ pub fn display_command<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> String {
     out
 }
 
+/// Text from a file, as a terminal may be given it: every control
+/// character (C0 with tab and newline, DEL, C1), every bidirectional
+/// override or isolate, and the line and paragraph separators are shown
+/// escaped (`\x1b`, `\u{202e}`), so that what another account wrote cannot
+/// move the cursor, retitle the window, clear the screen or reorder what
+/// is shown. Anything else is unchanged.
+pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !escaped(c) {
+            out.push(c);
+        } else if c.is_ascii() {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// What [`for_terminal`] escapes.
+fn escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}'
+        )
+}
+
+/// JSON (as serde writes it) with what [`for_terminal`] escapes written as
+/// `\uXXXX`: the same JSON, and safe on a terminal. serde escapes C0 but
+/// writes DEL, C1 and the bidirectional controls as they are; they can
+/// only be inside strings, where a `\u` escape means the same (a newline,
+/// a tab or a return there is the JSON's own white space, kept).
+pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
+    let escaped = |c: char| escaped(c) && !matches!(c, '\n' | '\t' | '\r');
+    if !json.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if escaped(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +151,27 @@ mod tests {
             display_command(&["echo", "a b", "it's"]),
             "echo 'a b' 'it'\\''s'"
         );
+    }
+
+    #[test]
+    fn for_terminal_escapes_what_a_terminal_acts_on() {
+        assert_eq!(for_terminal("build-01 ./sync.sh é"), "build-01 ./sync.sh é");
+        assert_eq!(
+            for_terminal("a\x1b]0;pwned\x07b\x1b[2J\u{9b}c\u{202e}d\te"),
+            "a\\x1b]0;pwned\\x07b\\x1b[2J\\u{009b}c\\u{202e}d\\x09e"
+        );
+    }
+
+    #[test]
+    fn json_for_terminal_is_the_same_json() {
+        let v = serde_json::json!({"host": "a\u{9b}b\u{202e}c\u{7f}\n\x1b"});
+        let text = serde_json::to_string_pretty(&v).unwrap();
+        let safe = json_for_terminal(&text);
+        assert!(
+            !safe.contains(['\u{9b}', '\u{202e}', '\u{7f}', '\x1b']),
+            "{safe}"
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), v);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use onlyone::journal::{Outcome, Run};
+use onlyone::text::for_terminal;
 use onlyone::{compact_duration, format_unix_time};
 
 use super::exit::Code;
@@ -101,9 +102,10 @@ pub fn ago(t: f64) -> String {
     format!("{} ago", compact_duration(Duration::from_secs(secs as u64)))
 }
 
-/// A duration in seconds, as people read it.
+/// A duration in seconds, as people read it (whatever the number: one
+/// past what a `Duration` holds is shown as the most it holds).
 pub fn took(secs: f64) -> String {
-    compact_duration(Duration::from_secs_f64(secs.max(0.0)))
+    compact_duration(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
 }
 
 pub fn history(ctx: &Ctx, a: args::History) -> Code {
@@ -148,7 +150,7 @@ pub fn history(ctx: &Ctx, a: args::History) -> Code {
         let mut out = String::new();
         for r in &shown {
             if let Ok(line) = serde_json::to_string(&RunJson::of(&name, r)) {
-                out.push_str(&line);
+                out.push_str(&onlyone::text::json_for_terminal(&line));
                 out.push('\n');
             }
         }
@@ -162,8 +164,16 @@ pub fn history(ctx: &Ctx, a: args::History) -> Code {
 /// The human view: a summary line, then aligned columns.
 fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
     let mut out = String::new();
+    // What the journal says is shown escaped: another account may have
+    // written it (see text::for_terminal).
+    let name = for_terminal(name);
     if runs.is_empty() {
-        let _ = writeln!(out, "{name}: no run in the journal ({journal})");
+        let journal = journal.to_string();
+        let _ = writeln!(
+            out,
+            "{name}: no run in the journal ({})",
+            for_terminal(&journal)
+        );
         return out;
     }
     let over: Vec<&&Run> = runs.iter().filter(|r| r.outcome.is_over()).collect();
@@ -195,9 +205,12 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
                     (_, Some(d)) => took(d),
                     (_, None) => "?".into(),
                 },
-                r.outcome.describe() + if r.took_over { " (took over)" } else { "" },
+                for_terminal(&r.outcome.describe()).into_owned()
+                    + if r.took_over { " (took over)" } else { "" },
                 r.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-                r.host.clone().unwrap_or_else(|| "?".into()),
+                r.host
+                    .as_deref()
+                    .map_or_else(|| "?".into(), |h| for_terminal(h).into_owned()),
                 r.skipped.to_string(),
             ]
         })

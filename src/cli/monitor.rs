@@ -318,7 +318,14 @@ pub fn check(ctx: &Ctx, a: args::Check) -> Code {
             let _ = writeln!(out, "{} {text}", state_word(*s));
         }
     }
-    print_stdout(&out);
+    // A journal's values reach the terminal (or the monitoring's web page)
+    // escaped: another account may have written them.
+    let mut shown = String::with_capacity(out.len());
+    for line in out.lines() {
+        shown.push_str(&onlyone::text::for_terminal(line));
+        shown.push('\n');
+    }
+    print_stdout(&shown);
     Code::Exit(worst)
 }
 

@@ -62,7 +62,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
         }
     }
     if !report.dry_run {
-        journal_reaped(&jobs, &report);
+        journal_reaped(&jobs, &report, deadline);
     }
     for e in &report.errors {
         say(format_args!("reap: {e}"));
@@ -71,8 +71,8 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
 }
 
 /// One `reap` event per run whose processes were ended, in its job's
-/// journal.
-fn journal_reaped(jobs: &[Job], report: &reap::ReapReport) {
+/// journal (written by the deadline, or not at all).
+fn journal_reaped(jobs: &[Job], report: &reap::ReapReport, deadline: Instant) {
     let mut done: Vec<&str> = Vec::new();
     for c in &report.candidates {
         let (Fate::Ended, Some(job), Some(token)) = (c.verdict, &c.job, &c.token) else {
@@ -85,7 +85,12 @@ fn journal_reaped(jobs: &[Job], report: &reap::ReapReport) {
         if let Some(j) = jobs.iter().find(|j| &j.name == job)
             && let Ok(lock) = onlyone::LockFile::open(&j.lock)
         {
-            journal::reaped(&lock, token, c.pid, c.command.as_deref());
+            journal::reaped(
+                &lock.with_deadline(deadline),
+                token,
+                c.pid,
+                c.command.as_deref(),
+            );
         }
     }
 }

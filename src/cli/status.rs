@@ -7,7 +7,9 @@
 //! { "schema": 1, "dir": "/run/onlyone",
 //!   "locks": [ { "name", "path", "state", "pid", "command_pid", "holder_pid",
 //!                "holder", "since", "since_unix", "age_seconds", "command",
-//!                "mode", "host", "uid", "token", "reason" } ] }
+//!                "mode", "host", "uid", "token", "reason", "stopped",
+//!                "last_run", "last_success_unix", "skipped_since_start",
+//!                "journal_error" (only when the journal cannot be read) } ] }
 //! ```
 
 use std::io::{IsTerminal, Write};
@@ -19,6 +21,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 
 use onlyone::journal::Outcome;
+use onlyone::text::for_terminal;
 use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
 use super::exit::{Code, FAILURE};
@@ -68,6 +71,11 @@ pub struct LockStatus {
     pub last_success_unix: Option<f64>,
     /// For a held lock: the fires skipped since the current run began.
     pub skipped_since_start: Option<u64>,
+    /// Why the journal cannot be read (another user's, say): then the
+    /// last run and the last success are not known, rather than none.
+    /// Left out when the journal was read (or there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_error: Option<String>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     history: Option<onlyone::journal::History>,
@@ -131,6 +139,7 @@ pub fn describe(
         last_run: None,
         last_success_unix: None,
         skipped_since_start: None,
+        journal_error: None,
         history: None,
     };
     if let Ok(l) = &lock
@@ -154,8 +163,15 @@ pub fn describe(
 /// What the journal says: the last run, the last success, and (filled in
 /// once the record is read) the skips of the current run.
 fn fill_history(s: &mut LockStatus, lock: &LockFile) {
-    let Ok(h) = lock.history() else {
-        return;
+    let h = match lock.history() {
+        Ok(h) => h,
+        Err(e) => {
+            s.journal_error = Some(format!(
+                "cannot read the journal `{}`: {e}",
+                lock.journal().path().display()
+            ));
+            return;
+        }
     };
     if let Some(r) = h.last_over() {
         let (exit, signal) = match &r.outcome {
@@ -372,6 +388,11 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
             return Code::Exit(FAILURE);
         }
     };
+    for l in &locks {
+        if let Some(e) = &l.journal_error {
+            super::say(format_args!("status: {}", for_terminal(e)));
+        }
+    }
     // One write(2) per buffer, not per line: stdout is line-buffered.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = if a.json {
@@ -380,9 +401,9 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
             dir: dir.display().to_string(),
             locks,
         };
-        serde_json::to_writer_pretty(&mut out, &report)
+        serde_json::to_string_pretty(&report)
             .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
+            .and_then(|json| writeln!(out, "{}", onlyone::text::json_for_terminal(&json)))
     } else {
         if locks.is_empty() {
             // Say where it looked: as another user, root's locks are
@@ -421,6 +442,13 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
             // A tab or newline in a name or a command would break the
             // columns: control characters are shown escaped.
             let cmd = onlyone::record::escape_value(&cmd);
+            let last_run = match (&l.last_run, &l.journal_error) {
+                (Some(r), _) => last_run_cell(r),
+                (None, Some(_)) => "? (journal unreadable)".into(),
+                (None, None) => "-".into(),
+            };
+            // What a record or a journal says reaches a terminal escaped
+            // (bidirectional overrides too).
             [
                 onlyone::record::escape_value(&l.name),
                 l.state.to_owned(),
@@ -429,10 +457,11 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
                 l.since.clone().unwrap_or_else(|| "-".into()),
                 l.age_seconds
                     .map_or("-".into(), |s| compact_duration(Duration::from_secs(s))),
-                l.last_run.as_ref().map_or("-".into(), last_run_cell),
+                last_run,
                 l.skipped_since_start.map_or("-".into(), |n| n.to_string()),
                 cmd,
             ]
+            .map(|c| for_terminal(&c).into_owned())
         })
         .collect();
     if !aligned {

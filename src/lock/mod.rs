@@ -192,6 +192,12 @@ impl LockFile {
         self
     }
 
+    /// The deadline set by [`LockFile::with_deadline`], if any: what else
+    /// works on the lock's behalf (its journal) ends by it too.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
     fn deadline_or(&self, other: Option<Instant>) -> Option<Instant> {
         match (self.deadline, other) {
             (Some(a), Some(b)) => Some(a.min(b)),

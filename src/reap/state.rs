@@ -2,13 +2,19 @@
 //! activity counters and when they last changed, on the boot-time clock.
 //! The state file (`DIR/.onlyone-reap.json`) is replaced atomically (temp
 //! and rename) under a flock on `DIR/.onlyone-reap.lock`, which keeps two
-//! reaps from interleaving and is never deleted.
+//! reaps from interleaving and is never deleted. Both are opened as
+//! regular files of ours only, never through a link and never blocking: a
+//! FIFO, a link or another user's file in their place is refused with an
+//! error that names it, and the wait for the flock ends at the deadline.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,16 +64,34 @@ pub(super) fn open(
     })
 }
 
+/// Opens a file of the reaper's in `dir` (see [`crate::journal`]'s
+/// `open_regular`: never a link, never blocking, a regular file only), and
+/// only if it is ours: in a directory another account can write, it may
+/// have put anything there.
+fn open_ours(dir: &Path, name: &str, flags: OFlags, mode: u32) -> std::io::Result<fs::File> {
+    let d = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let (fd, st) = crate::journal::open_regular(d.as_fd(), name.as_ref(), flags, mode)?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "it belongs to {}, not to {}, so what it says is not the reaper's: remove it",
+                crate::text::user_name(st.st_uid),
+                crate::text::user_name(me)
+            ),
+        ));
+    }
+    Ok(fs::File::from(fd))
+}
+
 fn lock_state(dir: &Path, deadline: Instant) -> Result<fs::File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(STATE_LOCK);
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
+    let f = open_ours(dir, STATE_LOCK, OFlags::RDONLY | OFlags::CREATE, 0o600)
         .map_err(|e| format!("cannot open `{}`: {e}", path.display()))?;
     let mut pause = Duration::from_millis(1);
     loop {
@@ -89,6 +113,9 @@ fn lock_state(dir: &Path, deadline: Instant) -> Result<fs::File, String> {
     }
 }
 
+/// The largest state file read: some 100,000 processes' worth.
+const MAX_STATE: u64 = 16 << 20;
+
 fn load_state(dir: &Path, errors: &mut Vec<String>) -> State {
     let path = dir.join(STATE_FILE);
     let boot = procfs::boot_id().unwrap_or_default().to_owned();
@@ -96,7 +123,19 @@ fn load_state(dir: &Path, errors: &mut Vec<String>) -> State {
         boot: boot.clone(),
         procs: BTreeMap::new(),
     };
-    match fs::read(&path) {
+    let read = || -> std::io::Result<Vec<u8>> {
+        let f = open_ours(dir, STATE_FILE, OFlags::RDONLY, 0)?;
+        let mut bytes = Vec::new();
+        f.take(MAX_STATE + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_STATE {
+            return Err(std::io::Error::other(format!(
+                "it is over {} MiB, which no reap writes",
+                MAX_STATE >> 20
+            )));
+        }
+        Ok(bytes)
+    };
+    match read() {
         Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
             Ok(s) if s.boot == boot => s,
             Ok(_) => fresh,
@@ -110,26 +149,33 @@ fn load_state(dir: &Path, errors: &mut Vec<String>) -> State {
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh,
         Err(e) => {
-            errors.push(format!("cannot read `{}`: {e}", path.display()));
+            errors.push(format!(
+                "cannot read `{}`: {e}; starting afresh",
+                path.display()
+            ));
             fresh
         }
     }
 }
 
 impl Guarded {
-    /// Writes the state atomically (temp and rename).
+    /// Writes the state atomically: a new temp file of a name no one can
+    /// guess (`O_EXCL`: never one someone put there), then a rename.
     pub(super) fn save(&self, dir: &Path) -> Result<(), String> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(STATE_FILE);
-        let tmp = dir.join(format!("{STATE_FILE}.{}.tmp", std::process::id()));
+        let tmp = dir.join(format!(
+            "{STATE_FILE}.{}.{}.tmp",
+            std::process::id(),
+            crate::new_token()
+        ));
         let bytes = serde_json::to_vec(&self.state).map_err(|e| e.to_string())?;
         let write = || -> std::io::Result<()> {
             let mut f = fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
+                .create_new(true)
                 .write(true)
                 .mode(0o600)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32)
                 .open(&tmp)?;
             f.write_all(&bytes)?;
             fs::rename(&tmp, &path)
