@@ -17,6 +17,12 @@
 //! fails or times out is dropped and made again on the next call. Events
 //! (the journal of a lock) go to `onlyone_event`, so every host sees every
 //! host's runs.
+//!
+//! Every role that can use the tables can change any row, so what is read
+//! back is checked like a file another account can write: every column
+//! through a fallible getter, texts cut in SQL before they cross the wire,
+//! at most [`MAX_EVENTS`] events and [`MAX_NAMES`] locks, NULLs and numbers
+//! out of range read as unknown. A row never makes a reader panic or grow.
 
 pub mod conninfo;
 
