@@ -66,11 +66,35 @@ fn describe(row: &LeaseRow) -> String {
     format!(
         "pid {} on {} (`{}`, for {}, fence {})",
         row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-        row.host.as_deref().unwrap_or("?"),
-        row.cmd.as_deref().unwrap_or("?"),
-        compact_duration(Duration::from_secs_f64((now - row.since).max(0.0))),
+        printable(row.host.as_deref().unwrap_or("?")),
+        printable(row.cmd.as_deref().unwrap_or("?")),
+        compact_duration(seconds(now - row.since)),
         row.epoch
     )
+}
+
+/// A span of seconds from the store as a duration (negative, NaN or huge
+/// values read from a row are no panic: 0, or the largest).
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// Text from the store as a terminal may show it: every control character
+/// (escape sequences, newlines, tabs that would shift the columns)
+/// written as `\u{..}`.
+fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// `run` with a store.
@@ -381,7 +405,7 @@ pub fn status(url: &str, a: &args::Status) -> Code {
     let shown: Vec<LeaseStatus> = rows
         .iter()
         .map(|r| LeaseStatus {
-            name: r.name.clone(),
+            name: printable(&r.name),
             state: if r.is_live() { "held" } else { "free" },
             host: r.host.clone(),
             pid: r.pid,
@@ -412,16 +436,16 @@ pub fn status(url: &str, a: &args::Status) -> Code {
                 "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 s.name,
                 s.state,
-                s.host.as_deref().unwrap_or("-"),
+                printable(s.host.as_deref().unwrap_or("-")),
                 s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
                 s.since,
                 if s.state == "held" {
-                    compact_duration(Duration::from_secs_f64(s.lease_left_seconds))
+                    compact_duration(seconds(s.lease_left_seconds))
                 } else {
                     "-".into()
                 },
                 s.fence,
-                s.command.as_deref().unwrap_or("-"),
+                printable(s.command.as_deref().unwrap_or("-")),
             );
         }
     }
@@ -458,10 +482,12 @@ pub fn stop(url: &str, a: &args::Stop) -> Code {
     }
     // The holder renews every L/6 at most; its command then gets its grace.
     let limit = deadline_of(a.deadline).unwrap_or_else(|| {
-        Instant::now()
-            + Duration::from_secs_f64(row.left_ms.max(0) as f64 / 1000.0)
-            + a.kill_after
-            + DEFAULT_LEASE
+        let wait = seconds(row.left_ms as f64 / 1000.0)
+            .saturating_add(a.kill_after)
+            .saturating_add(DEFAULT_LEASE);
+        let now = Instant::now();
+        now.checked_add(wait)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
     });
     let started = Instant::now();
     loop {

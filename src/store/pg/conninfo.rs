@@ -2,6 +2,20 @@
 //! does not know (`sslmode=verify-ca|verify-full`, `sslrootcert`), the
 //! password from `PGPASSWORD` or the password file, and the TLS setup
 //! each `sslmode` asks for.
+//!
+//! **No downgrade.** A network between the host and the store is not
+//! trusted: a proxy that answers "no TLS" and asks for a cleartext password
+//! would get it, and one that rewrites the database name would hand the
+//! lock to two hosts at once. So a TCP host's default is `verify-full`
+//! (TLS, the certificate's chain and name checked), libpq's `prefer` and
+//! `allow` (TLS only if the peer offers it, nothing checked) are refused
+//! with the fix named, and only an explicit `sslmode=disable` talks
+//! without TLS. A Unix socket needs no TLS (its directory's permissions
+//! guard it): `sslmode` is ignored for it, as libpq does.
+//!
+//! **No password in messages.** The URL shown anywhere is
+//! [`ConnInfo::display`], rebuilt from the parsed parts without the
+//! password; a URL that cannot be parsed is shown through [`redact`].
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -15,17 +29,28 @@ use tokio_postgres::config::{Host, SslMode};
 /// How the server's certificate is checked (libpq's `sslmode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tls {
-    /// No TLS (`disable`).
+    /// No TLS: `sslmode=disable`, or every host a Unix socket.
     Off,
-    /// TLS when the server offers it, certificate not checked (`prefer`,
-    /// libpq's default; `allow`).
-    Prefer,
-    /// TLS always, certificate not checked (`require`).
+    /// TLS always, certificate not checked (`require`): it keeps out a
+    /// passive listener, not a proxy that presents its own certificate.
     Require,
     /// TLS, the certificate's chain checked, not its name (`verify-ca`).
     VerifyCa,
-    /// TLS, the chain and the host name checked (`verify-full`).
+    /// TLS, the chain and the host name checked (`verify-full`, the
+    /// default).
     VerifyFull,
+}
+
+impl Tls {
+    /// The `sslmode` that names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tls::Off => "disable",
+            Tls::Require => "require",
+            Tls::VerifyCa => "verify-ca",
+            Tls::VerifyFull => "verify-full",
+        }
+    }
 }
 
 /// A parsed store URL, ready to connect.
@@ -56,74 +81,104 @@ pub fn is_postgres_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
 }
 
+/// The parts of a URL that onlyone reads itself (the rest goes to
+/// tokio-postgres).
+#[derive(Default)]
+struct Own {
+    user: Option<String>,
+    password: Option<Vec<u8>>,
+    sslmode: Option<String>,
+    root_cert: Option<PathBuf>,
+}
+
 impl ConnInfo {
-    /// Parses `url`, taking the password from it, else `PGPASSWORD`, else
-    /// the password file (`PGPASSFILE`, else `~/.pgpass`).
+    /// Parses `url`, taking the password from it (`user:PASSWORD@` or
+    /// `?password=`), else `PGPASSWORD`, else the password file
+    /// (`PGPASSFILE`, else `~/.pgpass`).
     pub fn parse(url: &str) -> Result<ConnInfo, String> {
-        if !is_postgres_url(url) {
-            return Err(format!(
-                "`{}` is not a store URL: use postgres://USER@HOST[:PORT]/DATABASE",
-                redact(url)
-            ));
-        }
-        let (base, query) = match url.split_once('?') {
-            Some((b, q)) => (b, q),
-            None => (url, ""),
+        let Some(rest) = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+        else {
+            return Err(
+                "the store is not a postgres:// URL: use postgres://USER@HOST[:PORT]/DATABASE"
+                    .into(),
+            );
         };
-        let mut tls = Tls::Prefer;
-        let mut root_cert = None;
+        let (userinfo, after) = split_userinfo(rest);
+        let (base, query) = after.split_once('?').unwrap_or((after, ""));
+        let mut own = Own::default();
+        if let Some(info) = userinfo {
+            let (user, pw) = match info.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (info, None),
+            };
+            if !user.is_empty() {
+                own.user = Some(String::from_utf8_lossy(&percent_decode(user)).into_owned());
+            }
+            own.password = pw.map(percent_decode);
+        }
         let mut kept: Vec<&str> = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            match k {
-                "sslmode" => {
-                    tls = match v {
-                        "disable" => Tls::Off,
-                        "allow" | "prefer" => Tls::Prefer,
-                        "require" => Tls::Require,
-                        "verify-ca" => Tls::VerifyCa,
-                        "verify-full" => Tls::VerifyFull,
-                        other => {
-                            return Err(format!(
-                                "sslmode `{other}` is not one of disable, allow, prefer, require, \
-                                 verify-ca, verify-full"
-                            ));
-                        }
-                    };
+            let v = || String::from_utf8_lossy(&percent_decode(v)).into_owned();
+            match &*percent_decode(k) {
+                b"sslmode" => own.sslmode = Some(v()),
+                b"sslrootcert" => own.root_cert = Some(PathBuf::from(v())),
+                b"password" => {
+                    own.password = Some(percent_decode(pair.split_once('=').map_or("", |p| p.1)))
                 }
-                "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(v))),
+                b"user" => own.user = Some(v()),
                 _ => kept.push(pair),
             }
         }
+        // tokio-postgres takes the first `@` anywhere (one in the query,
+        // too) as the end of a user part: the query's are escaped.
         let rebuilt = if kept.is_empty() {
-            base.to_owned()
+            format!("postgres://{base}")
         } else {
-            format!("{base}?{}", kept.join("&"))
+            format!("postgres://{base}?{}", kept.join("&").replace('@', "%40"))
         };
         let mut config = tokio_postgres::Config::from_str(&rebuilt)
             .map_err(|e| format!("cannot read the store URL `{}`: {e}", redact(url)))?;
+        let local = !config.get_hosts().is_empty()
+            && config
+                .get_hosts()
+                .iter()
+                .all(|h| !matches!(h, Host::Tcp(_)));
+        let tls = tls_policy(own.sslmode.as_deref(), local)?;
         config.ssl_mode(match tls {
             Tls::Off => SslMode::Disable,
-            Tls::Prefer => SslMode::Prefer,
             _ => SslMode::Require,
         });
-        // libpq's default user is the operating system's.
-        if config.get_user().is_none()
-            && let Some(user) = crate::sys::user_name(rustix::process::geteuid().as_raw())
-        {
-            config.user(user);
+        match own.user {
+            Some(u) => {
+                config.user(u);
+            }
+            // libpq's default user is the operating system's.
+            None => {
+                if let Some(user) = crate::sys::user_name(rustix::process::geteuid().as_raw()) {
+                    config.user(user);
+                }
+            }
         }
-        if config.get_password().is_none()
-            && let Some(pw) = password_from_env(&config)
-        {
-            config.password(pw);
+        match own.password {
+            Some(pw) => {
+                config.password(pw);
+            }
+            None => {
+                if let Some(pw) = password_from_env(&config) {
+                    config.password(pw);
+                }
+            }
         }
         config.application_name("onlyone");
+        let display = display(&config, tls, local);
         Ok(ConnInfo {
             config,
             tls,
-            root_cert,
-            display: redact(url),
+            root_cert: own.root_cert,
+            display,
         })
     }
 
@@ -135,7 +190,7 @@ impl ConnInfo {
             .map_err(|e| e.to_string())?;
         let config = match self.tls {
             Tls::Off => return Ok(None),
-            Tls::Prefer | Tls::Require => builder
+            Tls::Require => builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
                 .with_no_client_auth(),
@@ -193,33 +248,132 @@ impl ConnInfo {
     }
 }
 
-/// The URL with its password replaced by `***`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+/// The TLS policy for `sslmode` (`None`: not in the URL); `local`: every
+/// host is a Unix socket, where TLS is not used whatever `sslmode` says.
+fn tls_policy(sslmode: Option<&str>, local: bool) -> Result<Tls, String> {
+    let tls = match sslmode {
+        None => Tls::VerifyFull,
+        Some("disable") => Tls::Off,
+        Some(weak @ ("allow" | "prefer")) => {
+            return Err(format!(
+                "sslmode={weak} is refused: anyone on the network between this host and the \
+                 store can turn its TLS off and read the password, or answer for another \
+                 database; use sslmode=verify-full (the default: TLS, the server's certificate \
+                 checked; sslrootcert=PATH for a private CA), or sslmode=disable to connect \
+                 without TLS knowingly"
+            ));
+        }
+        Some("require") => Tls::Require,
+        Some("verify-ca") => Tls::VerifyCa,
+        Some("verify-full") => Tls::VerifyFull,
+        Some(other) => {
+            return Err(format!(
+                "sslmode `{}` is not one of disable, require, verify-ca, verify-full",
+                other.escape_debug()
+            ));
+        }
     };
-    let (auth, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match auth.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
+    Ok(if local { Tls::Off } else { tls })
 }
 
-/// `%XX` escapes decoded (a path in a URL query).
-fn percent_decode(s: &str) -> String {
+/// The URL as messages show it: rebuilt from what was parsed, so that no
+/// form of password (in the user part, `?password=`, escaped or not) can
+/// appear.
+fn display(config: &tokio_postgres::Config, tls: Tls, local: bool) -> String {
+    let user = config.get_user().unwrap_or_default();
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match h {
+                Host::Tcp(h) if h.contains(':') => format!("[{h}]:{port}"),
+                Host::Tcp(h) => format!("{h}:{port}"),
+                Host::Unix(p) => format!("{}:{port}", p.display().to_string().replace('/', "%2F")),
+            }
+        })
+        .collect();
+    let db = config.get_dbname().unwrap_or(user);
+    let mut out = format!("postgres://{user}@{}/{db}", hosts.join(","));
+    if !local {
+        out.push_str("?sslmode=");
+        out.push_str(tls.name());
+    }
+    out.chars().filter(|c| !c.is_control()).collect()
+}
+
+/// Splits what follows `postgres://` into the user part (before the `@`
+/// that ends it) and the rest. A password may hold `@`, `/`, `:` or `?`
+/// unescaped: the user part ends at the last `@` before the first `?`
+/// after the first `@`; when that reads as a query (`h/db?password=a@b`),
+/// at the last `@` before the first `?`.
+fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
+    let Some(first) = rest.find('@') else {
+        return (None, rest);
+    };
+    let q = rest[first..].find('?').map_or(rest.len(), |i| first + i);
+    let last = rest[..q].rfind('@').unwrap_or(first);
+    let info = &rest[..last];
+    if info
+        .split_once('?')
+        .is_some_and(|(_, after)| after.contains('='))
+    {
+        let q = rest.find('?').unwrap_or(rest.len());
+        return match rest[..q].rfind('@') {
+            Some(i) => (Some(&rest[..i]), &rest[i + 1..]),
+            None => (None, rest),
+        };
+    }
+    (Some(info), &rest[last + 1..])
+}
+
+/// A URL with every password in it replaced by `***` (the user part's, and
+/// `password=` in the query), for a URL that could not be parsed.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".into();
+    };
+    let (info, after) = split_userinfo(rest);
+    let mut out = format!("{scheme}://");
+    if let Some(info) = info {
+        match info.split_once(':') {
+            Some((user, _)) => out.push_str(&format!("{user}:***@")),
+            None => out.push_str(&format!("{info}@")),
+        }
+    }
+    let (base, query) = match after.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (after, None),
+    };
+    out.push_str(base);
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if percent_decode(k).eq_ignore_ascii_case(b"password") => {
+                    format!("{k}=***")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out.chars().filter(|c| !c.is_control()).collect()
+}
+
+/// `%XX` escapes decoded.
+fn percent_decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+            && let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
         {
             out.push(v);
             i += 3;
@@ -228,7 +382,7 @@ fn percent_decode(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// `PGPASSWORD`, else the password file's entry for this connection.
@@ -303,7 +457,7 @@ fn split_pgpass(line: &str) -> Vec<String> {
     out
 }
 
-/// `prefer`/`require`: TLS without checking the certificate (libpq's
+/// `require`: TLS without checking the certificate (libpq's
 /// meaning), handshake signatures still checked.
 #[derive(Debug)]
 struct Unchecked(Arc<rustls::crypto::CryptoProvider>);
@@ -405,13 +559,87 @@ impl ServerCertVerifier for ChainOnly {
 mod tests {
     use super::*;
 
+    /// Every form a password can take in a URL: none shows in the URL as
+    /// messages give it, and each is the password that is sent.
     #[test]
     fn passwords_never_show_in_messages() {
+        let forms = [
+            ("postgres://u:S3cret@h:5/db?sslmode=require", "S3cret"),
+            ("postgres://u:S3c/ret@h:5/db", "S3c/ret"),
+            ("postgres://u:S3c@ret@h:5/db", "S3c@ret"),
+            ("postgres://u:S3c:r?et@h:5/db", "S3c:r?et"),
+            ("postgres://u:S3c%2Fr%40e%3At@h:5/db", "S3c/r@e:t"),
+            ("postgres://u@h:5/db?password=S3cret", "S3cret"),
+            (
+                "postgres://u@h:5/db?sslmode=disable&password=S3c%2F%40ret",
+                "S3c/@ret",
+            ),
+            ("postgres://u@h:5/db?pass%77ord=S3c@ret", "S3c@ret"),
+            (
+                "postgres://u@h:5/db?sslmode=disable&password=S3c/r@et",
+                "S3c/r@et",
+            ),
+        ];
+        for (url, pw) in forms {
+            let c = ConnInfo::parse(url).unwrap();
+            assert_eq!(c.config.get_password(), Some(pw.as_bytes()), "{url}");
+            assert_eq!(c.config.get_user(), Some("u"), "{url}");
+            assert_eq!(c.config.get_hosts(), &[Host::Tcp("h".into())], "{url}");
+            for shown in [c.display.clone(), redact(url)] {
+                for part in ["S3c", "ret", "%2F", "%40"] {
+                    assert!(!shown.contains(part), "{url} shown as {shown}");
+                }
+            }
+        }
         assert_eq!(
             redact("postgres://u:secret@h:5/db?sslmode=require"),
             "postgres://u:***@h:5/db?sslmode=require"
         );
+        assert_eq!(
+            ConnInfo::parse("postgres://u:secret@h:5/db?connect_timeout=3")
+                .unwrap()
+                .display,
+            "postgres://u@h:5/db?sslmode=verify-full"
+        );
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert!(!redact("host=h password=secret").contains("secret"));
+        // `@` in the query is not a user part.
+        let c = ConnInfo::parse("postgres://h/db?application_name=a@b").unwrap();
+        assert_eq!(c.config.get_hosts(), &[Host::Tcp("h".into())]);
+    }
+
+    /// A TCP host gets `verify-full` unless the URL says otherwise;
+    /// `prefer` and `allow` are refused, naming the fix; a Unix socket uses
+    /// no TLS.
+    #[test]
+    fn the_default_cannot_be_downgraded() {
+        assert_eq!(
+            ConnInfo::parse("postgres://u@h/db").unwrap().tls,
+            Tls::VerifyFull
+        );
+        for weak in ["prefer", "allow"] {
+            let e = ConnInfo::parse(&format!("postgres://u@h/db?sslmode={weak}")).unwrap_err();
+            assert!(
+                e.contains("sslmode=verify-full") && e.contains("sslmode=disable"),
+                "{e}"
+            );
+        }
+        let off = ConnInfo::parse("postgres://u@h/db?sslmode=disable").unwrap();
+        assert_eq!(
+            (off.tls, off.config.get_ssl_mode()),
+            (Tls::Off, SslMode::Disable)
+        );
+        let req = ConnInfo::parse("postgres://u@h/db?sslmode=require").unwrap();
+        assert_eq!(
+            (req.tls, req.config.get_ssl_mode()),
+            (Tls::Require, SslMode::Require)
+        );
+        let sock = ConnInfo::parse("postgres://u@%2Frun%2Fpostgresql/db").unwrap();
+        assert_eq!(
+            (sock.tls, sock.config.get_ssl_mode()),
+            (Tls::Off, SslMode::Disable)
+        );
+        assert_eq!(sock.display, "postgres://u@%2Frun%2Fpostgresql:5432/db");
     }
 
     #[test]

@@ -17,6 +17,12 @@
 //! fails or times out is dropped and made again on the next call. Events
 //! (the journal of a lock) go to `onlyone_event`, so every host sees every
 //! host's runs.
+//!
+//! Every role that can use the tables can change any row, so what is read
+//! back is checked like a file another account can write: every column
+//! through a fallible getter, texts cut in SQL before they cross the wire,
+//! at most [`MAX_EVENTS`] events and [`MAX_NAMES`] locks, NULLs and numbers
+//! out of range read as unknown. A row never makes a reader panic or grow.
 
 pub mod conninfo;
 
@@ -55,8 +61,13 @@ CREATE INDEX IF NOT EXISTS onlyone_event_name ON onlyone_event (name, id);
 ";
 
 /// At most this many events are kept per lock (the oldest go, as a
-/// journal rotates).
+/// journal rotates), and read back.
 pub const MAX_EVENTS: i64 = 30_000;
+
+/// At most this many locks are read back by `status`, `check` and
+/// `metrics` (each row cut to a few KiB: what a store's rows can make a
+/// reader hold is bounded).
+pub const MAX_NAMES: usize = 10_000;
 
 /// A connection to the store (made when first needed, made again after a
 /// failure), and the timeout of every call.
@@ -104,6 +115,10 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
         let hint = if text.contains("invalid peer certificate") {
             "; the server's certificate is not signed by a CA this host trusts (or not for this \
              host name): give its CA with sslrootcert=PATH in the URL"
+        } else if text.contains("does not support TLS") {
+            "; no password was sent: turn TLS on at the server (ssl=on) and give its CA with \
+             sslrootcert=PATH, or put sslmode=disable in the URL to connect without TLS \
+             knowingly"
         } else {
             ""
         };
@@ -251,7 +266,7 @@ impl PgStore {
                         &[],
                     )
                     .await?;
-                Ok(row.get::<_, bool>(0))
+                row.try_get::<_, bool>(0)
             })
         })?;
         if present {
@@ -293,13 +308,13 @@ impl PgStore {
                          VALUES ($1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
                                  clock_timestamp() + $7 * interval '1 millisecond', false) \
                          ON CONFLICT (name) DO UPDATE SET \
-                           epoch = l.epoch + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
+                           epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
                            pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
                            since = clock_timestamp(), \
                            lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
                            stop_requested = false \
-                         WHERE l.lock_until <= clock_timestamp() \
-                         RETURNING epoch",
+                         WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
+                         RETURNING coalesce(epoch, 0)",
                         &[
                             (&name, Type::TEXT),
                             (&token, Type::TEXT),
@@ -311,7 +326,7 @@ impl PgStore {
                         ],
                     )
                     .await?;
-                Ok(row.map(|r| r.get::<_, i64>(0)))
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
             })
         })
     }
@@ -328,7 +343,7 @@ impl PgStore {
                         "UPDATE onlyone_lease \
                          SET lock_until = clock_timestamp() + $3 * interval '1 millisecond' \
                          WHERE name = $1 AND epoch = $2 AND lock_until > clock_timestamp() \
-                         RETURNING stop_requested",
+                         RETURNING coalesce(stop_requested, false)",
                         &[
                             (&name, Type::TEXT),
                             (&epoch, Type::INT8),
@@ -337,7 +352,9 @@ impl PgStore {
                     )
                     .await?;
                 Ok(match row {
-                    Some(r) => Renewed::Held { stop: r.get(0) },
+                    Some(r) => Renewed::Held {
+                        stop: r.try_get(0)?,
+                    },
                     None => Renewed::Lost,
                 })
             })
@@ -363,52 +380,53 @@ impl PgStore {
         })
     }
 
-    const ROW: &'static str = "SELECT name, epoch, token, host, pid, uid, cmd, \
+    /// Every column as text or a number, every text cut in SQL (a huge
+    /// value never crosses the wire whole), the lease's end and the
+    /// server's now as seconds.
+    const ROW: &'static str = "SELECT left(name::text, 256), epoch, left(token::text, 256), \
+         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
          extract(epoch from since)::float8, extract(epoch from lock_until)::float8, \
-         (extract(epoch from (lock_until - clock_timestamp())) * 1000)::bigint, stop_requested \
+         extract(epoch from clock_timestamp())::float8, stop_requested \
          FROM onlyone_lease";
 
-    fn row(r: &tokio_postgres::Row) -> LeaseRow {
-        LeaseRow {
-            name: r.get(0),
-            epoch: r.get(1),
-            token: r.get(2),
-            host: r.get(3),
-            pid: r.get::<_, Option<i32>>(4).map(|p| p as u32),
-            uid: r.get::<_, Option<i32>>(5).map(|p| p as u32),
-            cmd: r.get(6),
-            since: r.get(7),
-            until: r.get(8),
-            left_ms: r.get(9),
-            stop_requested: r.get(10),
-        }
+    /// A lease row read back, every value checked: a NULL, a number out
+    /// of range, a time that is not one become "unknown" (a lease whose end
+    /// is unknown does not hold, as `acquire` takes it), never a panic.
+    fn row(&self, r: &tokio_postgres::Row) -> Result<LeaseRow, StoreError> {
+        read_row(r).map_err(|e| {
+            StoreError::Other(format!(
+                "the store `{}` has a lease row onlyone cannot read ({e}); its table was \
+                 changed: have it made again with the SQL in the README (\"Several hosts\")",
+                self.info.display
+            ))
+        })
     }
 
     /// The lease row of `name`, if the lock was ever taken.
     pub fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
         let name = name.to_owned();
-        self.with(move |c| {
+        let row = self.with(move |c| {
             Box::pin(async move {
                 let sql = format!("{} WHERE name = $1", Self::ROW);
-                Ok(c.query_typed_opt(&sql, &[(&name, Type::TEXT)])
-                    .await?
-                    .map(|r| Self::row(&r)))
+                c.query_typed_opt(&sql, &[(&name, Type::TEXT)]).await
             })
-        })
+        })?;
+        row.map(|r| self.row(&r)).transpose()
     }
 
-    /// Every lease row, by name.
+    /// Every lease row, by name (at most [`MAX_NAMES`]).
     pub fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
-        self.with(|c| {
+        let rows = self.with(|c| {
             Box::pin(async move {
-                let sql = format!("{} ORDER BY name", Self::ROW);
-                Ok(c.query_typed(&sql, &[])
-                    .await?
-                    .iter()
-                    .map(Self::row)
-                    .collect())
+                let sql = format!(
+                    "{} WHERE octet_length(name) <= {} ORDER BY name LIMIT {MAX_NAMES}",
+                    Self::ROW,
+                    crate::names::MAX_NAME
+                );
+                c.query_typed(&sql, &[]).await
             })
-        })
+        })?;
+        rows.iter().map(|r| self.row(r)).collect()
     }
 
     /// Asks the live holder of `name` to end its run: its epoch, or `None`
@@ -420,11 +438,12 @@ impl PgStore {
                 let row = c
                     .query_typed_opt(
                         "UPDATE onlyone_lease SET stop_requested = true \
-                         WHERE name = $1 AND lock_until > clock_timestamp() RETURNING epoch",
+                         WHERE name = $1 AND lock_until > clock_timestamp() \
+                         RETURNING coalesce(epoch, 0)",
                         &[(&name, Type::TEXT)],
                     )
                     .await?;
-                Ok(row.map(|r| r.get::<_, i64>(0)))
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
             })
         })
     }
@@ -437,11 +456,12 @@ impl PgStore {
             Box::pin(async move {
                 let id: i64 = c
                     .query_typed_one(
-                        "INSERT INTO onlyone_event (name, event) VALUES ($1, $2) RETURNING id",
+                        "INSERT INTO onlyone_event (name, event) VALUES ($1, $2) \
+                         RETURNING coalesce(id, 0)",
                         &[(&name, Type::TEXT), (&line, Type::TEXT)],
                     )
                     .await?
-                    .get(0);
+                    .try_get(0)?;
                 // Trimmed now and then, not on every event.
                 if id % 512 == 0 {
                     c.query_typed(
@@ -462,14 +482,25 @@ impl PgStore {
         let name = name.to_owned();
         self.with(move |c| {
             Box::pin(async move {
-                Ok(c.query_typed(
-                    "SELECT event FROM onlyone_event WHERE name = $1 ORDER BY id",
-                    &[(&name, Type::TEXT)],
-                )
-                .await?
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect())
+                // The newest MAX_EVENTS, none longer than a journal line
+                // (a longer one is not one of ours).
+                let rows = c
+                    .query_typed(
+                        "SELECT event::text FROM onlyone_event \
+                         WHERE name = $1 AND octet_length(event) <= $2 \
+                         ORDER BY id DESC LIMIT $3",
+                        &[
+                            (&name, Type::TEXT),
+                            (&(crate::journal::MAX_LINE as i32), Type::INT4),
+                            (&MAX_EVENTS, Type::INT8),
+                        ],
+                    )
+                    .await?;
+                let mut lines = Vec::with_capacity(rows.len());
+                for r in rows.iter().rev() {
+                    lines.extend(r.try_get::<_, Option<String>>(0)?);
+                }
+                Ok(lines)
             })
         })
     }
@@ -478,18 +509,62 @@ impl PgStore {
     pub fn names(&self) -> Result<Vec<String>, StoreError> {
         self.with(|c| {
             Box::pin(async move {
-                Ok(c.query_typed(
-                    "SELECT name FROM onlyone_lease UNION SELECT DISTINCT name FROM onlyone_event \
-                         ORDER BY 1",
-                    &[],
-                )
-                .await?
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect())
+                let sql = format!(
+                    "SELECT n FROM (SELECT name::text AS n FROM onlyone_lease \
+                     UNION SELECT DISTINCT name::text FROM onlyone_event) AS all_names \
+                     WHERE octet_length(n) <= {} ORDER BY 1 LIMIT {MAX_NAMES}",
+                    crate::names::MAX_NAME
+                );
+                let rows = c.query_typed(&sql, &[]).await?;
+                let mut names = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    names.extend(r.try_get::<_, Option<String>>(0)?);
+                }
+                Ok(names
+                    .into_iter()
+                    .filter(|n| crate::names::check_name(n).is_ok())
+                    .collect())
             })
         })
     }
+}
+
+/// A lease row's values, each read with a fallible getter and checked.
+fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> {
+    // A time as Unix seconds, when it is one (not NULL, not infinite, not
+    // before 1970 or past the year 5000).
+    let time = |i: usize| -> Result<Option<f64>, tokio_postgres::Error> {
+        Ok(r.try_get::<_, Option<f64>>(i)?
+            .filter(|t| t.is_finite() && (0.0..1e11).contains(t)))
+    };
+    let (until, now) = (
+        r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan()),
+        time(9)?,
+    );
+    let left_ms = match (until, now) {
+        // An end at +infinity holds (acquire cannot take it); one at
+        // -infinity or NULL does not.
+        (Some(u), Some(n)) => ((u - n) * 1000.0).clamp(-1e15, 1e15) as i64,
+        _ => -1,
+    };
+    Ok(LeaseRow {
+        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+        epoch: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
+        token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
+        host: r.try_get(3)?,
+        pid: r
+            .try_get::<_, Option<i32>>(4)?
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0),
+        uid: r
+            .try_get::<_, Option<i32>>(5)?
+            .and_then(|u| u32::try_from(u).ok()),
+        cmd: r.try_get(6)?,
+        since: time(7)?.unwrap_or(0.0),
+        until: until.map_or(0.0, |u| u.clamp(0.0, 1e11)),
+        left_ms,
+        stop_requested: r.try_get::<_, Option<bool>>(10)?.unwrap_or(false),
+    })
 }
 
 fn timed_out(url: &str, t: Duration) -> StoreError {
