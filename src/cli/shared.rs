@@ -66,8 +66,8 @@ fn describe(row: &LeaseRow) -> String {
     format!(
         "pid {} on {} (`{}`, for {}, fence {})",
         row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-        printable(row.host.as_deref().unwrap_or("?")),
-        printable(row.cmd.as_deref().unwrap_or("?")),
+        onlyone::text::for_terminal(row.host.as_deref().unwrap_or("?")),
+        onlyone::text::for_terminal(row.cmd.as_deref().unwrap_or("?")),
         compact_duration(seconds(now - row.since)),
         row.epoch
     )
@@ -77,24 +77,6 @@ fn describe(row: &LeaseRow) -> String {
 /// values read from a row are no panic: 0, or the largest).
 fn seconds(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
-}
-
-/// Text from the store as a terminal may show it: every control character
-/// (escape sequences, newlines, tabs that would shift the columns)
-/// written as `\u{..}`.
-fn printable(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_owned();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 /// `run` with a store.
@@ -405,7 +387,7 @@ pub fn status(url: &str, a: &args::Status) -> Code {
     let shown: Vec<LeaseStatus> = rows
         .iter()
         .map(|r| LeaseStatus {
-            name: printable(&r.name),
+            name: onlyone::text::for_terminal(&r.name).into_owned(),
             state: if r.is_live() { "held" } else { "free" },
             host: r.host.clone(),
             pid: r.pid,
@@ -436,7 +418,7 @@ pub fn status(url: &str, a: &args::Status) -> Code {
                 "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 s.name,
                 s.state,
-                printable(s.host.as_deref().unwrap_or("-")),
+                onlyone::text::for_terminal(s.host.as_deref().unwrap_or("-")),
                 s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
                 s.since,
                 if s.state == "held" {
@@ -445,7 +427,7 @@ pub fn status(url: &str, a: &args::Status) -> Code {
                     "-".into()
                 },
                 s.fence,
-                printable(s.command.as_deref().unwrap_or("-")),
+                onlyone::text::for_terminal(s.command.as_deref().unwrap_or("-")),
             );
         }
     }
