@@ -61,6 +61,12 @@ impl HeldBy {
                 self.record.cmd.as_deref().unwrap_or("?"),
                 self.path.display()
             ),
+            Holder::Outside => format!(
+                "a process outside onlyone that holds a kernel lock (flock) on `{}`, as \
+                 `flock(1)` does; `fuser -v {}` names it",
+                self.path.display(),
+                self.path.display()
+            ),
             h => format!(
                 "pid {} (`{}`{age})",
                 h.pid(),

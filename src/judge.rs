@@ -41,10 +41,9 @@ pub fn judge(ev: &Evidence, deadline: Option<Instant>) -> Verdict {
         }
         Err(why) => {
             if ev.kernel_locked {
-                // Someone alive holds a kernel lock on it: not ours to judge.
-                return Verdict::Unknown(UnknownReason::Unreadable {
-                    why: why.to_string(),
-                });
+                // Someone alive holds a kernel lock on it (flock(1) on an
+                // empty file, for a user switching over): held.
+                return Verdict::Held(Holder::Outside);
             }
             // Only what a power loss can leave of a record may go: a path
             // LOCK may name a user's file, and no age makes that stale.

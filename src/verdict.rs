@@ -76,6 +76,10 @@ pub enum Holder {
         /// The namespace's inode.
         ns: u64,
     },
+    /// The file is not a record, and a process holds a kernel lock
+    /// (flock) on it: a tool other than onlyone (`flock(1)`) holds it.
+    /// `fuser -v PATH` names the process.
+    Outside,
     /// A leftover process of the run: in the command's process group or
     /// carrying the run's token.
     Member {
@@ -87,7 +91,8 @@ pub enum Holder {
 }
 
 impl Holder {
-    /// The pid of the process that proved the lock held.
+    /// The pid of the process that proved the lock held (0 for
+    /// [`Holder::Outside`], whose holder only `/proc/locks` names).
     pub fn pid(&self) -> u32 {
         match self {
             Holder::KernelLock { pid }
@@ -97,6 +102,7 @@ impl Holder {
             | Holder::OtherNamespace { pid, .. }
             | Holder::Member { pid, .. } => *pid,
             Holder::OtherKernelLock { owner } => *owner,
+            Holder::Outside => 0,
         }
     }
 }

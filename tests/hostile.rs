@@ -210,6 +210,60 @@ fn a_users_file_at_a_lock_path_is_never_removed() {
     }
 }
 
+/// A user switching over from flock(1): while `flock(1)` holds the (empty)
+/// lock file, it is held: 75 for run and precheck, a message that names
+/// a tool outside onlyone and `fuser -v`, and never the advice to remove
+/// the file. `run --wait` runs once flock(1) lets go.
+#[test]
+fn a_file_flock1_holds_is_held() {
+    if !have("flock") {
+        eprintln!("a_file_flock1_holds_is_held: skipped: needs flock(1)");
+        return;
+    }
+    let mut w = World::new();
+    let lock = w.lock("job");
+    let l = lock.to_str().unwrap().to_owned();
+    for flag in ["-x", "-s"] {
+        let mut c = w.program("flock");
+        // -o: the lock is flock(1)'s own, not its command's too.
+        c.args([flag, "-o", &l, "sleep", "100000"]);
+        let holder = w.keep(c);
+        wait_until("flock(1) holds the file", HANG, || {
+            std::fs::read_to_string("/proc/locks").is_ok_and(|t| {
+                t.lines()
+                    .any(|x| !x.contains("->") && x.contains(&format!(" {holder} ")))
+            })
+        });
+        let out = w.oo(&["run", "job", "--", "true"]);
+        out.expect(75)
+            .says("outside onlyone")
+            .says(&format!("fuser -v {l}"));
+        assert!(
+            !out.stderr.contains("rm "),
+            "{flag}: advises removing a held file: {out:#?}"
+        );
+        w.oo(&["precheck", "job"]).expect(75);
+        let st = w.status("job");
+        assert_eq!(st["state"], "held", "{st:#?}");
+        assert_eq!(st["holder"], "outside", "{st:#?}");
+        // Once flock(1) lets go, a waiting run runs (the file is still not
+        // a record: refused, as any user's file at a lock path is).
+        let mut c = w.oo_cmd();
+        c.args(["run", "--wait", "20s", "job", "--", "true"]);
+        let waiter = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        kill9_pid(holder);
+        let out = waiter.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{out:?}");
+    }
+    // An empty file nobody holds is flock(1)'s leftover: not a record,
+    // refused and left alone as before.
+    assert!(lock.exists());
+}
+
 // ---------------------------------------------------------------------------
 // 2. One user, two sessions
 

@@ -435,6 +435,10 @@ impl Ctx {
 /// 3m12s); wait for it (--wait) or stop it (onlyone stop sync)"
 pub fn held_message(name: &str, h: &HeldBy) -> String {
     let what = match &h.holder {
+        // Not onlyone's: `stop` cannot end it.
+        onlyone::Holder::Outside => {
+            return format!("`{name}` is held by {}; wait for it (--wait)", h.describe());
+        }
         onlyone::Holder::Member { .. } | onlyone::Holder::Command { .. } => {
             format!("a run of `{name}` is still active: {}", h.describe())
         }

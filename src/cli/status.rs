@@ -211,11 +211,13 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
             if let (Some(hist), Some(t)) = (&s.history, &s.token) {
                 s.skipped_since_start = Some(hist.skips_of(t));
             }
-            s.holder_pid = Some(h.pid());
+            s.holder_pid = Some(h.pid()).filter(|&p| p != 0);
             s.holder = Some(match h {
                 Holder::Command { .. } => "command",
                 Holder::OtherKernelLock { .. } | Holder::OtherNamespace { .. } => "kernel-lock",
                 Holder::Member { .. } => "leftover",
+                Holder::Outside => "outside",
+                // Non-exhaustive from this crate: a new holder reads as the owner.
                 _ => "owner",
             });
             let wrapper_gone =
@@ -235,6 +237,11 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 (Holder::OtherKernelLock { owner }, _) => reasons.push(format!(
                     "the owner (pid {owner}) is gone, but a process holds a kernel lock on the \
                      lock file (`fuser -v {}` names it)",
+                    s.path
+                )),
+                (Holder::Outside, _) => reasons.push(format!(
+                    "not a record: a process outside onlyone holds a kernel lock on it, as \
+                     flock(1) does (`fuser -v {}` names it)",
                     s.path
                 )),
                 _ => {}

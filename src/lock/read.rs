@@ -151,13 +151,21 @@ impl LockFile {
             Err(Errno::WOULDBLOCK) => Ok(true),
             Err(e) => Err(Error::io("probe the kernel lock on", self.path(), e)),
         };
+        let Ok(r) = record else {
+            // Not a record: whoever holds a kernel lock on it (flock(1),
+            // another tool), shared or exclusive, holds it, as flock(1)
+            // itself would say.
+            if held()? {
+                return Ok(true);
+            }
+            let _ = rustix::fs::flock(fd, FlockOperation::Unlock);
+            let st = rustix::fs::fstat(fd).map_err(|e| Error::io("inspect", self.path(), e))?;
+            return Ok(!procfs::flock_holders(st.st_dev, st.st_ino).is_empty());
+        };
         if !held()? {
             return Ok(false);
         }
-        if let Ok(r) = record
-            && procfs::probe(r.pid, r.start).is_alive()
-            && procfs::may_name(Some(owner), r.pid)
-        {
+        if procfs::probe(r.pid, r.start).is_alive() && procfs::may_name(Some(owner), r.pid) {
             return Ok(true);
         }
         if !held()? {
