@@ -14,6 +14,7 @@
 //! cmdpid=4250                            <- run mode: the command's pid and start time
 //! cmdstart=123456790
 //! image=7ffd1000-7ffd1040:7ffd1040-7ffd1fe0  <- script mode: the owner's image
+//! released=1764410400                    <- script mode: released while workers lived
 //! onlyone=1                              <- format version
 //! ```
 //!
@@ -103,8 +104,7 @@ pub struct Record {
     pub host: Option<String>,
     /// The owner's user id. A record read from a lock file carries the
     /// file's owner here, whatever its `uid=` line says: whoever wrote the
-    /// file speaks only for its own processes (see
-    /// [`RunSpec::may_name`](crate::procfs::RunSpec::may_name)).
+    /// file speaks only for its own processes (and root's for anyone's).
     pub uid: Option<u32>,
     /// Lock or run.
     pub mode: Mode,
@@ -126,6 +126,11 @@ pub struct Record {
     /// exec) keep the lock held when the script is killed. Written only
     /// where the kernel randomises images.
     pub image: Option<Image>,
+    /// Script mode: when the owner released while other processes of the
+    /// run still lived (`released=`, Unix seconds). The lock stays held by
+    /// them, and is free once the last one exits; its end is already
+    /// recorded, so whoever clears it then records no abandoned run.
+    pub released: Option<u64>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
@@ -343,6 +348,7 @@ impl Record {
             group: None,
             linger: Vec::new(),
             image: None,
+            released: None,
             format: 0,
         };
         let mut pairs = Pairs::default();
@@ -439,6 +445,7 @@ impl Record {
                 }
             }
             "cmd" => self.cmd = Some(value.to_owned()),
+            "released" => self.released = Some(parse_decimal(key, value)?),
             "cmdpid" => pairs.cmd_pid = Some(parse_pid(key, value, pid_max)?),
             "cmdstart" => pairs.cmd_start = Some(parse_decimal(key, value)?),
             "pgid" => pairs.pgid = Some(parse_pid(key, value, pid_max)?),
@@ -597,6 +604,9 @@ impl Record {
                 .map(|id| format!("{}:{}", id.pid, id.start))
                 .collect();
             let _ = writeln!(s, "linger={}", items.join(","));
+        }
+        if let Some(v) = self.released {
+            let _ = writeln!(s, "released={v}");
         }
         if let Some(v) = self.image {
             let _ = writeln!(s, "image={v}");
@@ -769,6 +779,7 @@ mod tests {
                 0x7ffd_0000_1040,
                 0x7ffd_0000_1fe0,
             ),
+            released: Some(1_764_410_400),
             format: FORMAT_VERSION,
         }
     }
@@ -1039,6 +1050,7 @@ mod tests {
                         })
                         .unwrap_or_default(),
                     image: since.and_then(|t| Image::new(t | 1, t | 1, t | 3, u64::MAX)),
+                    released: since.filter(|t| t % 3 == 0),
                     format: FORMAT_VERSION,
                 },
             )

@@ -68,7 +68,8 @@ pub(super) fn started(lock: &LockFile, guard: &LockGuard, quiet: bool) {
 
 /// A run found stale was closed: its wrapper died without a word.
 pub(super) fn abandoned(lock: &LockFile, old: &Record, reason: &StaleReason, quiet: bool) {
-    if old.token.is_none() {
+    // A script released while its workers lived: its end is recorded.
+    if old.token.is_none() || old.released.is_some() {
         return;
     }
     let mut ev = about(Kind::Abandoned, old);

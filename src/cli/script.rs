@@ -146,6 +146,22 @@ impl Ctx {
                 }
                 Code::Exit(0)
             }
+            Ok(Released::StillHeld { pid, others }) => {
+                if let Some(r) = &held {
+                    journal::closed(&lock, Kind::Release, r, None, a.quiet);
+                }
+                if !a.quiet {
+                    let more = match others {
+                        0 => String::new(),
+                        n => format!(" and {n} more"),
+                    };
+                    say(format_args!(
+                        "`{name}` stays held by pid {pid}{more}, still working for the run \
+                         (carrying its token): it is free once the last one exits"
+                    ));
+                }
+                Code::Exit(0)
+            }
             Ok(Released::AlreadyFree) => {
                 if !a.quiet {
                     say(format_args!("`{name}` was not held; nothing to release"));

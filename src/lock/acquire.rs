@@ -550,6 +550,7 @@ fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Re
             (Some(Mode::Script), Owner::Pid(pid)) => procfs::Image::of_randomised(pid),
             _ => None,
         },
+        released: None,
         format: FORMAT_VERSION,
     })
 }

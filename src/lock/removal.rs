@@ -23,7 +23,7 @@ use super::{Inspection, LockFile};
 use crate::error::{Error, HeldBy, Result};
 use crate::judge::Evidence;
 use crate::procfs::{self, ProcId};
-use crate::record::Record;
+use crate::record::{Mode, Record};
 use crate::test_hooks::{self, Point};
 use crate::verdict::{self, Holder, StaleReason, Verdict};
 
@@ -48,6 +48,16 @@ pub enum Released {
     Removed,
     /// There was nothing to remove (released already: release is idempotent).
     AlreadyFree,
+    /// A script's owner released, but other processes of its run (its
+    /// workers, which carry the token) still live: the lock stays held by
+    /// them and is free once the last one exits. The record says it was
+    /// released (`released=`), so its end is not recorded twice.
+    StillHeld {
+        /// A process of the run that holds it.
+        pid: u32,
+        /// How many more do.
+        others: usize,
+    },
 }
 
 /// Who may release a lock on its owner's behalf (see
@@ -396,9 +406,12 @@ impl LockFile {
             .iter()
             .map(|&pid| (pid, ProcId::of(pid)))
             .collect();
-        self.under_guard(None, Point::ReleaseUnderGuard, Read::Look, |now| {
+        // Never the releaser itself, nor the owners it releases for.
+        let mut skip: Vec<u32> = releaser.owners.clone();
+        skip.push(std::process::id());
+        let found = self.under_guard(None, Point::ReleaseUnderGuard, Read::Look, |now| {
             let Some(ev) = now else {
-                return Ok((Decision::Keep, Released::AlreadyFree));
+                return Ok((Decision::Keep, None));
             };
             let record = ev.record.map_err(|why| Error::Unknown {
                 path: self.path().into(),
@@ -411,7 +424,20 @@ impl LockFile {
                 .as_deref()
                 .is_some_and(|t| record.token.as_deref() == Some(t));
             if by_token || owners.iter().any(|(pid, id)| owns(&record, *pid, *id)) {
-                return Ok((Decision::Remove, Released::Removed));
+                // Rule 1 holds for scripts too: a worker that carries the
+                // token keeps the lock held after its script's release.
+                if record.mode == Mode::Script {
+                    skip.push(record.pid);
+                    let others = crate::judge::processes_of(&record, &skip, self.deadline)?;
+                    if let Some(first) = others.first() {
+                        let held = Released::StillHeld {
+                            pid: first.pid,
+                            others: others.len() - 1,
+                        };
+                        return Ok((Decision::Keep, Some((held, Some((record, ev.bytes))))));
+                    }
+                }
+                return Ok((Decision::Remove, Some((Released::Removed, None))));
             }
             let holder = match crate::judge::judge_record(&record, ev.kernel_locked, self.deadline)
             {
@@ -426,7 +452,33 @@ impl LockFile {
                     holder,
                 }),
             })
-        })
+        })?;
+        match found {
+            None => Ok(Released::AlreadyFree),
+            Some((held, Some((record, bytes)))) => {
+                self.mark_released(&record, &bytes)?;
+                Ok(held)
+            }
+            Some((released, None)) => Ok(released),
+        }
+    }
+
+    /// Rewrites a script's record as released (`released=` added), if it
+    /// still carries its token: what is left of the run holds it.
+    fn mark_released(&self, record: &Record, bytes: &[u8]) -> Result<()> {
+        let (Some(token), None) = (record.token.as_deref(), record.released) else {
+            return Ok(());
+        };
+        let me = procfs::own_identity()
+            .map_err(|e| Error::io("read this process's identity in", "/proc/self/stat", e))?
+            .id;
+        let mut marked = bytes.to_vec();
+        if !marked.ends_with(b"\n") {
+            marked.push(b'\n');
+        }
+        marked.extend_from_slice(format!("released={}\n", super::unix_now()).as_bytes());
+        let mut temp = self.write_temp(me, token, &marked)?;
+        self.replace_record(token, &mut temp)
     }
 
     /// Removes the lock file whoever holds it, under the removal guard, and

@@ -1,0 +1,70 @@
+//! Shell scripts under `acquire --export` / `release`, run as cron runs
+//! them (`sh -c`, not leading their process group): rule 1 holds for a
+//! script's workers as flock(1)'s inherited descriptor holds for them.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The README's form with an EXIT trap: the script starts a worker and
+/// ends; its trap releases while the worker (which carries the token)
+/// still works. The lock stays held by the worker, `release` says so,
+/// and it is free once the worker exits; the run's end is recorded once.
+#[test]
+fn a_scripts_release_never_frees_the_lock_under_its_workers() {
+    let mut sb = Sandbox::new("ONLYONE_SCRIPTS_MARK");
+    let dir = sb.dir().to_str().unwrap().to_owned();
+    let pidfile = sb.path("worker.pid");
+    let errfile = sb.path("release.err");
+    let script = format!(
+        "vars=$('{BIN}' --dir '{dir}' acquire job --export) || exit; eval \"$vars\"; \
+         trap \"'{BIN}' --dir '{dir}' release job 2>'{err}'\" EXIT; \
+         sleep 100000 >/dev/null 2>&1 & echo $! > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; exit 0",
+        err = errfile.display(),
+        pid = pidfile.display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    let out = finish(c, LIMIT);
+    out.expect(0);
+    let worker: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    sb.foreign.push(worker);
+    assert!(running(worker));
+    let said = std::fs::read_to_string(&errfile).unwrap();
+    assert!(
+        said.contains(&format!("stays held by pid {worker}")),
+        "release says who still holds it: {said:?}"
+    );
+    let oo = |args: &[&str]| {
+        let mut c = sb.program(BIN);
+        c.arg("--dir").arg(&dir).args(args);
+        finish(c, LIMIT)
+    };
+    let out = oo(&["run", "job", "--", "true"]);
+    out.expect(75).says(&format!("pid {worker}"));
+    oo(&["precheck", "job"]).expect(75);
+    kill9_pid(worker);
+    wait_gone(worker);
+    oo(&["run", "job", "--", "true"]).expect(0);
+    let out = oo(&["history", "--json", "job"]);
+    out.expect(0);
+    let outcomes: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["outcome"].to_string())
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{}", out.stdout);
+    assert!(outcomes[1].contains("released"), "{outcomes:?}");
+    assert!(
+        !outcomes.iter().any(|o| o.contains("abandoned")),
+        "{outcomes:?}"
+    );
+}
