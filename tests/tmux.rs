@@ -108,7 +108,12 @@ impl World {
 
     /// Runs `reap agent --idle 1s --json` until `done` says it has acted
     /// (bounded), checking `always` after every call.
-    fn reap_until(&self, what: &str, mut done: impl FnMut(&serde_json::Value) -> bool, always: impl Fn()) {
+    fn reap_until(
+        &self,
+        what: &str,
+        mut done: impl FnMut(&serde_json::Value) -> bool,
+        always: impl Fn(),
+    ) {
         let start = Instant::now();
         loop {
             let out = self.onlyone(&["reap", "agent", "--idle", "1s", "--json"]);
@@ -174,7 +179,10 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let user_start = start_of(user);
     // The premise: tmux gave the user's session the run's token.
-    assert!(carries(user, "ONLYONE_TOKEN"), "the user's pane carries the token");
+    assert!(
+        carries(user, "ONLYONE_TOKEN"),
+        "the user's pane carries the token"
+    );
 
     let user_lives = || {
         assert!(
@@ -195,7 +203,11 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
 
     // The lock is free: the next fire runs.
     let out = w.onlyone(&["precheck", "agent"]);
-    assert_eq!(out.status.code(), Some(0), "precheck after the reap: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "precheck after the reap: {out:?}"
+    );
     let out = w.onlyone(&["run", "agent", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 
@@ -214,6 +226,14 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
         user_lives,
     );
     user_lives();
+    let out = w.onlyone(&["reap", "agent", "--idle", "1s", "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        verdict_of(&r, user).as_deref(),
+        Some("kept-not-work"),
+        "{r:#}"
+    );
+    user_lives();
 }
 
 /// The control: with no session but the agent's, reap ends the agent's
@@ -229,7 +249,11 @@ fn reap_ends_the_agent_and_the_server_a_fire_started_when_nothing_else_lives_in_
     let (agent_start, child_start, server_start) =
         (start_of(agent), start_of(child), start_of(server));
     let out = w.onlyone(&["precheck", "agent"]);
-    assert_eq!(out.status.code(), Some(75), "the agent holds the lock: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "the agent holds the lock: {out:?}"
+    );
     w.reap_until(
         "reap to end the agent",
         |_| !alive(agent, agent_start) && !alive(child, child_start),
