@@ -263,3 +263,33 @@ fn reap_ends_the_agent_and_the_server_a_fire_started_when_nothing_else_lives_in_
     let out = w.onlyone(&["run", "agent", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 }
+
+/// `stop` too ends the run's own work only: the agent's window, never the
+/// session the user opened later on the server, nor that server.
+#[test]
+fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
+    let Some(w) = World::new() else {
+        return;
+    };
+    let (agent, child) = w.fire_starting_the_server();
+    let server = w.server_pid();
+    let (agent_start, child_start, server_start) =
+        (start_of(agent), start_of(child), start_of(server));
+    let out = w.tmux_out(&["new-session", "-d", "-s", "user", "sleep 100002"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = w.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
+    let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let user_start = start_of(user);
+    let out = w.onlyone(&["stop", "agent"]);
+    assert_eq!(out.status.code(), Some(0), "stop: {out:?}");
+    wait_until("the agent to go", LIMIT, || {
+        !alive(agent, agent_start) && !alive(child, child_start)
+    });
+    assert!(alive(user, user_start), "stop ended the user's session");
+    assert!(
+        alive(server, server_start),
+        "stop ended the server the user's session lives in"
+    );
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
+}
