@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use crate::procfs::{self, Probe, ProcId};
+use crate::reap::work::{Lingered, Work};
 use crate::record::{FORMAT_VERSION, NotARecord, Record};
 use crate::verdict::{Holder, StaleReason, UnknownReason, Verdict};
 
@@ -231,8 +232,20 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
     if let Some(c) = rec.cmd_id.filter(named) {
         return Some(Verdict::Held(Holder::Command { pid: c.pid }));
     }
+    // Once a lingering run's command has exited, only the run's own work
+    // holds (never a session a terminal server of the run opened later).
+    let work = match Lingered::of(rec).map(|l| Work::load(&l, deadline)) {
+        None => None,
+        Some(Ok(w)) => Some(w),
+        Some(Err(e)) => {
+            return Some(Verdict::Unknown(UnknownReason::CannotScan {
+                why: e.to_string(),
+            }));
+        }
+    };
+    let of_work = |id: &ProcId| work.as_ref().is_none_or(|w| w.judge(*id).is_ok());
     // A lingering run names the processes that outlived its command.
-    if let Some(m) = rec.linger.iter().find(|m| named(m)) {
+    if let Some(m) = rec.linger.iter().find(|m| named(m) && of_work(m)) {
         return Some(Verdict::Held(Holder::Member {
             pid: m.pid,
             cmd: procfs::command_line(m.pid),
@@ -242,7 +255,7 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
     // Two scans: a process that forks and exits while /proc is listed could
     // hide its child from one pass (after pid wrap-around).
     for _ in 0..2 {
-        let scan = match procfs::run_members(&spec, &[], true, deadline) {
+        let scan = match procfs::run_members(&spec, &[], work.is_none(), deadline) {
             Ok(scan) => scan,
             Err(e) => {
                 return Some(Verdict::Unknown(UnknownReason::CannotScan {
@@ -250,13 +263,25 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
                 }));
             }
         };
-        if let Some(m) = scan.members.into_iter().next() {
+        if let Some(m) = scan.members.into_iter().find(|m| of_work(&m.id)) {
             return Some(Verdict::Held(Holder::Member {
                 pid: m.id.pid,
                 cmd: procfs::command_line(m.id.pid),
             }));
         }
-        if let Some(pid) = scan.unreadable.first() {
+        // What descends from the work, whatever its environment.
+        if let Some(id) = work
+            .iter()
+            .flat_map(Work::members)
+            .find(|id| procfs::may_name(rec.uid, id.pid))
+        {
+            return Some(Verdict::Held(Holder::Member {
+                pid: id.pid,
+                cmd: procfs::command_line(id.pid),
+            }));
+        }
+        let unread_of_work = |pid: &&u32| work.as_ref().is_none_or(|w| w.judge_pid(**pid).is_ok());
+        if let Some(pid) = scan.unreadable.iter().find(unread_of_work) {
             return Some(Verdict::Unknown(UnknownReason::CannotScan {
                 why: format!(
                     "pid {pid} started after the run and may carry its token, but its \
@@ -284,17 +309,30 @@ pub(crate) fn processes_of(
             out.push(id);
         }
     };
+    // A lingering run's own work only (see `crate::reap::work`).
+    let work = Lingered::of(record)
+        .map(|l| Work::load(&l, deadline))
+        .transpose()
+        .map_err(|e| crate::error::Error::io("list processes in", "/proc", e))?;
+    let of_work = |id: &ProcId| work.as_ref().is_none_or(|w| w.judge(*id).is_ok());
     record
         .owner_id()
         .into_iter()
         .chain(record.cmd_id)
         .chain(record.linger.iter().copied())
-        .filter(|id| id.is_alive() && procfs::may_name(record.uid, id.pid))
+        .filter(|id| id.is_alive() && procfs::may_name(record.uid, id.pid) && of_work(id))
         .for_each(&mut push);
     if let Some(spec) = record.scan_spec() {
         let scan = procfs::run_members(&spec, skip, false, deadline)
             .map_err(|e| crate::error::Error::io("list processes in", "/proc", e))?;
-        scan.members.into_iter().for_each(|m| push(m.id));
+        scan.members
+            .into_iter()
+            .filter(|m| of_work(&m.id))
+            .for_each(|m| push(m.id));
     }
+    work.iter()
+        .flat_map(Work::members)
+        .filter(|id| procfs::may_name(record.uid, id.pid))
+        .for_each(&mut push);
     Ok(out)
 }

@@ -100,6 +100,8 @@ pub struct ProcStat {
     pub pgrp: u32,
     /// Field 6: the session.
     pub session: u32,
+    /// Field 7: the controlling terminal's device number; 0 for none.
+    pub tty: u32,
     /// Field 9: the kernel's flags for the process (`PF_*`).
     pub flags: u64,
     /// Fields 14 and 15: user and system CPU time, in clock ticks.
@@ -257,6 +259,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
         session: field(6)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
+        tty: field(7)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
         flags: num(9)?,
         cpu_ticks: num(14)?.checked_add(num(15)?)?,
         start: num(22)?,

@@ -121,6 +121,12 @@ pub struct Record {
     /// environment), named so the verdict finds them once the wrapper has
     /// exited (`linger=PID:START,...`, at most [`MAX_LINGER`]).
     pub linger: Vec<ProcId>,
+    /// Run mode, `run --linger`: when the wrapper named the lingering
+    /// processes, right after the command exited (`lingered=`, clock ticks
+    /// since boot, the clock of start times). What starts later is the
+    /// run's work only by descent from it (see [`crate::reap`]'s "The
+    /// run's own work").
+    pub lingered: Option<u64>,
     /// Script mode: the owner's [`Image`] (`image=`), so that its forks
     /// that have not exec'd (subshell workers, a worker between fork and
     /// exec) keep the lock held when the script is killed. Written only
@@ -347,6 +353,7 @@ impl Record {
             cmd_id: None,
             group: None,
             linger: Vec::new(),
+            lingered: None,
             image: None,
             released: None,
             format: 0,
@@ -467,6 +474,7 @@ impl Record {
                     ));
                 }
             }
+            "lingered" => self.lingered = Some(parse_decimal(key, value)?),
             "image" => {
                 self.image =
                     Some(value.parse().map_err(|()| {
@@ -537,6 +545,7 @@ impl Record {
             .iter()
             .map(|&id| moved_id(id))
             .collect::<Option<Vec<_>>>()?;
+        local.lingered = moved(self.lingered)?;
         local.timens = crate::procfs::own_timens();
         local.bootoff_ns = crate::procfs::own_boottime_offset_ns();
         Some(local)
@@ -604,6 +613,9 @@ impl Record {
                 .map(|id| format!("{}:{}", id.pid, id.start))
                 .collect();
             let _ = writeln!(s, "linger={}", items.join(","));
+        }
+        if let Some(t) = self.lingered {
+            let _ = writeln!(s, "lingered={t}");
         }
         if let Some(v) = self.released {
             let _ = writeln!(s, "released={v}");
@@ -773,6 +785,7 @@ mod tests {
                 pid: 4251,
                 start: 123_456_800,
             }],
+            lingered: Some(123_456_900),
             image: Image::new(
                 0x7ffd_0000_1000,
                 0x7ffd_0000_1040,
@@ -1049,6 +1062,7 @@ mod tests {
                             ]
                         })
                         .unwrap_or_default(),
+                    lingered: cmdp.map(|(_, start)| start / 2),
                     image: since.and_then(|t| Image::new(t | 1, t | 1, t | 3, u64::MAX)),
                     released: since.filter(|t| t % 3 == 0),
                     format: FORMAT_VERSION,

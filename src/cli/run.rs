@@ -141,8 +141,8 @@ impl Ctx {
                      without the run's token are not seen once onlyone exits"
                 ));
             }
-            let noted =
-                self.state_dir_exists() && onlyone::reap::note_lingering(self.dir(), &o.kept);
+            let noted = self.state_dir_exists()
+                && onlyone::reap::note_lingering(self.dir(), &o.kept, guard.record());
             if !a.quiet {
                 say(format_args!(
                     "the run of `{name}` lingers in {}: the lock stays held until they exit, \

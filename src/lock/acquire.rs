@@ -544,6 +544,7 @@ fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Re
         cmd_id: None,
         group,
         linger: Vec::new(),
+        lingered: None,
         // A script's forks that have not exec'd do not carry the token it
         // exported: they are known by the script's image.
         image: match (opts.mode, opts.owner) {

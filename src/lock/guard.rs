@@ -123,8 +123,9 @@ impl LockGuard {
 
     /// Names in the record the processes that outlive a lingering run's
     /// command (at most [`crate::record::MAX_LINGER`]), so that the verdict
-    /// finds them once this process has exited, whatever their environment.
-    /// The record is replaced atomically.
+    /// finds them once this process has exited, whatever their environment,
+    /// and when (`lingered=`, now): what starts later is the run's work only
+    /// by descent from them. The record is replaced atomically.
     pub fn set_lingering(&mut self, procs: &[ProcId]) -> Result<()> {
         let mut new = self.record.clone();
         new.linger = procs
@@ -132,6 +133,7 @@ impl LockGuard {
             .copied()
             .take(crate::record::MAX_LINGER)
             .collect();
+        new.lingered = Some(crate::reap::now_ticks());
         self.replace(new)
     }
 

@@ -39,11 +39,13 @@ use crate::signal::GracefulStop;
 
 mod scan;
 mod state;
+pub(crate) mod work;
 
 use scan::{JobView, Marked, live_token};
 use state::Seen;
 
 pub use state::{STATE_FILE, STATE_LOCK, note_lingering};
+pub use work::now_ticks;
 
 /// How long to wait, after the processes are gone, for a live wrapper to
 /// release its lock.
@@ -81,6 +83,11 @@ pub enum Fate {
     KeptBusy,
     /// It belongs to a job that was not named.
     KeptNotNamed,
+    /// It carries a named job's token but is not its run's work: a session
+    /// that the run's terminal server opened later, for someone else, or
+    /// that server while such a session lives in it (see "The run's own
+    /// work" in the module docs).
+    KeptNotWork,
     /// Idle, but not yet for the whole window (or seen for the first time).
     KeptIdleTooShort,
     /// It was ended (with `--dry-run`: it would be).
@@ -176,7 +183,14 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
     let mut views: Vec<JobView<'_>> = jobs.iter().map(|job| JobView::new(job, &here)).collect();
     let marked = scan::scan(&mut views, opts.deadline, &mut report.errors);
     let looks = update_looks(&mut guarded.state.procs, &marked);
-    let (mut candidates, to_end) = judge(&views, &marked, &looks, opts.idle);
+    let works = run_works(
+        &mut views,
+        &marked,
+        &mut guarded.state.runs,
+        opts.deadline,
+        &mut report.errors,
+    );
+    let (mut candidates, to_end) = judge(&views, &marked, &looks, opts.idle, &works);
     if !opts.dry_run && !to_end.is_empty() {
         end_candidates(&mut candidates, &to_end, opts);
         wait_releases(&views, &candidates, &to_end, opts.deadline);
@@ -249,15 +263,64 @@ fn update_looks(procs: &mut BTreeMap<String, Seen>, marked: &[Marked]) -> HashMa
     looks
 }
 
+/// The work of each lingering run a candidate belongs to, by token: the
+/// live runs' from their records, the others' from what the state
+/// remembers of them (a run's record is gone once the lock is freed or
+/// taken over, and a session its terminal server opened later still
+/// carries its token). The state keeps what a live lingering run left,
+/// for as long as a process carries its token.
+fn run_works(
+    views: &mut [JobView<'_>],
+    marked: &[Marked],
+    runs: &mut BTreeMap<String, state::Left>,
+    deadline: Instant,
+    errors: &mut Vec<String>,
+) -> HashMap<String, work::Work> {
+    let mut works = HashMap::new();
+    for view in views.iter_mut() {
+        if let (Ok(Some(token)), Some((left, w))) = (&view.live, view.work.take()) {
+            runs.insert(token.clone(), state::Left::of(&left));
+            works.insert(token.clone(), w);
+        }
+    }
+    runs.retain(|token, _| marked.iter().any(|m| m.token.as_ref() == Some(token)));
+    for (token, left) in runs.iter() {
+        if works.contains_key(token)
+            || !marked
+                .iter()
+                .any(|m| m.job.is_some() && m.token.as_ref() == Some(token))
+        {
+            continue;
+        }
+        let Some(l) = left.lingered() else {
+            continue;
+        };
+        match work::Work::load(&l, Some(deadline)) {
+            Ok(w) => {
+                works.insert(token.clone(), w);
+            }
+            Err(e) => errors.push(format!("cannot list the processes of a lingering run: {e}")),
+        }
+    }
+    works
+}
+
 /// Decides the fate of every candidate: ended only when it belongs to a
-/// named job, its run is over or wholly idle, and it has been idle for the
-/// window. Returns the candidates and the indexes of those to end.
+/// named job, is its run's work, its run is over or wholly idle, and it has
+/// been idle for the window. Returns the candidates and the indexes of
+/// those to end.
 fn judge(
     views: &[JobView<'_>],
     marked: &[Marked],
     looks: &HashMap<ProcId, Look>,
     idle: Duration,
+    works: &HashMap<String, work::Work>,
 ) -> (Vec<Candidate>, Vec<usize>) {
+    // Whether a process is its run's work (`Err`: why not).
+    let work_of = |m: &Marked| match m.token.as_ref().and_then(|t| works.get(t)) {
+        Some(w) => w.judge(m.id),
+        None => Ok(()),
+    };
     let window_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
     let idle_enough = |l: &Look| !l.first && !l.busy && l.idle_ms >= window_ms;
     let window = crate::text::compact_duration(idle);
@@ -278,6 +341,11 @@ fn judge(
         };
         let (verdict, reason) = match m.job.map(|i| &views[i]) {
             None => (Fate::KeptNotNamed, not_named(m)),
+            Some(view) if work_of(m).is_err() => {
+                c.job = Some(view.job.name.clone());
+                let why = work_of(m).err().map(|w| w.to_string()).unwrap_or_default();
+                (Fate::KeptNotWork, why)
+            }
             Some(view) => {
                 c.job = Some(view.job.name.clone());
                 match &view.live {
@@ -291,6 +359,7 @@ fn judge(
                         let run: Vec<Look> = marked
                             .iter()
                             .filter(|o| o.job == m.job && o.token == m.token)
+                            .filter(|o| work_of(o).is_ok())
                             .map(|o| looks[&o.id])
                             .collect();
                         live_run_fate(&run, view.unmeasurable, &idle_enough, &window)

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::Job;
+use super::work::{Lingered, Work};
 use crate::idle::Counters;
 use crate::lock::LockFile;
 use crate::procfs::{self, LOCK_VAR, ProcId, TOKEN_VAR};
@@ -36,6 +37,9 @@ pub(super) struct JobView<'a> {
     pub(super) live: Result<Option<String>, String>,
     /// The live run's processes could not all be measured.
     pub(super) unmeasurable: bool,
+    /// The live run lingers (its command exited): what it left, and which
+    /// processes are its work.
+    pub(super) work: Option<(Lingered, Work)>,
 }
 
 impl<'a> JobView<'a> {
@@ -45,6 +49,7 @@ impl<'a> JobView<'a> {
             key: canonical(&job.lock, here),
             live: live_token(&job.lock),
             unmeasurable: false,
+            work: None,
         }
     }
 }
@@ -222,6 +227,24 @@ fn live_run_processes(
     }
     for id in rec.linger.iter().filter(|id| named(id)) {
         push(*id, None, out);
+    }
+    // What descends from a lingering run's work, whatever its environment.
+    if let Some(l) = Lingered::of(&rec) {
+        match Work::load(&l, Some(deadline)) {
+            Ok(w) => {
+                for id in w.members().into_iter().filter(named) {
+                    push(id, None, out);
+                }
+                view.work = Some((l, w));
+            }
+            Err(e) => {
+                view.unmeasurable = true;
+                errors.push(format!(
+                    "cannot list the processes of `{}`: {e}",
+                    view.job.name
+                ));
+            }
+        }
     }
     let Some(spec) = rec.scan_spec() else {
         return;

@@ -18,7 +18,9 @@ use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
+use super::work::Lingered;
 use crate::procfs::{self, ProcId};
+use crate::record::Record;
 
 /// The state file's name, in the lock directory.
 pub const STATE_FILE: &str = ".onlyone-reap.json";
@@ -32,6 +34,44 @@ pub(super) struct State {
     pub(super) boot: String,
     /// "PID-START" → what was seen.
     pub(super) procs: BTreeMap<String, Seen>,
+    /// Token → what a lingering run left, kept while a process carries the
+    /// token: once the lock is taken over or freed, the record that named
+    /// the run's work is gone, and a session that its terminal server
+    /// opened later still carries its token.
+    #[serde(default)]
+    pub(super) runs: BTreeMap<String, Left>,
+}
+
+/// What a lingering run left (see [`super::work`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Left {
+    /// "PID-START" of each lingerer.
+    pub(super) linger: Vec<String>,
+    /// When they were named, clock ticks since boot.
+    pub(super) since: u64,
+}
+
+impl Left {
+    pub(super) fn of(l: &Lingered) -> Left {
+        Left {
+            linger: l.linger.iter().map(ProcId::to_string).collect(),
+            since: l.since,
+        }
+    }
+
+    /// `None` for an entry that does not parse (a state file is ours, but
+    /// was written by some version).
+    pub(super) fn lingered(&self) -> Option<Lingered> {
+        let linger = self
+            .linger
+            .iter()
+            .map(|s| s.parse().ok())
+            .collect::<Option<Vec<ProcId>>>()?;
+        (!linger.is_empty()).then_some(Lingered {
+            linger,
+            since: self.since,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -122,6 +162,7 @@ fn load_state(dir: &Path, errors: &mut Vec<String>) -> State {
     let fresh = State {
         boot: boot.clone(),
         procs: BTreeMap::new(),
+        runs: BTreeMap::new(),
     };
     let read = || -> std::io::Result<Vec<u8>> {
         let f = open_ours(dir, STATE_FILE, OFlags::RDONLY, 0)?;
@@ -198,10 +239,13 @@ pub(super) fn clock_ms() -> i64 {
 /// Tells the reaper what the processes a lingering run left behind (`run
 /// --linger`) are doing now: their counters go into the state file in
 /// `state_dir` as of this moment, so the first reap after the window can
-/// judge them, instead of counting them active at first sight. Best
-/// effort: false when the state could not be written (the reaper then
-/// needs two looks, as for any process it has not seen).
-pub fn note_lingering(state_dir: &Path, procs: &[ProcId]) -> bool {
+/// judge them, instead of counting them active at first sight; and, from
+/// `record` (once it names them, `linger=` and `lingered=`), what the
+/// run's work is, so that it is still known once the record is gone (see
+/// "The run's own work" in [`crate::reap`]). Best effort: false when the state could not be
+/// written (the reaper then needs two looks, as for any process it has not
+/// seen).
+pub fn note_lingering(state_dir: &Path, procs: &[ProcId], record: &Record) -> bool {
     let mut errors = Vec::new();
     let Ok(mut guarded) = open(
         state_dir,
@@ -210,6 +254,9 @@ pub fn note_lingering(state_dir: &Path, procs: &[ProcId]) -> bool {
     ) else {
         return false;
     };
+    if let (Some(token), Some(l)) = (&record.token, Lingered::of(record)) {
+        guarded.state.runs.insert(token.clone(), Left::of(&l));
+    }
     let now = clock_ms();
     for &id in procs {
         if let Some(c) = crate::idle::counters(id) {

@@ -1,0 +1,280 @@
+//! The run's own work (SPEC `reap`, "The run's own work only"): which of
+//! the processes that carry a lingering run's token, or live under its
+//! lingerers, are that run's work, for `reap`, `stop` and the verdict.
+//!
+//! A terminal server that a fire started (the first fire after a boot
+//! starts tmux) carries the run's token, and so does every session a user
+//! opens on it later: tmux copies its server's environment into each new
+//! session. So the token alone cannot say what the run's work is. When
+//! the command of a `run --linger` exits, the wrapper names what lingers
+//! (`linger=`, pid and start time) and when (`lingered=`). From then on a
+//! process is the run's work when:
+//!
+//! - it is one of the lingerers (same pid, same start time), or
+//! - it started no later than that moment (a process of the run then, that
+//!   the wrapper did not name: a pane that had not exec'd yet, or past the
+//!   [`MAX_LINGER`](crate::record::MAX_LINGER) names), or
+//! - it started later and is in the session of a lingerer that leads one
+//!   (a session outlives the parents in it, and its id is never reused
+//!   while a member lives), or descends, parent by parent, from the work,
+//!
+//! except what a **terminal server** of the run opened later: a process
+//! that started after the moment, leads a session of its own on a terminal
+//! of its own, and whose parent is a lingerer without a terminal (tmux's,
+//! screen's server: a pane or session someone opened on it), and all that
+//! descends from it. The server itself is the run's work only while no such
+//! session lives in it: it is never ended, and never holds the lock, while
+//! it serves someone else.
+//!
+//! A process that started later and does not descend from the work (a
+//! daemon that double-forked away from the run after the command exited,
+//! the user's own processes started in their session) is not the run's: it
+//! neither holds the lock nor is reaped. Processes of the run keep the lock
+//! held through descent, or by their session, as long as they live.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::time::Instant;
+
+use crate::procfs::{self, ProcId};
+use crate::record::Record;
+
+/// How far up the parents a process is followed.
+const MAX_DEPTH: usize = 1024;
+
+/// Now, in clock ticks since boot: the clock of process start times
+/// (`/proc/PID/stat` field 22 counts boot time, suspend included, shifted
+/// like this clock in a time namespace).
+pub fn now_ticks() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let hz = procfs::clock_ticks();
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(hz)
+        .saturating_add(nanos.saturating_mul(hz) / 1_000_000_000)
+}
+
+/// What a lingering run left: its lingerers and when they were named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lingered {
+    pub(crate) linger: Vec<ProcId>,
+    pub(crate) since: u64,
+}
+
+impl Lingered {
+    /// What a record says lingered, if its command exited and left
+    /// processes (a record written before `lingered=` existed has none:
+    /// its token carriers are the run, as they were).
+    pub(crate) fn of(rec: &Record) -> Option<Lingered> {
+        let since = rec.lingered?;
+        (!rec.linger.is_empty()).then(|| Lingered {
+            linger: rec.linger.clone(),
+            since,
+        })
+    }
+}
+
+/// Why a process is not the run's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotWork {
+    /// A session the terminal server `server` opened after the command
+    /// exited (or a process in one).
+    LaterSession { server: u32 },
+    /// The run's terminal server, while a later session lives in it.
+    ServerInUse,
+    /// Started after the command exited, and not under the work.
+    Outside,
+}
+
+impl std::fmt::Display for NotWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotWork::LaterSession { server } => write!(
+                f,
+                "it is in a session that the run's terminal server (pid {server}) opened after \
+                 the command exited, for someone else: not the run's work"
+            ),
+            NotWork::ServerInUse => f.write_str(
+                "it is the run's terminal server, and a session opened on it later lives in it: \
+                 it is not ended while it serves someone else",
+            ),
+            NotWork::Outside => f.write_str(
+                "it started after the run's command exited and does not descend from the run's \
+                 work: not the run's",
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    ppid: u32,
+    session: u32,
+    tty: u32,
+    start: u64,
+}
+
+/// The processes of the host, as the run's work sees them.
+#[derive(Debug)]
+pub(crate) struct Work {
+    since: u64,
+    /// Live lingerers, by pid.
+    lingerers: HashSet<u32>,
+    /// Lingerers with a later session in them.
+    servers: HashSet<u32>,
+    /// The sessions of the work: led by a lingerer (not a server in use).
+    sessions: HashSet<u32>,
+    table: HashMap<u32, Node>,
+}
+
+impl Work {
+    /// Lists the host's processes (until `deadline`) and works out which of
+    /// them are the work of the run that left `l`.
+    pub(crate) fn load(l: &Lingered, deadline: Option<Instant>) -> io::Result<Work> {
+        let mut table = HashMap::new();
+        for pid in procfs::all_pids()? {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the deadline ran out while the processes were listed",
+                ));
+            }
+            if let Ok(Some(st)) = procfs::read_stat(pid)
+                && !st.is_kernel_thread()
+                && !procfs::is_dead_process(pid, &st)
+            {
+                table.insert(
+                    pid,
+                    Node {
+                        ppid: st.ppid,
+                        session: st.session,
+                        tty: st.tty,
+                        start: st.start,
+                    },
+                );
+            }
+        }
+        let lingerers: HashSet<u32> = l
+            .linger
+            .iter()
+            .filter(|id| table.get(&id.pid).is_some_and(|n| n.start == id.start))
+            .map(|id| id.pid)
+            .collect();
+        let mut w = Work {
+            since: l.since,
+            lingerers,
+            servers: HashSet::new(),
+            sessions: HashSet::new(),
+            table,
+        };
+        w.servers = w
+            .table
+            .iter()
+            .filter(|(pid, n)| w.later_session(**pid, n))
+            .map(|(_, n)| n.ppid)
+            .collect();
+        // A lingerer's pid is a session of the work when it leads one (a
+        // dead leader's session lives on in its members; its id cannot be
+        // reused while one lives).
+        w.sessions = l
+            .linger
+            .iter()
+            .map(|id| id.pid)
+            .filter(|p| !w.servers.contains(p))
+            .filter(|p| match w.table.get(p) {
+                Some(n) => w.lingerers.contains(p) && n.session == *p,
+                None => true,
+            })
+            .collect();
+        Ok(w)
+    }
+
+    /// A session that a lingerer without a terminal (a terminal server)
+    /// opened after the command exited: `pid` leads it, on a terminal.
+    fn later_session(&self, pid: u32, n: &Node) -> bool {
+        n.start > self.since
+            && n.session == pid
+            && n.tty != 0
+            && self.lingerers.contains(&n.ppid)
+            && self.table.get(&n.ppid).is_some_and(|p| p.tty == 0)
+    }
+
+    /// Whether the process `id` is the run's work, or why not. A process
+    /// that is gone (or not seen) counts as work: nothing is decided about
+    /// it here.
+    pub(crate) fn judge(&self, id: ProcId) -> Result<(), NotWork> {
+        let Some(node) = self.table.get(&id.pid).filter(|n| n.start == id.start) else {
+            return Ok(());
+        };
+        if self.lingerers.contains(&id.pid) {
+            return if self.servers.contains(&id.pid) {
+                Err(NotWork::ServerInUse)
+            } else {
+                Ok(())
+            };
+        }
+        if node.start <= self.since {
+            return Ok(());
+        }
+        let (mut pid, mut node) = (id.pid, *node);
+        for _ in 0..MAX_DEPTH {
+            if self.later_session(pid, &node) {
+                return Err(NotWork::LaterSession { server: node.ppid });
+            }
+            if self.sessions.contains(&node.session) {
+                return Ok(());
+            }
+            let parent = node.ppid;
+            let Some(up) = self.table.get(&parent).copied() else {
+                return Err(NotWork::Outside);
+            };
+            if up.start > node.start {
+                return Err(NotWork::Outside);
+            }
+            if self.lingerers.contains(&parent) {
+                return if self.servers.contains(&parent) {
+                    Err(NotWork::LaterSession { server: parent })
+                } else {
+                    Ok(())
+                };
+            }
+            if up.start <= self.since {
+                // Its parent was there when the command exited and is not
+                // a lingerer: not the run's.
+                return Err(NotWork::Outside);
+            }
+            (pid, node) = (parent, up);
+        }
+        Err(NotWork::Outside)
+    }
+
+    /// The live processes that are the run's work by the lingerers: the
+    /// lingerers (but a server in use) and what started after them under
+    /// them or in their sessions, whatever their environment.
+    pub(crate) fn members(&self) -> Vec<ProcId> {
+        let mut out: Vec<ProcId> = self
+            .table
+            .iter()
+            .filter(|(pid, n)| self.lingerers.contains(pid) || n.start > self.since)
+            .map(|(&pid, n)| ProcId {
+                pid,
+                start: n.start,
+            })
+            .filter(|id| self.judge(*id).is_ok())
+            .collect();
+        out.sort_by_key(|id| id.start);
+        out
+    }
+
+    /// [`Work::judge`] for a pid alone (a process whose environment could
+    /// not be read): its start time as listed.
+    pub(crate) fn judge_pid(&self, pid: u32) -> Result<(), NotWork> {
+        match self.table.get(&pid) {
+            Some(n) => self.judge(ProcId {
+                pid,
+                start: n.start,
+            }),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! A tmux server that a fire started (SPEC `reap`, "The run's own work
+//! only"): the first fire after a boot starts the server with the agent's
+//! window, so the server and every session a user opens on it later carry
+//! the run's token. `reap` ends the agent's own work, never the user's
+//! session, and never the server while the user's session lives in it; the
+//! lock is free afterwards.
+//!
+//! tmux runs on its own socket in the test's temp dir; the server and
+//! everything in it carry the sandbox's mark, so a failing test leaves
+//! nothing behind (the server is also told to exit).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+struct World {
+    sb: Sandbox,
+    locks: PathBuf,
+    sock: PathBuf,
+}
+
+derefs_to_sandbox!(World);
+
+impl World {
+    fn new() -> Option<World> {
+        if !have("tmux") {
+            eprintln!("tmux is not installed: skipping (.ci/run installs it)");
+            return None;
+        }
+        let sb = Sandbox::new("ONLYONE_TEST_TMUX");
+        let locks = sb.path("locks");
+        let sock = sb.path("tmux.sock");
+        Some(World { sb, locks, sock })
+    }
+
+    /// `tmux` on the test's own socket, marked, outside any tmux.
+    fn tmux(&self) -> Command {
+        let mut c = self.program("tmux");
+        c.arg("-S")
+            .arg(&self.sock)
+            .args(["-f", "/dev/null"])
+            .env_remove("TMUX")
+            .env_remove("ONLYONE_TOKEN")
+            .env_remove("ONLYONE_LOCK")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn tmux_out(&self, args: &[&str]) -> Output {
+        self.tmux().args(args).output().unwrap()
+    }
+
+    fn onlyone(&self, args: &[&str]) -> Output {
+        let mut c = self.program(BIN);
+        c.arg("--dir")
+            .arg(&self.locks)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.output().unwrap()
+    }
+
+    /// The first fire: `onlyone run --linger agent -- tmux new-session -d
+    /// -s agents AGENT`, which starts the server. The agent is a shell with
+    /// a child, both idle; returns their pids once both are up.
+    fn fire_starting_the_server(&self) -> (u32, u32) {
+        let pids = self.path("agent.pids");
+        let agent = format!(
+            "sleep 100001 & echo $$ $! > {p}.tmp && mv {p}.tmp {p}; wait",
+            p = pids.display()
+        );
+        let sock = self.sock.to_str().unwrap();
+        let out = self.onlyone(&[
+            "run",
+            "--linger",
+            "agent",
+            "--",
+            "tmux",
+            "-S",
+            sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "agents",
+            &agent,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "the fire: {out:?}");
+        wait_until("the agent to start", LIMIT, || pids.exists());
+        let text = std::fs::read_to_string(&pids).unwrap();
+        let mut it = text.split_whitespace().map(|p| p.parse::<u32>().unwrap());
+        (it.next().unwrap(), it.next().unwrap())
+    }
+
+    fn server_pid(&self) -> u32 {
+        let out = self.tmux_out(&["display-message", "-p", "#{pid}"]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// Runs `reap agent --idle 1s --json` until `done` says it has acted
+    /// (bounded), checking `always` after every call.
+    fn reap_until(
+        &self,
+        what: &str,
+        mut done: impl FnMut(&serde_json::Value) -> bool,
+        always: impl Fn(),
+    ) {
+        let start = Instant::now();
+        loop {
+            let out = self.onlyone(&["reap", "agent", "--idle", "1s", "--json"]);
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("reap --json: {e}: {out:?}"));
+            always();
+            if done(&report) {
+                return;
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "timed out waiting for: {what}; last report: {report:#}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").output();
+    }
+}
+
+fn verdict_of(report: &serde_json::Value, pid: u32) -> Option<String> {
+    report["candidates"]
+        .as_array()?
+        .iter()
+        .find(|c| c["pid"] == pid)
+        .and_then(|c| c["verdict"].as_str())
+        .map(str::to_owned)
+}
+
+fn carries(pid: u32, name: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|e| {
+            e.split(|&b| b == 0)
+                .any(|v| v.starts_with(format!("{name}=").as_bytes()))
+        })
+        .unwrap_or(false)
+}
+
+/// The issue's scenario: the fire started the server; the user opened a
+/// session of their own on it later (a tmux client outside onlyone); the
+/// agent goes idle. `reap` ends the agent's window, never the user's
+/// session nor the server it lives in, and the next fire runs.
+#[test]
+fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
+    let Some(w) = World::new() else {
+        return;
+    };
+    let (agent, child) = w.fire_starting_the_server();
+    let server = w.server_pid();
+    let (agent_start, child_start, server_start) =
+        (start_of(agent), start_of(child), start_of(server));
+    assert!(carries(server, "ONLYONE_TOKEN"), "the server is the run's");
+
+    // The user, later, on the same server: their own session, their shell.
+    let out = w.tmux_out(&["new-session", "-d", "-s", "user", "sleep 100002"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = w.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
+    let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let user_start = start_of(user);
+    // The premise: tmux gave the user's session the run's token.
+    assert!(
+        carries(user, "ONLYONE_TOKEN"),
+        "the user's pane carries the token"
+    );
+
+    let user_lives = || {
+        assert!(
+            alive(user, user_start),
+            "reap ended the user's own session (pid {user})"
+        );
+        assert!(
+            alive(server, server_start),
+            "reap ended the tmux server while the user's session lives in it"
+        );
+    };
+    w.reap_until(
+        "reap to end the agent's window",
+        |_| !alive(agent, agent_start) && !alive(child, child_start),
+        user_lives,
+    );
+    user_lives();
+
+    // The lock is free: the next fire runs.
+    let out = w.onlyone(&["precheck", "agent"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "precheck after the reap: {out:?}"
+    );
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
+
+    // Later reaps, the run over, still leave the user's session alone
+    // (reap decides about it, idle as it is, and keeps it).
+    let mut decided = false;
+    w.reap_until(
+        "reap to decide about the user's session",
+        |r| {
+            let v = verdict_of(r, user);
+            // Past the first sight and the window: a decision.
+            let settled = v.as_deref().is_some_and(|v| v != "kept-idle-too-short");
+            decided |= settled;
+            decided
+        },
+        user_lives,
+    );
+    user_lives();
+    let out = w.onlyone(&["reap", "agent", "--idle", "1s", "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        verdict_of(&r, user).as_deref(),
+        Some("kept-not-work"),
+        "{r:#}"
+    );
+    user_lives();
+}
+
+/// The control: with no session but the agent's, reap ends the agent's
+/// work, the server goes with it (nothing else lives in it), and the lock
+/// frees.
+#[test]
+fn reap_ends_the_agent_and_the_server_a_fire_started_when_nothing_else_lives_in_it() {
+    let Some(w) = World::new() else {
+        return;
+    };
+    let (agent, child) = w.fire_starting_the_server();
+    let server = w.server_pid();
+    let (agent_start, child_start, server_start) =
+        (start_of(agent), start_of(child), start_of(server));
+    let out = w.onlyone(&["precheck", "agent"]);
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "the agent holds the lock: {out:?}"
+    );
+    w.reap_until(
+        "reap to end the agent",
+        |_| !alive(agent, agent_start) && !alive(child, child_start),
+        || {},
+    );
+    wait_until("the server to go", LIMIT, || !alive(server, server_start));
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
+}
+
+/// `stop` too ends the run's own work only: the agent's window, never the
+/// session the user opened later on the server, nor that server.
+#[test]
+fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
+    let Some(w) = World::new() else {
+        return;
+    };
+    let (agent, child) = w.fire_starting_the_server();
+    let server = w.server_pid();
+    let (agent_start, child_start, server_start) =
+        (start_of(agent), start_of(child), start_of(server));
+    let out = w.tmux_out(&["new-session", "-d", "-s", "user", "sleep 100002"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = w.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
+    let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let user_start = start_of(user);
+    let out = w.onlyone(&["stop", "agent"]);
+    assert_eq!(out.status.code(), Some(0), "stop: {out:?}");
+    wait_until("the agent to go", LIMIT, || {
+        !alive(agent, agent_start) && !alive(child, child_start)
+    });
+    assert!(alive(user, user_start), "stop ended the user's session");
+    assert!(
+        alive(server, server_start),
+        "stop ended the server the user's session lives in"
+    );
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
+}
