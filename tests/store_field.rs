@@ -133,17 +133,6 @@ fn signal(pid: u32, sig: Signal) {
     let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), sig);
 }
 
-/// Whether `pid` has a child left (its command, reaped once it exits).
-fn has_children(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|t| {
-            std::fs::read_to_string(t.path().join("children")).is_ok_and(|c| !c.trim().is_empty())
-        })
-}
-
 // ---------------------------------------------------------------------------
 // Signals to a store run's wrapper
 

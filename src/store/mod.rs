@@ -41,13 +41,13 @@ pub(crate) fn spawn_thread<T: Send + 'static>(
     std::thread::Builder::new().name(name.to_owned()).spawn(f)
 }
 
-/// The supervisor's signals ([`supervised_signals`]) held blocked in the
-/// calling thread, for a program that runs a leased command from it: one
-/// that comes before the command starts or after it ended waits here
-/// instead of killing the wrapper with its lease held and its end not
-/// recorded. [`HeldSignals::pending`] says whether one came; when this is
-/// dropped, what is still pending is dropped too (it came after the run),
-/// then the mask is back as it was.
+/// The supervisor's signals ([`crate::supervise::FORWARDED`] and SIGCHLD)
+/// held blocked in the calling thread, for a program that runs a leased
+/// command from it: one that comes before the command starts or after it
+/// ended waits here instead of killing the wrapper with its lease held and
+/// its end not recorded. [`HeldSignals::pending`] says whether one came;
+/// when this is dropped, what is still pending is dropped too (it came
+/// after the run), then the mask is back as it was.
 pub struct HeldSignals {
     reader: crate::sys::SignalReader,
     _blocked: crate::sys::Blocked,
