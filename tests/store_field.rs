@@ -191,6 +191,36 @@ fn sigquit_to_a_store_wrapper_reaches_the_command_and_releases_the_lease() {
     a_signal_reaches_the_command_and_the_lease_is_released(Signal::QUIT, "QUIT");
 }
 
+/// A wrapper waiting for the lease (`--wait`) holds no lock yet: TERM ends
+/// the wait at once, as it ends a waiting onlyone without a store (it dies
+/// of it), and the holder runs on.
+#[test]
+fn sigterm_ends_a_wait_for_a_store_lease() {
+    let Some(mut w) = World::new() else { return };
+    let holder = w.holder(
+        "job",
+        &["--lease", "20s"],
+        "touch \"$READY\"; exec sleep 1000",
+    );
+    let wait = w.oo_at(&w.pg.url(), &["run", "--wait", "60s", "job", "--", "true"]);
+    let waiter = w.keep(wait);
+    // Between two looks at the held lease, it sleeps.
+    wait_until("the waiter to wait", HANG, || {
+        std::fs::read_to_string(format!("/proc/{waiter}/wchan"))
+            .is_ok_and(|c| c.contains("nanosleep"))
+    });
+    let sent = Instant::now();
+    signal(waiter, Signal::TERM);
+    let (code, _) = w.kid_exit(waiter, HANG);
+    assert_eq!(code, 128 + 15, "the waiter dies of TERM");
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert!(running(holder), "the holder runs on");
+}
+
 /// A wrapper that died (SIGKILL) left its lease held: `status` says that
 /// its holder, a pid of this host, is dead (text and `--json`), rather
 /// than showing it as a live run.
