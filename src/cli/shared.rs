@@ -79,11 +79,45 @@ fn seconds(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
 }
 
+/// The options of `run` that a store cannot honour, refused with why and
+/// what to do instead (never ignored).
+fn unsupported(a: &args::Run) -> Option<String> {
+    if a.linger {
+        return Some(
+            "--linger is not supported with --store: a lease is renewed by the wrapper, which \
+             exits with the command, so nothing would keep the lock for the processes that \
+             outlive it (they would run beside the next host's run); keep the work under the \
+             command (have it wait for what it started, e.g. `tmux wait-for`), or run it \
+             without --store"
+                .to_owned(),
+        );
+    }
+    if a.replace {
+        return Some(format!(
+            "--replace is not supported with --store; stop the live run first (onlyone \
+             --store URL stop {0}), then run, or wait for it (--wait DUR)",
+            a.lock
+        ));
+    }
+    None
+}
+
 /// `run` with a store.
 pub fn run(url: &str, a: &args::Run) -> Code {
+    if let Some(why) = unsupported(a) {
+        return super::fail(why);
+    }
     let name = match lock_name(&a.lock) {
         Ok(n) => n,
         Err(e) => return super::fail(e),
+    };
+    // TERM, INT, HUP and QUIT wait from here to the exit: before the
+    // command starts (while waiting for the lease) one ends the wait, while
+    // it runs the supervisor forwards it, after its end it is dropped, so
+    // that the end is recorded and the lease released whatever comes.
+    let signals = match onlyone::store::HeldSignals::new() {
+        Ok(s) => s,
+        Err(e) => return super::fail(format_args!("cannot block the signals: {e}")),
     };
     let timing = match LeaseTiming::new(a.lease, a.kill_after) {
         Ok(t) => t,
@@ -104,7 +138,7 @@ pub fn run(url: &str, a: &args::Run) -> Code {
         uid: rustix::process::geteuid().as_raw(),
         cmd: &cmd,
     };
-    let mut hold = match take(store.as_ref(), &name, &who, timing, a) {
+    let mut hold = match take(store.as_ref(), &name, &who, timing, a, &signals) {
         Ok(h) => h,
         Err(code) => return code,
     };
@@ -136,7 +170,14 @@ pub fn run(url: &str, a: &args::Run) -> Code {
         }
     };
     let end = end_event(token, cmd, started, &outcome);
-    record(hold.store(), &name, &end, a.quiet);
+    let line = String::from_utf8_lossy(&end.to_line()).into_owned();
+    if let Err(e) = hold.retry(|| hold.store().append_event(&name, &line))
+        && !a.quiet
+    {
+        say(format_args!(
+            "the run of `{name}` ended, but its end could not be recorded in the store ({e})"
+        ));
+    }
     if !outcome.strays.survivors.is_empty() {
         // Processes of the run would not die: the lease is left to run
         // out rather than handed over beside them.
@@ -243,6 +284,7 @@ fn take(
     who: &Holder<'_>,
     timing: LeaseTiming,
     a: &args::Run,
+    signals: &onlyone::store::HeldSignals,
 ) -> Result<LeaseHold, Code> {
     let deadline = deadline_of(a.deadline);
     let wait_until = a.wait.map(|w| Instant::now() + w);
@@ -258,6 +300,11 @@ fn take(
                     wait_until.is_some_and(|w| now < w) && deadline.is_none_or(|d| now < d);
                 if waiting {
                     std::thread::sleep(WAIT_POLL);
+                    // A signal ends the wait, as it would end a waiting
+                    // onlyone without a store; nothing was taken.
+                    if let Some(sig) = signals.pending() {
+                        return Err(Code::Signal(sig.as_raw()));
+                    }
                     continue;
                 }
                 let row = store.inspect(name).ok().flatten();
@@ -367,6 +414,13 @@ struct LeaseStatus {
     fence: i64,
     token: String,
     stop_requested: bool,
+    /// For a live lease of this host: whether its holder (the wrapper's
+    /// pid) still lives; `null` for another host's, or a lease run out.
+    holder_alive: Option<bool>,
+}
+
+fn holder_alive(row: &LeaseRow, here: &str) -> Option<bool> {
+    row.holder_alive_on(here)
 }
 
 /// `status` with a store: every lease (or the named ones).
@@ -384,6 +438,7 @@ pub fn status(url: &str, a: &args::Status) -> Code {
         .into_iter()
         .filter(|r| a.locks.is_empty() || a.locks.contains(&r.name))
         .collect();
+    let here = host();
     let shown: Vec<LeaseStatus> = rows
         .iter()
         .map(|r| LeaseStatus {
@@ -399,6 +454,7 @@ pub fn status(url: &str, a: &args::Status) -> Code {
             fence: r.epoch,
             token: r.token.clone(),
             stop_requested: r.stop_requested,
+            holder_alive: holder_alive(r, &here),
         })
         .collect();
     let mut out = String::new();
@@ -417,7 +473,11 @@ pub fn status(url: &str, a: &args::Status) -> Code {
                 out,
                 "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 s.name,
-                s.state,
+                if s.holder_alive == Some(false) {
+                    "held (its pid is dead)"
+                } else {
+                    s.state
+                },
                 onlyone::text::for_terminal(s.host.as_deref().unwrap_or("-")),
                 s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
                 s.since,
@@ -432,12 +492,30 @@ pub fn status(url: &str, a: &args::Status) -> Code {
         }
     }
     super::print_stdout(&out);
+    for s in shown.iter().filter(|s| s.holder_alive == Some(false)) {
+        say(format_args!(
+            "`{}` is held by pid {} of this host, which is dead: its lease was not released and \
+             runs out in {} (no host can take it before)",
+            s.name,
+            s.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+            compact_duration(seconds(s.lease_left_seconds))
+        ));
+    }
     Code::Exit(0)
 }
 
 /// `stop` with a store: a request the holder sees at its next renewal; it
 /// ends its command, then releases. Waits for that, up to the deadline.
 pub fn stop(url: &str, a: &args::Stop) -> Code {
+    if a.signal.0 != rustix::process::Signal::TERM {
+        return super::fail(format_args!(
+            "--signal {} is not supported with --store: a stop request asks the holder, on \
+             whatever host, to end its run, and it does so with TERM, then KILL after its own \
+             --kill-after; to send {0} to a run of this host, signal its wrapper (the pid \
+             `onlyone --store URL status` shows), which forwards it to the command",
+            a.signal
+        ));
+    }
     let name = match lock_name(&a.lock) {
         Ok(n) => n,
         Err(e) => return super::fail(e),
@@ -454,6 +532,9 @@ pub fn stop(url: &str, a: &args::Stop) -> Code {
         }
         Err(e) => return super::fail(e),
     };
+    // Judged now: once the lease is gone, a holder that ended cleanly is
+    // gone too.
+    let dead = holder_alive(&row, &host()) == Some(false);
     match store.request_stop(&name) {
         Ok(Some(_)) => {}
         Ok(None) => {
@@ -493,11 +574,20 @@ pub fn stop(url: &str, a: &args::Stop) -> Code {
     ev.pid = row.pid;
     ev.by = Some(std::process::id());
     record(store.as_ref(), &name, &ev, false);
-    say(format_args!(
-        "stopped the run of `{name}` ({}) in {}",
-        describe(&row),
-        compact_duration(started.elapsed())
-    ));
+    if dead {
+        say(format_args!(
+            "the holder of `{name}` ({}) was dead: nothing released its lease, which ran out \
+             after {}",
+            describe(&row),
+            compact_duration(started.elapsed())
+        ));
+    } else {
+        say(format_args!(
+            "stopped the run of `{name}` ({}) in {}",
+            describe(&row),
+            compact_duration(started.elapsed())
+        ));
+    }
     Code::Exit(0)
 }
 

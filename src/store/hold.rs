@@ -6,6 +6,9 @@ use std::time::Duration;
 use super::{Holder, LeaseStore, Renewed, StoreError};
 use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
 
+/// How soon a call the end of a run needs is tried again.
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+
 /// A lock held in a store of leases.
 #[derive(Debug)]
 pub struct LeaseHold {
@@ -33,9 +36,9 @@ impl LeaseHold {
         let renewer = store.fresh()?;
         let owned = name.to_owned();
         let watch = LeaseWatch::start(timing, sent, move |r| {
-            std::thread::Builder::new()
-                .name("onlyone-renew".into())
-                .spawn(move || renew_loop(renewer, &owned, epoch, &r))
+            super::spawn_thread("onlyone-renew", move || {
+                renew_loop(renewer, &owned, epoch, &r)
+            })
         })
         .map_err(|e| StoreError::Other(format!("cannot start the renewals: {e}")))?;
         Ok(Some(LeaseHold {
@@ -75,7 +78,9 @@ impl LeaseHold {
 
     /// Stops renewing and ends the lease now (after the command has
     /// stopped: PROTOCOL.md invariant 7). A lease already lost is not
-    /// touched.
+    /// touched. A store that cannot be reached (a server restarting, a
+    /// connection closed under it) is tried again, on a new connection,
+    /// until the lease would have run out anyway ([`LeaseHold::retry`]).
     pub fn release(mut self) -> Result<(), StoreError> {
         self.watch.stop_thread();
         self.released = true;
@@ -83,7 +88,30 @@ impl LeaseHold {
         if self.watch.lost() {
             return Ok(());
         }
-        self.store.release(&self.name, self.epoch).map(|_| ())
+        let (store, name, epoch) = (&self.store, &self.name, self.epoch);
+        self.retry(|| store.release(name, epoch)).map(|_| ())
+    }
+
+    /// Calls `f` until it succeeds, fails otherwise than by an unreachable
+    /// store, or the lease would have run out (`t_send + L`, when nothing
+    /// is left that a release could hand over early; at least one call).
+    /// For what a run's end must still tell the store: its release, its
+    /// end event.
+    pub fn retry<T>(&self, mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let until = self.watch.deadline();
+        loop {
+            match f() {
+                Err(StoreError::Unreachable(why)) => {
+                    let now = boot_ns();
+                    if now >= until {
+                        return Err(StoreError::Unreachable(why));
+                    }
+                    let wait = Duration::from_nanos((until - now) as u64);
+                    std::thread::sleep(wait.min(RETRY_EVERY));
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Stops renewing and leaves the lease to run out (the run's

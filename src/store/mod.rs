@@ -14,6 +14,91 @@ pub mod watchdog;
 
 use std::time::Duration;
 
+/// The signals every thread the store starts keeps blocked: those the
+/// supervisor forwards to the command (read from its signalfd) and
+/// SIGCHLD. A signal mask is per thread, and a process-directed signal
+/// goes to any thread that has it unblocked: a renewing thread that let
+/// SIGTERM in would have it kill the wrapper (the default action) instead
+/// of reaching the command, and one that let SIGCHLD in would eat the
+/// command's stops.
+pub(crate) fn supervised_signals() -> Vec<i32> {
+    let mut sigs: Vec<i32> = crate::supervise::FORWARDED
+        .iter()
+        .map(|s| s.as_raw())
+        .collect();
+    sigs.push(rustix::process::Signal::CHILD.as_raw());
+    sigs
+}
+
+/// Starts a thread with [`supervised_signals`] blocked from its first
+/// instruction: they are blocked in the caller around the spawn (a new
+/// thread inherits its creator's mask), then the caller's mask is back.
+pub(crate) fn spawn_thread<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    let _blocked = crate::sys::Blocked::new(&supervised_signals())?;
+    std::thread::Builder::new().name(name.to_owned()).spawn(f)
+}
+
+/// The supervisor's signals ([`crate::supervise::FORWARDED`] and SIGCHLD)
+/// held blocked in the calling thread, for a program that runs a leased
+/// command from it: one that comes before the command starts or after it
+/// ended waits here instead of killing the wrapper with its lease held and
+/// its end not recorded. [`HeldSignals::pending`] says whether one came;
+/// when this is dropped, what is still pending is dropped too (it came
+/// after the run), then the mask is back as it was.
+pub struct HeldSignals {
+    reader: crate::sys::SignalReader,
+    _blocked: crate::sys::Blocked,
+}
+
+impl std::fmt::Debug for HeldSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeldSignals")
+    }
+}
+
+impl HeldSignals {
+    /// Blocks them in the calling thread.
+    pub fn new() -> std::io::Result<HeldSignals> {
+        let sigs = supervised_signals();
+        let blocked = crate::sys::Blocked::new(&sigs)?;
+        Ok(HeldSignals {
+            reader: crate::sys::SignalReader::new(&sigs)?,
+            _blocked: blocked,
+        })
+    }
+
+    /// A forwarded signal (TERM, INT, HUP, QUIT) that came meanwhile, if
+    /// any (taken: asked again, it is the next one).
+    pub fn pending(&self) -> Option<rustix::process::Signal> {
+        while let Some(sig) = self.reader.next() {
+            if let Some(s) = crate::supervise::FORWARDED
+                .iter()
+                .find(|s| s.as_raw() == sig)
+            {
+                return Some(*s);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        while self.reader.next().is_some() {}
+    }
+}
+
+/// Blocks [`supervised_signals`] in the calling thread for good (a
+/// runtime's worker, as it starts).
+pub(crate) fn block_in_this_thread() {
+    if let Ok(b) = crate::sys::Blocked::new(&supervised_signals()) {
+        std::mem::forget(b);
+    }
+}
+
 /// Why the store failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreError {
@@ -68,6 +153,22 @@ impl LeaseRow {
     /// True while the lease holds.
     pub fn is_live(&self) -> bool {
         self.left_ms > 0
+    }
+
+    /// For a live lease taken on this host (`here`, [`crate::host_name`]):
+    /// whether its holder still lives, its pid a process that started no
+    /// later than the lease was taken (a later one has only reused the
+    /// pid). `None` for another host's lease, or one that ran out.
+    pub fn holder_alive_on(&self, here: &str) -> Option<bool> {
+        if !self.is_live() || self.host.as_deref() != Some(here) {
+            return None;
+        }
+        let id = crate::ProcId::of(self.pid?);
+        Some(id.is_some_and(|id| {
+            id.is_alive()
+                && crate::procfs::start_to_unix(id.start)
+                    .is_none_or(|started| started as f64 <= self.since + 1.0)
+        }))
     }
 }
 

@@ -88,14 +88,122 @@ struct Own {
     user: Option<String>,
     password: Option<Vec<u8>>,
     sslmode: Option<String>,
+    /// Where `sslmode` came from, for messages: `sslmode` (the URL) or
+    /// `PGSSLMODE`.
+    sslmode_from: &'static str,
     root_cert: Option<PathBuf>,
+}
+
+/// `PGPORT`: a port, or a list of them separated by commas (one per
+/// host); none when it is not set.
+fn env_ports(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<u16>, String> {
+    let Some(ports) = env("PGPORT") else {
+        return Ok(Vec::new());
+    };
+    ports
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| {
+                    format!(
+                        "PGPORT `{}` is not a port (a number from 1 to 65535, or a list of them \
+                     separated by commas)",
+                        p.escape_debug()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The URL's hosts-and-path part with `PGPORT` given to its hosts, when
+/// it names hosts and no port (tokio-postgres would take 5432 for each).
+fn ports_from_env(
+    base: &str,
+    query: &[&str],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let (hosts, path) = base.split_at(base.find('/').unwrap_or(base.len()));
+    let has_port = |chunk: &str| match chunk.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').is_some_and(|(_, rest)| !rest.is_empty()),
+        None => chunk.contains(':'),
+    };
+    let port_in_query = query
+        .iter()
+        .any(|p| percent_decode(p.split_once('=').map_or(p, |kv| kv.0)) == b"port");
+    if hosts.is_empty() || port_in_query || hosts.split(',').any(has_port) {
+        return Ok(base.to_owned());
+    }
+    let ports = env_ports(env)?;
+    let Some(&first) = ports.first() else {
+        return Ok(base.to_owned());
+    };
+    let with: Vec<String> = hosts
+        .split(',')
+        .enumerate()
+        .map(|(i, h)| format!("{h}:{}", ports.get(i).copied().unwrap_or(first)))
+        .collect();
+    Ok(format!("{}{path}", with.join(",")))
+}
+
+/// Fills in what the URL left out from libpq's variables (see
+/// [`ConnInfo::parse`]).
+fn from_env(
+    config: &mut tokio_postgres::Config,
+    own: &mut Own,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    if config.get_hosts().is_empty()
+        && let Some(hosts) = env("PGHOST")
+    {
+        for h in hosts.split(',') {
+            if h.starts_with('/') {
+                config.host_path(h);
+            } else if !h.is_empty() {
+                config.host(h);
+            }
+        }
+    }
+    if config.get_ports().is_empty() {
+        for port in env_ports(env)? {
+            config.port(port);
+        }
+    }
+    if own.user.is_none() {
+        own.user = env("PGUSER");
+    }
+    if config.get_dbname().is_none()
+        && let Some(db) = env("PGDATABASE")
+    {
+        config.dbname(db);
+    }
+    if own.sslmode.is_none() {
+        own.sslmode = env("PGSSLMODE");
+        own.sslmode_from = "PGSSLMODE";
+    }
+    if own.root_cert.is_none() {
+        own.root_cert = env("PGSSLROOTCERT").map(PathBuf::from);
+    }
+    Ok(())
 }
 
 impl ConnInfo {
     /// Parses `url`, taking the password from it (`user:PASSWORD@` or
     /// `?password=`), else `PGPASSWORD`, else the password file
-    /// (`PGPASSFILE`, else `~/.pgpass`).
+    /// (`PGPASSFILE`, else `~/.pgpass`). What the URL leaves out is read
+    /// from the environment as libpq reads it: `PGHOST` (a path is a
+    /// socket directory), `PGPORT`, `PGUSER`, `PGDATABASE`, `PGSSLMODE`
+    /// (refused like the URL's when it would allow a downgrade) and
+    /// `PGSSLROOTCERT`.
     pub fn parse(url: &str) -> Result<ConnInfo, String> {
+        ConnInfo::parse_with(url, &|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// [`ConnInfo::parse`] with the environment `env` gives (a variable
+    /// set and not empty).
+    pub fn parse_with(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<ConnInfo, String> {
         let Some(rest) = url
             .strip_prefix("postgres://")
             .or_else(|| url.strip_prefix("postgresql://"))
@@ -107,7 +215,10 @@ impl ConnInfo {
         };
         let (userinfo, after) = split_userinfo(rest);
         let (base, query) = after.split_once('?').unwrap_or((after, ""));
-        let mut own = Own::default();
+        let mut own = Own {
+            sslmode_from: "sslmode",
+            ..Own::default()
+        };
         if let Some(info) = userinfo {
             let (user, pw) = match info.split_once(':') {
                 Some((u, p)) => (u, Some(p)),
@@ -134,6 +245,7 @@ impl ConnInfo {
         }
         // tokio-postgres takes the first `@` anywhere (one in the query,
         // too) as the end of a user part: the query's are escaped.
+        let base = ports_from_env(base, &kept, env)?;
         let rebuilt = if kept.is_empty() {
             format!("postgres://{base}")
         } else {
@@ -141,12 +253,13 @@ impl ConnInfo {
         };
         let mut config = tokio_postgres::Config::from_str(&rebuilt)
             .map_err(|e| format!("cannot read the store URL `{}`: {e}", redact(url)))?;
+        from_env(&mut config, &mut own, env)?;
         let local = !config.get_hosts().is_empty()
             && config
                 .get_hosts()
                 .iter()
                 .all(|h| !matches!(h, Host::Tcp(_)));
-        let tls = tls_policy(own.sslmode.as_deref(), local)?;
+        let tls = tls_policy(own.sslmode.as_deref(), own.sslmode_from, local)?;
         config.ssl_mode(match tls {
             Tls::Off => SslMode::Disable,
             _ => SslMode::Require,
@@ -167,7 +280,7 @@ impl ConnInfo {
                 config.password(pw);
             }
             None => {
-                if let Some(pw) = password_from_env(&config) {
+                if let Some(pw) = password_from_env(&config, env) {
                     config.password(pw);
                 }
             }
@@ -250,13 +363,13 @@ impl ConnInfo {
 
 /// The TLS policy for `sslmode` (`None`: not in the URL); `local`: every
 /// host is a Unix socket, where TLS is not used whatever `sslmode` says.
-fn tls_policy(sslmode: Option<&str>, local: bool) -> Result<Tls, String> {
+fn tls_policy(sslmode: Option<&str>, from: &str, local: bool) -> Result<Tls, String> {
     let tls = match sslmode {
         None => Tls::VerifyFull,
         Some("disable") => Tls::Off,
         Some(weak @ ("allow" | "prefer")) => {
             return Err(format!(
-                "sslmode={weak} is refused: anyone on the network between this host and the \
+                "{from}={weak} is refused: anyone on the network between this host and the \
                  store can turn its TLS off and read the password, or answer for another \
                  database; use sslmode=verify-full (the default: TLS, the server's certificate \
                  checked; sslrootcert=PATH for a private CA), or sslmode=disable to connect \
@@ -268,7 +381,7 @@ fn tls_policy(sslmode: Option<&str>, local: bool) -> Result<Tls, String> {
         Some("verify-full") => Tls::VerifyFull,
         Some(other) => {
             return Err(format!(
-                "sslmode `{}` is not one of disable, require, verify-ca, verify-full",
+                "{from} `{}` is not one of disable, require, verify-ca, verify-full",
                 other.escape_debug()
             ));
         }
@@ -386,13 +499,16 @@ fn percent_decode(s: &str) -> Vec<u8> {
 }
 
 /// `PGPASSWORD`, else the password file's entry for this connection.
-fn password_from_env(config: &tokio_postgres::Config) -> Option<String> {
-    if let Ok(pw) = std::env::var("PGPASSWORD") {
+fn password_from_env(
+    config: &tokio_postgres::Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    if let Some(pw) = env("PGPASSWORD") {
         return Some(pw);
     }
-    let file = match std::env::var_os("PGPASSFILE") {
+    let file = match env("PGPASSFILE") {
         Some(f) => PathBuf::from(f),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".pgpass"),
+        None => PathBuf::from(env("HOME")?).join(".pgpass"),
     };
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
@@ -640,6 +756,68 @@ mod tests {
             (Tls::Off, SslMode::Disable)
         );
         assert_eq!(sock.display, "postgres://u@%2Frun%2Fpostgresql:5432/db");
+    }
+
+    /// libpq's variables fill in what the URL leaves out, never what it
+    /// says; `PGSSLMODE=prefer` is refused like the URL's, naming it.
+    #[test]
+    fn libpq_variables_fill_in_what_the_url_leaves_out() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let env = vars(&[
+            ("PGHOST", "db.example,/run/pg"),
+            ("PGPORT", "6432,6433"),
+            ("PGUSER", "jobs"),
+            ("PGDATABASE", "locks"),
+            ("PGSSLMODE", "require"),
+            ("PGSSLROOTCERT", "/etc/ca.pem"),
+            ("PGPASSWORD", "pw"),
+        ]);
+        let c = ConnInfo::parse_with("postgres://", &env).unwrap();
+        assert_eq!(
+            c.config.get_hosts(),
+            &[
+                Host::Tcp("db.example".into()),
+                Host::Unix(PathBuf::from("/run/pg"))
+            ]
+        );
+        assert_eq!(c.config.get_ports(), &[6432, 6433]);
+        assert_eq!(c.config.get_user(), Some("jobs"));
+        assert_eq!(c.config.get_dbname(), Some("locks"));
+        assert_eq!(c.config.get_password(), Some(&b"pw"[..]));
+        assert_eq!(c.tls, Tls::Require);
+        assert_eq!(c.root_cert, Some(PathBuf::from("/etc/ca.pem")));
+        // The URL's own parts win.
+        let c = ConnInfo::parse_with("postgres://u@h:5/db?sslmode=disable", &env).unwrap();
+        assert_eq!(c.config.get_hosts(), &[Host::Tcp("h".into())]);
+        assert_eq!(c.config.get_ports(), &[5]);
+        assert_eq!(c.config.get_user(), Some("u"));
+        assert_eq!(c.config.get_dbname(), Some("db"));
+        assert_eq!(c.tls, Tls::Off);
+        // A host without a port gets PGPORT's.
+        let c = ConnInfo::parse_with("postgres://u@h/db", &env).unwrap();
+        assert_eq!(c.config.get_ports(), &[6432]);
+        let c = ConnInfo::parse_with("postgres://u@h,[::1]/db", &env).unwrap();
+        assert_eq!(c.config.get_ports(), &[6432, 6433]);
+        // A socket directory in PGHOST needs no TLS.
+        let sock = ConnInfo::parse_with("postgres://", &vars(&[("PGHOST", "/run/pg")])).unwrap();
+        assert_eq!(sock.tls, Tls::Off);
+        for weak in ["prefer", "allow"] {
+            let env = move |k: &str| (k == "PGSSLMODE").then(|| weak.to_owned());
+            let e = ConnInfo::parse_with("postgres://u@h/db", &env).unwrap_err();
+            assert!(
+                e.starts_with(&format!("PGSSLMODE={weak} is refused")),
+                "{e}"
+            );
+        }
+        let e = ConnInfo::parse_with("postgres://u@h/db", &vars(&[("PGPORT", "54x")])).unwrap_err();
+        assert!(e.contains("PGPORT `54x` is not a port"), "{e}");
     }
 
     #[test]

@@ -111,6 +111,16 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
              which user, database, host and encryption (sslmode) may connect"
         ));
     }
+    // A server shutting down or starting up ends or refuses the session:
+    // it is unreachable for now, and a new connection may do.
+    let going = [
+        SqlState::ADMIN_SHUTDOWN,
+        SqlState::CRASH_SHUTDOWN,
+        SqlState::CANNOT_CONNECT_NOW,
+    ];
+    if code.is_some_and(|c| going.contains(c)) {
+        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}"));
+    }
     if e.as_db_error().is_none() {
         let hint = if text.contains("invalid peer certificate") {
             "; the server's certificate is not signed by a CA this host trusts (or not for this \
@@ -135,11 +145,7 @@ impl PgStore {
         info.config.connect_timeout(timeout);
         info.config.keepalives(true);
         info.config.keepalives_idle(Duration::from_secs(10));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| StoreError::Other(format!("cannot start the store's I/O: {e}")))?;
+        let rt = runtime()?;
         Ok(PgStore {
             info,
             rt,
@@ -162,11 +168,7 @@ impl PgStore {
     /// A store like this one, with a connection of its own (for another
     /// thread).
     pub fn fresh(&self) -> Result<PgStore, StoreError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| StoreError::Other(format!("cannot start the store's I/O: {e}")))?;
+        let rt = runtime()?;
         Ok(PgStore {
             info: self.info.clone(),
             rt,
@@ -248,11 +250,21 @@ impl PgStore {
                 Err(_) => Err(timed_out(url, timeout)),
             }
         });
+        let closed = client.is_closed();
         drop(guard);
-        if let Err(StoreError::Unreachable(_)) = &result {
-            self.disconnect();
+        match result {
+            Err(StoreError::Unreachable(why)) => {
+                self.disconnect();
+                Err(StoreError::Unreachable(why))
+            }
+            // Whatever the error said, a connection the server closed is
+            // one to make again.
+            Err(StoreError::Other(why)) if closed => {
+                self.disconnect();
+                Err(StoreError::Unreachable(why))
+            }
+            r => r,
         }
-        result
     }
 
     /// Creates the tables when they are missing and the role may.
@@ -565,6 +577,18 @@ fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> 
         left_ms,
         stop_requested: r.try_get::<_, Option<bool>>(10)?.unwrap_or(false),
     })
+}
+
+/// The runtime of one connection: this thread's, plus the blocking threads
+/// it starts for name lookups, which block the supervisor's signals (see
+/// [`super::supervised_signals`]) as they start.
+fn runtime() -> Result<tokio::runtime::Runtime, StoreError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .on_thread_start(super::block_in_this_thread)
+        .build()
+        .map_err(|e| StoreError::Other(format!("cannot start the store's I/O: {e}")))
 }
 
 fn timed_out(url: &str, t: Duration) -> StoreError {
