@@ -93,6 +93,7 @@ impl Drop for HeldSignals {
 
 /// Blocks [`supervised_signals`] in the calling thread for good (a
 /// runtime's worker, as it starts).
+#[cfg(feature = "postgres")]
 pub(crate) fn block_in_this_thread() {
     if let Ok(b) = crate::sys::Blocked::new(&supervised_signals()) {
         std::mem::forget(b);
