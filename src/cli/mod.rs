@@ -126,7 +126,10 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
         let from = if typed("store") {
             ("--store", "leave --store out")
         } else {
-            ("$ONLYONE_STORE", "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)")
+            (
+                "$ONLYONE_STORE",
+                "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)",
+            )
         };
         for opt in ["dir", "allow_shared_fs"].into_iter().filter(|o| typed(o)) {
             return Some(format!(
@@ -190,7 +193,10 @@ fn lease_misfit(a: &args::Run, grace_typed: bool) -> Option<String> {
         compact_duration(a.lease),
         compact_duration(largest),
         match fits {
-            Some(l) => format!("or lengthen the lease (--lease {} fits it)", compact_duration(l)),
+            Some(l) => format!(
+                "or lengthen the lease (--lease {} fits it)",
+                compact_duration(l)
+            ),
             None => "or lengthen the lease".to_owned(),
         }
     ))
