@@ -131,7 +131,7 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
                 "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)",
             )
         };
-        for opt in ["dir", "allow_shared_fs"].into_iter().filter(|o| typed(o)) {
+        if let Some(opt) = ["dir", "allow_shared_fs"].into_iter().find(|o| typed(o)) {
             return Some(format!(
                 "--{} has no use with a store ({} is set): `{sub}` works on the store's \
                  leases, not on a lock directory; drop --{0}, or to use the lock directory \
