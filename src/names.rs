@@ -84,26 +84,30 @@ pub fn check_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Resolves a LOCK argument to a lock file path.
+/// Resolves a LOCK argument to a lock file path. `NAME.lock`, the lock
+/// file's name as `ls` shows it, is the lock `NAME` (not `NAME.lock.lock`).
 pub fn lock_path(lock: &str, dir: &Path) -> Result<PathBuf, Error> {
     if lock.contains('/') {
         return Ok(PathBuf::from(lock));
     }
     check_name(lock)?;
+    let lock = lock
+        .strip_suffix(".lock")
+        .filter(|stem| check_name(stem).is_ok())
+        .unwrap_or(lock);
     Ok(dir.join(format!("{lock}.lock")))
 }
 
-/// The short name to show for a lock path: `NAME` for `DIR/NAME.lock`,
-/// else the path.
+/// The short name to show for a lock path: `NAME` for `DIR/NAME.lock`
+/// (the file's own name when NAME ends in `.lock`, which [`lock_path`]
+/// reads back the same), else the path.
 pub fn display_name(path: &Path, dir: &Path) -> String {
     if path.parent() == Some(dir)
-        && let Some(stem) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".lock"))
+        && let Some(file) = path.file_name().and_then(|n| n.to_str())
+        && let Some(stem) = file.strip_suffix(".lock")
         && check_name(stem).is_ok()
     {
-        return stem.to_owned();
+        return if stem.ends_with(".lock") { file } else { stem }.to_owned();
     }
     path.display().to_string()
 }
@@ -386,6 +390,22 @@ mod tests {
             PathBuf::from("/run/onlyone/sync.lock")
         );
         assert!(lock_path("-rf", dir).is_err());
+    }
+
+    #[test]
+    fn a_lock_files_name_is_its_lock() {
+        let dir = Path::new("/run/onlyone");
+        for (given, file) in [
+            ("sync.lock", "sync.lock"),
+            ("sync", "sync.lock"),
+            ("a.lock.lock", "a.lock.lock"),
+        ] {
+            let path = lock_path(given, dir).unwrap();
+            assert_eq!(path, dir.join(file), "{given}");
+            let shown = display_name(&path, dir);
+            assert_eq!(lock_path(&shown, dir).unwrap(), path, "{given}: {shown}");
+        }
+        assert!(lock_path(".lock", dir).is_err());
     }
 
     #[test]

@@ -388,7 +388,9 @@ fn precheck_as_an_unprivileged_user() {
     };
     let nobody = |w: &World, dir: &Path, lock: &str| {
         let mut c = w.program(runuser);
-        c.args(["-u", "nobody", "--", BIN, "--dir"])
+        c.args(["-u", "nobody", "--"])
+            .arg(bin_for_others(w.dir()))
+            .arg("--dir")
             .arg(dir)
             .args(["precheck", lock]);
         w.finish(c)
@@ -1632,7 +1634,9 @@ impl World {
             .find(|p| Path::new(p).exists())
             .filter(|_| is_root())?;
         let mut c = self.program(runuser);
-        c.args(["-u", "nobody", "--", BIN, "--dir"])
+        c.args(["-u", "nobody", "--"])
+            .arg(bin_for_others(self.dir()))
+            .arg("--dir")
             .arg(dir)
             .args(args);
         let out = self.finish(c);

@@ -286,7 +286,9 @@ impl Case {
             return None;
         };
         let mut c = self.program(ru);
-        c.args(["-u", "nobody", "--", BIN, "--dir"])
+        c.args(["-u", "nobody", "--"])
+            .arg(bin_for_others(self.dir()))
+            .arg("--dir")
             .arg(dir)
             .args(args);
         Some(finish(
@@ -297,7 +299,12 @@ impl Case {
 
     /// True when `runuser -u nobody` can run onlyone here.
     fn nobody_works(&self) -> bool {
-        nobody_works(self.name, |ru| self.program(ru), finish)
+        nobody_works(
+            self.name,
+            &bin_for_others(self.dir()),
+            |ru| self.program(ru),
+            finish,
+        )
     }
 
     /// `onlyone --dir DIR ARGS...` under strace: its output and the
@@ -1026,18 +1033,11 @@ fn record_of_a_root_owner_seen_by_nobody_is_held() {
     let script = "mount -t proc -o hidepid=2 proc /proc || exit 200; \
                   exec \"$0\" -u nobody -- \"$@\"";
     let mut cmd = c.program("unshare");
-    cmd.args([
-        "-m",
-        "--",
-        "sh",
-        "-c",
-        script,
-        runuser().unwrap(),
-        BIN,
-        "--dir",
-    ])
-    .arg(&dir)
-    .args(["precheck", "L"]);
+    cmd.args(["-m", "--", "sh", "-c", script, runuser().unwrap()])
+        .arg(bin_for_others(c.dir()))
+        .args(["--dir"])
+        .arg(&dir)
+        .args(["precheck", "L"]);
     let out = finish(cmd, "precheck as nobody under hidepid=2");
     if out.code() == 200 || out.stderr.contains("unshare failed") {
         eprintln!("{}: skipped the hidepid part: {}", c.name, out.stderr);

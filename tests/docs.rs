@@ -59,6 +59,38 @@ fn bash_completes_commands_and_their_options() {
     assert_eq!(got, ["--store"], "`onlyone --st`");
 }
 
+/// The hidden commands (`keeper`, `lease-watchdog`) are onlyone's own:
+/// no shell offers them.
+#[test]
+fn completions_leave_out_the_internal_commands() {
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    let out = oo(&sb, &["completions", "bash"]);
+    out.expect(0);
+    let script = sb.path("onlyone.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    for word in ["", "k", "l"] {
+        let got = bash_completes(&script, &["onlyone", word]);
+        assert!(
+            !got.iter().any(|g| g == "keeper" || g == "lease-watchdog"),
+            "`onlyone {word}` gave {got:?}"
+        );
+    }
+    let got = bash_completes(&script, &["onlyone", ""]);
+    for want in ["run", "acquire", "reap", "status"] {
+        assert!(got.iter().any(|g| g == want), "`onlyone ` gave {got:?}");
+    }
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = oo(&sb, &["completions", shell]);
+        out.expect(0);
+        for hidden in ["keeper", "lease-watchdog", "lease_watchdog"] {
+            assert!(
+                !out.stdout.contains(hidden),
+                "{shell} offers the internal `{hidden}`"
+            );
+        }
+    }
+}
+
 #[test]
 fn zsh_and_fish_scripts_name_every_command() {
     let sb = Sandbox::new("ONLYONE_DOCS_MARK");

@@ -30,6 +30,9 @@ const LOCK: &str = "ONLYONE_TEST_LOCK";
 const READY: &str = "ONLYONE_TEST_READY";
 const GO: &str = "ONLYONE_TEST_GO";
 const ARG: &str = "ONLYONE_TEST_ARG";
+/// The python3 that every user may run (a python under /root is out of
+/// reach of nobody).
+const PYTHON: &str = "/usr/bin/python3";
 
 fn child(role: &str, lock: &Path, ready: &Path) -> Command {
     entry(
@@ -41,27 +44,35 @@ fn child(role: &str, lock: &Path, ready: &Path) -> Command {
 }
 
 /// Makes `c` (this test binary, or a program that runs it with the
-/// arguments that follow) run `child_entry` in `role`.
+/// arguments that follow) run `child_entry` in `role`. It carries the mark
+/// of the test's [`Dir`] (the lock's directory), so that it and all it
+/// starts are killed when the test ends, passed or failed.
 fn entry(mut c: Command, role: &str, lock: &Path, ready: &Path) -> Command {
-    c.args([
-        "--exact",
-        "child_entry",
-        "--nocapture",
-        "--test-threads=1",
-        "-q",
-    ])
-    .env(ROLE, role)
-    .env(LOCK, lock)
-    .env(READY, ready)
-    .stdin(Stdio::null());
+    c.env(MARK, lock.parent().unwrap_or(lock))
+        .args([
+            "--exact",
+            "child_entry",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env(ROLE, role)
+        .env(LOCK, lock)
+        .env(READY, ready)
+        .stdin(Stdio::null());
     c
 }
 
 /// Runs the role `inspect` of `lock` with `ARG=arg` under `wrapper` (a
 /// program that runs this test binary, named next: `strace ...`,
-/// `runuser -u nobody --`) to its end.
+/// `runuser -u nobody --`) to its end. The binary is run from the lock's
+/// directory (the test's, 0755 under /tmp), where another user can reach
+/// it whatever the mode of the checkout.
 fn inspect_under(mut wrapper: Command, lock: &Path, ready: &Path, arg: &str) -> Output {
-    wrapper.arg(std::env::current_exe().unwrap());
+    let dir = lock.parent().expect("the lock's directory");
+    wrapper
+        .arg(reachable_by_others(&std::env::current_exe().unwrap(), dir))
+        .current_dir(dir);
     entry(wrapper, "inspect", lock, ready)
         .env(ARG, arg)
         .output()
@@ -238,8 +249,27 @@ impl Drop for Reaped {
     }
 }
 
-fn setup() -> (tempfile::TempDir, PathBuf, LockFile) {
-    let dir = open_tempdir();
+/// The variable that marks the processes of a test (its [`Dir`]'s path).
+const MARK: &str = "ONLYONE_ENGINE_MARK";
+
+/// A test's temp dir (0755, under /tmp). When it is dropped, passed or
+/// failed, every process that carries its mark is killed, however deep:
+/// the children [`entry`] and [`Dir::cmd`] make, and all they started.
+struct Dir(Sandbox);
+
+impl Dir {
+    fn path(&self) -> &Path {
+        self.0.dir()
+    }
+
+    /// `prog`, marked, stdin closed.
+    fn cmd(&self, prog: &str) -> Command {
+        self.0.program(prog)
+    }
+}
+
+fn setup() -> (Dir, PathBuf, LockFile) {
+    let dir = Dir(Sandbox::new(MARK));
     let path = dir.path().join("job.lock");
     let lock = LockFile::open(&path).unwrap();
     (dir, path, lock)
@@ -1083,9 +1113,10 @@ fn a_process_whose_main_thread_exited_is_still_alive() {
         eprintln!("python3 is not installed; skipped");
         return;
     }
-    let (_d, path, lock) = setup();
+    let (d, path, lock) = setup();
     // The main thread calls pthread_exit; another thread works on.
-    let mut p = Command::new("python3")
+    let mut p = d
+        .cmd("python3")
         .args([
             "-c",
             "import ctypes, threading, time\n\
@@ -1105,12 +1136,9 @@ fn a_process_whose_main_thread_exited_is_still_alive() {
 
 #[test]
 fn a_reused_command_pid_leading_a_new_group_is_not_the_run() {
-    let (_d, path, lock) = setup();
+    let (d, path, lock) = setup();
     let (dead, dead_start) = dead_process();
-    let mut other = Command::new("setsid")
-        .args(["sleep", "1000"])
-        .spawn()
-        .unwrap();
+    let mut other = d.cmd("setsid").args(["sleep", "1000"]).spawn().unwrap();
     let pid = other.id();
     wait_until("setsid to exec sleep", Duration::from_secs(10), || {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
@@ -1203,7 +1231,7 @@ fn a_lock_file_name_of_255_bytes_can_be_taken() {
 fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
     if !is_root()
         || Command::new("runuser").arg("--version").output().is_err()
-        || Command::new("python3").arg("-V").output().is_err()
+        || Command::new(PYTHON).arg("-V").output().is_err()
     {
         eprintln!("needs root, runuser and python3; skipped");
         return;
@@ -1229,10 +1257,12 @@ fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let pidfile = shared.join("python.pid");
-    let mut p = Command::new("runuser")
+    // Debian's python3: nobody may run it (a python under /root may not).
+    let mut p = d
+        .cmd("runuser")
         .args(["-u", "nobody", "--", "env"])
         .arg(format!("ONLYONE_TOKEN={token}"))
-        .args(["python3", "-c"])
+        .args([PYTHON, "-c"])
         .arg(
             "import ctypes, os, sys, time\n\
              ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n\

@@ -95,7 +95,9 @@ impl World {
     /// `onlyone --dir DIR ARGS...` as nobody.
     fn nobody_in(&self, dir: &Path, args: &[&str]) -> Out {
         let mut c = self.program(runuser().expect("runuser"));
-        c.args(["-u", "nobody", "--", BIN, "--dir"])
+        c.args(["-u", "nobody", "--"])
+            .arg(bin_for_others(self.dir()))
+            .arg("--dir")
             .arg(dir)
             .args(args);
         finish(c, &format!("{}: as nobody: onlyone {args:?}", self.name))
@@ -103,7 +105,12 @@ impl World {
 
     /// True when `runuser -u nobody` can run onlyone here; says why not.
     fn nobody_works(&self) -> bool {
-        nobody_works(self.name, |ru| self.program(ru), finish)
+        nobody_works(
+            self.name,
+            &bin_for_others(self.dir()),
+            |ru| self.program(ru),
+            finish,
+        )
     }
 
     /// A lock `name` held by a live `sleep` (taken with `acquire --owner`).

@@ -277,6 +277,7 @@ fn one_user_with_and_without_xdg_runtime_dir_meets_in_one_directory() {
     let name = format!("xdgjob-{}", std::process::id());
     let xdg = w.dir().join("xdg");
     std::fs::create_dir(&xdg).unwrap();
+    let bin = bin_for_others(w.dir());
     let as_user = |env_xdg: bool, args: &[&str]| -> Command {
         let mut c = if is_root() {
             let mut c = Command::new("runuser");
@@ -291,7 +292,7 @@ fn one_user_with_and_without_xdg_runtime_dir_meets_in_one_directory() {
         } else {
             c.args(["-u", "XDG_RUNTIME_DIR"]);
         }
-        c.arg(BIN).args(args);
+        c.arg(&bin).args(args);
         c
     };
     if is_root() {
@@ -399,13 +400,14 @@ mount -o remount,ro "$D/fs"
     assert!(err("ro-free").contains("Read-only"), "{}", err("ro-free"));
 }
 
-/// `runuser -u nobody -- onlyone ...`, or None when that cannot run here.
-fn as_nobody(args: &[&std::ffi::OsStr]) -> Option<Out> {
+/// `runuser -u nobody -- onlyone ...` (`bin`: [`bin_for_others`]), or
+/// None when that cannot run here.
+fn as_nobody(bin: &Path, args: &[&std::ffi::OsStr]) -> Option<Out> {
     if !is_root() {
         return None;
     }
     let mut c = Command::new("runuser");
-    c.args(["-u", "nobody", "--", BIN]).args(args);
+    c.args(["-u", "nobody", "--"]).arg(bin).args(args);
     let out = finish(c, HANG);
     (!out.stderr.contains("runuser:")).then_some(out)
 }
@@ -425,14 +427,18 @@ fn another_users_locks_skip_and_say_who_may_clear_them() {
     c.args(["acquire", "job", "--owner", &sp.to_string()]);
     finish(c, HANG).expect(0);
     let d = root_dir.as_os_str();
-    let Some(out) = as_nobody(&[
-        "--dir".as_ref(),
-        d,
-        "run".as_ref(),
-        "job".as_ref(),
-        "--".as_ref(),
-        "true".as_ref(),
-    ]) else {
+    let bin = bin_for_others(w.dir());
+    let Some(out) = as_nobody(
+        &bin,
+        &[
+            "--dir".as_ref(),
+            d,
+            "run".as_ref(),
+            "job".as_ref(),
+            "--".as_ref(),
+            "true".as_ref(),
+        ],
+    ) else {
         eprintln!("skipped: needs root and runuser -u nobody");
         return;
     };
@@ -455,27 +461,33 @@ fn another_users_locks_skip_and_say_who_may_clear_them() {
         ),
     );
     let s = sticky.as_os_str();
-    as_nobody(&[
-        "--dir".as_ref(),
-        s,
-        "run".as_ref(),
-        "job".as_ref(),
-        "--".as_ref(),
-        "true".as_ref(),
-    ])
+    as_nobody(
+        &bin,
+        &[
+            "--dir".as_ref(),
+            s,
+            "run".as_ref(),
+            "job".as_ref(),
+            "--".as_ref(),
+            "true".as_ref(),
+        ],
+    )
     .unwrap()
     .expect(125)
     .says("is stale (pid")
     .says("you (nobody) may not remove")
     .says("its directory is sticky and the file belongs to root")
     .says("root must clear it");
-    as_nobody(&[
-        "--dir".as_ref(),
-        s,
-        "release".as_ref(),
-        "--force".as_ref(),
-        "job".as_ref(),
-    ])
+    as_nobody(
+        &bin,
+        &[
+            "--dir".as_ref(),
+            s,
+            "release".as_ref(),
+            "--force".as_ref(),
+            "job".as_ref(),
+        ],
+    )
     .unwrap()
     .expect(125)
     .says("root must clear it");

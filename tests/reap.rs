@@ -161,7 +161,7 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
 
     // An unrelated idle `sleep` of the user's own, and a process of a job
     // that was not named.
-    let mut own = Proc(sleeper());
+    let mut own = Proc(sleeper().into_inner());
     let other = marked(
         &["sleep", "1000"],
         &d.path.join("other.lock"),
@@ -887,7 +887,7 @@ fn linger_releases_when_nothing_is_left_and_holds_for_a_leftover() {
 #[test]
 fn reap_covers_a_lock_taken_by_a_script() {
     let d = dir();
-    let owner = Proc(sleeper());
+    let owner = Proc(sleeper().into_inner());
     let pid = owner.0.id();
     let out = onlyone(&d, &["acquire", "scr", "--owner", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");

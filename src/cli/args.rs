@@ -92,11 +92,12 @@ group, when it leads one).
 
 --export prints, on success, assignments for eval:
   ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK ONLYONE_TOKEN
-and on failure `exit N` (N is its own exit code), so that
-eval \"$(onlyone acquire NAME --export)\" stops the script too.
+and on failure `exit N` (N is its own exit code). Test the substitution's
+status: when onlyone cannot be run at all (not in cron's PATH, not
+executable) it prints nothing, and `eval` of nothing succeeds.
 
 Example (a script run by cron):
-  vars=$(onlyone acquire -q sync --export) || exit $?
+  vars=$(onlyone acquire -q sync --export) || exit
   eval \"$vars\"
   trap 'onlyone release sync' EXIT
   ./worker &                 # carries the token: part of the run")]
@@ -275,14 +276,16 @@ pub struct Run {
     /// Stop the running one (TERM, grace, KILL), then run.
     #[arg(long)]
     pub replace: bool,
-    /// End the command after DUR (exit 124).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    /// End the command after DUR (exit 124). More than 0: for no limit,
+    /// leave it out.
+    #[arg(long, value_name = "DUR", value_parser = parse_limit, allow_negative_numbers = true)]
     pub max_time: Option<Duration>,
     /// End the run once all its processes have used no CPU and done no I/O
-    /// for DUR (exit 124).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    /// for DUR (exit 124). More than 0. Not with --linger (`onlyone reap
+    /// --idle DUR` ends a lingering run once idle).
+    #[arg(long, value_name = "DUR", value_parser = parse_limit, allow_negative_numbers = true)]
     pub idle_timeout: Option<Duration>,
-    /// Grace between TERM and KILL.
+    /// Grace between TERM and KILL (0: KILL right after TERM).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
     /// With --store: the lease L the server grants at each renewal (every
@@ -300,7 +303,8 @@ pub struct Run {
     pub keep_strays: bool,
     /// When the command exits, the run's processes that outlive it keep the
     /// lock held (work handed to tmux, screen, a terminal server); `onlyone
-    /// reap` ends them once idle.
+    /// reap` ends them once idle. Not with --max-time or --idle-timeout,
+    /// which would apply to the command alone.
     #[arg(long)]
     pub linger: bool,
     /// One budget for acquiring (waiting and stopping included).
@@ -433,7 +437,7 @@ pub struct Stop {
     /// The first signal.
     #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
     pub signal: SignalArg,
-    /// Grace before KILL.
+    /// Grace before KILL (0: KILL right after the first signal).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
     /// One budget for the whole call.
@@ -449,7 +453,7 @@ pub struct Reap {
     /// How long a process must have been idle.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "10m")]
     pub idle: Duration,
-    /// Grace between TERM and KILL.
+    /// Grace between TERM and KILL (0: KILL right after TERM).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub grace: Duration,
     /// One budget for every call reap makes.
@@ -461,6 +465,10 @@ pub struct Reap {
     /// Print every candidate as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print nothing unless a process was ended (or would be, with
+    /// --dry-run) or something failed (for cron, which mails any output).
+    #[arg(short, long, conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 /// A signal given by name (`TERM`, `SIGTERM`) or number (`15`).
@@ -475,6 +483,20 @@ impl fmt::Display for SignalArg {
 
 fn parse_signal(s: &str) -> Result<SignalArg, String> {
     onlyone::signal::parse_signal(s).map(SignalArg)
+}
+
+/// A limit (`--max-time`, `--idle-timeout`): a duration more than 0. `0`
+/// would end the run at once, while `timeout 0` means no limit: refused,
+/// so that neither reading is guessed.
+fn parse_limit(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "`{s}` would end the run as soon as it starts: a limit is more than 0 (for no \
+             limit, leave the option out)"
+        ));
+    }
+    Ok(d)
 }
 
 /// Parses `90s`, `10m`, `1h30m`, `500ms`, or a bare number of seconds
@@ -500,6 +522,32 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 impl Run {
+    /// Options given together that cannot both apply: refused rather than
+    /// one of them silently ignored. With `--linger` the wrapper exits with
+    /// the command and leaves the lock to the work that outlives it, which
+    /// nothing of the wrapper's then watches: a limit would bound the
+    /// command alone.
+    pub fn refused_combination(&self) -> Option<String> {
+        if !self.linger {
+            return None;
+        }
+        let limit = if self.idle_timeout.is_some() {
+            "--idle-timeout"
+        } else if self.max_time.is_some() {
+            "--max-time"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "{limit} cannot be used with --linger: onlyone exits with the command and leaves \
+             the lock to the work that outlives it, so the limit would never apply to that \
+             work; end a lingering run once idle with `onlyone reap --idle DUR {lock}` before \
+             each fire (e.g. `onlyone reap -q --idle 10m {lock}; onlyone run --linger {lock} \
+             -- ...`), or drop --linger",
+            lock = self.lock
+        ))
+    }
+
     /// What the supervision needs of these options (`--linger` is set by
     /// the directory store's run alone: a lease has no lingering runs).
     pub fn run_options(&self) -> onlyone::supervise::RunOptions {

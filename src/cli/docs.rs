@@ -8,9 +8,16 @@ use clap::CommandFactory;
 use super::args::{self, Cli};
 use super::exit::Code;
 
-/// `onlyone completions SHELL`: the script, on stdout.
+/// `onlyone completions SHELL`: the script, on stdout. The hidden
+/// (internal) commands are left out: not every generator skips them.
 pub fn completions(a: &args::Completions) -> Code {
-    let mut cmd = Cli::command();
+    let full = Cli::command();
+    let shown = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
+    let mut cmd = clap::Command::new("onlyone")
+        .version(env!("CARGO_PKG_VERSION"))
+        .propagate_version(true)
+        .args(full.get_arguments().cloned())
+        .subcommands(shown);
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "onlyone", &mut out);
     super::print_stdout(&String::from_utf8_lossy(&out));

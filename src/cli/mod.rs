@@ -17,7 +17,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use onlyone::journal::Kind;
 use onlyone::names::{self, DirSource};
 use onlyone::signal::GracefulStop;
@@ -29,10 +28,13 @@ use exit::Code;
 
 /// Runs the command line and returns how to exit.
 pub fn main() -> Code {
+    use clap::{CommandFactory, FromArgMatches};
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let fails_open = subcommand(&argv).filter(|c| *c == "precheck" || *c == "reap");
-    let cli = match Cli::try_parse_from(&argv) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (m, cli)));
+    let (matches, cli) = match parsed {
+        Ok(x) => x,
         Err(e) => {
             let _ = e.print();
             usage_hints(&argv, &e);
@@ -40,21 +42,14 @@ pub fn main() -> Code {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     Code::Exit(0)
                 }
-                // A precheck fails open, and a reap always exits 0, even on
-                // a usage error.
-                _ if fails_open.is_some() => {
-                    say(format_args!(
-                        "{}: exiting 0 all the same (fail open: it never blocks a fire)",
-                        fails_open.unwrap_or_default()
-                    ));
-                    Code::Exit(0)
-                }
-                // A monitoring plugin's usage error is UNKNOWN.
-                _ if subcommand(&argv) == Some("check") => Code::Exit(monitor::UNKNOWN),
-                _ => Code::Exit(exit::FAILURE),
+                _ => usage_failure(&argv),
             };
         }
     };
+    if let Some(msg) = ignored_options(&matches, &cli) {
+        say(msg);
+        return usage_failure(&argv);
+    }
     let ctx = Ctx::new(&cli);
     if let Some(refused) = ctx.refuse_untrusted_dir(&cli.command) {
         return refused;
@@ -94,6 +89,119 @@ pub fn main() -> Code {
     }
 }
 
+/// How a usage error exits: a precheck fails open, and a reap always
+/// exits 0; a monitoring plugin's usage error is UNKNOWN; else 125.
+fn usage_failure(argv: &[OsString]) -> Code {
+    match subcommand(argv) {
+        Some(c @ ("precheck" | "reap")) => {
+            say(format_args!(
+                "{c}: exiting 0 all the same (fail open: it never blocks a fire)"
+            ));
+            Code::Exit(0)
+        }
+        Some("check") => Code::Exit(monitor::UNKNOWN),
+        _ => Code::Exit(exit::FAILURE),
+    }
+}
+
+/// Options that parse but would be silently ignored: refused, naming them
+/// and the fix. With a store, `--dir` and `--allow-shared-fs` mean nothing
+/// but to `reap` (the store's commands never look at a lock directory);
+/// `run`'s own combinations are [`args::Run::refused_combination`].
+fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
+    use clap::parser::ValueSource;
+    let typed = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    let store = cli.store.as_deref().is_some_and(|s| !s.is_empty());
+    let store_command = match &cli.command {
+        Command::Run(_) => Some("run"),
+        Command::Precheck(_) => Some("precheck"),
+        Command::Status(_) => Some("status"),
+        Command::Stop(_) => Some("stop"),
+        Command::History(_) => Some("history"),
+        Command::Check(_) => Some("check"),
+        Command::Metrics(_) => Some("metrics"),
+        _ => None,
+    };
+    if store && let Some(sub) = store_command {
+        let from = if typed("store") {
+            ("--store", "leave --store out")
+        } else {
+            (
+                "$ONLYONE_STORE",
+                "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)",
+            )
+        };
+        if let Some(opt) = ["dir", "allow_shared_fs"].into_iter().find(|o| typed(o)) {
+            return Some(format!(
+                "--{} has no use with a store ({} is set): `{sub}` works on the store's \
+                 leases, not on a lock directory; drop --{0}, or to use the lock directory \
+                 {}",
+                opt.replace('_', "-"),
+                from.0,
+                from.1
+            ));
+        }
+    }
+    let Command::Run(a) = &cli.command else {
+        return None;
+    };
+    if let Some(refused) = a.refused_combination() {
+        return Some(refused);
+    }
+    let grace_typed = m
+        .subcommand_matches("run")
+        .is_some_and(|r| r.value_source("kill_after") == Some(ValueSource::CommandLine));
+    if store {
+        return lease_misfit(a, grace_typed);
+    }
+    None
+}
+
+/// With a store, a grace (`--kill-after`) that does not fit in the lease:
+/// the message names what was typed and what is a default, and the fix.
+fn lease_misfit(a: &args::Run, grace_typed: bool) -> Option<String> {
+    use onlyone::store::lease::LeaseTiming;
+    let free = LeaseTiming::new(a.lease, Duration::ZERO).ok()?;
+    if LeaseTiming::new(a.lease, a.kill_after).is_ok() {
+        return None;
+    }
+    let used = free.renew_every + free.call_timeout + free.margin;
+    let largest = a
+        .lease
+        .saturating_sub(used)
+        .saturating_sub(Duration::from_millis(1));
+    // The shortest whole-second lease that fits the grace.
+    let fits = (1..=100_000u64)
+        .map(Duration::from_secs)
+        .find(|l| LeaseTiming::new(*l, a.kill_after).is_ok());
+    // What is shown must fit as shown: whole seconds, or milliseconds.
+    let largest = if largest >= Duration::from_secs(1) {
+        Duration::from_secs(largest.as_secs())
+    } else {
+        Duration::from_millis(largest.as_millis() as u64)
+    };
+    let grace = compact_duration(a.kill_after);
+    let what = if grace_typed {
+        format!("--kill-after {grace}")
+    } else {
+        format!("the default --kill-after {grace} (the grace between TERM and KILL)")
+    };
+    Some(format!(
+        "{what} does not fit in --lease {}: a holder must end its command before its lease can \
+         run out, and this lease leaves room for a grace of at most {}; pass --kill-after {1} \
+         (or less), {}",
+        compact_duration(a.lease),
+        compact_duration(largest),
+        match fits {
+            Some(l) => format!(
+                "or lengthen the lease (--lease {} fits it)",
+                compact_duration(l)
+            ),
+            None => "or lengthen the lease".to_owned(),
+        }
+    ))
+}
+
 /// What clap cannot know: `run LOCK COMMAND` without `--`, and
 /// `acquire --export`'s promise to print `exit N` on any failure.
 fn usage_hints(argv: &[OsString], e: &clap::Error) {
@@ -131,7 +239,8 @@ fn subcommand(argv: &[OsString]) -> Option<&str> {
     let mut it = argv.iter().skip(1);
     while let Some(a) = it.next() {
         match a.to_str() {
-            Some("--dir") => {
+            // The global options that take a value.
+            Some("--dir" | "--store") => {
                 it.next();
             }
             Some(s) if s.starts_with('-') => {}

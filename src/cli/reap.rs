@@ -1,4 +1,5 @@
-//! `onlyone reap`: the reaper's command. Always exits 0.
+//! `onlyone reap`: the reaper's command. Always exits 0; with `-q` it
+//! prints only what it ended (or failed to end) and its errors.
 
 use std::io::Write;
 use std::time::Instant;
@@ -47,8 +48,14 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
                 (Fate::Failed, _) => "failed to end",
                 _ => "kept",
             };
-            // Kept processes of jobs that were not named are not news.
-            if c.verdict == Fate::KeptNotNamed {
+            // Kept processes of jobs that were not named are not news;
+            // with -q, no kept process is.
+            let news = match c.verdict {
+                Fate::KeptNotNamed => false,
+                Fate::Ended | Fate::Failed => true,
+                _ => !a.quiet,
+            };
+            if !news {
                 continue;
             }
             let _ = writeln!(

@@ -286,6 +286,29 @@ fn other_dirs_hint(dir: &Path, source: names::DirSource) -> String {
     }
 }
 
+/// For a lock that is free in a user's default directory: where root's
+/// lock of that name is, when there is one (a cron job of root's), since
+/// "free" alone reads as "root's job is not running".
+fn roots_lock_hint(l: &LockStatus, dir: &Path, source: names::DirSource) -> Option<String> {
+    let root_dir = Path::new(names::ROOT_DIR);
+    if l.state != "free" || source != names::DirSource::Default || dir == root_dir {
+        return None;
+    }
+    let path = Path::new(&l.path);
+    let file = path.file_name().filter(|_| path.parent() == Some(dir))?;
+    let theirs = root_dir.join(file);
+    std::fs::symlink_metadata(&theirs).ok()?;
+    Some(format!(
+        "`{}` is free in `{}` (this user's default directory); root's locks are in `{}`, \
+         which has one of that name: onlyone --dir {} status {}",
+        l.name,
+        dir.display(),
+        root_dir.display(),
+        root_dir.display(),
+        l.name
+    ))
+}
+
 /// Every lock named (or in DIR), described, all by `deadline`.
 fn describe_all(
     ctx: &Ctx,
@@ -396,6 +419,9 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
         }
     };
     for l in &locks {
+        if let Some(hint) = roots_lock_hint(l, &dir, source) {
+            super::say(hint);
+        }
         if let Some(e) = &l.journal_error {
             super::say(format_args!("status: {}", for_terminal(e)));
         }

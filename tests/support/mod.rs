@@ -89,13 +89,84 @@ pub fn assert_untouched(pid: u32) {
     assert!(!signal_pending(pid), "pid {pid} has a signal pending");
 }
 
-/// Spawns `sleep 1000` and returns it.
-pub fn sleeper() -> Child {
-    Command::new("sleep")
-        .arg("1000")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn sleep")
+/// A child that is killed (and reaped) when it is dropped: a test that
+/// fails leaves it behind no more than one that passes.
+#[derive(Debug)]
+pub struct Kid(Option<Child>);
+
+impl Kid {
+    pub fn new(child: Child) -> Kid {
+        Kid(Some(child))
+    }
+
+    /// The child, for a test that kills it its own way.
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("a child")
+    }
+}
+
+impl std::ops::Deref for Kid {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("a child")
+    }
+}
+
+impl std::ops::DerefMut for Kid {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("a child")
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            kill9(c);
+        }
+    }
+}
+
+/// Spawns `sleep 1000` and returns it, killed when dropped. Its output
+/// goes nowhere: a sleep that held the test runner's stdout would keep
+/// `cargo test | tail` waiting.
+pub fn sleeper() -> Kid {
+    Kid::new(
+        Command::new("sleep")
+            .arg("1000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sleep"),
+    )
+}
+
+/// `src` where another user can run it: a hard link in `dir/.oo-bin`
+/// (or, across filesystems or when its mode does not let others run it,
+/// a copy, mode 0755). A checkout in a 0700 directory (`mktemp -d`, a
+/// private home) is out of reach of `nobody`, and so is all it built.
+/// `dir` is the test's own temp dir (0755 under /tmp), removed with it.
+pub fn reachable_by_others(src: &Path, dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join(".oo-bin");
+    let _ = std::fs::create_dir(&bin);
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let to = bin.join(src.file_name().expect("a file"));
+    if to.exists() {
+        return to;
+    }
+    let runnable = std::fs::metadata(src).is_ok_and(|m| m.permissions().mode() & 0o005 == 0o005);
+    if !(runnable && std::fs::hard_link(src, &to).is_ok()) {
+        std::fs::copy(src, &to).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    to
+}
+
+/// The binary under test, where another user can run it (see
+/// [`reachable_by_others`]).
+pub fn bin_for_others(dir: &Path) -> PathBuf {
+    reachable_by_others(Path::new(BIN), dir)
 }
 
 /// A pid and start time of a process that has exited and been reaped.
@@ -153,11 +224,13 @@ pub fn runuser() -> Option<&'static str> {
         .find(|p| Path::new(p).exists())
 }
 
-/// True when `runuser -u nobody` can run onlyone here; says why not (for
-/// the test `test`). The probe is made by `program` from the path of
-/// `runuser` and run by `run`, as the test makes and runs its commands.
+/// True when `runuser -u nobody` can run `bin` (onlyone, from
+/// [`bin_for_others`]) here; says why not (for the test `test`). The probe
+/// is made by `program` from the path of `runuser` and run by `run`, as the
+/// test makes and runs its commands.
 pub fn nobody_works(
     test: &str,
+    bin: &Path,
     program: impl FnOnce(&str) -> Command,
     run: impl FnOnce(Command, &str) -> Out,
 ) -> bool {
@@ -166,7 +239,7 @@ pub fn nobody_works(
         return false;
     };
     let mut c = program(ru);
-    c.args(["-u", "nobody", "--", BIN, "--version"]);
+    c.args(["-u", "nobody", "--"]).arg(bin).arg("--version");
     let ok = run(c, "runuser probe").code() == 0;
     if !ok {
         eprintln!("{test}: skipped: runuser -u nobody cannot run onlyone");
