@@ -285,7 +285,8 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
             return Some(Verdict::Unknown(UnknownReason::CannotScan {
                 why: format!(
                     "pid {pid} started after the run and may carry its token, but its \
-                     environment cannot be read (ask as root or as its user)"
+                     environment cannot be read ({})",
+                    who_may_read(*pid)
                 ),
             }));
         }
@@ -335,4 +336,16 @@ pub(crate) fn processes_of(
         .filter(|id| procfs::may_name(record.uid, id.pid))
         .for_each(&mut push);
     Ok(out)
+}
+
+/// Who may read a process's environment, for a message to this user:
+/// never "its user" to that very user (a non-dumpable process of one's
+/// own is readable by root alone).
+fn who_may_read(pid: u32) -> String {
+    let me = rustix::process::geteuid().as_raw();
+    match procfs::uid_of(pid) {
+        Some(uid) if uid == me => "it is yours but not dumpable: ask as root".to_owned(),
+        Some(uid) => format!("ask as root or as {}", crate::text::user_name(uid)),
+        None => "ask as root or as its user".to_owned(),
+    }
 }

@@ -948,6 +948,9 @@ pub struct RunSpec<'a> {
     pub uid: Option<u32>,
     /// A script owner's image: its forks that have not exec'd belong.
     pub image: Option<Image>,
+    /// The owner's systemd cgroup when it acquired (escaped as in the
+    /// record): a process outside it was not started by the run.
+    pub cgroup: Option<&'a str>,
 }
 
 impl RunSpec<'_> {
@@ -1113,12 +1116,48 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
     if spec.uid.is_some() && uid_of(pid) != spec.uid {
         return false;
     }
+    // Every process the run starts stays in its cgroup unless moved: one
+    // in another (a login session's scope, another cron fire's) is not
+    // the run's.
+    if let Some(run) = spec.cgroup
+        && let Some(theirs) = systemd_cgroup(pid)
+        && !in_cgroup(&crate::record::escape_value(&theirs), run)
+    {
+        return false;
+    }
     let parent = stat.ppid;
     if parent <= 1 {
         return parent == 1;
     }
     spec.token
         .is_some_and(|token| !matches!(environ_has(parent, TOKEN_VAR, token), Some(false)))
+}
+
+/// The systemd cgroup of a process, from `/proc/PID/cgroup` (readable for
+/// every process, a non-dumpable one included): the `name=systemd`
+/// hierarchy's path where there is one (cgroup v1 and hybrid), else the
+/// unified hierarchy's (`0::`).
+pub fn systemd_cgroup(pid: u32) -> Option<String> {
+    let mut buf = [0u8; 8192];
+    let n = read_small(&format!("/proc/{pid}/cgroup"), &mut buf).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let path = |prefix: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .and_then(|(_, rest)| rest.strip_prefix(prefix))
+            })
+            .map(str::to_owned)
+    };
+    path("name=systemd:").or_else(|| path(":"))
+}
+
+/// True when cgroup `path` is `run` or below it.
+fn in_cgroup(path: &str, run: &str) -> bool {
+    path == run
+        || path
+            .strip_prefix(run)
+            .is_some_and(|rest| rest.starts_with('/') || run.ends_with('/'))
 }
 
 /// A process's `ONLYONE_TOKEN`, as its environment shows it.

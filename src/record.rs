@@ -15,6 +15,7 @@
 //! cmdstart=123456790
 //! image=7ffd1000-7ffd1040:7ffd1040-7ffd1fe0  <- script mode: the owner's image
 //! released=1764410400                    <- script mode: released while workers lived
+//! cgroup=/user.slice/user-0.slice/session-4.scope  <- run/script: the owner's systemd cgroup
 //! onlyone=1                              <- format version
 //! ```
 //!
@@ -137,6 +138,12 @@ pub struct Record {
     /// them, and is free once the last one exits; its end is already
     /// recorded, so whoever clears it then records no abandoned run.
     pub released: Option<u64>,
+    /// Run and script mode: the owner's systemd cgroup when it acquired
+    /// (`cgroup=`, escaped), where every process it starts stays unless
+    /// moved. Evidence that a process of another cgroup whose environment
+    /// cannot be read (a later ssh-agent, in a login session of its own) is
+    /// not of the run.
+    pub cgroup: Option<String>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
@@ -356,6 +363,7 @@ impl Record {
             lingered: None,
             image: None,
             released: None,
+            cgroup: None,
             format: 0,
         };
         let mut pairs = Pairs::default();
@@ -453,6 +461,7 @@ impl Record {
             }
             "cmd" => self.cmd = Some(value.to_owned()),
             "released" => self.released = Some(parse_decimal(key, value)?),
+            "cgroup" => self.cgroup = Some(value.to_owned()),
             "cmdpid" => pairs.cmd_pid = Some(parse_pid(key, value, pid_max)?),
             "cmdstart" => pairs.cmd_start = Some(parse_decimal(key, value)?),
             "pgid" => pairs.pgid = Some(parse_pid(key, value, pid_max)?),
@@ -620,6 +629,9 @@ impl Record {
         if let Some(v) = self.released {
             let _ = writeln!(s, "released={v}");
         }
+        if let Some(v) = &self.cgroup {
+            let _ = writeln!(s, "cgroup={v}");
+        }
         if let Some(v) = self.image {
             let _ = writeln!(s, "image={v}");
         }
@@ -640,6 +652,7 @@ impl Record {
             group,
             uid: self.uid,
             image: self.image,
+            cgroup: self.cgroup.as_deref(),
         };
         match (self.mode, self.group) {
             // A run's command leads its own group, whose id is its pid.
@@ -793,6 +806,7 @@ mod tests {
                 0x7ffd_0000_1fe0,
             ),
             released: Some(1_764_410_400),
+            cgroup: Some("/user.slice/user-0.slice/session-4.scope".into()),
             format: FORMAT_VERSION,
         }
     }
@@ -1065,6 +1079,7 @@ mod tests {
                     lingered: cmdp.map(|(_, start)| start / 2),
                     image: since.and_then(|t| Image::new(t | 1, t | 1, t | 3, u64::MAX)),
                     released: since.filter(|t| t % 3 == 0),
+                    cgroup: since.map(|t| format!("/system.slice/cron-{t}.scope")),
                     format: FORMAT_VERSION,
                 },
             )

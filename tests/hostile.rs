@@ -850,3 +850,165 @@ impl Drop for RemoveOnDrop {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+// ---------------------------------------------------------------------------
+// 9. Unknown must stay rare: a later non-dumpable process of the same user
+
+/// The cgroup directory (in the hierarchy onlyone reads: `name=systemd`,
+/// else the unified one) where this process is, or None.
+fn own_systemd_cgroup_dir() -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let (named, rel) = match own.lines().find_map(|l| l.split_once(":name=systemd:")) {
+        Some((_, rel)) => (true, rel.to_owned()),
+        None => (
+            false,
+            own.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned(),
+        ),
+    };
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let point = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let point = left.split_whitespace().nth(4)?;
+        let mut r = right.split_whitespace();
+        let fstype = r.next()?;
+        let opts = r.nth(1).unwrap_or("");
+        let ours = if named {
+            fstype == "cgroup" && opts.split(',').any(|o| o == "name=systemd")
+        } else {
+            fstype == "cgroup2"
+        };
+        ours.then(|| point.to_owned())
+    })?;
+    Some(PathBuf::from(point).join(rel.trim_start_matches('/')))
+}
+
+/// A cgroup made for a test, removed (after its processes) at the end.
+struct Cgroup(PathBuf);
+
+impl Cgroup {
+    fn new(parent: &Path, name: &str) -> Option<Cgroup> {
+        let p = parent.join(name);
+        std::fs::create_dir(&p).ok()?;
+        Some(Cgroup(p))
+    }
+
+    fn procs(&self) -> String {
+        self.0.join("cgroup.procs").display().to_string()
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A run of nobody's is killed (SIGKILL: the OOM killer, `kill -9` of its
+/// group); then nobody's ssh-agent starts (it makes itself non-dumpable and
+/// daemonizes, so only root can read its environment) in a login session:
+/// a cgroup of its own. It is not of the run: the next fire runs. The
+/// control: the same process in the run's own cgroup may carry the token,
+/// so the lock is unknown, never stale, and the message never tells nobody
+/// to ask "as its user".
+#[test]
+fn a_later_non_dumpable_process_in_another_cgroup_is_not_of_the_run() {
+    let test = "a_later_non_dumpable_process_in_another_cgroup_is_not_of_the_run";
+    let mut w = World::new();
+    if !is_root() || !have("setpriv") || !Path::new("/usr/bin/python3").exists() {
+        eprintln!("{test}: skipped: needs root, setpriv and /usr/bin/python3");
+        return;
+    }
+    let Some(base) = own_systemd_cgroup_dir() else {
+        eprintln!("{test}: skipped: no systemd cgroup hierarchy here");
+        return;
+    };
+    let tag = std::process::id();
+    let (Some(run_cg), Some(login_cg)) = (
+        Cgroup::new(&base, &format!("oo-test-{tag}-run.scope")),
+        Cgroup::new(&base, &format!("oo-test-{tag}-login.scope")),
+    ) else {
+        eprintln!(
+            "{test}: skipped: cannot make cgroups under {}",
+            base.display()
+        );
+        return;
+    };
+    let bin = bin_for_others(w.dir()).display().to_string();
+    let locks = w.subdir("locks");
+    std::os::unix::fs::chown(&locks, Some(65534), Some(65534)).unwrap();
+    let d = locks.display().to_string();
+    let theirs = w.subdir("agent");
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let ready = theirs.join("agent.pid");
+    let as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups --";
+    // An ssh-agent: daemonizes (its parent is gone), makes itself
+    // non-dumpable, says its pid.
+    let agent = "import ctypes, os, sys, time\n\
+         if os.fork(): os._exit(0)\n\
+         os.setsid()\n\
+         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n\
+         open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n\
+         os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
+         time.sleep(100000)\n";
+    for (cg, want) in [(&login_cg, 0), (&run_cg, 125)] {
+        let _ = std::fs::remove_file(&ready);
+        let mut c = w.program("sh");
+        c.args([
+            "-c",
+            &format!(
+                "echo $$ > {}; exec {as_nobody} {bin} --dir {d} run job -- sleep 100000",
+                run_cg.procs()
+            ),
+        ]);
+        let wrapper = w.keep(c);
+        let lock = locks.join("job.lock");
+        wait_until("the run names its command", HANG, || {
+            std::fs::read_to_string(&lock).is_ok_and(|r| r.contains("\ncmdpid="))
+        });
+        let record = std::fs::read_to_string(&lock).unwrap();
+        assert!(
+            record.contains("\ncgroup="),
+            "the record names its cgroup: {record}"
+        );
+        let cmd: u32 = record
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdpid="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mut c = w.program("sh");
+        c.args([
+            "-c",
+            &format!(
+                "echo $$ > {}; exec {as_nobody} /usr/bin/python3 -c \"$0\" {} >/dev/null 2>&1",
+                cg.procs(),
+                ready.display()
+            ),
+            agent,
+        ]);
+        finish(c, HANG).expect(0);
+        wait_until("the agent runs", HANG, || ready.exists());
+        let agent_pid: u32 = std::fs::read_to_string(&ready).unwrap().parse().unwrap();
+        w.foreign.push(agent_pid);
+        kill9_pid(wrapper);
+        kill9_pid(cmd);
+        wait_gone(cmd);
+        let mut c = w.program("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args([&bin, "--dir", &d, "run", "job", "--", "true"]);
+        let out = finish(c, HANG);
+        out.expect(want);
+        if want == 125 {
+            out.says("left alone").says("ask as root");
+            assert!(!out.stderr.contains("as its user"), "{out:#?}");
+            std::fs::remove_file(&lock).unwrap();
+        }
+        kill9_pid(agent_pid);
+        wait_gone(agent_pid);
+    }
+}

@@ -552,6 +552,14 @@ fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Re
             _ => None,
         },
         released: None,
+        // Where the run's processes stay: evidence for a later process
+        // whose environment cannot be read (not paid by a plain lock).
+        cgroup: match opts.mode {
+            Some(Mode::Run | Mode::Script) => procfs::systemd_cgroup(owner.id.pid)
+                .filter(|c| c != "/")
+                .map(|c| record::escape_value(&c)),
+            _ => None,
+        },
         format: FORMAT_VERSION,
     })
 }

@@ -187,6 +187,7 @@ fn end_run(w: &Watched, command: Option<ProcId>, sent: i64) -> Watch {
         }),
         uid: Some(w.uid),
         image: None,
+        cgroup: None,
     };
     let members = || -> Vec<ProcId> {
         let mut out: Vec<ProcId> = command.filter(|c| c.is_alive()).into_iter().collect();
