@@ -446,7 +446,8 @@ fn a_grace_that_does_not_fit_in_the_lease_is_refused() {
         "true",
     ])
     .expect(125)
-    .says("the largest grace that fits is");
+    .says("--kill-after 3s does not fit in --lease 4s")
+    .says("leaves room for a grace of at most");
     w.oo(&[
         "run",
         "--lease",
