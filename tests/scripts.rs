@@ -68,3 +68,27 @@ fn a_scripts_release_never_frees_the_lock_under_its_workers() {
         "{outcomes:?}"
     );
 }
+
+/// A second `acquire` by the shell that holds the lock says so: not
+/// "another run is active as pid N", which would name the caller itself.
+#[test]
+fn a_second_acquire_by_the_holding_shell_names_it_as_this_shell() {
+    let sb = Sandbox::new("ONLYONE_SCRIPTS_MARK");
+    let dir = sb.dir().to_str().unwrap().to_owned();
+    let script = format!(
+        "'{BIN}' --dir '{dir}' acquire job || exit 9; echo \"shell=$$\" >&2; \
+         '{BIN}' --dir '{dir}' acquire job; echo \"second=$?\" >&2; \
+         '{BIN}' --dir '{dir}' release job"
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    let out = finish(c, LIMIT);
+    out.expect(0).says("second=75");
+    let shell = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("shell="))
+        .unwrap();
+    out.says(&format!("already held by this shell (pid {shell})"));
+    assert!(!out.stderr.contains("another run"), "{out:#?}");
+}

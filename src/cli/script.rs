@@ -76,6 +76,21 @@ impl Ctx {
                     token,
                 })
             }
+            // The owner holds it already (a second acquire in one script):
+            // say so, not "another run", which would name the caller.
+            Err(Error::Held(h)) if h.record.pid == owner && h.holder.pid() == owner => {
+                if !a.quiet {
+                    say(format_args!(
+                        "`{name}` is already held by this shell (pid {owner}), which acquired \
+                         it before{}; it holds it until it exits or runs `onlyone release {}`",
+                        h.age()
+                            .map(|t| format!(" ({} ago)", onlyone::text::compact_duration(t)))
+                            .unwrap_or_default(),
+                        a.lock
+                    ));
+                }
+                Err(Code::Exit(a.held_exit))
+            }
             Err(e) => Err(self.refused(&lock, e, &name, a.quiet, Code::Exit(a.held_exit))),
         }
     }
