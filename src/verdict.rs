@@ -6,9 +6,16 @@
 //!   one, so it is checked first. For a run's record, "any process" includes
 //!   the command, its process group and every process carrying the run's
 //!   token; that wider search runs only once the wrapper and the command are
-//!   gone.
+//!   gone. A record speaks only for the user who owns its file: it may name
+//!   only that user's processes (root's may name anyone's), a token carrier
+//!   counts only as that user, and once the owner is gone a flock proves
+//!   life only when a live process of that user holds it exclusively
+//!   (`/proc/locks`): anyone who can open a file can flock it. A file that
+//!   is not a record but that someone holds a flock on (`flock(1)`) is held
+//!   by [`Holder::Outside`].
 //! - **Stale** only on proof: every named process is gone, reused (another
-//!   start time) or a zombie; or the record was written under another boot;
+//!   start time), a zombie, or a process of another user than the record's
+//!   writer ([`StaleReason::Foreign`]: a forged record, or a reused pid); or the record was written under another boot;
 //!   or the file is a record torn by a power loss (empty, or a prefix of a
 //!   record) and older than the current boot. Any other file is never
 //!   stale, whatever its age: a path LOCK may name a user's file.

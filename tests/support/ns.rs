@@ -41,11 +41,13 @@ impl Ns {
         }
         let mut sb = Sandbox::new("ONLYONE_NS_MARK");
         let script = format!(
-            "set -e; mount --make-rprivate / 2>/dev/null || true; \
+            // The binary is opened before the mounts: a checkout under
+            // /tmp or /run is hidden by them.
+            "set -e; exec 3< '{BIN}'; mount --make-rprivate / 2>/dev/null || true; \
              mount -t tmpfs -o mode=0755 onlyone-run /run; \
              mount -t tmpfs -o mode=1777 onlyone-tmp /tmp; \
              mkdir -m 1777 /run/lock; mkdir -m 0755 /run/.oo-test; \
-             cp '{BIN}' {OO}; chmod 0755 {OO}; exec sleep 100000"
+             cat <&3 > {OO}; exec 3<&-; chmod 0755 {OO}; exec sleep 100000"
         );
         let mut c = sb.program("unshare");
         c.args(["-m", "--propagation", "private", "--", "sh", "-c", &script]);
