@@ -105,7 +105,7 @@ pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>
     let mut owner = procfs::probe(rec.pid, rec.start);
     // A live process the record may not name is not its owner: a forged
     // record, or a pid reused by another user.
-    let foreign = owner.is_alive() && !procfs::may_name(rec.uid, rec.pid);
+    let foreign = owner.is_alive() && !rec.may_name(rec.pid);
     if foreign {
         owner = Probe::Exited;
     }
@@ -228,12 +228,16 @@ fn judge_context(rec: &Record, kernel_locked: bool) -> Option<Verdict> {
 /// the record names as lingering, and (searching `/proc` until `deadline`)
 /// its group and token carriers. `None`: none of them lives.
 fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
-    let named = |id: &ProcId| id.is_alive() && procfs::may_name(rec.uid, id.pid);
+    let named = |id: &ProcId| id.is_alive() && rec.may_name(id.pid);
     if let Some(c) = rec.cmd_id.filter(named) {
         return Some(Verdict::Held(Holder::Command { pid: c.pid }));
     }
-    // Once a lingering run's command has exited, only the run's own work
-    // holds (never a session a terminal server of the run opened later).
+    // Once a lingering run's command has exited, what descends from its
+    // work holds too, whatever its environment. (What is not its own work,
+    // a session its terminal server opened later, is never ended by reap
+    // or stop, but still holds while it carries the token: onlyone cannot
+    // tell it from work the run itself started there, and a wrong "stale"
+    // would let a second run in beside it.)
     let work = match Lingered::of(rec).map(|l| Work::load(&l, deadline)) {
         None => None,
         Some(Ok(w)) => Some(w),
@@ -243,9 +247,8 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
             }));
         }
     };
-    let of_work = |id: &ProcId| work.as_ref().is_none_or(|w| w.judge(*id).is_ok());
     // A lingering run names the processes that outlived its command.
-    if let Some(m) = rec.linger.iter().find(|m| named(m) && of_work(m)) {
+    if let Some(m) = rec.linger.iter().find(|m| named(m)) {
         return Some(Verdict::Held(Holder::Member {
             pid: m.pid,
             cmd: procfs::command_line(m.pid),
@@ -255,7 +258,7 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
     // Two scans: a process that forks and exits while /proc is listed could
     // hide its child from one pass (after pid wrap-around).
     for _ in 0..2 {
-        let scan = match procfs::run_members(&spec, &[], work.is_none(), deadline) {
+        let scan = match procfs::run_members(&spec, &[], true, deadline) {
             Ok(scan) => scan,
             Err(e) => {
                 return Some(Verdict::Unknown(UnknownReason::CannotScan {
@@ -263,7 +266,7 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
                 }));
             }
         };
-        if let Some(m) = scan.members.into_iter().find(|m| of_work(&m.id)) {
+        if let Some(m) = scan.members.into_iter().next() {
             return Some(Verdict::Held(Holder::Member {
                 pid: m.id.pid,
                 cmd: procfs::command_line(m.id.pid),
@@ -273,15 +276,14 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
         if let Some(id) = work
             .iter()
             .flat_map(Work::members)
-            .find(|id| procfs::may_name(rec.uid, id.pid))
+            .find(|id| rec.may_name(id.pid))
         {
             return Some(Verdict::Held(Holder::Member {
                 pid: id.pid,
                 cmd: procfs::command_line(id.pid),
             }));
         }
-        let unread_of_work = |pid: &&u32| work.as_ref().is_none_or(|w| w.judge_pid(**pid).is_ok());
-        if let Some(pid) = scan.unreadable.iter().find(unread_of_work) {
+        if let Some(pid) = scan.unreadable.first() {
             return Some(Verdict::Unknown(UnknownReason::CannotScan {
                 why: format!(
                     "pid {pid} started after the run and may carry its token, but its \
@@ -321,7 +323,7 @@ pub(crate) fn processes_of(
         .into_iter()
         .chain(record.cmd_id)
         .chain(record.linger.iter().copied())
-        .filter(|id| id.is_alive() && procfs::may_name(record.uid, id.pid) && of_work(id))
+        .filter(|id| id.is_alive() && record.may_name(id.pid) && of_work(id))
         .for_each(&mut push);
     if let Some(spec) = record.scan_spec() {
         let scan = procfs::run_members(&spec, skip, false, deadline)
@@ -333,7 +335,7 @@ pub(crate) fn processes_of(
     }
     work.iter()
         .flat_map(Work::members)
-        .filter(|id| procfs::may_name(record.uid, id.pid))
+        .filter(|id| record.may_name(id.pid))
         .for_each(&mut push);
     Ok(out)
 }

@@ -960,15 +960,17 @@ impl RunSpec<'_> {
     /// record may name anyone's (a root job's command may change user).
     /// Where that cannot be told, it may.
     pub fn may_name(&self, pid: u32) -> bool {
-        may_name(self.uid, pid)
+        may_name(self.uid, pid) || in_run_cgroup(self.cgroup, pid)
     }
 
     /// Whether a live process that carries the run's token is of the run:
-    /// only as the record's user, root's included (the token is readable
-    /// by anyone who can read the record, and anyone can put it in an
-    /// environment of its own).
+    /// only with the record's user as its real uid, root's included (the
+    /// token is readable by anyone who can read the record, and anyone can
+    /// put it in an environment of its own; a setuid program keeps its
+    /// caller's real uid, so nobody's `passwd` is nobody's).
     pub fn may_carry(&self, pid: u32) -> bool {
-        self.uid.is_none_or(|uid| runs_as(pid, uid) != Some(false))
+        self.uid
+            .is_none_or(|uid| uid_of(pid).is_none_or(|real| real == uid))
     }
 }
 
@@ -978,6 +980,16 @@ pub fn may_name(uid: Option<u32>, pid: u32) -> bool {
         None | Some(0) => true,
         Some(uid) => runs_as(pid, uid) != Some(false),
     }
+}
+
+/// True when `pid` lives in the run's systemd cgroup (`cgroup`, escaped as
+/// the record has it), which another user cannot move a process into: a
+/// non-root run's command that changed user (`sudo`) is still the run's.
+pub fn in_run_cgroup(cgroup: Option<&str>, pid: u32) -> bool {
+    cgroup.is_some_and(|run| {
+        systemd_cgroup(pid)
+            .is_some_and(|theirs| in_cgroup(&crate::record::escape_value(&theirs), run))
+    })
 }
 
 /// A process group, and the start time of its leader when it is known.
@@ -1015,8 +1027,7 @@ pub fn uid_of(pid: u32) -> Option<u32> {
 /// filesystem uids (`Uid:` in `/proc/PID/status`) is `uid`. A setuid
 /// program keeps its caller's real uid, so it is its caller's too. `None`
 /// when it cannot be told: the process is gone, or `/proc` hides it
-/// (`hidepid`), except that a process of this very user is never hidden
-/// from it, so for our own uid an unreadable live process is another's.
+/// (`hidepid`).
 pub fn runs_as(pid: u32, uid: u32) -> Option<bool> {
     let mut buf = [0u8; 4096];
     match read_small(&format!("/proc/{pid}/status"), &mut buf) {
@@ -1032,11 +1043,10 @@ pub fn runs_as(pid: u32, uid: u32) -> Option<bool> {
             }
             any.then_some(false)
         }
-        // Gone, or hidden (`hidepid=invisible` answers ENOENT too).
-        Err(_) => {
-            let me = rustix::process::geteuid();
-            (me.as_raw() == uid && !me.is_root() && kill_probe(pid)).then_some(false)
-        }
+        // Gone, or hidden (`hidepid=invisible` answers ENOENT too): even a
+        // process of this very user may be hidden from it (a setgid or
+        // non-dumpable one), so that cannot be told.
+        Err(_) => None,
     }
 }
 
@@ -1090,7 +1100,6 @@ pub fn flock_holders(dev: u64, ino: u64) -> Vec<(u32, bool)> {
                 _ => None,
             }
         })
-        .filter(|&(pid, _)| pid > 0)
         .collect()
 }
 

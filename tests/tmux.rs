@@ -160,7 +160,8 @@ fn carries(pid: u32, name: &str) -> bool {
 /// The scenario: the fire started the server; the user opened a
 /// session of their own on it later (a tmux client outside onlyone); the
 /// agent goes idle. `reap` ends the agent's window, never the user's
-/// session nor the server it lives in, and the next fire runs.
+/// session nor the server it lives in; the session keeps the lock held
+/// until the user ends it, and then the next fire runs.
 #[test]
 fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     let Some(w) = World::new() else {
@@ -201,18 +202,19 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     );
     user_lives();
 
-    // The lock is free: the next fire runs.
+    // The user's session carries the run's token (tmux copied it), and
+    // onlyone cannot tell it from work the run itself started there: it
+    // still holds the lock (a wrong "stale" would let a second run in),
+    // though nothing of onlyone's ever ends it.
     let out = w.onlyone(&["precheck", "agent"]);
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(75),
         "precheck after the reap: {out:?}"
     );
-    let out = w.onlyone(&["run", "agent", "--", "true"]);
-    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 
-    // Later reaps, the run over, still leave the user's session alone
-    // (reap decides about it, idle as it is, and keeps it).
+    // Later reaps still leave the user's session alone (reap decides
+    // about it, idle as it is, and keeps it).
     let mut decided = false;
     w.reap_until(
         "reap to decide about the user's session",
@@ -234,6 +236,12 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
         "{r:#}"
     );
     user_lives();
+    // Once the user ends their session, the lock is free: the next fire runs.
+    let out = w.tmux_out(&["kill-session", "-t", "user"]);
+    assert!(out.status.success(), "{out:?}");
+    wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 }
 
 /// The control: with no session but the agent's, reap ends the agent's
@@ -280,8 +288,10 @@ fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     let out = w.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
     let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let user_start = start_of(user);
-    let out = w.onlyone(&["stop", "agent"]);
-    assert_eq!(out.status.code(), Some(0), "stop: {out:?}");
+    // stop ends the agent's work; the user's session, which carries the
+    // token, keeps the lock held, and stop says so rather than claim it
+    // stopped the run.
+    let out = w.onlyone(&["stop", "--kill-after", "1s", "agent"]);
     wait_until("the agent to go", LIMIT, || {
         !alive(agent, agent_start) && !alive(child, child_start)
     });
@@ -290,6 +300,14 @@ fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
         alive(server, server_start),
         "stop ended the server the user's session lives in"
     );
+    assert_eq!(out.status.code(), Some(125), "stop: {out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("gave up"),
+        "stop: {out:?}"
+    );
+    let out = w.tmux_out(&["kill-session", "-t", "user"]);
+    assert!(out.status.success(), "{out:?}");
+    wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
     let out = w.onlyone(&["run", "agent", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 }

@@ -332,9 +332,7 @@ impl<'l> Attempt<'l> {
     fn place(&mut self) -> Result<Option<LockGuard>> {
         let temp = match self.temp.take() {
             Some(t) => t,
-            None => self
-                .lock
-                .write_temp(self.writer.id, &self.token, &self.bytes)?,
+            None => self.lock.write_temp(self.writer.id, &self.bytes)?,
         };
         test_hooks::fire(Point::BeforeLink, self.lock.path());
         match temp.link_into_place() {

@@ -143,7 +143,7 @@ impl LockGuard {
         let writer = procfs::own_identity()
             .map_err(|e| Error::io("read", "/proc/self/stat", e))?
             .id;
-        let mut temp = self.lock.write_temp(writer, &self.token, &new.to_bytes())?;
+        let mut temp = self.lock.write_temp(writer, &new.to_bytes())?;
         self.lock.replace_record(&self.token, &mut temp)?;
         self.fd = Some(temp.into_kept());
         self.record = new;

@@ -165,7 +165,7 @@ impl LockFile {
         if !held()? {
             return Ok(false);
         }
-        if procfs::probe(r.pid, r.start).is_alive() && procfs::may_name(Some(owner), r.pid) {
+        if procfs::probe(r.pid, r.start).is_alive() && r.may_name(r.pid) {
             return Ok(true);
         }
         if !held()? {
@@ -175,10 +175,16 @@ impl LockFile {
         Ok(procfs::flock_holders(st.st_dev, st.st_ino)
             .into_iter()
             .any(|(pid, exclusive)| {
-                // A dying holder (a killed wrapper, a zombie) proves nothing.
                 exclusive
-                    && procfs::ProcId::of(pid).is_some()
-                    && procfs::runs_as(pid, owner) == Some(true)
+                    && match procfs::ProcId::of(pid) {
+                        // /proc/locks names who took the lock: a holder
+                        // it cannot show (another PID namespace), or the
+                        // recorded owner, gone while its lock lives on in
+                        // a process that inherited it (a fork), is the
+                        // run's.
+                        None => pid == 0 || pid == r.pid,
+                        Some(_) => procfs::runs_as(pid, owner) == Some(true),
+                    }
             }))
     }
 

@@ -477,7 +477,7 @@ impl LockFile {
             marked.push(b'\n');
         }
         marked.extend_from_slice(format!("released={}\n", super::unix_now()).as_bytes());
-        let mut temp = self.write_temp(me, token, &marked)?;
+        let mut temp = self.write_temp(me, &marked)?;
         self.replace_record(token, &mut temp)
     }
 

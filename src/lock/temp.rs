@@ -1,9 +1,9 @@
 //! The temp file a record is written to before it is linked into place,
 //! and the sweep of those that dead writers left behind.
 //!
-//! A temp file is `DIR/.onlyone.PID-START.TOKEN8.tmp`: the writer's
-//! identity (so a sweeper can tell whether it is still alive) and the
-//! first 8 digits of its token. The name does not include the lock's, so a
+//! A temp file is `DIR/.onlyone.PID-START.RAND8.tmp`: the writer's
+//! identity (so a sweeper can tell whether it is still alive) and 8 random
+//! hex digits, which no other account can predict. The name does not include the lock's, so a
 //! lock file name of up to 255 bytes still leaves room for it.
 
 use std::ffi::OsString;
@@ -67,13 +67,11 @@ impl Drop for TempFile<'_> {
 impl LockFile {
     /// Writes the record to a fresh temp file, locked, in the lock's
     /// directory.
-    pub(super) fn write_temp(
-        &self,
-        writer: ProcId,
-        token: &str,
-        bytes: &[u8],
-    ) -> Result<TempFile<'_>> {
-        let tok: String = token.chars().take(8).collect();
+    pub(super) fn write_temp(&self, writer: ProcId, bytes: &[u8]) -> Result<TempFile<'_>> {
+        // Random, not the token's first digits: the token is in the 0644
+        // record, and a name another account can predict it can take first
+        // (O_EXCL then fails every fire) in a directory it may write.
+        let tok: String = super::new_token().chars().take(8).collect();
         let name = OsString::from(format!("{TEMP_PREFIX}{writer}.{tok}.tmp"));
         // Created 0600, so that no other account can open it before this
         // writer's kernel lock is on it (a shared flock taken first would
@@ -124,7 +122,7 @@ impl LockFile {
     }
 
     /// Removes temp files left in the directory by writers that died
-    /// between creating and linking them (`.onlyone.PID-START.TOKEN8.tmp`).
+    /// between creating and linking them (`.onlyone.PID-START.RAND8.tmp`).
     /// A temp file's name carries its writer's pid and start time; a live
     /// writer's file is kept, whichever lock it is for.
     pub fn sweep_temp_files(&self) -> usize {
@@ -188,7 +186,7 @@ pub(super) fn is_unwritable(e: &Error) -> bool {
     ))
 }
 
-/// Parses `PID-START.TOKEN8` (decimal, decimal, 8 lowercase hex digits).
+/// Parses `PID-START.RAND8` (decimal, decimal, 8 lowercase hex digits).
 fn parse_temp_middle(middle: &[u8]) -> Option<ProcId> {
     let m = std::str::from_utf8(middle).ok()?;
     let (id, tok) = m.split_once('.')?;

@@ -219,7 +219,7 @@ fn live_run_processes(
         }
     };
     // A record names only its writer's processes (root's: anyone's).
-    let named = |id: &ProcId| procfs::may_name(rec.uid, id.pid);
+    let named = |id: &ProcId| rec.may_name(id.pid);
     if rec.mode != Mode::Run
         && let Some(owner) = rec.owner_id().filter(named)
     {

@@ -1,6 +1,6 @@
 //! The run's own work (SPEC `reap`, "The run's own work only"): which of
 //! the processes that carry a lingering run's token, or live under its
-//! lingerers, are that run's work, for `reap`, `stop` and the verdict.
+//! lingerers, are that run's work, for `reap` and `stop`: what they may end.
 //!
 //! A terminal server that a fire started (the first fire after a boot
 //! starts tmux) carries the run's token, and so does every session a user
@@ -23,14 +23,14 @@
 //! of its own, and whose parent is a lingerer without a terminal (tmux's,
 //! screen's server: a pane or session someone opened on it), and all that
 //! descends from it. The server itself is the run's work only while no such
-//! session lives in it: it is never ended, and never holds the lock, while
-//! it serves someone else.
+//! session lives in it: it is never ended while it serves someone else.
 //!
-//! A process that started later and does not descend from the work (a
-//! daemon that double-forked away from the run after the command exited,
-//! the user's own processes started in their session) is not the run's: it
-//! neither holds the lock nor is reaped. Processes of the run keep the lock
-//! held through descent, or by their session, as long as they live.
+//! This decides only what `reap` and `stop` end. For the verdict a process
+//! that carries the token still holds the lock, work or not (and what
+//! descends from the work holds too, whatever its environment): a session
+//! opened later looks exactly like work the run itself started there (an
+//! agent's tools on ptys of their own), and a wrong "stale" would let a
+//! second run in beside it. Rule 1 comes first.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -264,17 +264,5 @@ impl Work {
             .collect();
         out.sort_by_key(|id| id.start);
         out
-    }
-
-    /// [`Work::judge`] for a pid alone (a process whose environment could
-    /// not be read): its start time as listed.
-    pub(crate) fn judge_pid(&self, pid: u32) -> Result<(), NotWork> {
-        match self.table.get(&pid) {
-            Some(n) => self.judge(ProcId {
-                pid,
-                start: n.start,
-            }),
-            None => Ok(()),
-        }
     }
 }
