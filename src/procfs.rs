@@ -960,7 +960,7 @@ impl RunSpec<'_> {
     /// record may name anyone's (a root job's command may change user).
     /// Where that cannot be told, it may.
     pub fn may_name(&self, pid: u32) -> bool {
-        may_name(self.uid, pid) || in_run_cgroup(self.cgroup, pid)
+        may_name_in(self.uid, self.cgroup, pid)
     }
 
     /// Whether a live process that carries the run's token is of the run:
@@ -980,6 +980,19 @@ pub fn may_name(uid: Option<u32>, pid: u32) -> bool {
         None | Some(0) => true,
         Some(uid) => runs_as(pid, uid) != Some(false),
     }
+}
+
+/// [`may_name`], or a process in the run's own cgroup when that is one of
+/// the writer's own (systemd's `/user.slice/user-UID.slice/...`), where no
+/// other user can move a process: a non-root run's `sudo` command. (The
+/// `cgroup=` line is the writer's word: a forged record may name any
+/// cgroup, so only the writer's own slice is believed.)
+pub fn may_name_in(uid: Option<u32>, cgroup: Option<&str>, pid: u32) -> bool {
+    may_name(uid, pid)
+        || uid.is_some_and(|uid| {
+            let own = format!("/user.slice/user-{uid}.slice/");
+            cgroup.is_some_and(|c| c.starts_with(&own)) && in_run_cgroup(cgroup, pid)
+        })
 }
 
 /// True when `pid` lives in the run's systemd cgroup (`cgroup`, escaped as

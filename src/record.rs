@@ -671,11 +671,12 @@ impl Record {
 
     /// Whether the record may name the live process `pid` (as its owner,
     /// command, lingerer or group member): a process of the user who owns
-    /// the record's file (root's record: anyone's), or one in the run's
-    /// own cgroup, where no other user can move a process.
+    /// the record's file (root's record: anyone's), or one in the run's own
+    /// cgroup when that is in the writer's own systemd slice
+    /// (`/user.slice/user-UID.slice/`), where no other user can move a
+    /// process. A forged record may claim any cgroup: no other is believed.
     pub fn may_name(&self, pid: u32) -> bool {
-        crate::procfs::may_name(self.uid, pid)
-            || crate::procfs::in_run_cgroup(self.cgroup.as_deref(), pid)
+        crate::procfs::may_name_in(self.uid, self.cgroup.as_deref(), pid)
     }
 
     /// The owner, as an identity, when the record names its start time

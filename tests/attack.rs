@@ -158,6 +158,53 @@ fn a_token_copied_by_another_user_does_not_hold_roots_lock() {
     );
     assert_untouched(squatter);
 
+    // Nor does a setuid program nobody runs with it (its effective and
+    // saved uids are root's; its real uid stays nobody's): a script's
+    // release is not kept waiting on it, nor is a crashed run held.
+    ns.must(
+        None,
+        "cp /bin/sleep /run/.oo-test/suid-sleep; chmod 4755 /run/.oo-test/suid-sleep",
+    );
+    let out = ns.run(
+        ns.sh(
+            None,
+            "vars=$(onlyone acquire --owner $$ --export script) || exit; eval \"$vars\"; \
+             echo \"$ONLYONE_TOKEN\"",
+        ),
+        LIMIT,
+        "root's script acquires",
+    );
+    out.expect(0);
+    let token = out.stdout.trim().to_owned();
+    let suid = ns.keep(ns.cmd(
+        Some(NOBODY),
+        "env",
+        &[
+            &format!("ONLYONE_TOKEN={token}"),
+            "/run/.oo-test/suid-sleep",
+            "100000",
+        ],
+    ));
+    wait_until("the setuid sleep runs", LIMIT, || {
+        std::fs::read_to_string(format!("/proc/{suid}/status")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.contains("65534"))
+                && s.contains("suid-sleep")
+        })
+    });
+    // The script's shell is gone: only nobody's setuid process carries
+    // the token now. (Where root lacks CAP_SYS_PTRACE, as in some
+    // containers, root cannot read a setuid process's environment at all,
+    // and this passes either way.)
+    let out = ns.run(ns.oo(None, &["precheck", "script"]), LIMIT, "precheck");
+    assert_eq!(
+        out.code(),
+        0,
+        "nobody's setuid process holds root's lock: {out:#?}"
+    );
+    next_fire_runs(&ns, "script");
+    assert_untouched(suid);
+
     // With --linger and no crash at all: the copied token keeps nothing.
     let out = ns.run(
         ns.oo(None, &["run", "--linger", "agent", "--", "true"]),
