@@ -469,6 +469,12 @@ impl LockFile {
         let (Some(token), None) = (record.token.as_deref(), record.released) else {
             return Ok(());
         };
+        // Only the writer rewrites its record: another user's (root
+        // releasing it) would become root's, under another guard than the
+        // one its owner's removals take.
+        if record.uid != Some(rustix::process::geteuid().as_raw()) {
+            return Ok(());
+        }
         let me = procfs::own_identity()
             .map_err(|e| Error::io("read this process's identity in", "/proc/self/stat", e))?
             .id;
