@@ -1067,9 +1067,13 @@ pub fn runs_as(pid: u32, uid: u32) -> Option<bool> {
 /// (`hidepid=1`, `2`, `4`, or their names `noaccess`, `invisible`,
 /// `ptraceable`), as `/proc/self/mountinfo` says of the mount at `/proc`.
 pub fn proc_hides_processes() -> bool {
-    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
+    // One read(2) for the common sizes, not read_to_string's growing ones
+    // (a /proc file has no size to start from).
+    let mut buf = vec![0u8; 64 * 1024];
+    let Ok(n) = read_small("/proc/self/mountinfo", &mut buf) else {
         return false;
     };
+    let text = String::from_utf8_lossy(&buf[..n]);
     text.lines()
         .filter_map(|line| {
             // "36 25 0:22 / /proc rw,... shared:12 - proc proc rw,hidepid=2"
