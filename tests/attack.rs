@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::ns::{NOBODY, Ns};
+use support::ns::{NOBODY, Ns, wait_for_exec};
 use support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -109,9 +109,7 @@ fn root_run(ns: &mut Ns, name: &str, extra: &[&str]) -> (u32, u32) {
         record_value(ns, &path, "cmdpid").is_some()
     });
     let cmd = record_value(ns, &path, "cmdpid").unwrap().parse().unwrap();
-    wait_until("the command runs sleep", LIMIT, || {
-        std::fs::read_to_string(format!("/proc/{cmd}/comm")).is_ok_and(|c| c.trim() == "sleep")
-    });
+    wait_for_exec(cmd, "sleep");
     (wrapper, cmd)
 }
 
@@ -140,9 +138,7 @@ fn a_token_copied_by_another_user_does_not_hold_roots_lock() {
         "env",
         &[&format!("ONLYONE_TOKEN={token}"), "sleep", "100000"],
     ));
-    wait_until("the squatter runs sleep", LIMIT, || {
-        std::fs::read_to_string(format!("/proc/{squatter}/comm")).is_ok_and(|c| c.trim() == "sleep")
-    });
+    wait_for_exec(squatter, "sleep");
     let squatter_start = start_of(squatter);
     kill9_pid(wrapper);
     kill9_pid(cmd);
@@ -455,9 +451,7 @@ fn a_record_names_only_its_writers_processes_to_reap_and_stop() {
     };
     let (daemon, dstart) = ns.root_daemon();
     let own = ns.keep(ns.cmd(Some(NOBODY), "sleep", &["100000"]));
-    wait_until("nobody's sleep", LIMIT, || {
-        std::fs::read_to_string(format!("/proc/{own}/comm")).is_ok_and(|c| c.trim() == "sleep")
-    });
+    wait_for_exec(own, "sleep");
     let ostart = start_of(own);
     let record = format!(
         "{own}\nstart={ostart}\nboot={}\ntoken={}\nsince=1764400000\nhost={}\nmode=script\n\

@@ -167,9 +167,7 @@ impl Ns {
         let mut c = self.cmd(None, "sleep", &["100000"]);
         c.stdout(Stdio::null());
         let pid = self.keep(c);
-        wait_until("the daemon runs sleep", Duration::from_secs(10), || {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
-        });
+        wait_for_exec(pid, "sleep");
         (pid, super::start_of(pid))
     }
 }
@@ -178,4 +176,13 @@ impl Drop for Ns {
     fn drop(&mut self) {
         self.sb.end_processes();
     }
+}
+
+/// Waits until `pid` runs the program `comm` (it has exec'd it).
+pub fn wait_for_exec(pid: u32, comm: &str) {
+    wait_until(
+        &format!("pid {pid} to run {comm}"),
+        Duration::from_secs(20),
+        || std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm),
+    );
 }
