@@ -11,6 +11,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +38,8 @@ struct Seen {
 /// whatever comes back.
 struct StripProxy {
     port: u16,
+    /// Connections accepted so far.
+    accepted: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
@@ -45,10 +48,12 @@ impl StripProxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let log = seen.clone();
+        let accepted: Arc<AtomicUsize> = Arc::default();
+        let (log, count) = (seen.clone(), accepted.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
                 let log = log.clone();
                 std::thread::spawn(move || {
                     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
@@ -83,11 +88,22 @@ impl StripProxy {
                 });
             }
         });
-        StripProxy { port, seen }
+        StripProxy {
+            port,
+            accepted,
+            seen,
+        }
     }
 
+    /// What every accepted connection showed. A connection is logged once
+    /// its client has closed it, which can come just after the client
+    /// process exits: this waits until every accepted one is logged.
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        let logged = || self.seen.lock().unwrap().clone();
+        wait_until("every proxy connection logged", HANG, || {
+            logged().len() == self.accepted.load(Ordering::SeqCst)
+        });
+        logged()
     }
 }
 
