@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use onlyone::store::Holder;
 
-#[path = "../tests/support/pg.rs"]
+#[path = "../tests/it/support/pg.rs"]
 #[allow(dead_code)]
 mod pg;
 

@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use onlyone::{AcquireOptions, LockFile, procfs};
 
 /// The throwaway server and the proxy of the store's tests.
-#[path = "../tests/support/pg.rs"]
+#[path = "../tests/it/support/pg.rs"]
 #[allow(dead_code)]
 mod pg;
 

@@ -37,11 +37,14 @@ mod armed {
     type Hook = Box<dyn Fn(Point, &Path) + Send + Sync>;
 
     static ARMED: AtomicBool = AtomicBool::new(false);
-    static HOOK: RwLock<Option<Hook>> = RwLock::new(None);
+    /// The hook, and the one lock path it is for.
+    static HOOK: RwLock<Option<(std::path::PathBuf, Hook)>> = RwLock::new(None);
 
-    /// Installs `hook`, replacing any other.
-    pub fn set(hook: impl Fn(Point, &Path) + Send + Sync + 'static) {
-        *HOOK.write().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(hook));
+    /// Installs `hook` for the lock at `lock` (it runs at the points of
+    /// that lock only, so that the tests of other locks in the same
+    /// process go on undisturbed), replacing any other.
+    pub fn set(lock: &Path, hook: impl Fn(Point, &Path) + Send + Sync + 'static) {
+        *HOOK.write().unwrap_or_else(|p| p.into_inner()) = Some((lock.to_owned(), Box::new(hook)));
         ARMED.store(true, Ordering::SeqCst);
     }
 
@@ -53,7 +56,8 @@ mod armed {
 
     pub(crate) fn fire(point: Point, path: &Path) {
         if ARMED.load(Ordering::Relaxed)
-            && let Some(hook) = HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && let Some((lock, hook)) = HOOK.read().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && lock == path
         {
             hook(point, path);
         }

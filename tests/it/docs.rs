@@ -2,7 +2,7 @@
 //! pages through `man -l` (no warning, every extra section), the bash
 //! completion through bash's own completion machinery.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;
@@ -252,7 +252,7 @@ fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
     .map(|p| read(p))
     .collect();
     let mut tests = String::new();
-    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+    for entry in std::fs::read_dir(root.join("tests/it")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "rs") {
             tests.push_str(&std::fs::read_to_string(&path).unwrap());

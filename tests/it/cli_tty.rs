@@ -10,7 +10,7 @@
 //! polled until it holds, each with a timeout. Every process started in
 //! the shell's session is killed when the test ends, pass or fail.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::io;

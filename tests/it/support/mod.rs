@@ -1,6 +1,5 @@
 //! Shared helpers for the integration tests: waiting on conditions, real
 //! child processes, and hand-written records.
-#![allow(dead_code)]
 
 pub mod ns;
 pub mod pg;
@@ -377,11 +376,6 @@ impl Sandbox {
         let p = self.path(name);
         std::fs::create_dir(&p).unwrap();
         p
-    }
-
-    /// The value of the marker variable in this sandbox's processes.
-    pub fn mark(&self) -> &str {
-        &self.mark
     }
 
     /// Live processes that carry this sandbox's mark.

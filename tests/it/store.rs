@@ -4,7 +4,7 @@
 //! paused and killed. Each test skips, saying why, where PostgreSQL is not
 //! installed (`.ci/run` installs it).
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! Real runs write the journal; hand-written events set up what a real run
 //! would take hours to (a success 26 hours ago).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -17,7 +17,7 @@
 //! the test ends, passed or failed. Tests that need root, `runuser`,
 //! `unshare`, `mount` or `flock` print a message and skip without them.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

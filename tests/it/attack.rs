@@ -4,7 +4,7 @@
 //! root's default paths are real, and the attacker is `nobody` or a uid
 //! with no passwd entry, with nothing but an ordinary account.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! root holds. Every process a test starts is marked and killed when it
 //! ends, passed or failed.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! what a user ran into, with real processes, namespaces and filesystems
 //! where the machine allows (as root), and says when it cannot.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! with fresh tmpfs `/run` and `/tmp` ([`support::ns::Ns`]); the attacker
 //! is `nobody` or a uid without a passwd entry.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;

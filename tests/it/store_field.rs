@@ -4,7 +4,7 @@
 //! Each test starts its own throwaway cluster (see `support::pg`) and
 //! skips, saying why, where PostgreSQL is not installed.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

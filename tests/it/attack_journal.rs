@@ -5,7 +5,7 @@
 //! a journal another user wrote. Each runs in a private mount namespace with
 //! fresh `/run` and `/tmp` ([`support::ns::Ns`]), the attacker `nobody`.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;

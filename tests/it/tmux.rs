@@ -9,7 +9,7 @@
 //! everything in it carry the sandbox's mark, so a failing test leaves
 //! nothing behind (the server is also told to exit).
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! window is driven through the reaper's state file (its "last changed"
 //! times are moved back), never by sleeping for minutes.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -6,7 +6,7 @@
 //! with the README's grants. Each test skips, saying why, where PostgreSQL
 //! is not installed.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

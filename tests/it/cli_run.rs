@@ -7,7 +7,7 @@
 //! temp dir; the test's [`Sandbox`] kills every process with that marker
 //! when it is dropped, so nothing outlives a failing test.
 
-mod support;
+use crate::support;
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -6,7 +6,7 @@
 //! Child processes are this test binary re-executed with a role
 //! (`child_entry`), so they run the library itself.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ fn entry(mut c: Command, role: &str, lock: &Path, ready: &Path) -> Command {
     c.env(MARK, lock.parent().unwrap_or(lock))
         .args([
             "--exact",
-            "child_entry",
+            "engine::child_entry",
             "--nocapture",
             "--test-threads=1",
             "-q",
@@ -123,7 +123,7 @@ fn child_entry() {
         "freeze-in-release" => {
             let g = lock.try_acquire().unwrap();
             let ready2 = ready.clone();
-            test_hooks::set(move |p, _| {
+            test_hooks::set(lock.path(), move |p, _| {
                 if p == Point::ReleaseUnderGuard {
                     touch(&ready2, "");
                     loop {
@@ -139,7 +139,7 @@ fn child_entry() {
             let pid: u32 = std::env::var(ARG).unwrap().parse().unwrap();
             let go = env_path(GO);
             let ready2 = ready.clone();
-            test_hooks::set(move |p, _| {
+            test_hooks::set(lock.path(), move |p, _| {
                 if p == Point::ReleaseUnderGuard {
                     touch(&ready2, "");
                     wait_for_file(&go);
@@ -151,7 +151,7 @@ fn child_entry() {
         // Acquire (marking the moment a reclaim starts), report, then hold.
         "take" => {
             let marker = env_path(GO);
-            test_hooks::set(move |p, _| {
+            test_hooks::set(lock.path(), move |p, _| {
                 if p == Point::BeforeReclaim {
                     touch(&marker, "");
                 }
@@ -306,7 +306,7 @@ fn invariant_1_every_removal_is_justified_under_the_guard() {
     let fresh = record_text(me, my_start, "bbbb");
     let fresh2 = fresh.clone();
     let p2 = path.clone();
-    test_hooks::set(move |point, _| {
+    test_hooks::set(lock.path(), move |point, _| {
         if point == Point::BeforeReclaim {
             put(&p2, &fresh2);
         }
@@ -480,7 +480,7 @@ fn invariant_5_running_out_of_retries_never_says_held() {
     put(&path, record_text(dead, dead_start, "t0"));
     let n = Arc::new(AtomicU32::new(0));
     let (p2, n2) = (path.clone(), n.clone());
-    test_hooks::set(move |point, _| {
+    test_hooks::set(lock.path(), move |point, _| {
         if point == Point::ReclaimUnderGuard {
             let i = n2.fetch_add(1, Ordering::SeqCst) + 1;
             put(&p2, record_text(dead, dead_start, &format!("t{i}")));
@@ -499,7 +499,7 @@ fn invariant_5_running_out_of_retries_never_says_held() {
     let n = Arc::new(AtomicU32::new(0));
     let (p2, n2) = (path.clone(), n.clone());
     let rounds = 3 * MAX_TAKEOVER_TRIES;
-    test_hooks::set(move |point, _| {
+    test_hooks::set(lock.path(), move |point, _| {
         let i = n2.load(Ordering::SeqCst);
         if i >= rounds {
             return;
@@ -985,12 +985,22 @@ fn a_dead_owner_pid_cannot_be_named() {
 #[test]
 fn the_record_is_complete_readable_and_mode_0644() {
     use std::os::unix::fs::PermissionsExt;
-    let (_d, path, lock) = setup();
-    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    let (d, path, lock) = setup();
+    // 0644 whatever the umask: a holder under umask 077 (in a process of
+    // its own: the umask is the whole process's).
+    let other = d.path().join("other.lock");
+    let ready = d.path().join("ready");
+    let mut strict = Command::new("sh");
+    strict
+        .args(["-c", "umask 077; exec \"$0\" \"$@\""])
+        .arg(std::env::current_exe().unwrap());
+    let mut holder = Reaped(entry(strict, "hold", &other, &ready).spawn().unwrap());
+    wait_for_file(&ready);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&other), 0o644, "under umask 077");
+    let _ = holder.0.kill();
     let g = lock.try_acquire().unwrap();
-    rustix::process::umask(old);
-    let meta = std::fs::metadata(&path).unwrap();
-    assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    assert_eq!(mode(&path), 0o644);
     let text = std::fs::read_to_string(&path).unwrap();
     let first = text.lines().next().unwrap();
     assert_eq!(

@@ -6,7 +6,7 @@
 //! starts carries a marker in its environment; a guard kills every marked
 //! process when the test ends, passed or failed.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;

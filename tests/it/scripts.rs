@@ -2,7 +2,7 @@
 //! them (`sh -c`, not leading their process group): rule 1 holds for a
 //! script's workers as flock(1)'s inherited descriptor holds for them.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

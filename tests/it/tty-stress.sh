@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Runs the terminal suite (tests/cli_tty.rs) N times (default 20) while
+# Runs the terminal suite (tests/it/cli_tty.rs) N times (default 20) while
 # three busy loops load the machine's cores: job control (Ctrl-Z, fg, bg,
 # the terminal handover) must never lose a stop or a continue when the
 # scheduler is slow. Exits 1 on any failure and prints its transcript.
 #
-#   tests/tty-stress.sh [N]
+#   tests/it/tty-stress.sh [N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-20}
-cargo test -q --test cli_tty --no-run
+cargo test -q --test it --no-run
 busy=()
 for _ in 1 2 3; do
   (while :; do :; done) &
@@ -18,7 +18,7 @@ trap 'kill "${busy[@]}" 2>/dev/null || true' EXIT
 log=$(mktemp)
 failed=0
 for i in $(seq 1 "$runs"); do
-  if cargo test -q --test cli_tty >"$log" 2>&1; then
+  if cargo test -q --test it cli_tty:: >"$log" 2>&1; then
     echo "run $i: ok"
   else
     failed=$((failed + 1))

@@ -24,7 +24,7 @@
 //! case ends, passed or failed. Cases that need root, `runuser`, `unshare`,
 //! `mount` or `mknod` print a message and skip without them.
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};

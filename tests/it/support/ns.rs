@@ -74,11 +74,6 @@ impl Ns {
         Some(ns)
     }
 
-    /// The holder's pid: the namespace is `/proc/PID/ns/mnt`.
-    pub fn pid(&self) -> u32 {
-        self.holder
-    }
-
     /// A path of the namespace, as the test process reaches it.
     pub fn host_path(&self, path: &str) -> PathBuf {
         PathBuf::from(format!("/proc/{}/root{path}", self.holder))
@@ -154,11 +149,6 @@ impl Ns {
         );
         assert!(path.exists(), "attacker script ended early: {script}");
         pid
-    }
-
-    /// Live processes started in this namespace (marked).
-    pub fn marked(&self) -> Vec<u32> {
-        self.sb.marked()
     }
 
     /// A root daemon outside any lock: `sleep` as root, started in the

@@ -1,0 +1,25 @@
+//! The integration tests: one binary (one link, one `support`), a module
+//! per area. Each module says what it covers; README "Tests" and HACKING.md
+//! list them.
+
+mod support;
+
+mod attack;
+mod attack_files;
+mod attack_journal;
+mod attack_store;
+mod cli_misc;
+mod cli_run;
+mod cli_tty;
+mod corpus;
+mod docs;
+mod engine;
+mod faults;
+mod field;
+mod hostile;
+mod journal;
+mod reap;
+mod scripts;
+mod store;
+mod store_field;
+mod tmux;
