@@ -60,6 +60,7 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::lock::LockFile;
+use crate::supervise::{EndedBy, Exit};
 
 /// The schema version every event carries (`"v"`).
 pub const SCHEMA: u32 = 1;
@@ -126,6 +127,80 @@ impl Kind {
     }
 }
 
+/// Where a place keeps the events of a lock: the [`Journal`] beside a
+/// lock file, or the store's history of a name
+/// ([`crate::store::StoreLog`]). Both places write the same [`Event`]s
+/// through this, and read them back as one [`History`].
+pub trait EventLog {
+    /// Appends one event.
+    fn append(&self, ev: &Event) -> io::Result<()>;
+    /// What to call it in a message: "the journal `PATH`", "the store".
+    fn describe(&self) -> String;
+}
+
+impl EventLog for Journal {
+    fn append(&self, ev: &Event) -> io::Result<()> {
+        Journal::append(self, ev)
+    }
+
+    fn describe(&self) -> String {
+        format!("the journal `{}`", self.path().display())
+    }
+}
+
+/// Why onlyone ended a run: an `end` event's `ended_by`, and the word a
+/// [`Outcome::Ended`] run gives (`stop` and `reap` come from the events of
+/// those names). One word per reason, here only: both places (the lock
+/// directory and the store) write and read these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum EndReason {
+    /// It ran for its `--max-time`.
+    MaxTime,
+    /// All its processes were idle for `--idle-timeout`.
+    Idle,
+    /// Its lease could not be renewed in time (the store).
+    LeaseLost,
+    /// `onlyone stop` ended it (a signal here, a request with a store).
+    Stop,
+    /// `onlyone reap` ended what it left.
+    Reap,
+    /// A word this version does not know (a newer writer's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl EndReason {
+    /// The word the journal uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::MaxTime => "max-time",
+            EndReason::Idle => "idle",
+            EndReason::LeaseLost => "lease-lost",
+            EndReason::Stop => "stop",
+            EndReason::Reap => "reap",
+            EndReason::Unknown => "unknown",
+        }
+    }
+
+    /// The reason for what ended a supervised run.
+    pub fn of(by: EndedBy) -> EndReason {
+        match by {
+            EndedBy::MaxTime(_) => EndReason::MaxTime,
+            EndedBy::Idle(_) => EndReason::Idle,
+            EndedBy::LeaseLost => EndReason::LeaseLost,
+            EndedBy::StopRequested => EndReason::Stop,
+        }
+    }
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One line of the journal. Fields that do not apply are left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
@@ -166,9 +241,9 @@ pub struct Event {
     /// found; `release`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<f64>,
-    /// Why onlyone ended the run: `max-time` or `idle` (`end`).
+    /// Why onlyone ended the run (`end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_by: Option<String>,
+    pub ended_by: Option<EndReason>,
     /// Who did it: the skipper, the taker, the stopper, the reaper, the
     /// process that found a run abandoned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,6 +273,115 @@ impl Event {
             by: None,
             reason: None,
         }
+    }
+
+    /// An event of `kind` about the run `token` of process `pid`.
+    fn about(kind: Kind, token: Option<&str>, pid: Option<u32>, cmd: Option<&str>) -> Event {
+        let mut ev = Event::now(kind);
+        ev.token = token.map(str::to_owned);
+        ev.pid = pid;
+        ev.cmd = cmd.map(str::to_owned);
+        ev
+    }
+
+    /// A run began (`mode`: `run`, `script` or `lock`), its wrapper or
+    /// owner `pid`.
+    pub fn start(token: Option<&str>, pid: u32, cmd: Option<&str>, mode: &str) -> Event {
+        let mut ev = Event::about(Kind::Start, token, Some(pid), cmd);
+        ev.mode = Some(mode.to_owned());
+        ev
+    }
+
+    /// A run ended: how (`exit`, and what onlyone ended it for), after
+    /// `took`.
+    pub fn end(
+        token: Option<&str>,
+        pid: u32,
+        cmd: Option<&str>,
+        exit: Exit,
+        ended_by: Option<EndedBy>,
+        took: Duration,
+    ) -> Event {
+        let mut ev = Event::about(Kind::End, token, Some(pid), cmd);
+        match exit {
+            Exit::Code(c) => ev.exit = Some(c),
+            Exit::Signal(s) => {
+                ev.signal = Some(match rustix::process::Signal::from_named_raw(s) {
+                    Some(sig) => crate::signal::signal_name(sig),
+                    None => s.to_string(),
+                });
+            }
+        }
+        ev.ended_by = ended_by.map(EndReason::of);
+        ev.duration = Some(took.as_secs_f64());
+        ev
+    }
+
+    /// A fire found the run `token` of `holder` live, and skipped; this
+    /// process is the skipper.
+    pub fn skip(token: Option<&str>, holder: Option<u32>, cmd: Option<&str>) -> Event {
+        Event::about(Kind::Skip, token, holder, cmd).by_me()
+    }
+
+    /// This process took a stale lock over from the run `token` of `pid`,
+    /// for `reason`.
+    pub fn takeover(
+        token: Option<&str>,
+        pid: u32,
+        cmd: Option<&str>,
+        reason: &str,
+        by: u32,
+    ) -> Event {
+        let mut ev = Event::about(Kind::Takeover, token, Some(pid), cmd);
+        ev.by = Some(by);
+        ev.reason = Some(reason.to_owned());
+        ev
+    }
+
+    /// The run `token` of `pid`, whose wrapper died without a word, found
+    /// stale by this process for `reason`, `age` after it began.
+    pub fn abandoned(
+        token: Option<&str>,
+        pid: u32,
+        cmd: Option<&str>,
+        reason: &str,
+        age: Option<f64>,
+    ) -> Event {
+        let mut ev = Event::about(Kind::Abandoned, token, Some(pid), cmd).by_me();
+        ev.duration = age;
+        ev.reason = Some(reason.to_owned());
+        ev
+    }
+
+    /// This process stopped the run `token` of `pid` (with `signal`, when
+    /// it sent one).
+    pub fn stop(
+        token: Option<&str>,
+        pid: Option<u32>,
+        cmd: Option<&str>,
+        signal: Option<&str>,
+    ) -> Event {
+        let mut ev = Event::about(Kind::Stop, token, pid, cmd).by_me();
+        ev.signal = signal.map(str::to_owned);
+        ev
+    }
+
+    /// This process ended what the run `token` of `pid` left (`reap`).
+    pub fn reap(token: &str, pid: u32, cmd: Option<&str>) -> Event {
+        Event::about(Kind::Reap, Some(token), Some(pid), cmd).by_me()
+    }
+
+    /// A script's hold on the run `token` of `pid` was released, `age`
+    /// after it began.
+    pub fn release(token: Option<&str>, pid: u32, cmd: Option<&str>, age: Option<f64>) -> Event {
+        let mut ev = Event::about(Kind::Release, token, Some(pid), cmd).by_me();
+        ev.duration = age;
+        ev
+    }
+
+    fn by_me(mut self) -> Event {
+        self.by = Some(std::process::id());
+        self
     }
 
     /// The event as one line, newline included, at most [`MAX_LINE`]
@@ -635,11 +819,10 @@ pub enum Outcome {
     Exited(i32),
     /// The command was killed by this signal.
     Signaled(String),
-    /// onlyone ended it (`max-time`, `idle`, `stop`, `reap`), with the
-    /// command's exit when it is known.
+    /// onlyone ended it, with the command's exit when it is known.
     Ended {
-        /// Why: `max-time`, `idle`, `stop` or `reap`.
-        by: String,
+        /// Why.
+        by: EndReason,
         /// The command's exit code, if it exited rather than died.
         exit: Option<i32>,
     },
@@ -738,8 +921,8 @@ struct Line<'a> {
     signal: Option<Cow<'a, str>>,
     #[serde(default)]
     duration: Option<f64>,
-    #[serde(default, borrow)]
-    ended_by: Option<Cow<'a, str>>,
+    #[serde(default)]
+    ended_by: Option<EndReason>,
     #[serde(default)]
     by: Option<u32>,
 }
@@ -758,7 +941,7 @@ impl<'a> From<&'a Event> for Line<'a> {
             exit: e.exit,
             signal: b(&e.signal),
             duration: e.duration,
-            ended_by: b(&e.ended_by),
+            ended_by: e.ended_by,
             by: e.by,
         }
     }
@@ -821,22 +1004,29 @@ impl Pairing {
                 let run = &mut self.h.runs[i];
                 // A stop ends the run unless its wrapper says how (its
                 // `end` follows); nothing else reopens a run.
-                let stopped = matches!(&run.outcome, Outcome::Ended { by, .. } if by == "stop");
+                let stopped = matches!(
+                    run.outcome,
+                    Outcome::Ended {
+                        by: EndReason::Stop,
+                        ..
+                    }
+                );
                 if run.outcome.is_over() && !(stopped && ev.event == Kind::End) {
                     return;
                 }
                 run.outcome = match ev.event {
                     Kind::Abandoned => Outcome::Abandoned,
                     Kind::Release => Outcome::Released,
-                    Kind::Reap | Kind::Stop => Outcome::Ended {
-                        by: ev.event.as_str().to_owned(),
+                    Kind::Reap => Outcome::Ended {
+                        by: EndReason::Reap,
                         exit: None,
                     },
-                    _ => match (&ev.ended_by, ev.exit, &ev.signal) {
-                        (Some(by), exit, _) => Outcome::Ended {
-                            by: capped(by).to_owned(),
-                            exit,
-                        },
+                    Kind::Stop => Outcome::Ended {
+                        by: EndReason::Stop,
+                        exit: None,
+                    },
+                    _ => match (ev.ended_by, ev.exit, &ev.signal) {
+                        (Some(by), exit, _) => Outcome::Ended { by, exit },
                         (None, Some(c), _) => Outcome::Exited(c),
                         (None, None, Some(s)) => Outcome::Signaled(capped(s).to_owned()),
                         (None, None, None) => Outcome::Abandoned,
@@ -978,6 +1168,34 @@ mod tests {
         e.token = Some(token.into());
         e.time = time;
         e
+    }
+
+    /// Every reason has one word, read back as itself; a word of a newer
+    /// version still reads (as `Unknown`), and its run is still ended.
+    #[test]
+    fn end_reasons_have_one_word_each_and_unknown_words_still_read() {
+        for r in [
+            EndReason::MaxTime,
+            EndReason::Idle,
+            EndReason::LeaseLost,
+            EndReason::Stop,
+            EndReason::Reap,
+        ] {
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert_eq!(serde_json::from_str::<EndReason>(&json).unwrap(), r);
+        }
+        let h = History::from_lines([
+            r#"{"v":1,"time":1,"event":"start","token":"t","pid":1}"#,
+            r#"{"v":1,"time":2,"event":"end","token":"t","pid":1,"ended_by":"cosmic-ray","exit":1}"#,
+        ]);
+        assert_eq!(
+            h.runs[0].outcome,
+            Outcome::Ended {
+                by: EndReason::Unknown,
+                exit: Some(1)
+            }
+        );
     }
 
     #[test]

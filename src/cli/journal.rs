@@ -1,41 +1,33 @@
-//! What the commands write to a lock's journal. Writing it is best effort:
-//! a journal that cannot be written never changes a run's outcome or its
-//! exit code; the first failure is said once on stderr (never with `-q`).
+//! What the commands write to a lock's event log: the journal beside a
+//! lock file, or the store's history of a name (one
+//! [`EventLog`](onlyone::journal::EventLog), the same events). Writing it is
+//! best effort: a log that cannot be written never changes a run's outcome
+//! or its exit code; the first failure is said once on stderr (never with
+//! `-q`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use onlyone::journal::{Event, Kind};
-use onlyone::signal::signal_name;
+use onlyone::journal::{Event, EventLog};
 use onlyone::supervise::{EndedBy, Exit};
-use onlyone::{HeldBy, LockFile, LockGuard, Record, StaleReason};
+use onlyone::{HeldBy, LockGuard, Record, StaleReason};
 
 use super::say;
 
 /// Set once a failure was said: one line per process is enough.
 static SAID: AtomicBool = AtomicBool::new(false);
 
-/// Appends `ev` to `lock`'s journal; a failure is said once unless `quiet`.
-pub(super) fn write(lock: &LockFile, ev: &Event, quiet: bool) {
-    let journal = lock.journal();
-    if let Err(e) = journal.append(ev)
+/// Appends `ev` to `log`; a failure is said once unless `quiet`.
+pub(super) fn write(log: &dyn EventLog, ev: &Event, quiet: bool) {
+    if let Err(e) = log.append(ev)
         && !quiet
         && !SAID.swap(true, Ordering::Relaxed)
     {
         say(format_args!(
-            "could not write the journal `{}` ({e}); the run goes on without it",
-            journal.path().display()
+            "could not write {} ({e}); the run goes on without it",
+            log.describe()
         ));
     }
-}
-
-/// An event about the run a record describes.
-fn about(kind: Kind, record: &Record) -> Event {
-    let mut ev = Event::now(kind);
-    ev.pid = Some(record.pid);
-    ev.token = record.token.clone();
-    ev.cmd = record.cmd.clone();
-    ev
 }
 
 /// Seconds from a record's `since` until now.
@@ -50,94 +42,98 @@ fn age(record: &Record) -> Option<f64> {
 
 /// A run (or a script's hold) began: with, first, the end of the stale run
 /// it took over from (`abandoned`) and the takeover.
-pub(super) fn started(lock: &LockFile, guard: &LockGuard, quiet: bool) {
+pub(super) fn started(log: &dyn EventLog, guard: &LockGuard, quiet: bool) {
     if let Some(t) = guard.took_over()
         && let Some(old) = &t.record
     {
-        abandoned(lock, old, &t.reason, quiet);
-        let mut ev = about(Kind::Takeover, old);
-        ev.by = Some(guard.record().pid);
-        ev.reason = Some(t.reason.to_string());
-        write(lock, &ev, quiet);
+        abandoned(log, old, &t.reason, quiet);
+        let reason = t.reason.to_string();
+        let by = guard.record().pid;
+        let ev = Event::takeover(
+            old.token.as_deref(),
+            old.pid,
+            old.cmd.as_deref(),
+            &reason,
+            by,
+        );
+        write(log, &ev, quiet);
     }
     let rec = guard.record();
-    let mut ev = about(Kind::Start, rec);
-    ev.mode = Some(rec.mode.as_str().to_owned());
-    write(lock, &ev, quiet);
+    let ev = Event::start(
+        rec.token.as_deref(),
+        rec.pid,
+        rec.cmd.as_deref(),
+        rec.mode.as_str(),
+    );
+    write(log, &ev, quiet);
 }
 
 /// A run found stale was closed: its wrapper died without a word.
-pub(super) fn abandoned(lock: &LockFile, old: &Record, reason: &StaleReason, quiet: bool) {
+pub(super) fn abandoned(log: &dyn EventLog, old: &Record, reason: &StaleReason, quiet: bool) {
     // A script released while its workers lived: its end is recorded.
     if old.token.is_none() || old.released.is_some() {
         return;
     }
-    let mut ev = about(Kind::Abandoned, old);
-    ev.by = Some(std::process::id());
-    ev.duration = age(old);
-    ev.reason = Some(reason.to_string());
-    write(lock, &ev, quiet);
+    let ev = Event::abandoned(
+        old.token.as_deref(),
+        old.pid,
+        old.cmd.as_deref(),
+        &reason.to_string(),
+        age(old),
+    );
+    write(log, &ev, quiet);
 }
 
 /// A fire skipped: the lock is held by `h`.
-pub(super) fn skipped(lock: &LockFile, h: &HeldBy, quiet: bool) {
-    let mut ev = about(Kind::Skip, &h.record);
-    ev.pid = Some(h.holder.pid());
-    ev.by = Some(std::process::id());
-    write(lock, &ev, quiet);
+pub(super) fn skipped(log: &dyn EventLog, h: &HeldBy, quiet: bool) {
+    let r = &h.record;
+    let ev = Event::skip(r.token.as_deref(), Some(h.holder.pid()), r.cmd.as_deref());
+    write(log, &ev, quiet);
 }
 
 /// A run ended: how, and after how long.
 pub(super) fn ended(
-    lock: &LockFile,
+    log: &dyn EventLog,
     record: &Record,
     exit: Exit,
     ended_by: Option<EndedBy>,
     took: Duration,
     quiet: bool,
 ) {
-    let mut ev = about(Kind::End, record);
-    match exit {
-        Exit::Code(c) => ev.exit = Some(c),
-        Exit::Signal(s) => {
-            ev.signal = Some(match rustix::process::Signal::from_named_raw(s) {
-                Some(sig) => signal_name(sig),
-                None => s.to_string(),
-            });
-        }
-    }
-    ev.ended_by = match ended_by {
-        Some(EndedBy::MaxTime(_)) => Some("max-time".into()),
-        Some(EndedBy::Idle(_)) => Some("idle".into()),
-        _ => None,
-    };
-    ev.duration = Some(took.as_secs_f64());
-    write(lock, &ev, quiet);
+    let ev = Event::end(
+        record.token.as_deref(),
+        record.pid,
+        record.cmd.as_deref(),
+        exit,
+        ended_by,
+        took,
+    );
+    write(log, &ev, quiet);
 }
 
-/// A script's hold was released; or `stop` or `reap` ended a run.
-pub(super) fn closed(
-    lock: &LockFile,
-    kind: Kind,
-    record: &Record,
-    signal: Option<&str>,
-    quiet: bool,
-) {
-    let mut ev = about(kind, record);
-    ev.by = Some(std::process::id());
-    ev.signal = signal.map(str::to_owned);
-    if kind == Kind::Release {
-        ev.duration = age(record);
-    }
-    write(lock, &ev, quiet);
+/// `stop` (or `run --replace`) ended a run, with `signal`.
+pub(super) fn stopped(log: &dyn EventLog, record: &Record, signal: Option<&str>, quiet: bool) {
+    let ev = Event::stop(
+        record.token.as_deref(),
+        Some(record.pid),
+        record.cmd.as_deref(),
+        signal,
+    );
+    write(log, &ev, quiet);
+}
+
+/// A script's hold was released.
+pub(super) fn released(log: &dyn EventLog, record: &Record, quiet: bool) {
+    let ev = Event::release(
+        record.token.as_deref(),
+        record.pid,
+        record.cmd.as_deref(),
+        age(record),
+    );
+    write(log, &ev, quiet);
 }
 
 /// `reap` ended the lingering processes of a run (by its token).
-pub(super) fn reaped(lock: &LockFile, token: &str, pid: u32, cmd: Option<&str>) {
-    let mut ev = Event::now(Kind::Reap);
-    ev.token = Some(token.to_owned());
-    ev.pid = Some(pid);
-    ev.cmd = cmd.map(str::to_owned);
-    ev.by = Some(std::process::id());
-    write(lock, &ev, false);
+pub(super) fn reaped(log: &dyn EventLog, token: &str, pid: u32, cmd: Option<&str>) {
+    write(log, &Event::reap(token, pid, cmd), false);
 }

@@ -17,7 +17,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use onlyone::journal::Kind;
 use onlyone::names::{self, DirSource};
 use onlyone::signal::GracefulStop;
 use onlyone::stop::{self, Stopped};
@@ -388,7 +387,7 @@ impl Ctx {
     fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Code) -> Code {
         match &e {
             Error::Held(h) | Error::Timeout { held: h, .. } => {
-                journal::skipped(lock, h, quiet);
+                journal::skipped(&lock.journal(), h, quiet);
                 if !quiet {
                     let waited = match &e {
                         Error::Timeout { waited, .. } => {
@@ -424,7 +423,7 @@ impl Ctx {
             (Verdict::Held(_), held) => {
                 if let Some(h) = held {
                     // Best effort and silent: precheck answers 0 or 75.
-                    journal::skipped(&lock, &h, true);
+                    journal::skipped(&lock.journal(), &h, true);
                     if !a.quiet {
                         say(held_message(&name, &h));
                     }
@@ -433,7 +432,7 @@ impl Ctx {
             }
             (Verdict::Stale(r), _) => {
                 if let (Some(reason), Ok(old)) = (&cleaned, &s.record) {
-                    journal::abandoned(&lock, old, reason, true);
+                    journal::abandoned(&lock.journal(), old, reason, true);
                 }
                 if cleaned.is_some() {
                     say(format_args!(
@@ -510,13 +509,7 @@ impl Ctx {
                 ended,
                 took,
             }) => {
-                journal::closed(
-                    &lock,
-                    Kind::Stop,
-                    &record,
-                    Some(&a.signal.to_string()),
-                    false,
-                );
+                journal::stopped(&lock.journal(), &record, Some(&a.signal.to_string()), false);
                 let killed = if ended.killed.is_empty() {
                     String::new()
                 } else {

@@ -93,7 +93,7 @@ fn journal_reaped(jobs: &[Job], report: &reap::ReapReport, deadline: Instant) {
             && let Ok(lock) = onlyone::LockFile::open(&j.lock)
         {
             journal::reaped(
-                &lock.with_deadline(deadline),
+                &lock.with_deadline(deadline).journal(),
                 token,
                 c.pid,
                 c.command.as_deref(),

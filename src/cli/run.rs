@@ -7,8 +7,6 @@ use onlyone::stop;
 use onlyone::supervise::{self, EndedBy, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
-use onlyone::journal::Kind;
-
 use super::exit::{self, Code};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
@@ -33,7 +31,7 @@ impl Ctx {
         if !a.quiet {
             report_takeover(&name, &guard);
         }
-        journal::started(&lock, &guard, a.quiet);
+        journal::started(&lock.journal(), &guard, a.quiet);
         let started = std::time::Instant::now();
         let mut opts = a.run_options();
         opts.linger = a.linger;
@@ -44,7 +42,7 @@ impl Ctx {
                 if let Code::Exit(c) = code {
                     let exit = onlyone::supervise::Exit::Code(i32::from(c));
                     journal::ended(
-                        &lock,
+                        &lock.journal(),
                         guard.record(),
                         exit,
                         None,
@@ -75,7 +73,7 @@ impl Ctx {
         // The end goes in the journal before the release, so that the next
         // run's start follows it.
         journal::ended(
-            &lock,
+            &lock.journal(),
             guard.record(),
             outcome.exit,
             outcome.ended_by,
@@ -112,7 +110,7 @@ impl Ctx {
                     ));
                 }
                 stop::stop(lock, GracefulStop::term(a.kill_after), deadline).map_err(fail)?;
-                journal::closed(lock, Kind::Stop, &h.record, Some("TERM"), a.quiet);
+                journal::stopped(&lock.journal(), &h.record, Some("TERM"), a.quiet);
                 let again = opts.clone().wait(a.kill_after + REPLACE_SLACK);
                 lock.acquire(&again)
                     .map_err(|e| self.refused(lock, e, name, a.quiet, held_exit))
@@ -164,7 +162,7 @@ impl Ctx {
 
 /// Says what onlyone did to the run (strays ended, the run ended for its
 /// time or idleness), and how to exit.
-fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
+pub(super) fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
     let strays = &outcome.strays;
     if !strays.signalled.is_empty() || !strays.killed.is_empty() {
         say(format_args!(

@@ -5,8 +5,6 @@ use std::path::{Path, PathBuf};
 
 use onlyone::{AcquireOptions, Error, LockFile, Owner, Released, Releaser, Verdict};
 
-use onlyone::journal::Kind;
-
 use super::exit::{self, Code};
 use super::{
     Ctx, args, deadline_of, fail, journal, parent_pid, print_stdout, report_takeover, say,
@@ -65,7 +63,7 @@ impl Ctx {
                 if !a.quiet {
                     report_takeover(&name, &g);
                 }
-                journal::started(&lock, &g, a.quiet);
+                journal::started(&lock.journal(), &g, a.quiet);
                 let token = g.token().to_owned();
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
@@ -112,7 +110,7 @@ impl Ctx {
                 }
                 Ok(Some(seen)) => {
                     if let Ok(r) = &seen.record {
-                        journal::closed(&lock, Kind::Release, r, None, a.quiet);
+                        journal::released(&lock.journal(), r, a.quiet);
                     }
                     let state = match &seen.verdict {
                         Verdict::Held(_) => "held".to_owned(),
@@ -157,13 +155,13 @@ impl Ctx {
         match lock.release_as(&releaser) {
             Ok(Released::Removed) => {
                 if let Some(r) = &held {
-                    journal::closed(&lock, Kind::Release, r, None, a.quiet);
+                    journal::released(&lock.journal(), r, a.quiet);
                 }
                 Code::Exit(0)
             }
             Ok(Released::StillHeld { pid, others }) => {
                 if let Some(r) = &held {
-                    journal::closed(&lock, Kind::Release, r, None, a.quiet);
+                    journal::released(&lock.journal(), r, a.quiet);
                 }
                 if !a.quiet {
                     let more = match others {

@@ -5,16 +5,16 @@
 
 use std::time::{Duration, Instant};
 
-use onlyone::journal::{Event, History, Kind};
+use onlyone::journal::{Event, History};
 use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
-use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError};
+use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError, StoreLog};
 use onlyone::supervise::{self, EndedBy};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
 use super::monitor::Seen;
-use super::{args, deadline_of, say};
+use super::{args, deadline_of, journal, say};
 
 /// How often a waiter looks at a held lease again.
 const WAIT_POLL: Duration = Duration::from_millis(100);
@@ -47,17 +47,7 @@ fn host() -> String {
 /// Appends an event to the store's history of `name`; a failure is said
 /// once (not with `quiet`).
 fn record(store: &dyn LeaseStore, name: &str, ev: &Event, quiet: bool) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static SAID: AtomicBool = AtomicBool::new(false);
-    let line = String::from_utf8_lossy(&ev.to_line()).into_owned();
-    if let Err(e) = store.append_event(name, &line)
-        && !quiet
-        && !SAID.swap(true, Ordering::Relaxed)
-    {
-        say(format_args!(
-            "could not record the run in the store ({e}); the run goes on without it"
-        ));
-    }
+    journal::write(&StoreLog { store, name }, ev, quiet);
 }
 
 /// "pid 4242 on build-01 (`./sync.sh`, for 3m12s, fence 17)".
@@ -152,32 +142,41 @@ pub fn run(url: &str, a: &args::Run) -> Code {
             ));
         }
     };
-    let mut ev = Event::now(Kind::Start);
-    ev.token = Some(token.clone());
-    ev.pid = Some(me);
-    ev.cmd = Some(cmd.clone());
-    ev.mode = Some("run".into());
+    let mut ev = Event::start(Some(&token), me, Some(&cmd), "run");
     ev.reason = Some(format!("fence {}", hold.fence()));
     record(hold.store(), &name, &ev, a.quiet);
     let started = Instant::now();
     let opts = a.run_options();
+    let end = |exit, ended_by| {
+        Event::end(
+            Some(&token),
+            me,
+            Some(&cmd),
+            exit,
+            ended_by,
+            started.elapsed(),
+        )
+    };
     let outcome = match supervise::run(&mut hold, &a.command, &opts) {
         Ok(o) => o,
         Err(e) => {
+            // The command could not start: its end (126, 127) is recorded,
+            // as in a lock directory.
+            let code = exit::run_error(&e);
+            if let Code::Exit(c) = code {
+                record_end(
+                    &hold,
+                    &name,
+                    &end(supervise::Exit::Code(i32::from(c)), None),
+                    a.quiet,
+                );
+            }
             drop(hold);
             say(&e);
-            return exit::run_error(&e);
+            return code;
         }
     };
-    let end = end_event(token, cmd, started, &outcome);
-    let line = String::from_utf8_lossy(&end.to_line()).into_owned();
-    if let Err(e) = hold.retry(|| hold.store().append_event(&name, &line))
-        && !a.quiet
-    {
-        say(format_args!(
-            "the run of `{name}` ended, but its end could not be recorded in the store ({e})"
-        ));
-    }
+    record_end(&hold, &name, &end(outcome.exit, outcome.ended_by), a.quiet);
     if !outcome.strays.survivors.is_empty() {
         // Processes of the run would not die: the lease is left to run
         // out rather than handed over beside them.
@@ -204,9 +203,19 @@ pub fn run(url: &str, a: &args::Run) -> Code {
         ));
         return Code::Exit(exit::ENDED);
     }
-    match outcome.ended_by {
-        Some(EndedBy::MaxTime(_)) | Some(EndedBy::Idle(_)) => Code::Exit(exit::ENDED),
-        _ => exit::command_exit(outcome.exit),
+    super::run::report_outcome(&outcome, &name)
+}
+
+/// Records a run's end in the store, retried on a new connection while
+/// the lease lasts (a server restarted just now loses no end).
+fn record_end(hold: &LeaseHold, name: &str, end: &Event, quiet: bool) {
+    let line = String::from_utf8_lossy(&end.to_line()).into_owned();
+    if let Err(e) = hold.retry(|| hold.store().append_event(name, &line))
+        && !quiet
+    {
+        say(format_args!(
+            "the run of `{name}` ended, but its end could not be recorded in the store ({e})"
+        ));
     }
 }
 
@@ -309,10 +318,7 @@ fn take(
                 }
                 let row = store.inspect(name).ok().flatten();
                 if let Some(r) = &row {
-                    let mut ev = Event::now(Kind::Skip);
-                    ev.token = Some(r.token.clone());
-                    ev.pid = r.pid;
-                    ev.by = Some(who.pid);
+                    let ev = Event::skip(Some(&r.token), r.pid, r.cmd.as_deref());
                     record(store, name, &ev, a.quiet);
                 }
                 if !a.quiet {
@@ -331,37 +337,6 @@ fn take(
     }
 }
 
-/// The `end` event of a run.
-fn end_event(
-    token: String,
-    cmd: String,
-    started: Instant,
-    outcome: &supervise::RunOutcome,
-) -> Event {
-    let mut end = Event::now(Kind::End);
-    end.token = Some(token);
-    end.pid = Some(std::process::id());
-    end.cmd = Some(cmd);
-    end.duration = Some(started.elapsed().as_secs_f64());
-    match outcome.exit {
-        supervise::Exit::Code(c) => end.exit = Some(c),
-        supervise::Exit::Signal(s) => {
-            end.signal = Some(match rustix::process::Signal::from_named_raw(s) {
-                Some(sig) => onlyone::signal::signal_name(sig),
-                None => s.to_string(),
-            })
-        }
-    }
-    end.ended_by = match outcome.ended_by {
-        Some(EndedBy::MaxTime(_)) => Some("max-time".into()),
-        Some(EndedBy::Idle(_)) => Some("idle".into()),
-        Some(EndedBy::LeaseLost) => Some("lease-lost".into()),
-        Some(EndedBy::StopRequested) => Some("stop".into()),
-        _ => None,
-    };
-    end
-}
-
 /// `precheck` with a store: 75 only while a live lease exists; 0 on any
 /// error, an unreachable server included.
 pub fn precheck(url: &str, a: &args::Precheck) -> Code {
@@ -376,10 +351,7 @@ pub fn precheck(url: &str, a: &args::Precheck) -> Code {
     });
     match answer {
         Ok((Some(row), store, name)) if row.is_live() => {
-            let mut ev = Event::now(Kind::Skip);
-            ev.token = Some(row.token.clone());
-            ev.pid = row.pid;
-            ev.by = Some(std::process::id());
+            let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
             record(store.as_ref(), &name, &ev, true);
             if !a.quiet {
                 say(format_args!(
@@ -569,10 +541,7 @@ pub fn stop(url: &str, a: &args::Stop) -> Code {
         }
         std::thread::sleep(WAIT_POLL);
     }
-    let mut ev = Event::now(Kind::Stop);
-    ev.token = Some(row.token.clone());
-    ev.pid = row.pid;
-    ev.by = Some(std::process::id());
+    let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
     record(store.as_ref(), &name, &ev, false);
     if dead {
         say(format_args!(

@@ -242,6 +242,31 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     fn names(&self) -> Result<Vec<String>, StoreError>;
 }
 
+/// The history of one name in a store, as an [`EventLog`]: the events
+/// `run`, `precheck` and `stop` write with a store.
+///
+/// [`EventLog`]: crate::journal::EventLog
+#[derive(Debug, Clone, Copy)]
+pub struct StoreLog<'a> {
+    /// The store.
+    pub store: &'a dyn LeaseStore,
+    /// The lock's name.
+    pub name: &'a str,
+}
+
+impl crate::journal::EventLog for StoreLog<'_> {
+    fn append(&self, ev: &crate::journal::Event) -> std::io::Result<()> {
+        let line = String::from_utf8_lossy(&ev.to_line()).into_owned();
+        self.store
+            .append_event(self.name, &line)
+            .map_err(std::io::Error::other)
+    }
+
+    fn describe(&self) -> String {
+        format!("the store's history of `{}`", self.name)
+    }
+}
+
 /// The store a URL names, every call given up after `timeout`: a
 /// `postgres://` or `postgresql://` URL is the PostgreSQL store (the only
 /// one so far). Nothing is sent yet.

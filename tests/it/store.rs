@@ -743,3 +743,78 @@ fn signal(pid: i32, sig: rustix::process::Signal) {
         let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), sig);
     }
 }
+
+/// One `run` serves both places: the same command ends the same way, with
+/// the same exit, the same words on stderr and the same run in `history
+/// --json`, in a lock directory and in the store. A command that cannot
+/// be spawned has its end recorded in both; `--max-time` is said and
+/// recorded in both.
+#[test]
+fn a_run_ends_the_same_way_in_a_directory_and_in_the_store() {
+    let Some(w) = World::new() else { return };
+    let dir = w.subdir("locks");
+    let url = w.pg.url();
+    let at = |store: bool, args: &[&str]| -> Out {
+        let mut c = w.program(BIN);
+        c.env_remove("ONLYONE_STORE");
+        if store {
+            c.arg("--store").arg(&url);
+        } else {
+            c.arg("--dir").arg(&dir);
+        }
+        c.args(args);
+        finish(c, HANG)
+    };
+    // name, command, exit, said, outcome, ended_by
+    type Case<'a> = (
+        &'a str,
+        &'a [&'a str],
+        i32,
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+    );
+    let cases: [Case; 3] = [
+        (
+            "gone",
+            &["/nonexistent/cmd"],
+            127,
+            "cannot run `/nonexistent/cmd`",
+            "exit",
+            None,
+        ),
+        ("three", &["sh", "-c", "exit 3"], 3, "", "exit", None),
+        (
+            "slow",
+            &["sleep", "30"],
+            124,
+            "reached --max-time 1s",
+            "ended",
+            Some("max-time"),
+        ),
+    ];
+    for (name, cmd, code, said, outcome, ended_by) in cases {
+        for store in [false, true] {
+            let place = if store { "store" } else { "directory" };
+            let mut args = vec!["run", "--max-time", "1s", "--kill-after", "1s", name, "--"];
+            args.extend_from_slice(cmd);
+            let out = at(store, &args);
+            assert_eq!(out.status.code(), Some(code), "{place}: {out:#?}");
+            assert!(out.stderr.contains(said), "{place}: {out:#?}");
+            let h = at(store, &["history", name, "--json"]);
+            let runs: Vec<serde_json::Value> = h
+                .expect(0)
+                .stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(runs.len(), 1, "{place}: {}", h.stdout);
+            let r = &runs[0];
+            assert_eq!(r["outcome"], outcome, "{place}: {r}");
+            assert_eq!(r["ended_by"].as_str(), ended_by, "{place}: {r}");
+            if ended_by.is_none() {
+                assert_eq!(r["exit"], code, "{place}: {r}");
+            }
+        }
+    }
+}
