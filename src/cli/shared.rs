@@ -14,6 +14,7 @@ use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
 use super::monitor::Seen;
+use super::status::{LockStatus, Report};
 use super::{args, deadline_of, journal, say};
 
 /// How often a waiter looks at a held lease again.
@@ -298,8 +299,14 @@ fn take(
     let deadline = deadline_of(a.deadline);
     let wait_until = a.wait.map(|w| Instant::now() + w);
     loop {
+        // The connection may take longer than a call (nothing is held
+        // yet), but never past --deadline.
+        let within = deadline.map_or(READ_TIMEOUT, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(READ_TIMEOUT)
+        });
         match store
-            .fresh()
+            .fresh_connected(within)
             .and_then(|s| LeaseHold::take(s, name, who, timing))
         {
             Ok(Some(h)) => return Ok(h),
@@ -371,31 +378,12 @@ pub fn precheck(url: &str, a: &args::Precheck) -> Code {
     }
 }
 
-/// One lease, as `status --json` prints it with a store.
-#[derive(Debug, serde::Serialize)]
-struct LeaseStatus {
-    name: String,
-    state: &'static str,
-    host: Option<String>,
-    pid: Option<u32>,
-    uid: Option<u32>,
-    command: Option<String>,
-    since_unix: f64,
-    since: String,
-    lease_left_seconds: f64,
-    fence: i64,
-    token: String,
-    stop_requested: bool,
-    /// For a live lease of this host: whether its holder (the wrapper's
-    /// pid) still lives; `null` for another host's, or a lease run out.
-    holder_alive: Option<bool>,
-}
-
 fn holder_alive(row: &LeaseRow, here: &str) -> Option<bool> {
     row.holder_alive_on(here)
 }
 
-/// `status` with a store: every lease (or the named ones).
+/// `status` with a store: every lease (or the named ones), in the schema
+/// of a lock directory's status with the lease's fields added.
 pub fn status(url: &str, a: &args::Status) -> Code {
     let timeout = a.deadline.unwrap_or(READ_TIMEOUT);
     let store = match open(url, timeout) {
@@ -406,74 +394,72 @@ pub fn status(url: &str, a: &args::Status) -> Code {
         Ok(r) => r,
         Err(e) => return super::fail(e),
     };
-    let rows: Vec<LeaseRow> = rows
-        .into_iter()
-        .filter(|r| a.locks.is_empty() || a.locks.contains(&r.name))
-        .collect();
     let here = host();
-    let shown: Vec<LeaseStatus> = rows
+    let shown: Vec<LockStatus> = rows
         .iter()
-        .map(|r| LeaseStatus {
-            name: onlyone::text::for_terminal(&r.name).into_owned(),
-            state: if r.is_live() { "held" } else { "free" },
-            host: r.host.clone(),
-            pid: r.pid,
-            uid: r.uid,
-            command: r.cmd.clone(),
-            since_unix: r.since,
-            since: onlyone::format_unix_time(r.since as u64),
-            lease_left_seconds: (r.left_ms.max(0) as f64) / 1000.0,
-            fence: r.epoch,
-            token: r.token.clone(),
-            stop_requested: r.stop_requested,
-            holder_alive: holder_alive(r, &here),
+        .filter(|r| a.locks.is_empty() || a.locks.contains(&r.name))
+        .map(|r| {
+            let h = history(store.as_ref(), &r.name)
+                .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
+            super::status::of_lease(r, &here, h)
         })
         .collect();
     let mut out = String::new();
     if a.json {
-        let doc = serde_json::json!({ "schema": 1, "store": store.url(), "locks": shown });
-        out = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        let report = Report {
+            schema: 1,
+            dir: None,
+            store: Some(store.url().to_owned()),
+            locks: &shown,
+        };
+        out = serde_json::to_string_pretty(&report).unwrap_or_default();
+        out = onlyone::text::json_for_terminal(&out).into_owned();
         out.push('\n');
     } else {
-        use std::fmt::Write;
-        let _ = writeln!(
-            out,
-            "LOCK\tSTATE\tHOST\tPID\tSINCE\tLEASE LEFT\tFENCE\tCOMMAND"
-        );
-        for s in &shown {
-            let _ = writeln!(
-                out,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                s.name,
-                if s.holder_alive == Some(false) {
-                    "held (its pid is dead)"
-                } else {
-                    s.state
-                },
-                onlyone::text::for_terminal(s.host.as_deref().unwrap_or("-")),
-                s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
-                s.since,
-                if s.state == "held" {
-                    compact_duration(seconds(s.lease_left_seconds))
-                } else {
-                    "-".into()
-                },
-                s.fence,
-                onlyone::text::for_terminal(s.command.as_deref().unwrap_or("-")),
-            );
-        }
+        table(&mut out, &shown);
     }
     super::print_stdout(&out);
-    for s in shown.iter().filter(|s| s.holder_alive == Some(false)) {
-        say(format_args!(
-            "`{}` is held by pid {} of this host, which is dead: its lease was not released and \
-             runs out in {} (no host can take it before)",
-            s.name,
-            s.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-            compact_duration(seconds(s.lease_left_seconds))
-        ));
+    for s in &shown {
+        if let Some(why) = &s.reason {
+            say(format_args!(
+                "`{}` is {why}",
+                onlyone::text::for_terminal(&s.name)
+            ));
+        }
     }
     Code::Exit(0)
+}
+
+/// The store's status as a table: its host, lease and fence columns.
+fn table(out: &mut String, shown: &[LockStatus]) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        out,
+        "LOCK\tSTATE\tHOST\tPID\tSINCE\tLEASE LEFT\tFENCE\tCOMMAND"
+    );
+    for s in shown {
+        let Some(lease) = &s.lease else { continue };
+        let _ = writeln!(
+            out,
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            onlyone::text::for_terminal(&s.name),
+            if lease.holder_alive == Some(false) {
+                "held (its pid is dead)"
+            } else {
+                s.state
+            },
+            onlyone::text::for_terminal(s.host.as_deref().unwrap_or("-")),
+            s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+            s.since.as_deref().unwrap_or("-"),
+            if s.state == "held" {
+                compact_duration(seconds(lease.lease_left_seconds))
+            } else {
+                "-".into()
+            },
+            lease.fence,
+            onlyone::text::for_terminal(s.command.as_deref().unwrap_or("-")),
+        );
+    }
 }
 
 /// `stop` with a store: a request the holder sees at its next renewal; it

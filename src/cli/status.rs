@@ -1,15 +1,19 @@
 //! `onlyone status`: every lock in DIR (or the named ones), as a table for
 //! people or as JSON for machines.
 //!
-//! The JSON schema (version 1, stable: fields are only ever added):
+//! The JSON schema (version 1, stable: fields are only ever added), one
+//! for both places: with `--store URL`, `"store"` in place of `"dir"`,
+//! `path` null, and each lock's lease fields added.
 //!
 //! ```text
-//! { "schema": 1, "dir": "/run/onlyone",
+//! { "schema": 1, "dir": "/run/onlyone" | "store": "postgres://...",
 //!   "locks": [ { "name", "path", "state", "pid", "command_pid", "holder_pid",
 //!                "holder", "since", "since_unix", "age_seconds", "command",
 //!                "mode", "host", "uid", "token", "reason", "stopped",
 //!                "last_run", "last_success_unix", "skipped_since_start",
-//!                "journal_error" (only when the journal cannot be read) } ] }
+//!                "journal_error" (only when the journal cannot be read),
+//!                with a store: "fence", "lease_left_seconds",
+//!                "stop_requested", "holder_alive" } ] }
 //! ```
 
 use std::io::{IsTerminal, Write};
@@ -32,8 +36,8 @@ use super::{Ctx, args};
 pub struct LockStatus {
     /// `NAME` for `DIR/NAME.lock`, else the path.
     pub name: String,
-    /// The lock file.
-    pub path: String,
+    /// The lock file (null with a store).
+    pub path: Option<String>,
     /// `free`, `held`, `stale` or `unknown`.
     pub state: &'static str,
     /// The owner's pid (the wrapper of a run).
@@ -76,9 +80,26 @@ pub struct LockStatus {
     /// Left out when the journal was read (or there is none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal_error: Option<String>,
+    /// With a store: the lease.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseStatus>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     history: Option<onlyone::journal::History>,
+}
+
+/// A lease of the store, as `status --json` adds it to a lock.
+#[derive(Debug, Serialize)]
+pub struct LeaseStatus {
+    /// The lease's epoch: the fence its command got.
+    pub fence: i64,
+    /// Seconds until it runs out (0 for a lease run out).
+    pub lease_left_seconds: f64,
+    /// Whether a `stop` asked its holder to end the run.
+    pub stop_requested: bool,
+    /// For a live lease of this host: whether its holder (the wrapper's
+    /// pid) still lives; null for another host's, or a lease run out.
+    pub holder_alive: Option<bool>,
 }
 
 /// The last finished run of a lock, as `status --json` prints it.
@@ -96,11 +117,19 @@ pub struct LastRun {
     pub duration_seconds: Option<f64>,
 }
 
+/// `status --json`, for both places.
 #[derive(Debug, Serialize)]
-struct Report {
-    schema: u32,
-    dir: String,
-    locks: Vec<LockStatus>,
+pub struct Report<'a> {
+    /// The schema's version: 1.
+    pub schema: u32,
+    /// The lock directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// The store's URL (its password masked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// The locks.
+    pub locks: &'a [LockStatus],
 }
 
 fn now_unix() -> u64 {
@@ -120,7 +149,7 @@ pub fn describe(
 ) -> LockStatus {
     let mut s = LockStatus {
         name,
-        path: path.display().to_string(),
+        path: Some(path.display().to_string()),
         state: "free",
         pid: None,
         command_pid: None,
@@ -140,6 +169,7 @@ pub fn describe(
         last_success_unix: None,
         skipped_since_start: None,
         journal_error: None,
+        lease: None,
         history: None,
     };
     if let Ok(l) = &lock
@@ -160,16 +190,81 @@ pub fn describe(
     s
 }
 
+/// One lease of the store as a lock's status: the same fields as a lock
+/// file's, the lease's added; `here` is this host's name (a holder of this
+/// host is looked for), `history` the store's history of the name.
+pub fn of_lease(
+    row: &onlyone::store::LeaseRow,
+    here: &str,
+    history: Result<onlyone::journal::History, String>,
+) -> LockStatus {
+    let live = row.is_live();
+    let since = row.since.max(0.0) as u64;
+    let holder_alive = row.holder_alive_on(here);
+    let left = (row.left_ms.max(0) as f64) / 1000.0;
+    let mut s = LockStatus {
+        name: row.name.clone(),
+        path: None,
+        state: if live { "held" } else { "free" },
+        pid: row.pid,
+        command_pid: None,
+        holder_pid: row.pid.filter(|_| live),
+        holder: live.then_some("owner"),
+        since: Some(onlyone::format_unix_time(since)),
+        since_unix: Some(since),
+        age_seconds: Some(now_unix().saturating_sub(since)),
+        command: row.cmd.clone(),
+        mode: Some("run"),
+        host: row.host.clone(),
+        uid: row.uid,
+        token: Some(row.token.clone()),
+        reason: (holder_alive == Some(false)).then(|| {
+            format!(
+                "held by pid {} of this host, which is dead: its lease was not released and \
+                 runs out in {} (no host can take it before)",
+                row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+                compact_duration(Duration::from_secs_f64(left))
+            )
+        }),
+        stopped: false,
+        last_run: None,
+        last_success_unix: None,
+        skipped_since_start: None,
+        journal_error: None,
+        lease: Some(LeaseStatus {
+            fence: row.epoch,
+            lease_left_seconds: left,
+            stop_requested: row.stop_requested,
+            holder_alive,
+        }),
+        history: None,
+    };
+    apply_history(&mut s, history);
+    if live && let Some(h) = &s.history {
+        s.skipped_since_start = Some(h.skips_of(&row.token));
+    }
+    s
+}
+
 /// What the journal says: the last run, the last success, and (filled in
 /// once the record is read) the skips of the current run.
 fn fill_history(s: &mut LockStatus, lock: &LockFile) {
-    let h = match lock.history() {
+    let h = lock.history().map_err(|e| {
+        format!(
+            "cannot read the journal `{}`: {e}",
+            lock.journal().path().display()
+        )
+    });
+    apply_history(s, h);
+}
+
+/// The last run, the last success and the history itself, from what a
+/// place's event log gave (or why it could not be read).
+pub fn apply_history(s: &mut LockStatus, h: Result<onlyone::journal::History, String>) {
+    let h = match h {
         Ok(h) => h,
         Err(e) => {
-            s.journal_error = Some(format!(
-                "cannot read the journal `{}`: {e}",
-                lock.journal().path().display()
-            ));
+            s.journal_error = Some(e);
             return;
         }
     };
@@ -237,12 +332,12 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
                 (Holder::OtherKernelLock { owner }, _) => reasons.push(format!(
                     "the owner (pid {owner}) is gone, but a process holds a kernel lock on the \
                      lock file (`fuser -v {}` names it)",
-                    s.path
+                    s.path.as_deref().unwrap_or("?")
                 )),
                 (Holder::Outside, _) => reasons.push(format!(
                     "not a record: a process outside onlyone holds a kernel lock on it, as \
                      flock(1) does (`fuser -v {}` names it)",
-                    s.path
+                    s.path.as_deref().unwrap_or("?")
                 )),
                 _ => {}
             }
@@ -294,7 +389,7 @@ fn roots_lock_hint(l: &LockStatus, dir: &Path, source: names::DirSource) -> Opti
     if l.state != "free" || source != names::DirSource::Default || dir == root_dir {
         return None;
     }
-    let path = Path::new(&l.path);
+    let path = Path::new(l.path.as_deref()?);
     let file = path.file_name().filter(|_| path.parent() == Some(dir))?;
     let theirs = root_dir.join(file);
     std::fs::symlink_metadata(&theirs).ok()?;
@@ -431,8 +526,9 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
     let written = if a.json {
         let report = Report {
             schema: 1,
-            dir: dir.display().to_string(),
-            locks,
+            dir: Some(dir.display().to_string()),
+            store: None,
+            locks: &locks,
         };
         serde_json::to_string_pretty(&report)
             .map_err(std::io::Error::from)

@@ -214,6 +214,12 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     /// Another handle on the same store, with a connection of its own (for
     /// a renewing thread).
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError>;
+    /// [`LeaseStore::fresh`], connected now, the connection given up to
+    /// `within` (longer than the calls' timeout, which it keeps): for a
+    /// holder about to take a lease, so that a slow connection (a busy
+    /// host, a TLS handshake far away) is not taken for an unreachable
+    /// store while nothing is held yet.
+    fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
     /// Takes `name` for `lease` if its last lease has run out: the new
     /// epoch (the fence), or `None` while it is held.
     fn acquire(

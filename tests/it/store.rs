@@ -748,7 +748,8 @@ fn signal(pid: i32, sig: rustix::process::Signal) {
 /// the same exit, the same words on stderr and the same run in `history
 /// --json`, in a lock directory and in the store. A command that cannot
 /// be spawned has its end recorded in both; `--max-time` is said and
-/// recorded in both.
+/// recorded in both. And `status --json` is one schema: the store's has
+/// every field of the directory's, the lease's added, the last run too.
 #[test]
 fn a_run_ends_the_same_way_in_a_directory_and_in_the_store() {
     let Some(w) = World::new() else { return };
@@ -817,4 +818,70 @@ fn a_run_ends_the_same_way_in_a_directory_and_in_the_store() {
             }
         }
     }
+    // `status --json`: one schema, the lease's fields added with a store,
+    // and the last run known in both.
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let dir_status = at(false, &["status", "--json", "three"]).expect(0).json();
+    let store_status = at(true, &["status", "--json", "three"]).expect(0).json();
+    let (d, s) = (&dir_status["locks"][0], &store_status["locks"][0]);
+    let mut want = keys(d);
+    want.extend(
+        [
+            "fence",
+            "holder_alive",
+            "lease_left_seconds",
+            "stop_requested",
+        ]
+        .map(String::from),
+    );
+    want.sort();
+    assert_eq!(keys(s), want, "{d:#}\n{s:#}");
+    assert_eq!(store_status["schema"], dir_status["schema"]);
+    assert!(store_status["store"].is_string() && dir_status["dir"].is_string());
+    for st in [d, s] {
+        assert_eq!(st["state"], "free", "{st:#}");
+        assert_eq!(st["last_run"]["outcome"], "exit", "{st:#}");
+        assert_eq!(st["last_run"]["exit"], 3, "{st:#}");
+    }
+}
+
+/// A slow path to the store (each reply 120 ms late, as from far away or
+/// on a busy host): connecting takes several round trips, longer than a
+/// call may take with `--lease 3s` (300 ms). Nothing is held while it
+/// connects, so the connection is given longer; the acquire that follows
+/// is one call, and the run goes ahead.
+#[test]
+fn a_slow_connection_is_not_taken_for_an_unreachable_store() {
+    let Some(w) = World::new() else { return };
+    let proxy = Proxy::start(w.pg.port);
+    proxy.delay_replies(Duration::from_millis(120));
+    let url = w.pg.url_at(proxy.port);
+    let started = Instant::now();
+    let out = finish(
+        w.oo_at(
+            &url,
+            &[
+                "run",
+                "--lease",
+                "3s",
+                "--kill-after",
+                "1s",
+                "job",
+                "--",
+                "true",
+            ],
+        ),
+        HANG,
+    );
+    out.expect(0);
+    assert!(started.elapsed() < Duration::from_secs(20), "{out:#?}");
+    let h = finish(w.oo_at(&url, &["history", "job", "--json"]), HANG);
+    assert!(
+        h.expect(0).stdout.contains("\"outcome\":\"exit\""),
+        "{h:#?}"
+    );
 }

@@ -75,7 +75,7 @@ pub struct PgStore {
     info: ConnInfo,
     rt: tokio::runtime::Runtime,
     client: RefCell<Option<Client>>,
-    timeout: Duration,
+    timeout: std::cell::Cell<Duration>,
     schema_checked: RefCell<bool>,
 }
 
@@ -150,7 +150,7 @@ impl PgStore {
             info,
             rt,
             client: RefCell::new(None),
-            timeout,
+            timeout: std::cell::Cell::new(timeout),
             schema_checked: RefCell::new(false),
         })
     }
@@ -162,7 +162,7 @@ impl PgStore {
 
     /// The timeout of every call.
     pub fn timeout(&self) -> Duration {
-        self.timeout
+        self.timeout.get()
     }
 
     /// A store like this one, with a connection of its own (for another
@@ -173,9 +173,21 @@ impl PgStore {
             info: self.info.clone(),
             rt,
             client: RefCell::new(None),
-            timeout: self.timeout,
+            timeout: self.timeout.clone(),
             schema_checked: RefCell::new(*self.schema_checked.borrow()),
         })
+    }
+
+    /// [`PgStore::fresh`], connected now: the connection (and the schema's
+    /// check) may take up to `within`, longer than the calls' timeout,
+    /// which its calls keep. For a holder about to take a lease: nothing
+    /// is held while it connects, and its acquire is then one call.
+    pub fn fresh_connected(&self, within: Duration) -> Result<PgStore, StoreError> {
+        let s = self.fresh()?;
+        s.timeout.set(within.max(self.timeout.get()));
+        let made = s.connect();
+        s.timeout.set(self.timeout.get());
+        made.map(|()| s)
     }
 
     /// Drops the connection: the next call makes a new one.
@@ -189,8 +201,9 @@ impl PgStore {
         }
         let url = self.info.display.clone();
         let tls = self.info.rustls().map_err(StoreError::Other)?;
-        let config = self.info.config.clone();
-        let timeout = self.timeout;
+        let mut config = self.info.config.clone();
+        let timeout = self.timeout.get();
+        config.connect_timeout(timeout);
         let client = self.rt.block_on(async move {
             let made = match tls {
                 None => {
@@ -242,7 +255,7 @@ impl PgStore {
             StoreError::Unreachable(format!("cannot reach the store `{}`", self.info.display))
         })?;
         let url = &self.info.display;
-        let timeout = self.timeout;
+        let timeout = self.timeout.get();
         let result = self.rt.block_on(async {
             match tokio::time::timeout(timeout, q(client)).await {
                 Ok(Ok(v)) => Ok(v),
@@ -605,6 +618,10 @@ impl LeaseStore for PgStore {
 
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError> {
         Ok(Box::new(PgStore::fresh(self)?))
+    }
+
+    fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
+        Ok(Box::new(PgStore::fresh_connected(self, within)?))
     }
 
     fn acquire(
