@@ -379,7 +379,7 @@ pub struct Status {
     /// Locks to show (default: every lock in DIR).
     #[arg(value_name = "LOCK")]
     pub locks: Vec<String>,
-    /// Print JSON (schema in README.md).
+    /// Print JSON (schema in doc/json.md).
     #[arg(long)]
     pub json: bool,
     /// One budget for the whole call.
@@ -398,7 +398,7 @@ pub struct History {
     /// Only runs that started within DUR.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub since: Option<Duration>,
-    /// One JSON object per run and line (schema in README.md).
+    /// One JSON object per run and line (schema in doc/json.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -287,3 +287,85 @@ fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
         }
     }
 }
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces
+/// as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// A Markdown document's text outside its fenced blocks.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Every relative link of the README, HACKING.md, PROTOCOL.md,
+/// BENCHMARKS.md and the guides names a file that exists and, with a
+/// `#`, a heading of it: a fact moved to another document leaves no link
+/// behind that points to where it was.
+#[test]
+fn every_link_between_the_documents_holds() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs: Vec<String> = ["README.md", "HACKING.md", "PROTOCOL.md", "BENCHMARKS.md"]
+        .map(str::to_owned)
+        .to_vec();
+    docs.extend(
+        documents()
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| p != "README.md"),
+    );
+    let mut checked = 0;
+    for doc in &docs {
+        let text = prose(&std::fs::read_to_string(root.join(doc)).unwrap());
+        let base = root.join(doc).parent().unwrap().to_owned();
+        for (_, rest) in text.match_indices("](").map(|(i, _)| text.split_at(i + 2)) {
+            let target = rest.split(')').next().unwrap();
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, heading) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                root.join(doc)
+            } else {
+                base.join(file)
+            };
+            assert!(path.exists(), "{doc}: the link ({target}) names no file");
+            if !heading.is_empty() {
+                let linked = prose(&std::fs::read_to_string(&path).unwrap());
+                let anchors: Vec<String> = linked
+                    .lines()
+                    .filter_map(|l| {
+                        l.trim_start_matches('#')
+                            .strip_prefix(' ')
+                            .filter(|_| l.starts_with('#'))
+                    })
+                    .map(anchor)
+                    .collect();
+                assert!(
+                    anchors.iter().any(|a| a == heading),
+                    "{doc}: the link ({target}) names no heading of {}: {anchors:?}",
+                    path.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} links found");
+}
