@@ -127,13 +127,28 @@ Examples:
     Precheck(Precheck),
     /// Show every lock (or the named ones): free, held, stale or unknown.
     #[command(after_help = "\
+Every lock in DIR (a lock file, or a journal: a free lock with a history), or
+the ones named: free, held, stale or unknown, with the owner's pid, the
+command's pid, since, age, the last finished run from the journal (how it
+ended, when it started, how long it took), the fires skipped since the current
+run began, and the command; for stale or unknown locks the reason (and for a
+run kept alive by a leftover process, that process). The table is aligned on a
+terminal and tab-separated otherwise.
+
 Examples:
   onlyone status
   onlyone status sync --json")]
     Status(Status),
     /// End the live run: signal, grace, KILL, then wait until the lock is free.
     #[command(after_help = "\
-Never signals a process whose pid and start time differ from the record.
+Sends --signal (default TERM) to the run's onlyone wrapper, which forwards it
+to the command's group and ends the strays; if the wrapper is gone, to every
+process of the run. After --kill-after (default 5s) everything of the run that
+is left gets KILL. It waits until the lock is free, clears a record left by a
+killed wrapper, and reports what it did. It never signals a process whose pid
+and start time differ from the record: every signal goes through a pidfd
+opened and checked against the recorded start time. Stopping a free lock
+succeeds; a stale one is cleared.
 
 Examples:
   onlyone stop sync
@@ -155,9 +170,10 @@ Examples:
     Reap(Reap),
     /// The runs of a lock, newest first, from its journal.
     #[command(after_help = "\
-Each run: when it started, how long it took, how it ended (exit code, signal,
-ended by onlyone, abandoned: its wrapper died), its pid and host, and the
-fires skipped while it ran. The journal is LOCKFILE.journal, beside the lock.
+Newest first: when each run started, how long it took, how it ended (exit N,
+signal NAME, ended (max-time|idle|stop|reap), abandoned: its wrapper died,
+released: a script's hold), its pid and host, and the fires skipped while it
+ran. The journal is LOCKFILE.journal, beside the lock.
 
 Examples:
   onlyone history sync
@@ -168,10 +184,11 @@ Examples:
     #[command(after_help = "\
 CRITICAL: no success within --max-age (a lock that never succeeded counts),
 the current run longer than --max-runtime, more than --max-skips fires skipped
-in a row, or the last run failed. WARNING: a threshold at least 80% used, or a
-lock whose record cannot be judged. With several locks the worst state wins;
-the first line is the status line, then perfdata after `|`, then one line per
-lock.
+in a row, or the last run failed (a non-zero exit, a signal, ended by onlyone,
+abandoned). WARNING: a threshold at least 80% used, or a lock whose record
+cannot be judged (unknown). With several locks the worst state wins and the
+status line counts them; the first line is the status line, then perfdata
+after `|`, then one line per lock.
 
 Examples:
   onlyone check sync --max-age 25h --max-runtime 2h --max-skips 12
@@ -179,8 +196,13 @@ Examples:
     Check(Check),
     /// Prometheus metrics (text format) for every lock (or the named ones).
     #[command(after_help = "\
-With --textfile the metrics are written atomically (a temp file beside it,
-then rename), for node_exporter's textfile collector.
+Every lock in DIR (or the ones named), each sample labelled lock=\"NAME\"
+(escaped as the format requires): onlyone_last_start_timestamp_seconds,
+onlyone_last_success_timestamp_seconds, onlyone_last_exit_code (128+N for
+signal N, -1 when unknown), onlyone_last_duration_seconds, onlyone_running,
+onlyone_skipped_total, onlyone_takeovers_total (the journal's counts). With
+--textfile the metrics are written atomically (a temp file beside it, then
+rename), for node_exporter's textfile collector.
 
 Examples:
   onlyone metrics
@@ -271,21 +293,38 @@ pub struct Run {
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
     /// Wait up to DUR for a running one to finish.
+    ///
+    /// The waiter wakes when the lock file is removed (inotify) or the
+    /// holding process exits (pidfd), within milliseconds, and re-probes
+    /// every 250 ms in case an owner died without a trace. Then 75.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// Stop the running one (TERM, grace, KILL), then run.
+    ///
+    /// As `onlyone stop` does (Kubernetes' `Replace`).
     #[arg(long)]
     pub replace: bool,
     /// End the command after DUR (exit 124). More than 0: for no limit,
     /// leave it out.
+    ///
+    /// TERM to the command's process group, then KILL after --kill-after.
+    /// 0 is refused: `timeout 0` means no limit, and neither reading is
+    /// guessed.
     #[arg(long, value_name = "DUR", value_parser = parse_limit, allow_negative_numbers = true)]
     pub max_time: Option<Duration>,
     /// End the run once all its processes have used no CPU and done no I/O
     /// for DUR (exit 124). More than 0. Not with --linger (`onlyone reap
     /// --idle DUR` ends a lingering run once idle).
+    ///
+    /// The run is over when all its processes have been idle for DUR
+    /// (doc/operations.md, "Idle"): TERM, grace, KILL, wait until they are
+    /// gone, release; exit 124 with a message saying the run was idle for
+    /// DUR. A busy run, or one only between steps, is never ended.
     #[arg(long, value_name = "DUR", value_parser = parse_limit, allow_negative_numbers = true)]
     pub idle_timeout: Option<Duration>,
     /// Grace between TERM and KILL (0: KILL right after TERM).
+    ///
+    /// For --max-time, --idle-timeout and for the run's leftover processes.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
     /// With --store: the lease L the server grants at each renewal (every
@@ -295,6 +334,8 @@ pub struct Run {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30s")]
     pub lease: Duration,
     /// Exit code for a skip.
+    ///
+    /// `--held-exit 0` makes a skip a success.
     #[arg(long, value_name = "N", default_value_t = HELD)]
     pub held_exit: u8,
     /// Leave the run's leftover processes running when the command exits
@@ -305,12 +346,25 @@ pub struct Run {
     /// lock held (work handed to tmux, screen, a terminal server); `onlyone
     /// reap` ends them once idle. Not with --max-time or --idle-timeout,
     /// which would apply to the command alone.
+    ///
+    /// The processes that outlive it are its descendants and the processes
+    /// carrying its token; onlyone exits with the command's code (see
+    /// doc/operations.md, "Runners that are not the work's parent"). When
+    /// none is left, the record stays and is stale: the next run takes it
+    /// over at once (quietly with -q). It is not released, because a
+    /// terminal server may exec the work a moment after the command
+    /// returned, and a release then would let the next fire in beside it.
     #[arg(long)]
     pub linger: bool,
     /// One budget for acquiring (waiting and stopping included).
+    ///
+    /// For everything before the command starts (waiting, stopping a run
+    /// to replace); when it runs out while the lock is held: 75, otherwise
+    /// 125.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
-    /// No message on a skip.
+    /// No message on a skip or a takeover (cron mails whatever a job
+    /// prints).
     #[arg(short, long)]
     pub quiet: bool,
 }
