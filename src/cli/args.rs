@@ -13,6 +13,26 @@ use super::exit::HELD;
 /// (`onlyone::signal::DEFAULT_GRACE`).
 const DEFAULT_GRACE: &str = "5s";
 
+/// What follows the options in `onlyone --help` and `-h`, with
+/// `exit_codes` between the lock names and the examples: the table of
+/// src/cli/exit.rs in `--help`, a pointer to it elsewhere.
+pub fn after_help(exit_codes: &str) -> String {
+    format!(
+        "\
+LOCK is a name (sync) for DIR/NAME.lock, or a path with a `/`. DIR is --dir,
+else $ONLYONE_DIR, else /run/onlyone (root) or /tmp/onlyone-$UID (the same for
+every session of a user: cron's and a terminal's).
+
+{exit_codes}
+
+Examples:
+  onlyone run sync -- ./sync.sh --all      skip (75) if a sync is running
+  onlyone run --wait 10m sync -- ./sync.sh wait up to 10 minutes for it
+  onlyone status                           who holds what
+  onlyone stop sync                        end the running sync"
+    )
+}
+
 /// Run a scheduled job, or the long-running mode of a CLI, as one instance at
 /// a time.
 #[derive(Debug, Parser)]
@@ -20,20 +40,8 @@ const DEFAULT_GRACE: &str = "5s";
     name = "onlyone",
     version,
     propagate_version = true,
-    after_help = "\
-Exit codes: 0 success, 75 skipped (held by a live run), 124 the run was ended
-(--max-time), 125 onlyone failed, 126/127 the command could not run / was not
-found, 128+N the command died of signal N, otherwise the command's own code.
-
-LOCK is a name (sync) for DIR/NAME.lock, or a path with a `/`. DIR is --dir,
-else $ONLYONE_DIR, else /run/onlyone (root) or /tmp/onlyone-$UID (the same for
-every session of a user: cron's and a terminal's).
-
-Examples:
-  onlyone run sync -- ./sync.sh --all      skip (75) if a sync is running
-  onlyone run --wait 10m sync -- ./sync.sh wait up to 10 minutes for it
-  onlyone status                           who holds what
-  onlyone stop sync                        end the running sync"
+    after_help = after_help("Exit codes: `onlyone --help` lists them."),
+    after_long_help = after_help(&super::exit::help_text())
 )]
 pub struct Cli {
     /// The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root,
