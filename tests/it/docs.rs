@@ -527,3 +527,32 @@ fn every_link_between_the_documents_holds() {
     }
     assert!(checked > 20, "only {checked} links found");
 }
+
+/// The Debian package ships the README and the guides, and not the
+/// benchmarks (a record of how onlyone was measured, not a user's guide).
+#[test]
+fn the_package_ships_the_guides() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let (_, deb) = manifest
+        .split_once("[package.metadata.deb]")
+        .expect("Cargo.toml has a [package.metadata.deb] section");
+    let deb = deb.split("\n[").next().unwrap();
+    assert!(
+        deb.contains("[\"README.md\", \"usr/share/doc/onlyone/\""),
+        "{deb}"
+    );
+    assert!(
+        deb.contains("[\"doc/*.md\", \"usr/share/doc/onlyone/doc/\""),
+        "{deb}"
+    );
+    assert!(!deb.contains("BENCHMARKS.md"), "{deb}");
+    let check = std::fs::read_to_string(root.join("packaging/check-deb.sh")).unwrap();
+    for (path, _) in documents() {
+        let installed = format!("/usr/share/doc/onlyone/{path}");
+        assert!(
+            check.contains(&installed),
+            "check-deb.sh does not look for {installed}"
+        );
+    }
+}
