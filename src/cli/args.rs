@@ -164,13 +164,36 @@ Examples:
     Stop(Stop),
     /// End the lingering processes of finished or idle runs of the named jobs.
     #[command(after_help = "\
-A process is ended only when (1) it belongs to a run of a named job (it carries
-that job's ONLYONE_LOCK, or the token of the run its lock names, is in the
-run's process group, or owns the lock: a script that acquired it),
-(2) its run is finished (the lock no longer names its token) or the whole run
-has been idle, and (3) it has been idle (no CPU time, no byte read or written)
-for --idle. Idleness is remembered between calls in DIR/.onlyone-reap.json.
-Always exits 0.
+A process is ended only when all three hold:
+
+1. It belongs to a run of a named job: its environment carries that job's
+ONLYONE_LOCK, or the ONLYONE_TOKEN of the run the lock names now (a process
+a terminal server started for the run, run --linger), or it is in the
+run's process group, or it owns the lock (a script that took it with
+acquire, a program with the library), or it is the command recorded in the
+lock. Nothing else is ever touched: not your shells, not your own sleep,
+not the runs of jobs you did not name.
+
+2. Its run is finished or idle: the lock no longer names its token (the
+wrapper is gone, or the lock was released or taken over), or every process
+of the run has been idle for the window.
+
+3. It has itself been idle (no CPU time, no byte read or written) for at
+least --idle. One call cannot watch for ten minutes, so reap remembers what
+it saw in DIR/.onlyone-reap.json: per process, by pid and start time, its
+counters and when they last changed. A process seen for the first time
+counts as active now. The file is replaced atomically (temp + rename), and
+DIR/.onlyone-reap.lock (flock) keeps two reaps from interleaving.
+
+Ending is TERM, --grace, KILL, then a wait of up to 5 s until the processes are
+really gone and, for a run whose wrapper lives, until it has released the lock:
+a precheck right after never sees a finished run as alive.
+
+--deadline is one budget for every call reap makes (/proc reads, signals,
+waits): when it runs out, reap stops where it is and reports what it did. reap
+always exits 0, even on errors (it prints them): it runs as a precheck, and a
+reaper bug must never be the reason a fire is skipped. --dry-run sends no
+signal and writes no state. -q is not for --json.
 
 Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
