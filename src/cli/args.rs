@@ -95,8 +95,11 @@ Examples:
 The owner is the calling shell (onlyone's parent) unless --owner says
 otherwise. With --export the lock is held while the script or any process
 that carries its ONLYONE_TOKEN lives (the script's workers, even after the
-script is killed); without it, while the script lives (and its process
-group, when it leads one).
+script is killed). Without it, the lock is held while the calling shell lives
+and, when that shell leads its own process group (a script started by a
+job-control shell or by systemd), while the processes it started in that group
+live; a script that does not lead its group (any script run by cron) counts
+alone: its group's other members are not its to hold a lock with. Use --export.
 
 --export prints, on success, assignments for eval:
   ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK ONLYONE_TOKEN
@@ -114,8 +117,21 @@ Example (a script run by cron):
     #[command(after_help = "\
 Removes the lock only if it is held by the calling shell (or --owner), by
 onlyone's own process (`bash -c '...; onlyone release L'` execs it), or under
-the ONLYONE_TOKEN in onlyone's environment (a script that used --export).
---force removes any lock, and says whose it was.
+the ONLYONE_TOKEN in onlyone's environment (a script that used --export, with
+ONLYONE_LOCK naming the same lock: a worker or a trap in a subshell may
+release). A lock someone else holds is refused (exit 125) with a message
+naming the holder. --force removes any lock, and says whose it was. Releasing
+a free lock succeeds: release is idempotent.
+
+A release never frees the lock under the script's workers. When the script's
+trap releases while a worker that carries the token still runs (`./worker &`
+and the script ends), the lock stays held by that worker: release says so
+(`sync` stays held by pid 4321, still working for the run (carrying its
+token): it is free once the last one exits), exits 0, and records the run's
+end then. The record is marked released=, the next fire skips (75) while a
+worker lives, and once the last one exits the lock is free to the next fire,
+which records no abandoned run. flock(1) gives the same guarantee through the
+inherited descriptor.
 
 Examples:
   onlyone release sync
