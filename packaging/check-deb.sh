@@ -24,8 +24,23 @@ for f in /usr/bin/onlyone /usr/share/man/man1/onlyone.1.gz \
   /usr/share/zsh/vendor-completions/_onlyone \
   /usr/share/fish/vendor_completions.d/onlyone.fish \
   /usr/share/doc/onlyone/README.md \
+  /usr/share/doc/onlyone/doc/how-it-works.md \
+  /usr/share/doc/onlyone/doc/json.md \
+  /usr/share/doc/onlyone/doc/library.md \
+  /usr/share/doc/onlyone/doc/operations.md \
+  /usr/share/doc/onlyone/doc/security.md \
+  /usr/share/doc/onlyone/doc/store.md \
   /usr/share/doc/onlyone/examples/onlyone-nightly-sync.timer; do
   grep -qx "$f" <<<"$files" || { echo "check-deb: $f is not in the package" >&2; exit 1; }
+done
+# The benchmarks are the project's record, not a user's guide.
+if grep -q 'BENCHMARKS' <<<"$files"; then
+  echo "check-deb: BENCHMARKS.md is in the package" >&2
+  exit 1
+fi
+# The README's links to its guides hold where it is installed.
+for link in $(grep -o '](doc/[a-z-]*\.md' /usr/share/doc/onlyone/README.md | sed 's/^](//' | sort -u); do
+  test -f "/usr/share/doc/onlyone/$link" || { echo "check-deb: the README links to $link, not installed" >&2; exit 1; }
 done
 echo "$files"
 trap - EXIT

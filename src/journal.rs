@@ -3,7 +3,7 @@
 //! `DIR/NAME.lock` keeps its journal in `DIR/NAME.lock.journal`, and one
 //! older generation in `DIR/NAME.lock.journal.1`. Every run, skip,
 //! takeover, stop, reap and release is one [`Event`], one line of JSON
-//! (schema [`SCHEMA`], documented in the README), appended with one
+//! (schema [`SCHEMA`], documented in doc/json.md), appended with one
 //! `write(2)` on a file opened with `O_APPEND`: concurrent writers never tear
 //! or interleave a line, and a line is at most [`MAX_LINE`] bytes (the
 //! command is cut to fit).

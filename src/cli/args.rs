@@ -13,6 +13,26 @@ use super::exit::HELD;
 /// (`onlyone::signal::DEFAULT_GRACE`).
 const DEFAULT_GRACE: &str = "5s";
 
+/// What follows the options in `onlyone --help` and `-h`, with
+/// `exit_codes` between the lock names and the examples: the table of
+/// src/cli/exit.rs in `--help`, a pointer to it elsewhere.
+pub fn after_help(exit_codes: &str) -> String {
+    format!(
+        "\
+LOCK is a name (sync) for DIR/NAME.lock, or a path with a `/`. DIR is --dir,
+else $ONLYONE_DIR, else /run/onlyone (root) or /tmp/onlyone-$UID (the same for
+every session of a user: cron's and a terminal's).
+
+{exit_codes}
+
+Examples:
+  onlyone run sync -- ./sync.sh --all      skip (75) if a sync is running
+  onlyone run --wait 10m sync -- ./sync.sh wait up to 10 minutes for it
+  onlyone status                           who holds what
+  onlyone stop sync                        end the running sync"
+    )
+}
+
 /// Run a scheduled job, or the long-running mode of a CLI, as one instance at
 /// a time.
 #[derive(Debug, Parser)]
@@ -20,20 +40,8 @@ const DEFAULT_GRACE: &str = "5s";
     name = "onlyone",
     version,
     propagate_version = true,
-    after_help = "\
-Exit codes: 0 success, 75 skipped (held by a live run), 124 the run was ended
-(--max-time), 125 onlyone failed, 126/127 the command could not run / was not
-found, 128+N the command died of signal N, otherwise the command's own code.
-
-LOCK is a name (sync) for DIR/NAME.lock, or a path with a `/`. DIR is --dir,
-else $ONLYONE_DIR, else /run/onlyone (root) or /tmp/onlyone-$UID (the same for
-every session of a user: cron's and a terminal's).
-
-Examples:
-  onlyone run sync -- ./sync.sh --all      skip (75) if a sync is running
-  onlyone run --wait 10m sync -- ./sync.sh wait up to 10 minutes for it
-  onlyone status                           who holds what
-  onlyone stop sync                        end the running sync"
+    after_help = after_help("Exit codes: `onlyone --help` lists them."),
+    after_long_help = after_help(&super::exit::help_text())
 )]
 pub struct Cli {
     /// The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root,
@@ -87,8 +95,11 @@ Examples:
 The owner is the calling shell (onlyone's parent) unless --owner says
 otherwise. With --export the lock is held while the script or any process
 that carries its ONLYONE_TOKEN lives (the script's workers, even after the
-script is killed); without it, while the script lives (and its process
-group, when it leads one).
+script is killed). Without it, the lock is held while the calling shell lives
+and, when that shell leads its own process group (a script started by a
+job-control shell or by systemd), while the processes it started in that group
+live; a script that does not lead its group (any script run by cron) counts
+alone: its group's other members are not its to hold a lock with. Use --export.
 
 --export prints, on success, assignments for eval:
   ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK ONLYONE_TOKEN
@@ -106,8 +117,21 @@ Example (a script run by cron):
     #[command(after_help = "\
 Removes the lock only if it is held by the calling shell (or --owner), by
 onlyone's own process (`bash -c '...; onlyone release L'` execs it), or under
-the ONLYONE_TOKEN in onlyone's environment (a script that used --export).
---force removes any lock, and says whose it was.
+the ONLYONE_TOKEN in onlyone's environment (a script that used --export, with
+ONLYONE_LOCK naming the same lock: a worker or a trap in a subshell may
+release). A lock someone else holds is refused (exit 125) with a message
+naming the holder. --force removes any lock, and says whose it was. Releasing
+a free lock succeeds: release is idempotent.
+
+A release never frees the lock under the script's workers. When the script's
+trap releases while a worker that carries the token still runs (`./worker &`
+and the script ends), the lock stays held by that worker: release says so
+(`sync` stays held by pid 4321, still working for the run (carrying its
+token): it is free once the last one exits), exits 0, and records the run's
+end then. The record is marked released=, the next fire skips (75) while a
+worker lives, and once the last one exits the lock is free to the next fire,
+which records no abandoned run. flock(1) gives the same guarantee through the
+inherited descriptor.
 
 Examples:
   onlyone release sync
@@ -127,13 +151,28 @@ Examples:
     Precheck(Precheck),
     /// Show every lock (or the named ones): free, held, stale or unknown.
     #[command(after_help = "\
+Every lock in DIR (a lock file, or a journal: a free lock with a history), or
+the ones named: free, held, stale or unknown, with the owner's pid, the
+command's pid, since, age, the last finished run from the journal (how it
+ended, when it started, how long it took), the fires skipped since the current
+run began, and the command; for stale or unknown locks the reason (and for a
+run kept alive by a leftover process, that process). The table is aligned on a
+terminal and tab-separated otherwise.
+
 Examples:
   onlyone status
   onlyone status sync --json")]
     Status(Status),
     /// End the live run: signal, grace, KILL, then wait until the lock is free.
     #[command(after_help = "\
-Never signals a process whose pid and start time differ from the record.
+Sends --signal (default TERM) to the run's onlyone wrapper, which forwards it
+to the command's group and ends the strays; if the wrapper is gone, to every
+process of the run. After --kill-after (default 5s) everything of the run that
+is left gets KILL. It waits until the lock is free, clears a record left by a
+killed wrapper, and reports what it did. It never signals a process whose pid
+and start time differ from the record: every signal goes through a pidfd
+opened and checked against the recorded start time. Stopping a free lock
+succeeds; a stale one is cleared.
 
 Examples:
   onlyone stop sync
@@ -141,13 +180,36 @@ Examples:
     Stop(Stop),
     /// End the lingering processes of finished or idle runs of the named jobs.
     #[command(after_help = "\
-A process is ended only when (1) it belongs to a run of a named job (it carries
-that job's ONLYONE_LOCK, or the token of the run its lock names, is in the
-run's process group, or owns the lock: a script that acquired it),
-(2) its run is finished (the lock no longer names its token) or the whole run
-has been idle, and (3) it has been idle (no CPU time, no byte read or written)
-for --idle. Idleness is remembered between calls in DIR/.onlyone-reap.json.
-Always exits 0.
+A process is ended only when all three hold:
+
+1. It belongs to a run of a named job: its environment carries that job's
+ONLYONE_LOCK, or the ONLYONE_TOKEN of the run the lock names now (a process
+a terminal server started for the run, run --linger), or it is in the
+run's process group, or it owns the lock (a script that took it with
+acquire, a program with the library), or it is the command recorded in the
+lock. Nothing else is ever touched: not your shells, not your own sleep,
+not the runs of jobs you did not name.
+
+2. Its run is finished or idle: the lock no longer names its token (the
+wrapper is gone, or the lock was released or taken over), or every process
+of the run has been idle for the window.
+
+3. It has itself been idle (no CPU time, no byte read or written) for at
+least --idle. One call cannot watch for ten minutes, so reap remembers what
+it saw in DIR/.onlyone-reap.json: per process, by pid and start time, its
+counters and when they last changed. A process seen for the first time
+counts as active now. The file is replaced atomically (temp + rename), and
+DIR/.onlyone-reap.lock (flock) keeps two reaps from interleaving.
+
+Ending is TERM, --grace, KILL, then a wait of up to 5 s until the processes are
+really gone and, for a run whose wrapper lives, until it has released the lock:
+a precheck right after never sees a finished run as alive.
+
+--deadline is one budget for every call reap makes (/proc reads, signals,
+waits): when it runs out, reap stops where it is and reports what it did. reap
+always exits 0, even on errors (it prints them): it runs as a precheck, and a
+reaper bug must never be the reason a fire is skipped. --dry-run sends no
+signal and writes no state. -q is not for --json.
 
 Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
@@ -155,9 +217,10 @@ Examples:
     Reap(Reap),
     /// The runs of a lock, newest first, from its journal.
     #[command(after_help = "\
-Each run: when it started, how long it took, how it ended (exit code, signal,
-ended by onlyone, abandoned: its wrapper died), its pid and host, and the
-fires skipped while it ran. The journal is LOCKFILE.journal, beside the lock.
+Newest first: when each run started, how long it took, how it ended (exit N,
+signal NAME, ended (max-time|idle|stop|reap), abandoned: its wrapper died,
+released: a script's hold), its pid and host, and the fires skipped while it
+ran. The journal is LOCKFILE.journal, beside the lock.
 
 Examples:
   onlyone history sync
@@ -168,10 +231,11 @@ Examples:
     #[command(after_help = "\
 CRITICAL: no success within --max-age (a lock that never succeeded counts),
 the current run longer than --max-runtime, more than --max-skips fires skipped
-in a row, or the last run failed. WARNING: a threshold at least 80% used, or a
-lock whose record cannot be judged. With several locks the worst state wins;
-the first line is the status line, then perfdata after `|`, then one line per
-lock.
+in a row, or the last run failed (a non-zero exit, a signal, ended by onlyone,
+abandoned). WARNING: a threshold at least 80% used, or a lock whose record
+cannot be judged (unknown). With several locks the worst state wins and the
+status line counts them; the first line is the status line, then perfdata
+after `|`, then one line per lock.
 
 Examples:
   onlyone check sync --max-age 25h --max-runtime 2h --max-skips 12
@@ -179,8 +243,13 @@ Examples:
     Check(Check),
     /// Prometheus metrics (text format) for every lock (or the named ones).
     #[command(after_help = "\
-With --textfile the metrics are written atomically (a temp file beside it,
-then rename), for node_exporter's textfile collector.
+Every lock in DIR (or the ones named), each sample labelled lock=\"NAME\"
+(escaped as the format requires): onlyone_last_start_timestamp_seconds,
+onlyone_last_success_timestamp_seconds, onlyone_last_exit_code (128+N for
+signal N, -1 when unknown), onlyone_last_duration_seconds, onlyone_running,
+onlyone_skipped_total, onlyone_takeovers_total (the journal's counts). With
+--textfile the metrics are written atomically (a temp file beside it, then
+rename), for node_exporter's textfile collector.
 
 Examples:
   onlyone metrics
@@ -271,21 +340,38 @@ pub struct Run {
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
     /// Wait up to DUR for a running one to finish.
+    ///
+    /// The waiter wakes when the lock file is removed (inotify) or the
+    /// holding process exits (pidfd), within milliseconds, and re-probes
+    /// every 250 ms in case an owner died without a trace. Then 75.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// Stop the running one (TERM, grace, KILL), then run.
+    ///
+    /// As `onlyone stop` does (Kubernetes' `Replace`).
     #[arg(long)]
     pub replace: bool,
     /// End the command after DUR (exit 124). More than 0: for no limit,
     /// leave it out.
+    ///
+    /// TERM to the command's process group, then KILL after --kill-after.
+    /// 0 is refused: `timeout 0` means no limit, and neither reading is
+    /// guessed.
     #[arg(long, value_name = "DUR", value_parser = parse_limit, allow_negative_numbers = true)]
     pub max_time: Option<Duration>,
     /// End the run once all its processes have used no CPU and done no I/O
     /// for DUR (exit 124). More than 0. Not with --linger (`onlyone reap
     /// --idle DUR` ends a lingering run once idle).
+    ///
+    /// The run is over when all its processes have been idle for DUR
+    /// (doc/operations.md, "Idle"): TERM, grace, KILL, wait until they are
+    /// gone, release; exit 124 with a message saying the run was idle for
+    /// DUR. A busy run, or one only between steps, is never ended.
     #[arg(long, value_name = "DUR", value_parser = parse_limit, allow_negative_numbers = true)]
     pub idle_timeout: Option<Duration>,
     /// Grace between TERM and KILL (0: KILL right after TERM).
+    ///
+    /// For --max-time, --idle-timeout and for the run's leftover processes.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = DEFAULT_GRACE)]
     pub kill_after: Duration,
     /// With --store: the lease L the server grants at each renewal (every
@@ -295,6 +381,8 @@ pub struct Run {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30s")]
     pub lease: Duration,
     /// Exit code for a skip.
+    ///
+    /// `--held-exit 0` makes a skip a success.
     #[arg(long, value_name = "N", default_value_t = HELD)]
     pub held_exit: u8,
     /// Leave the run's leftover processes running when the command exits
@@ -305,12 +393,25 @@ pub struct Run {
     /// lock held (work handed to tmux, screen, a terminal server); `onlyone
     /// reap` ends them once idle. Not with --max-time or --idle-timeout,
     /// which would apply to the command alone.
+    ///
+    /// The processes that outlive it are its descendants and the processes
+    /// carrying its token; onlyone exits with the command's code (see
+    /// doc/operations.md, "Runners that are not the work's parent"). When
+    /// none is left, the record stays and is stale: the next run takes it
+    /// over at once (quietly with -q). It is not released, because a
+    /// terminal server may exec the work a moment after the command
+    /// returned, and a release then would let the next fire in beside it.
     #[arg(long)]
     pub linger: bool,
     /// One budget for acquiring (waiting and stopping included).
+    ///
+    /// For everything before the command starts (waiting, stopping a run
+    /// to replace); when it runs out while the lock is held: 75, otherwise
+    /// 125.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
-    /// No message on a skip.
+    /// No message on a skip or a takeover (cron mails whatever a job
+    /// prints).
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -379,7 +480,7 @@ pub struct Status {
     /// Locks to show (default: every lock in DIR).
     #[arg(value_name = "LOCK")]
     pub locks: Vec<String>,
-    /// Print JSON (schema in README.md).
+    /// Print JSON (schema in doc/json.md).
     #[arg(long)]
     pub json: bool,
     /// One budget for the whole call.
@@ -398,7 +499,7 @@ pub struct History {
     /// Only runs that started within DUR.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub since: Option<Duration>,
-    /// One JSON object per run and line (schema in README.md).
+    /// One JSON object per run and line (schema in doc/json.md).
     #[arg(long)]
     pub json: bool,
 }

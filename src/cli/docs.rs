@@ -24,33 +24,9 @@ pub fn completions(a: &args::Completions) -> Code {
     Code::Exit(0)
 }
 
-/// The sections clap does not write, for `onlyone(1)`, in roff.
-const EXTRA: &str = r#".SH "EXIT STATUS"
-.TP
-\fB0\fR
-Success (\fBrun\fR: the command exited 0).
-.TP
-\fB75\fR
-Skipped: the lock is held by a live run (\fB\-\-held\-exit\fR changes it).
-Nothing else exits 75.
-.TP
-\fB124\fR
-\fBrun\fR: onlyone ended the command (\fB\-\-max\-time\fR, \fB\-\-idle\-timeout\fR,
-or a lease of the store it could not renew in time).
-.TP
-\fB125\fR
-onlyone itself failed: an I/O error, a lock it cannot judge, a bad directory
-or name, a usage error, an unreachable store.
-.TP
-\fB126\fR, \fB127\fR
-\fBrun\fR: the command could not be executed, or was not found.
-.TP
-\fB128\fR+\fIN\fR
-\fBrun\fR: the command was killed by signal \fIN\fR.
-.PP
-\fBprecheck\fR exits only 0 or 75. \fBcheck\fR exits 0 OK, 1 WARNING, 2 CRITICAL,
-3 UNKNOWN. Otherwise \fBrun\fR exits with the command's own code.
-.SH ENVIRONMENT
+/// The sections clap does not write, for `onlyone(1)`, in roff, after
+/// EXIT STATUS (which is [`super::exit::roff`]).
+const EXTRA: &str = r#".SH ENVIRONMENT
 .TP
 \fBONLYONE_DIR\fR
 The lock directory, when \fB\-\-dir\fR is not given.
@@ -111,7 +87,13 @@ fn write_pages(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let cmd = Cli::command();
     let mut page = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    // The exit codes have a section of their own here, not a place in the
+    // text after the options as in `--help`.
+    let top = cmd
+        .clone()
+        .after_long_help(args::after_help("Exit codes: see EXIT STATUS below."));
+    clap_mangen::Man::new(top).render(&mut page)?;
+    page.write_all(super::exit::roff().as_bytes())?;
     page.write_all(EXTRA.as_bytes())?;
     std::fs::write(dir.join("onlyone.1"), page)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

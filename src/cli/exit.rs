@@ -1,22 +1,137 @@
-//! Every exit code of onlyone, in one place.
-//!
-//! | code | meaning |
-//! |---|---|
-//! | 0 | success (`run`: the command exited 0) |
-//! | 75 | skipped: held by a live run (`--held-exit N` changes it) |
-//! | 124 | `run`: onlyone ended the command (`--max-time`) |
-//! | 125 | onlyone itself failed (I/O, unknown record, bad DIR, usage) |
-//! | 126 / 127 | the command could not be executed / was not found |
-//! | 128+N | the command was killed by signal N |
-//! | other | `run`: the command's own exit code |
-//!
-//! `precheck` exits only 0 or 75. The library returns kinds of outcome;
-//! this file alone turns them into numbers.
+//! Every exit code of onlyone, in one place: [`TABLE`] is the table, and
+//! the constants below are the codes the command uses. The table is
+//! rendered from here into `onlyone --help` ([`help_text`]), the EXIT
+//! STATUS section of onlyone(1) ([`roff`]) and the README (which a test
+//! holds equal to the help). The library returns kinds of outcome; this
+//! file alone turns them into numbers.
 
 use std::process::ExitCode;
 
 use onlyone::supervise::{Exit, RunError};
 use rustix::process::Signal;
+
+/// One row of the exit-code table.
+pub struct Row {
+    /// The code, or codes (`126 / 127`, `128+N`, `other`).
+    pub code: &'static str,
+    /// What it means, in Markdown: plain words and `code spans`.
+    pub meaning: &'static str,
+}
+
+/// The exit codes of onlyone, as every document shows them.
+pub const TABLE: &[Row] = &[
+    Row {
+        code: "0",
+        meaning: "success (`run`: the command exited 0)",
+    },
+    Row {
+        code: "75",
+        meaning: "skipped: held by a live run (`--held-exit N` changes it, like `flock -E`). \
+                  Nothing else in onlyone exits 75.",
+    },
+    Row {
+        code: "124",
+        meaning: "`run`: onlyone ended the command (`--max-time` or `--idle-timeout`; with a \
+                  store, a lease it could not renew in time)",
+    },
+    Row {
+        code: "125",
+        meaning: "onlyone itself failed: an I/O error, a lock it cannot judge, a bad DIR or \
+                  name, a usage error, a refused `release`, an unreachable store",
+    },
+    Row {
+        code: "126 / 127",
+        meaning: "`run`: the command could not be executed / was not found",
+    },
+    Row {
+        code: "128+N",
+        meaning: "`run`: the command was killed by signal N. For SIGINT, SIGTERM, SIGHUP and \
+                  SIGPIPE onlyone ends itself with the same signal (as GNU `timeout` does), so \
+                  a calling shell loop stops on Ctrl-C; a shell sees 128+N either way",
+    },
+    Row {
+        code: "other",
+        meaning: "`run`: the command's own exit code",
+    },
+];
+
+/// What follows the table: the commands whose codes are their own.
+pub const EXCEPTIONS: &str = "`precheck` exits only 0 or 75, whatever happens, and `reap` \
+                              always 0. `check` alone uses the monitoring-plugin convention: 0 \
+                              OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (a usage error included).";
+
+/// The table as `onlyone --help` shows it: a row per code, its meaning
+/// wrapped under itself at 80 columns.
+pub fn help_text() -> String {
+    const WIDTH: usize = 80;
+    let code_w = TABLE.iter().map(|r| r.code.len()).max().unwrap_or(0);
+    let indent = 2 + code_w + 2;
+    let mut out = String::from("Exit status:\n");
+    for row in TABLE {
+        let lines = wrap(row.meaning, WIDTH - indent);
+        for (i, line) in lines.iter().enumerate() {
+            let code = if i == 0 { row.code } else { "" };
+            out.push_str(&format!("  {code:<code_w$}  {line}\n"));
+        }
+    }
+    out.push('\n');
+    out.push_str(&wrap(EXCEPTIONS, WIDTH).join("\n"));
+    out
+}
+
+/// The EXIT STATUS section of onlyone(1), in roff: `code spans` in bold.
+pub fn roff() -> String {
+    let mut out = String::from(".SH \"EXIT STATUS\"\n");
+    for row in TABLE {
+        out.push_str(&format!(".TP\n\\fB{}\\fR\n", roff_text(row.code)));
+        out.push_str(&roff_text(row.meaning));
+        out.push('\n');
+    }
+    out.push_str(".PP\n");
+    out.push_str(&roff_text(EXCEPTIONS));
+    out.push('\n');
+    out
+}
+
+/// Markdown text as roff: escapes, and `code` in bold.
+fn roff_text(s: &str) -> String {
+    let mut out = String::new();
+    let mut code = false;
+    for c in s.chars() {
+        match c {
+            '`' => {
+                out.push_str(if code { "\\fR" } else { "\\fB" });
+                code = !code;
+            }
+            '\\' => out.push_str("\\e"),
+            '-' => out.push_str("\\-"),
+            c => out.push(c),
+        }
+    }
+    if out.starts_with(['.', '\'']) {
+        out.insert_str(0, "\\&");
+    }
+    out
+}
+
+/// Words into lines of at most `width` columns (a longer word alone).
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in s.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
 
 /// Skipped: held by a live run.
 pub const HELD: u8 = 75;

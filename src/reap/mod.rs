@@ -14,7 +14,7 @@
 //! 2. **Its run is finished or idle**: the lock no longer names its token
 //!    (the wrapper is gone, or the lock was released or taken over), or
 //!    every process of the run has been idle for the window.
-//! 3. **It has been idle for the window** (see "Idle" in the README: no CPU time, no
+//! 3. **It has been idle for the window** (see "Idle" in doc/operations.md: no CPU time, no
 //!    byte read or written). One call cannot watch for ten minutes, so the
 //!    reaper keeps a state file beside the locks (`.onlyone-reap.json`):
 //!    per process, by pid and start time, the counters and when they last

@@ -287,3 +287,272 @@ fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
         }
     }
 }
+
+/// A table's rows (code, meaning) and the paragraph after it, each with
+/// its whitespace made single spaces.
+#[derive(Debug, PartialEq, Eq)]
+struct ExitTable {
+    rows: Vec<(String, String)>,
+    after: String,
+}
+
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The table as `onlyone --help` prints it: `Exit status:`, then a row per
+/// code (two spaces, the code, two spaces or more, the meaning; the
+/// meaning's further lines indented under it, or not if clap wrapped them
+/// again), a blank line and the paragraph after it.
+fn exit_table_of_help(help: &str) -> ExitTable {
+    let (_, rest) = help
+        .split_once("\nExit status:\n")
+        .unwrap_or_else(|| panic!("`onlyone --help` has no exit codes:\n{help}"));
+    let (table, rest) = rest
+        .split_once("\n\n")
+        .expect("a blank line after the table");
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for line in table.lines() {
+        let starts_row = line.starts_with("  ") && !line[2..].starts_with(' ');
+        if starts_row {
+            let (code, meaning) = line[2..]
+                .split_once("  ")
+                .unwrap_or_else(|| panic!("a row without a meaning: {line:?}"));
+            rows.push((code.to_owned(), meaning.to_owned()));
+        } else {
+            let last = rows.last_mut().expect("the table starts with a row");
+            last.1.push(' ');
+            last.1.push_str(line);
+        }
+    }
+    let after = rest.split("\n\n").next().unwrap();
+    ExitTable {
+        rows: rows.into_iter().map(|(c, m)| (c, words(&m))).collect(),
+        after: words(after),
+    }
+}
+
+/// roff as Markdown: bold is a `code span`, escapes undone.
+fn unroff(s: &str) -> String {
+    let s = s.strip_prefix("\\&").unwrap_or(s);
+    words(
+        &s.replace("\\fB", "`")
+            .replace("\\fR", "`")
+            .replace("\\-", "-")
+            .replace("\\e", "\\"),
+    )
+}
+
+/// The table of onlyone(1)'s EXIT STATUS section: `.TP`, the code in
+/// bold, its meaning; `.PP` and the paragraph after it.
+fn exit_table_of_man(page: &str) -> ExitTable {
+    let (_, rest) = page
+        .split_once(".SH \"EXIT STATUS\"\n")
+        .expect("onlyone.1 has an EXIT STATUS section");
+    let section = rest.split("\n.SH ").next().unwrap();
+    let (table, after) = section
+        .split_once("\n.PP\n")
+        .expect("a paragraph after the table");
+    let mut rows = Vec::new();
+    for item in table.split(".TP\n").skip(1) {
+        let (code, meaning) = item.split_once('\n').expect("a code, then its meaning");
+        rows.push((unroff(code).trim_matches('`').to_owned(), unroff(meaning)));
+    }
+    ExitTable {
+        rows,
+        after: unroff(after),
+    }
+}
+
+/// The README's table: its `| code | meaning |` rows, a blank line and the
+/// paragraph after it.
+fn exit_table_of_readme(readme: &str) -> ExitTable {
+    let (_, rest) = readme
+        .split_once("\n| code | meaning |\n|---|---|\n")
+        .expect("the README has the exit-code table");
+    let (table, rest) = rest
+        .split_once("\n\n")
+        .expect("a paragraph after the table");
+    let rows = table
+        .lines()
+        .map(|l| {
+            let cells = l
+                .strip_prefix("| ")
+                .and_then(|l| l.strip_suffix(" |"))
+                .unwrap_or_else(|| panic!("not a row of the table: {l:?}"));
+            let (code, meaning) = cells.split_once(" | ").expect("two cells");
+            (code.to_owned(), words(meaning))
+        })
+        .collect();
+    ExitTable {
+        rows,
+        after: words(rest.split("\n\n").next().unwrap()),
+    }
+}
+
+/// The exit codes are one table (src/cli/exit.rs), and it reads the same
+/// in `onlyone --help`, in onlyone(1) and in the README; `-h`, the rest of
+/// onlyone(1) and the guides point to it and keep no copy of their own.
+#[test]
+fn the_exit_codes_are_one_table_in_the_help_the_manual_and_the_readme() {
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    let long = oo(&sb, &["--help"]);
+    long.expect(0);
+    let help = exit_table_of_help(&long.stdout);
+    let codes: Vec<&str> = help.rows.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(
+        codes,
+        ["0", "75", "124", "125", "126 / 127", "128+N", "other"],
+        "{help:#?}"
+    );
+    assert!(help.after.contains("precheck"), "{help:#?}");
+
+    let dir = sb.path("man");
+    oo(&sb, &["manpages", &dir.display().to_string()]).expect(0);
+    let page = std::fs::read_to_string(dir.join("onlyone.1")).unwrap();
+    assert_eq!(
+        exit_table_of_man(&page),
+        help,
+        "onlyone.1 and --help differ"
+    );
+    let (before, rest) = page.split_once(".SH \"EXIT STATUS\"").unwrap();
+    let after = rest.split_once("\n.SH ").map_or("", |x| x.1);
+    for (part, text) in [("before", before), ("after", after)] {
+        assert!(
+            !text.contains("124") && !text.contains("125"),
+            "onlyone.1 names exit codes {part} EXIT STATUS:\n{text}"
+        );
+    }
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert_eq!(
+        exit_table_of_readme(&readme),
+        help,
+        "README.md's exit codes differ from `onlyone --help` (src/cli/exit.rs is the table)"
+    );
+
+    let short = oo(&sb, &["-h"]);
+    short.expect(0);
+    assert!(
+        short.stdout.contains("onlyone --help") && !short.stdout.contains("124"),
+        "{}",
+        short.stdout
+    );
+    for (path, text) in documents() {
+        let rows = text.lines().filter(|l| l.starts_with("| 125 |")).count();
+        let want = usize::from(path == "README.md");
+        assert_eq!(rows, want, "{path} has {rows} exit-code table(s)");
+    }
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces
+/// as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// A Markdown document's text outside its fenced blocks.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Every relative link of the README, HACKING.md, PROTOCOL.md,
+/// BENCHMARKS.md and the guides names a file that exists and, with a
+/// `#`, a heading of it: a fact moved to another document leaves no link
+/// behind that points to where it was.
+#[test]
+fn every_link_between_the_documents_holds() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs: Vec<String> = ["README.md", "HACKING.md", "PROTOCOL.md", "BENCHMARKS.md"]
+        .map(str::to_owned)
+        .to_vec();
+    docs.extend(
+        documents()
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| p != "README.md"),
+    );
+    let mut checked = 0;
+    for doc in &docs {
+        let text = prose(&std::fs::read_to_string(root.join(doc)).unwrap());
+        let base = root.join(doc).parent().unwrap().to_owned();
+        for (_, rest) in text.match_indices("](").map(|(i, _)| text.split_at(i + 2)) {
+            let target = rest.split(')').next().unwrap();
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, heading) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                root.join(doc)
+            } else {
+                base.join(file)
+            };
+            assert!(path.exists(), "{doc}: the link ({target}) names no file");
+            if !heading.is_empty() {
+                let linked = prose(&std::fs::read_to_string(&path).unwrap());
+                let anchors: Vec<String> = linked
+                    .lines()
+                    .filter_map(|l| {
+                        l.trim_start_matches('#')
+                            .strip_prefix(' ')
+                            .filter(|_| l.starts_with('#'))
+                    })
+                    .map(anchor)
+                    .collect();
+                assert!(
+                    anchors.iter().any(|a| a == heading),
+                    "{doc}: the link ({target}) names no heading of {}: {anchors:?}",
+                    path.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} links found");
+}
+
+/// The Debian package ships the README and the guides, and not the
+/// benchmarks (a record of how onlyone was measured, not a user's guide).
+#[test]
+fn the_package_ships_the_guides() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let (_, deb) = manifest
+        .split_once("[package.metadata.deb]")
+        .expect("Cargo.toml has a [package.metadata.deb] section");
+    let deb = deb.split("\n[").next().unwrap();
+    assert!(
+        deb.contains("[\"README.md\", \"usr/share/doc/onlyone/\""),
+        "{deb}"
+    );
+    assert!(
+        deb.contains("[\"doc/*.md\", \"usr/share/doc/onlyone/doc/\""),
+        "{deb}"
+    );
+    assert!(!deb.contains("BENCHMARKS.md"), "{deb}");
+    let check = std::fs::read_to_string(root.join("packaging/check-deb.sh")).unwrap();
+    for (path, _) in documents() {
+        let installed = format!("/usr/share/doc/onlyone/{path}");
+        assert!(
+            check.contains(&installed),
+            "check-deb.sh does not look for {installed}"
+        );
+    }
+}

@@ -37,24 +37,26 @@ fn oo_env(sb: &Sandbox, env: &[(&str, &str)], args: &[&str]) -> Out {
     finish_checked(c, LIMIT, &format!("onlyone {}", args.join(" ")))
 }
 
-/// Every fenced code block of README.md that calls `onlyone acquire`:
-/// the script forms the README gives, whatever their marker.
+/// Every fenced code block of README.md and the guides in doc/ that calls
+/// `onlyone acquire`: the script forms the documents give, whatever their
+/// marker.
 fn readme_script_forms() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
     let mut blocks = Vec::new();
-    let mut rest = readme.as_str();
-    while let Some((_, after)) = rest.split_once("\n```") {
-        let Some((_lang, body)) = after.split_once('\n') else {
-            break;
-        };
-        let Some((block, tail)) = body.split_once("\n```") else {
-            break;
-        };
-        if block.contains("onlyone acquire") {
-            blocks.push(block.to_owned());
+    for (_, text) in documents() {
+        let text = format!("\n{text}");
+        let mut rest = text.as_str();
+        while let Some((_, after)) = rest.split_once("\n```") {
+            let Some((_lang, body)) = after.split_once('\n') else {
+                break;
+            };
+            let Some((block, tail)) = body.split_once("\n```") else {
+                break;
+            };
+            if block.contains("onlyone acquire") {
+                blocks.push(block.to_owned());
+            }
+            rest = tail;
         }
-        rest = tail;
     }
     blocks
 }

@@ -1,6 +1,6 @@
 //! The integration tests: one binary (one link, one `support`), a module
-//! per area. Each module says what it covers; README "Tests" and HACKING.md
-//! list them.
+//! per area. Each module says what it covers; HACKING.md ("Tests") lists
+//! them.
 
 mod support;
 

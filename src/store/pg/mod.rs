@@ -38,7 +38,7 @@ pub use conninfo::{ConnInfo, is_postgres_url};
 use super::{Holder, LeaseRow, LeaseStore, Renewed, StoreError};
 
 /// The SQL that creates the store's tables: run on first use when the role
-/// may, else by a DBA (the README gives it with the least privileges).
+/// may, else by a DBA (doc/store.md gives it with the least privileges).
 pub const SCHEMA_SQL: &str = "\
 CREATE TABLE IF NOT EXISTS onlyone_lease (
     name           text PRIMARY KEY,
@@ -301,7 +301,7 @@ impl PgStore {
             .map_err(|e| match e {
                 StoreError::Other(why) => StoreError::Other(format!(
                     "the store's tables do not exist and this role cannot create them ({why}); \
-                     have them created with the SQL in the README (\"Several hosts\")"
+                     have them created with the SQL in doc/store.md (\"Setup and the least privileges\")"
                 )),
                 e => e,
             })
@@ -421,7 +421,7 @@ impl PgStore {
         read_row(r).map_err(|e| {
             StoreError::Other(format!(
                 "the store `{}` has a lease row onlyone cannot read ({e}); its table was \
-                 changed: have it made again with the SQL in the README (\"Several hosts\")",
+                 changed: have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")",
                 self.info.display
             ))
         })

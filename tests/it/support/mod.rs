@@ -508,24 +508,62 @@ pub fn wait_bounded(
     (status, so.join().unwrap(), se.join().unwrap())
 }
 
-/// The code block of README.md that follows `<!-- readme-test: NAME -->`:
-/// the tests run the README's examples as they are written.
+/// The documents whose examples the tests run: README.md and the guides
+/// in doc/, each as (path from the crate's root, text).
+pub fn documents() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = vec!["README.md".to_owned()];
+    let mut guides: Vec<String> = std::fs::read_dir(root.join("doc"))
+        .expect("read doc/")
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("doc/{n}"))
+        .collect();
+    guides.sort();
+    paths.extend(guides);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(root.join(&p)).unwrap_or_else(|e| panic!("read {p}: {e}"));
+            (p, text)
+        })
+        .collect()
+}
+
+/// The code block that follows `<!-- readme-test: NAME -->`, in README.md
+/// or in the guide of doc/ that holds it (exactly one document may): the
+/// tests run the documents' examples as they are written.
 pub fn readme_block(name: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
     let marker = format!("<!-- readme-test: {name} -->");
-    let after = readme
-        .split_once(&marker)
-        .unwrap_or_else(|| panic!("README.md has no {marker}"))
-        .1;
+    let docs = documents();
+    let mut holders = docs.iter().filter(|(_, text)| text.contains(&marker));
+    let (path, text) = holders
+        .next()
+        .unwrap_or_else(|| panic!("neither README.md nor doc/*.md has {marker}"));
+    if let Some((other, _)) = holders.next() {
+        panic!("{marker} is in both {path} and {other}");
+    }
+    doc_block(path, text, &marker)
+}
+
+/// The code block after `marker` in `text` (the document at `path`).
+fn doc_block(path: &str, text: &str, marker: &str) -> String {
+    let (_, after) = text
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("{path} has no {marker}"));
+    assert!(
+        !after.contains(marker),
+        "{path} has {marker} more than once"
+    );
     let body = after
         .trim_start()
         .strip_prefix("```")
         .and_then(|b| b.split_once('\n'))
-        .unwrap_or_else(|| panic!("{marker} is not followed by a ``` block"))
+        .unwrap_or_else(|| panic!("{path}: {marker} is not followed by a ``` block"))
         .1;
     body.split_once("\n```")
-        .unwrap_or_else(|| panic!("the block after {marker} does not end"))
+        .unwrap_or_else(|| panic!("{path}: the block after {marker} does not end"))
         .0
         .to_owned()
 }
