@@ -37,6 +37,7 @@ pub mod journal;
 mod judge;
 mod lock;
 pub mod names;
+pub mod place;
 pub mod reap;
 pub mod record;
 pub mod signal;

@@ -111,9 +111,9 @@ pub fn took(secs: f64) -> String {
 pub fn history(ctx: &Ctx, a: args::History) -> Code {
     let (name, h, whence) = match ctx.store.as_deref() {
         Some(url) => {
-            let got = super::shared::open(url, super::shared::READ_TIMEOUT).and_then(|store| {
+            let got = super::store::open(url, super::store::READ_TIMEOUT).and_then(|store| {
                 let h =
-                    super::shared::history(store.as_ref(), &a.lock).map_err(|e| e.to_string())?;
+                    super::store::history(store.as_ref(), &a.lock).map_err(|e| e.to_string())?;
                 Ok((h, store.url().to_owned()))
             });
             match got {

@@ -6,10 +6,8 @@
 //! `-q`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use onlyone::journal::{Event, EventLog};
-use onlyone::supervise::{EndedBy, Exit};
 use onlyone::{HeldBy, LockGuard, Record, StaleReason};
 
 use super::say;
@@ -88,26 +86,6 @@ pub(super) fn abandoned(log: &dyn EventLog, old: &Record, reason: &StaleReason, 
 pub(super) fn skipped(log: &dyn EventLog, h: &HeldBy, quiet: bool) {
     let r = &h.record;
     let ev = Event::skip(r.token.as_deref(), Some(h.holder.pid()), r.cmd.as_deref());
-    write(log, &ev, quiet);
-}
-
-/// A run ended: how, and after how long.
-pub(super) fn ended(
-    log: &dyn EventLog,
-    record: &Record,
-    exit: Exit,
-    ended_by: Option<EndedBy>,
-    took: Duration,
-    quiet: bool,
-) {
-    let ev = Event::end(
-        record.token.as_deref(),
-        record.pid,
-        record.cmd.as_deref(),
-        exit,
-        ended_by,
-        took,
-    );
     write(log, &ev, quiet);
 }
 

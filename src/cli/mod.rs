@@ -10,8 +10,8 @@ mod monitor;
 mod reap;
 mod run;
 mod script;
-mod shared;
 mod status;
+mod store;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -55,8 +55,8 @@ pub fn main() -> Code {
     }
     match cli.command {
         Command::Run(a) => match &ctx.store {
-            Some(url) => shared::run(url, &a),
-            None => ctx.run(a),
+            Some(url) => run::run(&store::StorePlace::new(url), &a),
+            None => run::run(&ctx, &a),
         },
         Command::Acquire(_) | Command::Release(_) if ctx.store.is_some() => fail(
             "acquire and release keep a lock for a shell script on this host; with --store, \
@@ -66,15 +66,15 @@ pub fn main() -> Code {
         Command::Acquire(a) => ctx.acquire(a),
         Command::Release(a) => ctx.release(a),
         Command::Precheck(a) => match &ctx.store {
-            Some(url) => shared::precheck(url, &a),
+            Some(url) => store::precheck(url, &a),
             None => ctx.precheck(a),
         },
         Command::Status(a) => match &ctx.store {
-            Some(url) => shared::status(url, &a),
+            Some(url) => store::status(url, &a),
             None => status::status(&ctx, a),
         },
         Command::Stop(a) => match &ctx.store {
-            Some(url) => shared::stop(url, &a),
+            Some(url) => store::stop(url, &a),
             None => ctx.stop(a),
         },
         Command::Reap(a) => reap::reap(&ctx, a),
@@ -84,7 +84,7 @@ pub fn main() -> Code {
         Command::Keeper(a) => script::keeper(a),
         Command::Completions(a) => docs::completions(&a),
         Command::Manpages(a) => docs::manpages(&a),
-        Command::LeaseWatchdog(a) => shared::watchdog(&a),
+        Command::LeaseWatchdog(a) => store::watchdog(&a),
     }
 }
 

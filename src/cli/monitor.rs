@@ -224,7 +224,7 @@ type Named = (String, Result<Seen, String>);
 fn seen_all(ctx: &Ctx, locks: &[String]) -> Result<Vec<Named>, String> {
     if let Some(url) = ctx.store.as_deref() {
         let names: Vec<String> = locks.to_vec();
-        let seen = super::shared::seen(url, locks)?;
+        let seen = super::store::seen(url, locks)?;
         return Ok(if names.is_empty() {
             seen.into_iter()
                 .map(|s| (s.as_ref().map(|s| s.name.clone()).unwrap_or_default(), s))

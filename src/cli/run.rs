@@ -1,10 +1,15 @@
-//! `run`: a command under the lock, and what its outcome says.
+//! `run`: a command under the lock, wherever the lock lives, and what its
+//! outcome says. One function serves both places ([`run`]); what differs
+//! is how the lock is taken and let go ([`RunPlace`], [`Taken`]): here for
+//! a lock directory, in [`super::store`] for the store.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use onlyone::journal::Event;
+use onlyone::place::{Feature, Place};
 use onlyone::signal::GracefulStop;
 use onlyone::stop;
-use onlyone::supervise::{self, EndedBy, RunOutcome};
+use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
 use super::exit::{self, Code};
@@ -13,79 +18,255 @@ use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeov
 /// How much longer than its grace a replaced run is given to let go.
 const REPLACE_SLACK: Duration = Duration::from_secs(5);
 
-impl Ctx {
-    pub(super) fn run(&self, a: args::Run) -> Code {
-        let (lock, name) = match self.open_for_writing(&a.lock) {
-            Ok(x) => x,
-            Err(e) => return fail(e),
-        };
-        let deadline = deadline_of(a.deadline);
-        let lock = match deadline {
+/// Where a run's lock lives: a lock directory ([`Ctx`]) or the store.
+pub(super) trait RunPlace {
+    /// Which place this is.
+    fn place(&self) -> Place;
+    /// Takes the lock for the run (waiting, replacing, as the options
+    /// say), its start recorded; the exit code when it is not taken (the
+    /// skip recorded and said).
+    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code>;
+}
+
+/// A lock taken for a run, in either place: what [`run`] needs of it.
+pub(super) trait Taken {
+    /// The lock's name, as messages give it.
+    fn name(&self) -> &str;
+    /// The lock side of the supervision.
+    fn hold(&mut self) -> &mut dyn supervise::Hold;
+    /// The run's event of its end (token, wrapper pid, command).
+    fn end_event(&self, exit: Exit, ended_by: Option<EndedBy>, took: Duration) -> Event;
+    /// Records the run's end.
+    fn record_end(&self, end: &Event, quiet: bool);
+    /// Processes of the run outlived TERM and KILL: the run is not over,
+    /// and the lock is left to them (said how).
+    fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], end: &Event, quiet: bool);
+    /// The work goes on in processes that outlive the command
+    /// (`--linger`, which [`RunPlace::place`] must support).
+    fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code;
+    /// The run is over: the lock is let go.
+    fn release(self: Box<Self>);
+}
+
+/// The options of `run` that `place` cannot honour, refused with why and
+/// what to do instead (never ignored).
+pub(super) fn unsupported(place: Place, a: &args::Run) -> Option<String> {
+    let asked = [
+        (a.linger, Feature::Linger, "--linger"),
+        (a.replace, Feature::Replace, "--replace"),
+    ];
+    let (_, feature, flag) = asked.into_iter().find(|(on, _, _)| *on)?;
+    let e = place.supports(feature).err()?;
+    let instead = match feature {
+        Feature::Linger => "keep the work under the command (have it wait for what it started, \
+                            e.g. `tmux wait-for`), or run it without --store"
+            .to_owned(),
+        _ => format!(
+            "stop the live run first (onlyone --store URL stop {0}), then run, or wait for it \
+             (--wait DUR)",
+            a.lock
+        ),
+    };
+    Some(format!(
+        "{flag} is not supported with --store: {}; {instead}",
+        e.why
+    ))
+}
+
+/// `run`, in either place.
+pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
+    if let Some(why) = unsupported(place.place(), a) {
+        return fail(why);
+    }
+    let mut taken = match place.take_for_run(a) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let name = taken.name().to_owned();
+    let name = name.as_str();
+    let started = Instant::now();
+    let mut opts = a.run_options();
+    opts.linger = a.linger;
+    let outcome = match supervise::run(taken.hold(), &a.command, &opts) {
+        Ok(o) => o,
+        Err(e) => {
+            // The command could not start: its end (126, 127) is recorded.
+            let code = exit::run_error(&e);
+            if let Code::Exit(c) = code {
+                let end = taken.end_event(Exit::Code(i32::from(c)), None, started.elapsed());
+                taken.record_end(&end, a.quiet);
+            }
+            drop(taken);
+            say(&e);
+            return code;
+        }
+    };
+    if outcome.lingers {
+        return taken.leave_to_lingerers(&outcome, name, a);
+    }
+    let end = taken.end_event(outcome.exit, outcome.ended_by, started.elapsed());
+    if !outcome.strays.survivors.is_empty() {
+        taken.leave_to_survivors(name, &outcome.strays.survivors, &end, a.quiet);
+        return Code::Exit(exit::FAILURE);
+    }
+    // The end is recorded before the release, so that the next run's
+    // start follows it; and the command has stopped before the release
+    // (PROTOCOL.md invariant 7).
+    taken.record_end(&end, a.quiet);
+    taken.release();
+    if outcome.ended_by == Some(EndedBy::LeaseLost) {
+        say(format_args!(
+            "the lease of `{name}` could not be renewed in time (or was taken): the command was \
+             ended before another holder could start"
+        ));
+        return Code::Exit(exit::ENDED);
+    }
+    report_outcome(&outcome, name)
+}
+
+/// Says what onlyone did to the run (strays ended, the run ended for its
+/// time or idleness), and how to exit.
+fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
+    let strays = &outcome.strays;
+    if !strays.signalled.is_empty() || !strays.killed.is_empty() {
+        say(format_args!(
+            "ended {} leftover process(es) of the run of `{name}`: {}",
+            strays.signalled.len().max(strays.killed.len()),
+            pids(&strays.signalled)
+        ));
+    }
+    match outcome.ended_by {
+        Some(EndedBy::MaxTime(t)) => {
+            say(format_args!(
+                "the run of `{name}` reached --max-time {}; it was ended",
+                compact_duration(t)
+            ));
+            Code::Exit(exit::ENDED)
+        }
+        Some(EndedBy::Idle(t)) => {
+            say(format_args!(
+                "the run of `{name}` was idle for {} (no CPU time, no byte read or written by \
+                 any of its processes); it was ended",
+                compact_duration(t)
+            ));
+            Code::Exit(exit::ENDED)
+        }
+        _ => exit::command_exit(outcome.exit),
+    }
+}
+
+/// A lock of the lock directory, taken for a run.
+struct DirTaken<'p> {
+    ctx: &'p Ctx,
+    name: String,
+    lock: LockFile,
+    guard: LockGuard,
+}
+
+impl RunPlace for Ctx {
+    fn place(&self) -> Place {
+        Place::Directory
+    }
+
+    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code> {
+        let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
+        let lock = match deadline_of(a.deadline) {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
-        let mut guard = match self.take_for_run(&lock, &name, &a) {
-            Ok(g) => g,
-            Err(code) => return code,
-        };
+        let guard = self.take_for_run(&lock, &name, a)?;
         if !a.quiet {
             report_takeover(&name, &guard);
         }
         journal::started(&lock.journal(), &guard, a.quiet);
-        let started = std::time::Instant::now();
-        let mut opts = a.run_options();
-        opts.linger = a.linger;
-        let outcome = match supervise::run(&mut guard, &a.command, &opts) {
-            Ok(o) => o,
-            Err(e) => {
-                let code = exit::run_error(&e);
-                if let Code::Exit(c) = code {
-                    let exit = onlyone::supervise::Exit::Code(i32::from(c));
-                    journal::ended(
-                        &lock.journal(),
-                        guard.record(),
-                        exit,
-                        None,
-                        started.elapsed(),
-                        a.quiet,
-                    );
-                }
-                drop(guard);
-                say(&e);
-                return code;
-            }
-        };
-        if outcome.lingers {
-            return self.leave_to_lingerers(guard, &outcome, &name, &a);
-        }
-        if !outcome.strays.survivors.is_empty() {
-            // Processes of the run outlived TERM and KILL: the run is not
-            // over, so the lock stays held (they carry its token, or are
-            // named) and the next run waits for them.
-            say(format_args!(
-                "leftover process(es) of the run of `{name}` would not die ({}); the lock \
-                 stays held until they exit",
-                pids(&outcome.strays.survivors)
-            ));
-            guard.leave_to_owner();
-            return Code::Exit(exit::FAILURE);
-        }
-        // The end goes in the journal before the release, so that the next
-        // run's start follows it.
-        journal::ended(
-            &lock.journal(),
-            guard.record(),
-            outcome.exit,
-            outcome.ended_by,
-            started.elapsed(),
-            a.quiet,
-        );
-        if let Err(e) = guard.release() {
-            say(format_args!("the run ended, but releasing failed: {e}"));
-        }
-        report_outcome(&outcome, &name)
+        Ok(Box::new(DirTaken {
+            ctx: self,
+            name,
+            lock,
+            guard,
+        }))
+    }
+}
+
+impl Taken for DirTaken<'_> {
+    fn name(&self) -> &str {
+        &self.name
     }
 
+    fn hold(&mut self) -> &mut dyn supervise::Hold {
+        &mut self.guard
+    }
+
+    fn end_event(&self, exit: Exit, ended_by: Option<EndedBy>, took: Duration) -> Event {
+        let r = self.guard.record();
+        Event::end(
+            r.token.as_deref(),
+            r.pid,
+            r.cmd.as_deref(),
+            exit,
+            ended_by,
+            took,
+        )
+    }
+
+    fn record_end(&self, end: &Event, quiet: bool) {
+        journal::write(&self.lock.journal(), end, quiet);
+    }
+
+    fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], _: &Event, _: bool) {
+        // They carry the run's token, or are named: the lock stays held,
+        // and the next run waits for them (their end is the run's).
+        say(format_args!(
+            "leftover process(es) of the run of `{name}` would not die ({}); the lock stays \
+             held until they exit",
+            pids(survivors)
+        ));
+        self.guard.leave_to_owner();
+    }
+
+    /// The work goes on in processes that outlive the command: they keep
+    /// the lock held (they carry its token, and the record names them), and
+    /// the reaper, told what they are doing now, ends them once idle. The
+    /// record stays even when none is seen yet (a terminal server may exec
+    /// the work a moment after the command returned): with no process of
+    /// the run left, it is stale and the next fire takes it over.
+    fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code {
+        let DirTaken { ctx, mut guard, .. } = *self;
+        if !o.kept.is_empty() {
+            if let Err(e) = guard.set_lingering(&o.kept) {
+                say(format_args!(
+                    "could not name the lingering processes in the lock file ({e}); those \
+                     without the run's token are not seen once onlyone exits"
+                ));
+            }
+            let noted = ctx.state_dir_exists()
+                && onlyone::reap::note_lingering(ctx.dir(), &o.kept, guard.record());
+            if !a.quiet {
+                say(format_args!(
+                    "the run of `{name}` lingers in {}: the lock stays held until they exit, \
+                     or `onlyone reap {}` ends them once idle{}",
+                    pid_list(&o.kept),
+                    a.lock,
+                    if noted {
+                        ""
+                    } else {
+                        " (the reaper's state could not be written: it needs a second look)"
+                    }
+                ));
+            }
+        }
+        guard.leave_to_owner();
+        exit::command_exit(o.exit)
+    }
+
+    fn release(self: Box<Self>) {
+        if let Err(e) = self.guard.release() {
+            say(format_args!("the run ended, but releasing failed: {e}"));
+        }
+    }
+}
+
+impl Ctx {
     /// Takes the lock for a run: waiting with `--wait`, stopping the live
     /// run first with `--replace`.
     fn take_for_run(&self, lock: &LockFile, name: &str, a: &args::Run) -> Result<LockGuard, Code> {
@@ -117,76 +298,5 @@ impl Ctx {
             }
             Err(e) => Err(self.refused(lock, e, name, a.quiet, held_exit)),
         }
-    }
-
-    /// The work goes on in processes that outlive the command: they keep
-    /// the lock held (they carry its token, and the record names them), and
-    /// the reaper, told what they are doing now, ends them once idle. The
-    /// record stays even when none is seen yet (a terminal server may exec
-    /// the work a moment after the command returned): with no process of
-    /// the run left, it is stale and the next fire takes it over.
-    fn leave_to_lingerers(
-        &self,
-        mut guard: LockGuard,
-        o: &RunOutcome,
-        name: &str,
-        a: &args::Run,
-    ) -> Code {
-        if !o.kept.is_empty() {
-            if let Err(e) = guard.set_lingering(&o.kept) {
-                say(format_args!(
-                    "could not name the lingering processes in the lock file ({e}); those \
-                     without the run's token are not seen once onlyone exits"
-                ));
-            }
-            let noted = self.state_dir_exists()
-                && onlyone::reap::note_lingering(self.dir(), &o.kept, guard.record());
-            if !a.quiet {
-                say(format_args!(
-                    "the run of `{name}` lingers in {}: the lock stays held until they exit, \
-                     or `onlyone reap {}` ends them once idle{}",
-                    pid_list(&o.kept),
-                    a.lock,
-                    if noted {
-                        ""
-                    } else {
-                        " (the reaper's state could not be written: it needs a second look)"
-                    }
-                ));
-            }
-        }
-        guard.leave_to_owner();
-        exit::command_exit(o.exit)
-    }
-}
-
-/// Says what onlyone did to the run (strays ended, the run ended for its
-/// time or idleness), and how to exit.
-pub(super) fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
-    let strays = &outcome.strays;
-    if !strays.signalled.is_empty() || !strays.killed.is_empty() {
-        say(format_args!(
-            "ended {} leftover process(es) of the run of `{name}`: {}",
-            strays.signalled.len().max(strays.killed.len()),
-            pids(&strays.signalled)
-        ));
-    }
-    match outcome.ended_by {
-        Some(EndedBy::MaxTime(t)) => {
-            say(format_args!(
-                "the run of `{name}` reached --max-time {}; it was ended",
-                compact_duration(t)
-            ));
-            Code::Exit(exit::ENDED)
-        }
-        Some(EndedBy::Idle(t)) => {
-            say(format_args!(
-                "the run of `{name}` was idle for {} (no CPU time, no byte read or written by \
-                 any of its processes); it was ended",
-                compact_duration(t)
-            ));
-            Code::Exit(exit::ENDED)
-        }
-        _ => exit::command_exit(outcome.exit),
     }
 }

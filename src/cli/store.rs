@@ -6,14 +6,16 @@
 use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History};
+use onlyone::place::Place;
 use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
 use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError, StoreLog};
-use onlyone::supervise::{self, EndedBy};
+use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
 use super::monitor::Seen;
+use super::run::{RunPlace, Taken};
 use super::status::{LockStatus, Report};
 use super::{args, deadline_of, journal, say};
 
@@ -70,153 +72,143 @@ fn seconds(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
 }
 
-/// The options of `run` that a store cannot honour, refused with why and
-/// what to do instead (never ignored).
-fn unsupported(a: &args::Run) -> Option<String> {
-    if a.linger {
-        return Some(
-            "--linger is not supported with --store: a lease is renewed by the wrapper, which \
-             exits with the command, so nothing would keep the lock for the processes that \
-             outlive it (they would run beside the next host's run); keep the work under the \
-             command (have it wait for what it started, e.g. `tmux wait-for`), or run it \
-             without --store"
-                .to_owned(),
-        );
-    }
-    if a.replace {
-        return Some(format!(
-            "--replace is not supported with --store; stop the live run first (onlyone \
-             --store URL stop {0}), then run, or wait for it (--wait DUR)",
-            a.lock
-        ));
-    }
-    None
+/// The store, as the place of a run's lock.
+pub struct StorePlace<'u> {
+    url: &'u str,
+    /// TERM, INT, HUP and QUIT wait from the take to the exit: before the
+    /// command starts (while waiting for the lease) one ends the wait,
+    /// while it runs the supervisor forwards it, after its end it is
+    /// dropped, so that the end is recorded and the lease released
+    /// whatever comes. Held by the place, which lives until `run` returns.
+    signals: std::cell::OnceCell<onlyone::store::HeldSignals>,
 }
 
-/// `run` with a store.
-pub fn run(url: &str, a: &args::Run) -> Code {
-    if let Some(why) = unsupported(a) {
-        return super::fail(why);
+impl<'u> StorePlace<'u> {
+    pub fn new(url: &'u str) -> StorePlace<'u> {
+        StorePlace {
+            url,
+            signals: std::cell::OnceCell::new(),
+        }
     }
-    let name = match lock_name(&a.lock) {
-        Ok(n) => n,
-        Err(e) => return super::fail(e),
-    };
-    // TERM, INT, HUP and QUIT wait from here to the exit: before the
-    // command starts (while waiting for the lease) one ends the wait, while
-    // it runs the supervisor forwards it, after its end it is dropped, so
-    // that the end is recorded and the lease released whatever comes.
-    let signals = match onlyone::store::HeldSignals::new() {
-        Ok(s) => s,
-        Err(e) => return super::fail(format_args!("cannot block the signals: {e}")),
-    };
-    let timing = match LeaseTiming::new(a.lease, a.kill_after) {
-        Ok(t) => t,
-        Err(e) => return super::fail(e),
-    };
-    let store = match open(url, timing.call_timeout) {
-        Ok(s) => s,
-        Err(e) => return super::fail(e),
-    };
-    let token = onlyone::new_token();
-    let cmd = onlyone::text::display_command(&a.command);
-    let me = std::process::id();
-    let host = host();
-    let who = Holder {
-        token: &token,
-        host: &host,
-        pid: me,
-        uid: rustix::process::geteuid().as_raw(),
-        cmd: &cmd,
-    };
-    let mut hold = match take(store.as_ref(), &name, &who, timing, a, &signals) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let watchdog = match start_watchdog(&hold, &token, timing) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = hold.release();
-            return super::fail(format_args!(
-                "cannot start the run's watchdog ({e}); without it a killed wrapper would leave \
-                 its command running past the lease, so the run was not started"
+}
+
+/// A lease taken for a run, its watchdog beside it.
+struct StoreTaken {
+    name: String,
+    hold: LeaseHold,
+    watchdog: std::process::Child,
+    token: String,
+    cmd: String,
+}
+
+impl RunPlace for StorePlace<'_> {
+    fn place(&self) -> Place {
+        Place::Store
+    }
+
+    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code> {
+        let name = lock_name(&a.lock).map_err(super::fail)?;
+        let signals = onlyone::store::HeldSignals::new()
+            .map_err(|e| super::fail(format_args!("cannot block the signals: {e}")))?;
+        let signals = self.signals.get_or_init(|| signals);
+        let timing = LeaseTiming::new(a.lease, a.kill_after).map_err(super::fail)?;
+        let store = open(self.url, timing.call_timeout).map_err(super::fail)?;
+        let token = onlyone::new_token();
+        let cmd = onlyone::text::display_command(&a.command);
+        let me = std::process::id();
+        let host = host();
+        let who = Holder {
+            token: &token,
+            host: &host,
+            pid: me,
+            uid: rustix::process::geteuid().as_raw(),
+            cmd: &cmd,
+        };
+        let hold = take(store.as_ref(), &name, &who, timing, a, signals)?;
+        let watchdog = match start_watchdog(&hold, &token, timing) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = hold.release();
+                return Err(super::fail(format_args!(
+                    "cannot start the run's watchdog ({e}); without it a killed wrapper would \
+                     leave its command running past the lease, so the run was not started"
+                )));
+            }
+        };
+        let mut ev = Event::start(Some(&token), me, Some(&cmd), "run");
+        ev.reason = Some(format!("fence {}", hold.fence()));
+        record(hold.store(), &name, &ev, a.quiet);
+        Ok(Box::new(StoreTaken {
+            name,
+            hold,
+            watchdog,
+            token,
+            cmd,
+        }))
+    }
+}
+
+impl Taken for StoreTaken {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn hold(&mut self) -> &mut dyn supervise::Hold {
+        &mut self.hold
+    }
+
+    fn end_event(&self, exit: Exit, ended_by: Option<EndedBy>, took: Duration) -> Event {
+        let me = std::process::id();
+        Event::end(Some(&self.token), me, Some(&self.cmd), exit, ended_by, took)
+    }
+
+    /// Retried on a new connection while the lease lasts (a server
+    /// restarted just now loses no end).
+    fn record_end(&self, end: &Event, quiet: bool) {
+        let line = String::from_utf8_lossy(&end.to_line()).into_owned();
+        let (hold, name) = (&self.hold, &self.name);
+        if let Err(e) = hold.retry(|| hold.store().append_event(name, &line))
+            && !quiet
+        {
+            say(format_args!(
+                "the run of `{name}` ended, but its end could not be recorded in the store ({e})"
             ));
         }
-    };
-    let mut ev = Event::start(Some(&token), me, Some(&cmd), "run");
-    ev.reason = Some(format!("fence {}", hold.fence()));
-    record(hold.store(), &name, &ev, a.quiet);
-    let started = Instant::now();
-    let opts = a.run_options();
-    let end = |exit, ended_by| {
-        Event::end(
-            Some(&token),
-            me,
-            Some(&cmd),
-            exit,
-            ended_by,
-            started.elapsed(),
-        )
-    };
-    let outcome = match supervise::run(&mut hold, &a.command, &opts) {
-        Ok(o) => o,
-        Err(e) => {
-            // The command could not start: its end (126, 127) is recorded,
-            // as in a lock directory.
-            let code = exit::run_error(&e);
-            if let Code::Exit(c) = code {
-                record_end(
-                    &hold,
-                    &name,
-                    &end(supervise::Exit::Code(i32::from(c)), None),
-                    a.quiet,
-                );
-            }
-            drop(hold);
-            say(&e);
-            return code;
-        }
-    };
-    record_end(&hold, &name, &end(outcome.exit, outcome.ended_by), a.quiet);
-    if !outcome.strays.survivors.is_empty() {
-        // Processes of the run would not die: the lease is left to run
-        // out rather than handed over beside them.
+    }
+
+    /// The lease is left to run out rather than handed over beside them;
+    /// nothing would record the end later, so it is recorded now.
+    fn leave_to_survivors(self: Box<Self>, name: &str, _: &[u32], end: &Event, quiet: bool) {
+        self.record_end(end, quiet);
         say(format_args!(
             "leftover process(es) of the run of `{name}` would not die; the lease is left to \
              run out"
         ));
+        let StoreTaken {
+            hold, mut watchdog, ..
+        } = *self;
         hold.abandon();
-        reap_watchdog(watchdog);
-        return Code::Exit(exit::FAILURE);
+        let _ = watchdog.wait();
     }
-    let lost = outcome.ended_by == Some(EndedBy::LeaseLost);
-    // The command has stopped: now the release (PROTOCOL.md invariant 7).
-    if let Err(e) = hold.release() {
-        say(format_args!(
-            "the run ended, but releasing its lease failed: {e}"
-        ));
-    }
-    reap_watchdog(watchdog);
-    if lost {
-        say(format_args!(
-            "the lease of `{name}` could not be renewed in time (or was taken): the command was \
-             ended before another holder could start"
-        ));
-        return Code::Exit(exit::ENDED);
-    }
-    super::run::report_outcome(&outcome, &name)
-}
 
-/// Records a run's end in the store, retried on a new connection while
-/// the lease lasts (a server restarted just now loses no end).
-fn record_end(hold: &LeaseHold, name: &str, end: &Event, quiet: bool) {
-    let line = String::from_utf8_lossy(&end.to_line()).into_owned();
-    if let Err(e) = hold.retry(|| hold.store().append_event(name, &line))
-        && !quiet
-    {
-        say(format_args!(
-            "the run of `{name}` ended, but its end could not be recorded in the store ({e})"
-        ));
+    fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, _: &str, _: &args::Run) -> Code {
+        // `--linger` is refused with a store (`Feature::Linger`): nothing
+        // lingers. Were it to, the run is over for the lease.
+        self.release();
+        exit::command_exit(o.exit)
+    }
+
+    fn release(self: Box<Self>) {
+        let StoreTaken {
+            hold, mut watchdog, ..
+        } = *self;
+        if let Err(e) = hold.release() {
+            say(format_args!(
+                "the run ended, but releasing its lease failed: {e}"
+            ));
+        }
+        // The watchdog, told `done`, exits.
+        let _ = watchdog.wait();
     }
 }
 
@@ -250,11 +242,6 @@ fn start_watchdog(
         .spawn()?;
     hold.attach(onlyone::store::watchdog::Link::new(ours.into()));
     Ok(child)
-}
-
-/// Waits for the watchdog, told `done`, to exit.
-fn reap_watchdog(mut child: std::process::Child) {
-    let _ = child.wait();
 }
 
 /// `onlyone lease-watchdog`: watches over a leased run until its wrapper
