@@ -6,13 +6,13 @@
 //! over both: each takes the lock for a run, inspects it, stops it and
 //! logs its events ([`EventLog`](crate::journal::EventLog)) through the
 //! place, and a [`Feature`] that a place cannot give is refused
-//! ([`Place::supports`]) with why, so that an option is never silently
+//! ([`Kind::supports`]) with why, so that an option is never silently
 //! ignored.
 
 /// Where a lock lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Place {
+pub enum Kind {
     /// A directory of this host: a lock file, its journal beside it.
     Directory,
     /// A store shared by hosts: a lease, renewed while the run lasts.
@@ -42,36 +42,36 @@ pub enum Feature {
 #[error("{feature:?} is not supported by {place:?}: {why}")]
 pub struct Unsupported {
     /// The place.
-    pub place: Place,
+    pub place: Kind,
     /// What was asked.
     pub feature: Feature,
     /// Why it cannot be given there.
     pub why: &'static str,
 }
 
-impl Place {
+impl Kind {
     /// Whether this place can give `feature`; if not, why.
     pub fn supports(self, feature: Feature) -> Result<(), Unsupported> {
         let why = match (self, feature) {
-            (Place::Directory, _) => return Ok(()),
-            (Place::Store, Feature::Linger) => {
+            (Kind::Directory, _) => return Ok(()),
+            (Kind::Store, Feature::Linger) => {
                 "a lease is renewed by the wrapper, which exits with the command, so nothing \
                  would keep the lock for the processes that outlive it (they would run beside \
                  the next host's run)"
             }
-            (Place::Store, Feature::Replace) => {
+            (Kind::Store, Feature::Replace) => {
                 "the live run may be on another host, which no signal from here reaches; a \
                  stop is a request that its holder sees at its next renewal"
             }
-            (Place::Store, Feature::StopSignal) => {
+            (Kind::Store, Feature::StopSignal) => {
                 "a stop request asks the holder, on whatever host, to end its run, and it does \
                  so with TERM, then KILL after the grace it was started with"
             }
-            (Place::Store, Feature::StopGrace) => {
+            (Kind::Store, Feature::StopGrace) => {
                 "the holder, on whatever host, ends its command with the grace it was started \
                  with, which must fit in its lease"
             }
-            (Place::Store, Feature::ScriptHold) => {
+            (Kind::Store, Feature::ScriptHold) => {
                 "a lease lasts only while a wrapper renews it, and a shell script's hold has no \
                  process of onlyone beside it"
             }
@@ -98,9 +98,9 @@ mod tests {
             Feature::ScriptHold,
         ];
         for f in all {
-            assert_eq!(Place::Directory.supports(f), Ok(()));
-            let e = Place::Store.supports(f).unwrap_err();
-            assert_eq!((e.place, e.feature), (Place::Store, f));
+            assert_eq!(Kind::Directory.supports(f), Ok(()));
+            let e = Kind::Store.supports(f).unwrap_err();
+            assert_eq!((e.place, e.feature), (Kind::Store, f));
             assert!(
                 !e.why.contains("--"),
                 "the library names no flag: {}",

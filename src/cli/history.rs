@@ -19,7 +19,8 @@ use onlyone::text::for_terminal;
 use onlyone::{compact_duration, format_unix_time};
 
 use super::exit::Code;
-use super::{Ctx, args, fail, print_stdout};
+use super::place::Place;
+use super::{args, fail, print_stdout};
 
 /// One run, as `--json` prints it.
 #[derive(Debug, Serialize)]
@@ -108,35 +109,11 @@ pub fn took(secs: f64) -> String {
     compact_duration(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
 }
 
-pub fn history(ctx: &Ctx, a: args::History) -> Code {
-    let (name, h, whence) = match ctx.store.as_deref() {
-        Some(url) => {
-            let got = super::store::open(url, super::store::READ_TIMEOUT).and_then(|store| {
-                let h =
-                    super::store::history(store.as_ref(), &a.lock).map_err(|e| e.to_string())?;
-                Ok((h, store.url().to_owned()))
-            });
-            match got {
-                Ok((h, url)) => (a.lock.clone(), h, url),
-                Err(e) => return fail(e),
-            }
-        }
-        None => {
-            let (lock, name) = match ctx.open_for_reading(&a.lock) {
-                Ok(x) => x,
-                Err(e) => return fail(e),
-            };
-            let h = match lock.history() {
-                Ok(h) => h,
-                Err(e) => {
-                    return fail(format_args!(
-                        "cannot read the journal `{}`: {e}",
-                        lock.journal().path().display()
-                    ));
-                }
-            };
-            (name, h, lock.journal().path().display().to_string())
-        }
+/// `history`, in either place.
+pub fn history(place: &dyn Place, a: args::History) -> Code {
+    let (name, h, whence) = match place.history(&a.lock) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
     };
     let since = a.since.map(|d| now() - d.as_secs_f64());
     let shown: Vec<&Run> = h

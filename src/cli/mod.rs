@@ -7,6 +7,7 @@ pub mod exit;
 mod history;
 mod journal;
 mod monitor;
+mod place;
 mod reap;
 mod run;
 mod script;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use onlyone::names::{self, DirSource};
+use onlyone::place::Feature;
 use onlyone::signal::GracefulStop;
 use onlyone::stop::{self, Stopped};
 use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact_duration};
@@ -53,40 +55,54 @@ pub fn main() -> Code {
     if let Some(refused) = ctx.refuse_untrusted_dir(&cli.command) {
         return refused;
     }
+    let place = place::of(&ctx);
+    let place = place.as_ref();
     match cli.command {
-        Command::Run(a) => match &ctx.store {
-            Some(url) => run::run(&store::StorePlace::new(url), &a),
-            None => run::run(&ctx, &a),
-        },
-        Command::Acquire(_) | Command::Release(_) if ctx.store.is_some() => fail(
-            "acquire and release keep a lock for a shell script on this host; with --store, \
-             put the work under `onlyone --store URL run NAME -- COMMAND`, which renews the \
-             lease while the command runs",
-        ),
-        Command::Acquire(a) => ctx.acquire(a),
-        Command::Release(a) => ctx.release(a),
-        Command::Precheck(a) => match &ctx.store {
-            Some(url) => store::precheck(url, &a),
-            None => ctx.precheck(a),
-        },
-        Command::Status(a) => match &ctx.store {
-            Some(url) => store::status(url, &a),
-            None => status::status(&ctx, a),
-        },
-        Command::Stop(a) => match &ctx.store {
-            Some(url) => store::stop(url, &a),
-            None => ctx.stop(a),
-        },
+        Command::Run(a) => run::run(place, &a),
+        Command::Acquire(a) => {
+            match place::refuse(place, Feature::ScriptHold, "acquire", SCRIPTS_WITH_A_STORE) {
+                Some(code) => {
+                    if a.export {
+                        print_stdout(&format!("exit {}\n", exit::FAILURE));
+                    }
+                    code
+                }
+                None => ctx.acquire(a),
+            }
+        }
+        Command::Release(a) => {
+            place::refuse(place, Feature::ScriptHold, "release", SCRIPTS_WITH_A_STORE)
+                .unwrap_or_else(|| ctx.release(a))
+        }
+        Command::Precheck(a) => place::precheck(place, &a),
+        Command::Status(a) => place.status(a),
+        Command::Stop(a) => {
+            let mut refused = None;
+            if a.signal.0 != rustix::process::Signal::TERM {
+                let instead = format!(
+                    "to send {} to a run of this host, signal its wrapper (the pid `onlyone \
+                     --store URL status` shows), which forwards it to the command",
+                    a.signal
+                );
+                let flag = format!("--signal {}", a.signal);
+                refused = place::refuse(place, Feature::StopSignal, &flag, &instead);
+            }
+            refused.unwrap_or_else(|| place.stop(a))
+        }
         Command::Reap(a) => reap::reap(&ctx, a),
-        Command::History(a) => history::history(&ctx, a),
-        Command::Check(a) => monitor::check(&ctx, a),
-        Command::Metrics(a) => monitor::metrics(&ctx, a),
+        Command::History(a) => history::history(place, a),
+        Command::Check(a) => monitor::check(place, a),
+        Command::Metrics(a) => monitor::metrics(place, a),
         Command::Keeper(a) => script::keeper(a),
         Command::Completions(a) => docs::completions(&a),
         Command::Manpages(a) => docs::manpages(&a),
         Command::LeaseWatchdog(a) => store::watchdog(&a),
     }
 }
+
+/// What to do instead of `acquire` and `release` with a store.
+const SCRIPTS_WITH_A_STORE: &str = "put the work under `onlyone --store URL run NAME -- \
+     COMMAND`, which renews the lease while the command runs";
 
 /// How a usage error exits: a precheck fails open, and a reap always
 /// exits 0; a monitoring plugin's usage error is UNKNOWN; else 125.
@@ -140,6 +156,21 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
                 from.1
             ));
         }
+    }
+    let stop_grace = m
+        .subcommand_matches("stop")
+        .is_some_and(|r| r.value_source("kill_after") == Some(ValueSource::CommandLine));
+    if store
+        && stop_grace
+        && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
+        && let Command::Stop(a) = &cli.command
+    {
+        return Some(format!(
+            "--kill-after is not supported by `stop` with --store: {}; drop --kill-after (the \
+             run's own grace is its `run --kill-after`), or end a run of this host sooner by \
+             signalling its wrapper: kill -KILL PID (`onlyone --store URL status {}` shows it)",
+            e.why, a.lock
+        ));
     }
     let Command::Run(a) = &cli.command else {
         return None;
@@ -403,51 +434,39 @@ impl Ctx {
         }
     }
 
-    fn precheck(&self, a: args::Precheck) -> Code {
-        let deadline = deadline_of(a.deadline);
-        let (lock, name, seen, cleaned) = match self.precheck_look(&a.lock, deadline) {
+    /// What a precheck finds in the lock directory.
+    fn precheck_found(
+        &self,
+        lock_arg: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(String, place::Found), String> {
+        use place::Found;
+        let (lock, name, seen, cleaned) = match self.precheck_look(lock_arg, deadline) {
             Ok(x) => x,
             // No lock directory (`/run` is emptied at boot): no lock.
-            Err(Error::MissingDir { .. }) => return Code::Exit(0),
-            Err(e) => {
-                say(format_args!(
-                    "precheck: {e}; letting the fire run (fail open)"
-                ));
-                return Code::Exit(0);
-            }
+            Err(Error::MissingDir { .. }) => return Ok((lock_arg.to_owned(), Found::Free(None))),
+            Err(e) => return Err(e.to_string()),
         };
         let Some(s) = seen else {
-            return Code::Exit(0);
+            return Ok((name, Found::Free(None)));
         };
-        match (&s.verdict, s.held_by(lock.path())) {
+        let found = match (&s.verdict, s.held_by(lock.path())) {
             (Verdict::Held(_), held) => {
-                if let Some(h) = held {
-                    // Best effort and silent: precheck answers 0 or 75.
+                // Best effort and silent: precheck answers 0 or 75.
+                Found::Held(held.map(|h| {
                     journal::skipped(&lock.journal(), &h, true);
-                    if !a.quiet {
-                        say(held_message(&name, &h));
-                    }
-                }
-                Code::Exit(exit::HELD)
+                    held_message(&name, &h)
+                }))
             }
             (Verdict::Stale(r), _) => {
                 if let (Some(reason), Ok(old)) = (&cleaned, &s.record) {
                     journal::abandoned(&lock.journal(), old, reason, true);
                 }
-                if cleaned.is_some() {
-                    say(format_args!(
-                        "precheck: cleared the stale lock `{name}`: {r}"
-                    ));
-                }
-                Code::Exit(0)
+                Found::Free(cleaned.is_some().then(|| r.to_string()))
             }
-            (Verdict::Unknown(r), _) => {
-                say(format_args!(
-                    "precheck: `{name}` cannot be judged ({r}); letting the fire run (fail open)"
-                ));
-                Code::Exit(0)
-            }
-        }
+            (Verdict::Unknown(r), _) => Found::Unknown(r.to_string()),
+        };
+        Ok((name, found))
     }
 
     /// The lock a precheck asks about, its verdict, and whether a stale one
@@ -479,7 +498,7 @@ impl Ctx {
         Ok((lock, name, seen, cleaned))
     }
 
-    fn stop(&self, a: args::Stop) -> Code {
+    fn stop_run(&self, a: args::Stop) -> Code {
         let deadline = deadline_of(a.deadline);
         let (lock, name) = match self.open_for_writing(&a.lock) {
             Ok(x) => x,

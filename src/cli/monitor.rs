@@ -10,6 +10,7 @@ use onlyone::{Inspection, LockFile, Verdict};
 
 use super::exit::Code;
 use super::history::{now, took};
+use super::place::{Named, Place};
 use super::{Ctx, args, fail, print_stdout, say};
 
 /// The plugin exit codes.
@@ -216,51 +217,39 @@ fn judge(s: &Seen, a: &args::Check) -> Verdicts {
     v
 }
 
-/// A lock's name and what is known of it (or why nothing is).
-type Named = (String, Result<Seen, String>);
-
-/// What is known of each lock named (or every lock, none named): from the
-/// store, or from the lock directory.
-fn seen_all(ctx: &Ctx, locks: &[String]) -> Result<Vec<Named>, String> {
-    if let Some(url) = ctx.store.as_deref() {
-        let names: Vec<String> = locks.to_vec();
-        let seen = super::store::seen(url, locks)?;
-        return Ok(if names.is_empty() {
-            seen.into_iter()
-                .map(|s| (s.as_ref().map(|s| s.name.clone()).unwrap_or_default(), s))
-                .collect()
+impl Ctx {
+    /// What is known of each lock named (or every lock, none named) in
+    /// the lock directory.
+    pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
+        let targets = if locks.is_empty() {
+            super::status::lock_files(self.dir()).map_err(|e| {
+                format!(
+                    "cannot list the lock directory `{}`: {e}",
+                    self.dir().display()
+                )
+            })?
         } else {
-            names.into_iter().zip(seen).collect()
+            locks.to_vec()
+        };
+        let mut out = Vec::new();
+        onlyone::with_census(|| {
+            for t in targets {
+                let seen = self
+                    .open_for_reading(&t)
+                    .map_err(|e| e.to_string())
+                    .and_then(|(lock, name)| look(&lock, name));
+                out.push((t, seen));
+            }
         });
+        Ok(out)
     }
-    let targets = if locks.is_empty() {
-        super::status::lock_files(ctx.dir()).map_err(|e| {
-            format!(
-                "cannot list the lock directory `{}`: {e}",
-                ctx.dir().display()
-            )
-        })?
-    } else {
-        locks.to_vec()
-    };
-    let mut out = Vec::new();
-    onlyone::with_census(|| {
-        for t in targets {
-            let seen = ctx
-                .open_for_reading(&t)
-                .map_err(|e| e.to_string())
-                .and_then(|(lock, name)| look(&lock, name));
-            out.push((t, seen));
-        }
-    });
-    Ok(out)
 }
 
-pub fn check(ctx: &Ctx, a: args::Check) -> Code {
+pub fn check(place: &dyn Place, a: args::Check) -> Code {
     let mut worst = OK;
     let mut lines: Vec<(u8, String)> = Vec::new();
     let mut perf: Vec<String> = Vec::new();
-    let all = match seen_all(ctx, &a.locks) {
+    let all = match place.seen(&a.locks) {
         Ok(all) => all,
         Err(e) => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
@@ -432,8 +421,8 @@ fn exit_code(o: &Outcome) -> i32 {
     }
 }
 
-pub fn metrics(ctx: &Ctx, a: args::Metrics) -> Code {
-    let all = match seen_all(ctx, &a.locks) {
+pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
+    let all = match place.seen(&a.locks) {
         Ok(all) => all,
         Err(e) => return fail(e),
     };

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use onlyone::journal::Event;
-use onlyone::place::{Feature, Place};
+use onlyone::place::{Feature, Kind};
 use onlyone::signal::GracefulStop;
 use onlyone::stop;
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
@@ -20,8 +20,8 @@ const REPLACE_SLACK: Duration = Duration::from_secs(5);
 
 /// Where a run's lock lives: a lock directory ([`Ctx`]) or the store.
 pub(super) trait RunPlace {
-    /// Which place this is.
-    fn place(&self) -> Place;
+    /// Which kind of place this is.
+    fn kind(&self) -> Kind;
     /// Takes the lock for the run (waiting, replacing, as the options
     /// say), its start recorded; the exit code when it is not taken (the
     /// skip recorded and said).
@@ -42,7 +42,7 @@ pub(super) trait Taken {
     /// and the lock is left to them (said how).
     fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], end: &Event, quiet: bool);
     /// The work goes on in processes that outlive the command
-    /// (`--linger`, which [`RunPlace::place`] must support).
+    /// (`--linger`, which [`RunPlace::kind`] must support).
     fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code;
     /// The run is over: the lock is let go.
     fn release(self: Box<Self>);
@@ -50,7 +50,7 @@ pub(super) trait Taken {
 
 /// The options of `run` that `place` cannot honour, refused with why and
 /// what to do instead (never ignored).
-pub(super) fn unsupported(place: Place, a: &args::Run) -> Option<String> {
+pub(super) fn unsupported(place: Kind, a: &args::Run) -> Option<String> {
     let asked = [
         (a.linger, Feature::Linger, "--linger"),
         (a.replace, Feature::Replace, "--replace"),
@@ -75,7 +75,7 @@ pub(super) fn unsupported(place: Place, a: &args::Run) -> Option<String> {
 
 /// `run`, in either place.
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
-    if let Some(why) = unsupported(place.place(), a) {
+    if let Some(why) = unsupported(place.kind(), a) {
         return fail(why);
     }
     let mut taken = match place.take_for_run(a) {
@@ -164,8 +164,8 @@ struct DirTaken<'p> {
 }
 
 impl RunPlace for Ctx {
-    fn place(&self) -> Place {
-        Place::Directory
+    fn kind(&self) -> Kind {
+        Kind::Directory
     }
 
     fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code> {

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History};
-use onlyone::place::Place;
+use onlyone::place::Kind;
 use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
 use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError, StoreLog};
@@ -15,6 +15,7 @@ use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
 use super::monitor::Seen;
+use super::place::{Found, Named, Place};
 use super::run::{RunPlace, Taken};
 use super::status::{LockStatus, Report};
 use super::{args, deadline_of, journal, say};
@@ -102,8 +103,8 @@ struct StoreTaken {
 }
 
 impl RunPlace for StorePlace<'_> {
-    fn place(&self) -> Place {
-        Place::Store
+    fn kind(&self) -> Kind {
+        Kind::Store
     }
 
     fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code> {
@@ -331,47 +332,13 @@ fn take(
     }
 }
 
-/// `precheck` with a store: 75 only while a live lease exists; 0 on any
-/// error, an unreachable server included.
-pub fn precheck(url: &str, a: &args::Precheck) -> Code {
-    let timeout = a.deadline.unwrap_or(READ_TIMEOUT).min(READ_TIMEOUT);
-    let answer = lock_name(&a.lock).and_then(|name| {
-        let store = open(url, timeout)?;
-        Ok((
-            store.inspect(&name).map_err(|e| e.to_string())?,
-            store,
-            name,
-        ))
-    });
-    match answer {
-        Ok((Some(row), store, name)) if row.is_live() => {
-            let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
-            record(store.as_ref(), &name, &ev, true);
-            if !a.quiet {
-                say(format_args!(
-                    "another run of `{name}` holds the lease as {}",
-                    describe(&row)
-                ));
-            }
-            Code::Exit(exit::HELD)
-        }
-        Ok(_) => Code::Exit(0),
-        Err(e) => {
-            say(format_args!(
-                "precheck: {e}; letting the fire run (fail open)"
-            ));
-            Code::Exit(0)
-        }
-    }
-}
-
 fn holder_alive(row: &LeaseRow, here: &str) -> Option<bool> {
     row.holder_alive_on(here)
 }
 
 /// `status` with a store: every lease (or the named ones), in the schema
 /// of a lock directory's status with the lease's fields added.
-pub fn status(url: &str, a: &args::Status) -> Code {
+fn status(url: &str, a: &args::Status) -> Code {
     let timeout = a.deadline.unwrap_or(READ_TIMEOUT);
     let store = match open(url, timeout) {
         Ok(s) => s,
@@ -451,16 +418,7 @@ fn table(out: &mut String, shown: &[LockStatus]) {
 
 /// `stop` with a store: a request the holder sees at its next renewal; it
 /// ends its command, then releases. Waits for that, up to the deadline.
-pub fn stop(url: &str, a: &args::Stop) -> Code {
-    if a.signal.0 != rustix::process::Signal::TERM {
-        return super::fail(format_args!(
-            "--signal {} is not supported with --store: a stop request asks the holder, on \
-             whatever host, to end its run, and it does so with TERM, then KILL after its own \
-             --kill-after; to send {0} to a run of this host, signal its wrapper (the pid \
-             `onlyone --store URL status` shows), which forwards it to the command",
-            a.signal
-        ));
-    }
+fn stop(url: &str, a: &args::Stop) -> Code {
     let name = match lock_name(&a.lock) {
         Ok(n) => n,
         Err(e) => return super::fail(e),
@@ -539,27 +497,72 @@ pub fn history(store: &dyn LeaseStore, name: &str) -> Result<History, StoreError
     Ok(History::from_lines(lines.iter().map(String::as_str)))
 }
 
-/// What `check` and `metrics` need of each lock, from the store.
-pub fn seen(url: &str, locks: &[String]) -> Result<Vec<Result<Seen, String>>, String> {
-    let store = open(url, READ_TIMEOUT)?;
-    let names = if locks.is_empty() {
-        store.names().map_err(|e| e.to_string())?
-    } else {
-        locks.to_vec()
-    };
-    Ok(names
-        .into_iter()
-        .map(|n| {
-            let row = store.inspect(&n).map_err(|e| e.to_string())?;
-            let history = history(store.as_ref(), &n).map_err(|e| e.to_string())?;
+impl Place for StorePlace<'_> {
+    /// Held only while a live lease exists; an unreachable server is an
+    /// error (the fire runs).
+    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<(String, Found), String> {
+        let timeout = deadline
+            .map_or(READ_TIMEOUT, |d| {
+                d.saturating_duration_since(Instant::now())
+            })
+            .min(READ_TIMEOUT);
+        let name = lock_name(lock)?;
+        let store = open(self.url, timeout)?;
+        let row = store.inspect(&name).map_err(|e| e.to_string())?;
+        let found = match row {
+            Some(row) if row.is_live() => {
+                let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
+                record(store.as_ref(), &name, &ev, true);
+                Found::Held(Some(format!(
+                    "another run of `{name}` holds the lease as {}",
+                    describe(&row)
+                )))
+            }
+            _ => Found::Free(None),
+        };
+        Ok((name, found))
+    }
+
+    fn history(&self, lock: &str) -> Result<(String, History, String), String> {
+        let name = lock_name(lock)?;
+        let store = open(self.url, READ_TIMEOUT)?;
+        let h = history(store.as_ref(), &name).map_err(|e| e.to_string())?;
+        Ok((name, h, store.url().to_owned()))
+    }
+
+    fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
+        let store = open(self.url, READ_TIMEOUT)?;
+        let names = if locks.is_empty() {
+            store.names().map_err(|e| e.to_string())?
+        } else {
+            locks.to_vec()
+        };
+        let look = |n: &str| -> Result<Seen, String> {
+            let row = store.inspect(n).map_err(|e| e.to_string())?;
+            let history = history(store.as_ref(), n).map_err(|e| e.to_string())?;
             Ok(Seen {
                 held: row
                     .filter(LeaseRow::is_live)
                     .map(|r| (Some(r.token), Some(r.since))),
                 unknown: None,
                 history,
-                name: n,
+                name: n.to_owned(),
             })
-        })
-        .collect())
+        };
+        Ok(names
+            .into_iter()
+            .map(|n| {
+                let seen = look(&n);
+                (n, seen)
+            })
+            .collect())
+    }
+
+    fn status(&self, a: args::Status) -> Code {
+        status(self.url, &a)
+    }
+
+    fn stop(&self, a: args::Stop) -> Code {
+        stop(self.url, &a)
+    }
 }

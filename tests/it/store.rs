@@ -461,7 +461,8 @@ fn a_grace_that_does_not_fit_in_the_lease_is_refused() {
     .expect(0);
     w.oo(&["acquire", "job"])
         .expect(125)
-        .says("with --store, put the work under");
+        .says("acquire is not supported with --store")
+        .says("put the work under `onlyone --store URL run");
 }
 
 // ---------------------------------------------------------------------------

@@ -324,6 +324,21 @@ fn options_a_store_cannot_honour_are_refused_by_name() {
     let s = w.oo(&["status", "--json"]).json();
     assert_eq!(s["locks"][0]["state"], "held", "still running: {s:#}");
     assert_eq!(s["locks"][0]["stop_requested"], false, "{s:#}");
+    // Nor can it carry a grace: the holder's own `run --kill-after` is it.
+    w.oo(&["stop", "--kill-after", "1s", "job"])
+        .expect(125)
+        .says("--kill-after is not supported by `stop` with --store");
+    let s = w.oo(&["status", "--json"]).json();
+    assert_eq!(s["locks"][0]["stop_requested"], false, "{s:#}");
+    // A script's hold has no wrapper to renew a lease; `acquire --export`
+    // still prints its `exit N`.
+    let out = w.oo(&["acquire", "--export", "job"]);
+    out.expect(125)
+        .says("acquire is not supported with --store");
+    assert_eq!(out.stdout.trim(), "exit 125", "{out:#?}");
+    w.oo(&["release", "job"])
+        .expect(125)
+        .says("release is not supported with --store");
     // TERM is what a stop request does: accepted.
     w.oo(&["stop", "--signal", "TERM", "job"])
         .expect(0)

@@ -1,0 +1,129 @@
+//! Where a lock lives, as the commands see it: a lock directory ([`Ctx`])
+//! or the store ([`StorePlace`]). Each command is one function over a
+//! [`Place`]: `run` ([`super::run::run`]), [`precheck`], `history`
+//! ([`super::history::history`]), `check` and `metrics`
+//! ([`super::monitor`]) and the refusals of what a place cannot do
+//! ([`refuse`]). A place gives what differs: how a lock is taken, looked
+//! at and stopped there. `status` and `stop` are the place's own, over
+//! one view ([`super::status::LockStatus`]) and one event log.
+
+use std::time::Instant;
+
+use onlyone::journal::History;
+use onlyone::place::Feature;
+
+use super::exit::{self, Code};
+use super::monitor::Seen;
+use super::run::RunPlace;
+use super::store::StorePlace;
+use super::{Ctx, args, deadline_of, say};
+
+/// What `precheck` found, in either place.
+pub enum Found {
+    /// Held by a live run (the skip recorded): what to say of it, when
+    /// its holder is known.
+    Held(Option<String>),
+    /// Free; a stale lock cleared first, for this reason.
+    Free(Option<String>),
+    /// It cannot be judged, for this reason: the fire runs.
+    Unknown(String),
+}
+
+/// What `check` and `metrics` know of one lock (or why nothing is).
+pub type Named = (String, Result<Seen, String>);
+
+/// A place where locks live.
+pub trait Place: RunPlace {
+    /// `precheck`: is `lock` held by a live run? Its name as messages
+    /// give it, and what was found; every call bounded by `deadline` (an
+    /// error is said, and the fire runs).
+    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<(String, Found), String>;
+    /// The runs of `lock`: its name as messages give it, its history, and
+    /// where that was read.
+    fn history(&self, lock: &str) -> Result<(String, History, String), String>;
+    /// What `check` and `metrics` need of each lock named (or of every
+    /// lock, none named).
+    fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String>;
+    /// `status`.
+    fn status(&self, a: args::Status) -> Code;
+    /// `stop`.
+    fn stop(&self, a: args::Stop) -> Code;
+}
+
+/// The place the command line names: the store with `--store URL`, else
+/// the lock directory.
+pub fn of(ctx: &Ctx) -> Box<dyn Place + '_> {
+    match ctx.store.as_deref() {
+        Some(url) => Box::new(StorePlace::new(url)),
+        None => Box::new(ctx.clone()),
+    }
+}
+
+/// `flag` asks for `feature`: refused, with why and `instead`, where
+/// `place` cannot give it.
+pub fn refuse(place: &dyn Place, feature: Feature, flag: &str, instead: &str) -> Option<Code> {
+    let e = place.kind().supports(feature).err()?;
+    Some(super::fail(format_args!(
+        "{flag} is not supported with --store: {}; {instead}",
+        e.why
+    )))
+}
+
+/// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on
+/// any error included (fail open: it never blocks a fire).
+pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
+    match place.precheck(&a.lock, deadline_of(a.deadline)) {
+        Ok((_, Found::Held(why))) => {
+            if let Some(why) = why.filter(|_| !a.quiet) {
+                say(why);
+            }
+            Code::Exit(exit::HELD)
+        }
+        Ok((_, Found::Free(None))) => Code::Exit(0),
+        Ok((name, Found::Free(Some(reason)))) => {
+            say(format_args!(
+                "precheck: cleared the stale lock `{name}`: {reason}"
+            ));
+            Code::Exit(0)
+        }
+        Ok((name, Found::Unknown(why))) => {
+            say(format_args!(
+                "precheck: `{name}` cannot be judged ({why}); letting the fire run (fail open)"
+            ));
+            Code::Exit(0)
+        }
+        Err(e) => {
+            say(format_args!(
+                "precheck: {e}; letting the fire run (fail open)"
+            ));
+            Code::Exit(0)
+        }
+    }
+}
+
+impl Place for Ctx {
+    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<(String, Found), String> {
+        self.precheck_found(lock, deadline)
+    }
+
+    fn history(&self, lock: &str) -> Result<(String, History, String), String> {
+        let (lock, name) = self.open_for_reading(lock).map_err(|e| e.to_string())?;
+        let journal = lock.journal().path().display().to_string();
+        let h = lock
+            .history()
+            .map_err(|e| format!("cannot read the journal `{journal}`: {e}"))?;
+        Ok((name, h, journal))
+    }
+
+    fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
+        self.seen_in_dir(locks)
+    }
+
+    fn status(&self, a: args::Status) -> Code {
+        super::status::status(self, a)
+    }
+
+    fn stop(&self, a: args::Stop) -> Code {
+        self.stop_run(a)
+    }
+}
