@@ -10,16 +10,17 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde::Serialize;
 
+use onlyone::format_unix_time;
 use onlyone::journal::{Outcome, Run};
 use onlyone::text::for_terminal;
-use onlyone::{compact_duration, format_unix_time};
 
 use super::exit::Code;
+use super::format::{ago, now, took};
 use super::place::Place;
+use super::view::outcome_word;
 use super::{args, fail, print_stdout};
 
 /// One run, as `--json` prints it.
@@ -41,20 +42,6 @@ pub struct RunJson<'a> {
     mode: Option<&'a str>,
     skipped: u64,
     took_over: bool,
-}
-
-/// The outcome's one word: `exit`, `signal`, `ended`, `abandoned`,
-/// `released` or `running`.
-pub fn outcome_word(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Running => "running",
-        Outcome::Exited(_) => "exit",
-        Outcome::Signaled(_) => "signal",
-        Outcome::Ended { .. } => "ended",
-        Outcome::Abandoned => "abandoned",
-        Outcome::Released => "released",
-        _ => "unknown",
-    }
 }
 
 impl<'a> RunJson<'a> {
@@ -84,29 +71,6 @@ impl<'a> RunJson<'a> {
             took_over: r.took_over,
         }
     }
-}
-
-/// Now, in Unix seconds.
-pub fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64()
-}
-
-/// "3h ago", "just now".
-pub fn ago(t: f64) -> String {
-    let secs = (now() - t).max(0.0);
-    if secs < 1.0 {
-        return "just now".into();
-    }
-    format!("{} ago", compact_duration(Duration::from_secs(secs as u64)))
-}
-
-/// A duration in seconds, as people read it (whatever the number: one
-/// past what a `Duration` holds is shown as the most it holds).
-pub fn took(secs: f64) -> String {
-    compact_duration(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
 }
 
 /// `history`, in either place.

@@ -4,6 +4,7 @@
 mod args;
 mod docs;
 pub mod exit;
+mod format;
 mod history;
 mod journal;
 mod monitor;
@@ -13,6 +14,7 @@ mod run;
 mod script;
 mod status;
 mod store;
+mod view;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -55,7 +57,7 @@ pub fn main() -> Code {
     if let Some(refused) = ctx.refuse_untrusted_dir(&cli.command) {
         return refused;
     }
-    let place = place::of(&ctx);
+    let place = place_of(&ctx);
     let place = place.as_ref();
     match cli.command {
         Command::Run(a) => run::run(place, &a),
@@ -97,6 +99,15 @@ pub fn main() -> Code {
         Command::Completions(a) => docs::completions(&a),
         Command::Manpages(a) => docs::manpages(&a),
         Command::LeaseWatchdog(a) => store::watchdog(&a),
+    }
+}
+
+/// The place the command line names: the store with `--store URL`, else
+/// the lock directory.
+fn place_of(ctx: &Ctx) -> Box<dyn place::Place + '_> {
+    match ctx.store.as_deref() {
+        Some(url) => Box::new(store::StorePlace::new(url)),
+        None => Box::new(ctx.clone()),
     }
 }
 

@@ -5,12 +5,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use onlyone::journal::{History, Outcome};
-use onlyone::{Inspection, LockFile, Verdict};
+use onlyone::LockFile;
+use onlyone::journal::Outcome;
 
 use super::exit::Code;
-use super::history::{now, took};
+use super::format::{now, took};
 use super::place::{Named, Place};
+use super::view::Seen;
 use super::{Ctx, args, fail, print_stdout, say};
 
 /// The plugin exit codes.
@@ -25,64 +26,6 @@ fn state_word(s: u8) -> &'static str {
         WARNING => "WARNING",
         CRITICAL => "CRITICAL",
         _ => "UNKNOWN",
-    }
-}
-
-/// What is known of one lock: whether a run holds it (since when, under
-/// which token), whether it can be judged, and its journal.
-pub(super) struct Seen {
-    pub(super) name: String,
-    /// Held by a live run: its token and since when (Unix seconds).
-    pub(super) held: Option<(Option<String>, Option<f64>)>,
-    /// Why it cannot be judged.
-    pub(super) unknown: Option<String>,
-    pub(super) history: History,
-}
-
-impl Seen {
-    /// From the lock directory: the record's verdict and the journal.
-    fn of_dir(name: String, inspection: Option<Inspection>, history: History) -> Seen {
-        let (held, unknown) = match &inspection {
-            Some(i) => match &i.verdict {
-                Verdict::Held(_) => {
-                    let r = i.record.as_ref().ok();
-                    (
-                        Some((
-                            r.and_then(|r| r.token.clone()),
-                            r.and_then(|r| r.since).map(|s| s as f64),
-                        )),
-                        None,
-                    )
-                }
-                Verdict::Unknown(r) => (None, Some(r.to_string())),
-                _ => (None, None),
-            },
-            None => (None, None),
-        };
-        Seen {
-            name,
-            held,
-            unknown,
-            history,
-        }
-    }
-
-    /// The current run: since when (Unix seconds).
-    fn running_since(&self) -> Option<f64> {
-        self.held.as_ref().and_then(|(_, since)| *since)
-    }
-
-    fn running(&self) -> bool {
-        self.held.is_some()
-    }
-
-    /// The fires skipped in a row: those of the current run when one is
-    /// held (by its token), else since the last run began.
-    fn skips_in_a_row(&self) -> u64 {
-        match self.held.as_ref().and_then(|(t, _)| t.as_deref()) {
-            Some(t) => self.history.skips_of(t),
-            None => self.history.skips_in_a_row(),
-        }
     }
 }
 
@@ -222,7 +165,7 @@ impl Ctx {
     /// the lock directory.
     pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
         let targets = if locks.is_empty() {
-            super::status::lock_files(self.dir()).map_err(|e| {
+            super::view::lock_files(self.dir()).map_err(|e| {
                 format!(
                     "cannot list the lock directory `{}`: {e}",
                     self.dir().display()

@@ -1,5 +1,5 @@
 //! Where a lock lives, as the commands see it: a lock directory ([`Ctx`])
-//! or the store ([`StorePlace`]). Each command is one function over a
+//! or the store (`store::StorePlace`). Each command is one function over a
 //! [`Place`]: `run` ([`super::run::run`]), [`precheck`], `history`
 //! ([`super::history::history`]), `check` and `metrics`
 //! ([`super::monitor`]) and the refusals of what a place cannot do
@@ -13,9 +13,8 @@ use onlyone::journal::History;
 use onlyone::place::Feature;
 
 use super::exit::{self, Code};
-use super::monitor::Seen;
 use super::run::RunPlace;
-use super::store::StorePlace;
+use super::view::Seen;
 use super::{Ctx, args, deadline_of, say};
 
 /// What `precheck` found, in either place.
@@ -48,15 +47,6 @@ pub trait Place: RunPlace {
     fn status(&self, a: args::Status) -> Code;
     /// `stop`.
     fn stop(&self, a: args::Stop) -> Code;
-}
-
-/// The place the command line names: the store with `--store URL`, else
-/// the lock directory.
-pub fn of(ctx: &Ctx) -> Box<dyn Place + '_> {
-    match ctx.store.as_deref() {
-        Some(url) => Box::new(StorePlace::new(url)),
-        None => Box::new(ctx.clone()),
-    }
 }
 
 /// `flag` asks for `feature`: refused, with why and `instead`, where

@@ -18,126 +18,15 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use serde::Serialize;
-
-use std::collections::HashSet;
-
-use onlyone::journal::Outcome;
 use onlyone::text::for_terminal;
 use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
 use super::exit::{Code, FAILURE};
+use super::format::{ago, now_unix, took};
+use super::view::{LastRun, LockStatus, Report, apply_history, lock_files, lock_listing};
 use super::{Ctx, args};
-
-/// One lock, as `status --json` prints it.
-#[derive(Debug, Serialize)]
-pub struct LockStatus {
-    /// `NAME` for `DIR/NAME.lock`, else the path.
-    pub name: String,
-    /// The lock file (null with a store).
-    pub path: Option<String>,
-    /// `free`, `held`, `stale` or `unknown`.
-    pub state: &'static str,
-    /// The owner's pid (the wrapper of a run).
-    pub pid: Option<u32>,
-    /// A run's command pid.
-    pub command_pid: Option<u32>,
-    /// The process that proves the lock held.
-    pub holder_pid: Option<u32>,
-    /// What that process is: `owner`, `command`, `leftover` or `kernel-lock`.
-    pub holder: Option<&'static str>,
-    /// When the lock was taken, RFC 3339 (UTC).
-    pub since: Option<String>,
-    /// The same, in Unix seconds.
-    pub since_unix: Option<u64>,
-    /// Seconds since then.
-    pub age_seconds: Option<u64>,
-    /// The recorded command line.
-    pub command: Option<String>,
-    /// `run` or `lock`.
-    pub mode: Option<&'static str>,
-    /// The owner's host.
-    pub host: Option<String>,
-    /// The owner's uid.
-    pub uid: Option<u32>,
-    /// The acquisition's token.
-    pub token: Option<String>,
-    /// Why a lock is stale or unknown, or what keeps a run held.
-    pub reason: Option<String>,
-    /// True when the holding process, or the run's command, is stopped
-    /// (state `T`: Ctrl-Z, SIGSTOP): it holds the lock but does no work.
-    pub stopped: bool,
-    /// The last finished run, from the journal.
-    pub last_run: Option<LastRun>,
-    /// When the last successful run ended (Unix seconds), from the journal.
-    pub last_success_unix: Option<f64>,
-    /// For a held lock: the fires skipped since the current run began.
-    pub skipped_since_start: Option<u64>,
-    /// Why the journal cannot be read (another user's, say): then the
-    /// last run and the last success are not known, rather than none.
-    /// Left out when the journal was read (or there is none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub journal_error: Option<String>,
-    /// With a store: the lease.
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<LeaseStatus>,
-    /// The journal's runs, while the status is put together.
-    #[serde(skip)]
-    history: Option<onlyone::journal::History>,
-}
-
-/// A lease of the store, as `status --json` adds it to a lock.
-#[derive(Debug, Serialize)]
-pub struct LeaseStatus {
-    /// The lease's epoch: the fence its command got.
-    pub fence: i64,
-    /// Seconds until it runs out (0 for a lease run out).
-    pub lease_left_seconds: f64,
-    /// Whether a `stop` asked its holder to end the run.
-    pub stop_requested: bool,
-    /// For a live lease of this host: whether its holder (the wrapper's
-    /// pid) still lives; null for another host's, or a lease run out.
-    pub holder_alive: Option<bool>,
-}
-
-/// The last finished run of a lock, as `status --json` prints it.
-#[derive(Debug, Serialize)]
-pub struct LastRun {
-    /// When it started, Unix seconds.
-    pub start_unix: f64,
-    /// How it ended: `exit`, `signal`, `ended`, `abandoned` or `released`.
-    pub outcome: &'static str,
-    /// Its exit code, when it exited.
-    pub exit: Option<i32>,
-    /// The signal that killed it.
-    pub signal: Option<String>,
-    /// How long it lasted, seconds.
-    pub duration_seconds: Option<f64>,
-}
-
-/// `status --json`, for both places.
-#[derive(Debug, Serialize)]
-pub struct Report<'a> {
-    /// The schema's version: 1.
-    pub schema: u32,
-    /// The lock directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dir: Option<String>,
-    /// The store's URL (its password masked).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub store: Option<String>,
-    /// The locks.
-    pub locks: &'a [LockStatus],
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 /// Describes one lock path (its journal read when `journal` says there
 /// may be one).
@@ -190,62 +79,6 @@ pub fn describe(
     s
 }
 
-/// One lease of the store as a lock's status: the same fields as a lock
-/// file's, the lease's added; `here` is this host's name (a holder of this
-/// host is looked for), `history` the store's history of the name.
-pub fn of_lease(
-    row: &onlyone::store::LeaseRow,
-    here: &str,
-    history: Result<onlyone::journal::History, String>,
-) -> LockStatus {
-    let live = row.is_live();
-    let since = row.since.max(0.0) as u64;
-    let holder_alive = row.holder_alive_on(here);
-    let left = (row.left_ms.max(0) as f64) / 1000.0;
-    let mut s = LockStatus {
-        name: row.name.clone(),
-        path: None,
-        state: if live { "held" } else { "free" },
-        pid: row.pid,
-        command_pid: None,
-        holder_pid: row.pid.filter(|_| live),
-        holder: live.then_some("owner"),
-        since: Some(onlyone::format_unix_time(since)),
-        since_unix: Some(since),
-        age_seconds: Some(now_unix().saturating_sub(since)),
-        command: row.cmd.clone(),
-        mode: Some("run"),
-        host: row.host.clone(),
-        uid: row.uid,
-        token: Some(row.token.clone()),
-        reason: (holder_alive == Some(false)).then(|| {
-            format!(
-                "held by pid {} of this host, which is dead: its lease was not released and \
-                 runs out in {} (no host can take it before)",
-                row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-                compact_duration(Duration::from_secs_f64(left))
-            )
-        }),
-        stopped: false,
-        last_run: None,
-        last_success_unix: None,
-        skipped_since_start: None,
-        journal_error: None,
-        lease: Some(LeaseStatus {
-            fence: row.epoch,
-            lease_left_seconds: left,
-            stop_requested: row.stop_requested,
-            holder_alive,
-        }),
-        history: None,
-    };
-    apply_history(&mut s, history);
-    if live && let Some(h) = &s.history {
-        s.skipped_since_start = Some(h.skips_of(&row.token));
-    }
-    s
-}
-
 /// What the journal says: the last run, the last success, and (filled in
 /// once the record is read) the skips of the current run.
 fn fill_history(s: &mut LockStatus, lock: &LockFile) {
@@ -256,35 +89,6 @@ fn fill_history(s: &mut LockStatus, lock: &LockFile) {
         )
     });
     apply_history(s, h);
-}
-
-/// The last run, the last success and the history itself, from what a
-/// place's event log gave (or why it could not be read).
-pub fn apply_history(s: &mut LockStatus, h: Result<onlyone::journal::History, String>) {
-    let h = match h {
-        Ok(h) => h,
-        Err(e) => {
-            s.journal_error = Some(e);
-            return;
-        }
-    };
-    if let Some(r) = h.last_over() {
-        let (exit, signal) = match &r.outcome {
-            Outcome::Exited(c) => (Some(*c), None),
-            Outcome::Signaled(sig) => (None, Some(sig.clone())),
-            Outcome::Ended { exit, .. } => (*exit, None),
-            _ => (None, None),
-        };
-        s.last_run = Some(LastRun {
-            start_unix: r.start,
-            outcome: super::history::outcome_word(&r.outcome),
-            exit,
-            signal,
-            duration_seconds: r.duration,
-        });
-    }
-    s.last_success_unix = h.last_success().map(|r| r.end.unwrap_or(r.start));
-    s.history = Some(h);
 }
 
 fn fill(s: &mut LockStatus, seen: &Inspection) {
@@ -461,47 +265,6 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
     }
 }
 
-/// The lock files in `dir`: regular `*.lock` files, not temp files.
-pub(super) fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
-    lock_listing(dir).map(|(locks, _)| locks)
-}
-
-/// The lock files in `dir` (as [`lock_files`]), and those of them that
-/// have a journal (either generation): one listing, so that a lock without
-/// a journal costs no attempt to open one.
-fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>)> {
-    let mut out = Vec::new();
-    let mut journals = HashSet::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((out, journals)),
-        Err(e) => return Err(e),
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with('.') {
-            continue;
-        }
-        // A free lock has no lock file, but its journal says it exists.
-        let journal = name
-            .strip_suffix(".journal")
-            .or_else(|| name.strip_suffix(".journal.1"));
-        let lock = journal.unwrap_or(name);
-        if !lock.ends_with(".lock") {
-            continue;
-        }
-        let path = dir.join(lock).display().to_string();
-        if journal.is_some() {
-            journals.insert(path.clone());
-        }
-        out.push(path);
-    }
-    out.sort();
-    out.dedup();
-    Ok((out, journals))
-}
-
 pub fn status(ctx: &Ctx, a: args::Status) -> Code {
     let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
     let dir = ctx.dir().to_path_buf();
@@ -636,7 +399,7 @@ fn last_run_cell(r: &LastRun) -> String {
     };
     let took = r
         .duration_seconds
-        .map(|d| format!(" ({})", super::history::took(d)))
+        .map(|d| format!(" ({})", took(d)))
         .unwrap_or_default();
-    format!("{how}, {}{took}", super::history::ago(r.start_unix))
+    format!("{how}, {}{took}", ago(r.start_unix))
 }

@@ -14,10 +14,9 @@ use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
-use super::monitor::Seen;
 use super::place::{Found, Named, Place};
 use super::run::{RunPlace, Taken};
-use super::status::{LockStatus, Report};
+use super::view::{LockStatus, Report, Seen};
 use super::{args, deadline_of, journal, say};
 
 /// How often a waiter looks at a held lease again.
@@ -56,7 +55,7 @@ fn record(store: &dyn LeaseStore, name: &str, ev: &Event, quiet: bool) {
 
 /// "pid 4242 on build-01 (`./sync.sh`, for 3m12s, fence 17)".
 fn describe(row: &LeaseRow) -> String {
-    let now = super::history::now();
+    let now = super::format::now();
     format!(
         "pid {} on {} (`{}`, for {}, fence {})",
         row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
@@ -355,7 +354,7 @@ fn status(url: &str, a: &args::Status) -> Code {
         .map(|r| {
             let h = history(store.as_ref(), &r.name)
                 .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
-            super::status::of_lease(r, &here, h)
+            super::view::of_lease(r, &here, h)
         })
         .collect();
     let mut out = String::new();

@@ -1,0 +1,314 @@
+//! What the commands show of a lock, in either place: one status view
+//! ([`LockStatus`], the `status --json` schema), what `check` and
+//! `metrics` know ([`Seen`]), a run's outcome in one word, and the listing
+//! of a lock directory.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use onlyone::journal::{History, Outcome};
+use onlyone::{Inspection, Verdict, compact_duration};
+
+use super::format::now_unix;
+
+/// One lock, as `status --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct LockStatus {
+    /// `NAME` for `DIR/NAME.lock`, else the path.
+    pub name: String,
+    /// The lock file (null with a store).
+    pub path: Option<String>,
+    /// `free`, `held`, `stale` or `unknown`.
+    pub state: &'static str,
+    /// The owner's pid (the wrapper of a run).
+    pub pid: Option<u32>,
+    /// A run's command pid.
+    pub command_pid: Option<u32>,
+    /// The process that proves the lock held.
+    pub holder_pid: Option<u32>,
+    /// What that process is: `owner`, `command`, `leftover` or `kernel-lock`.
+    pub holder: Option<&'static str>,
+    /// When the lock was taken, RFC 3339 (UTC).
+    pub since: Option<String>,
+    /// The same, in Unix seconds.
+    pub since_unix: Option<u64>,
+    /// Seconds since then.
+    pub age_seconds: Option<u64>,
+    /// The recorded command line.
+    pub command: Option<String>,
+    /// `run` or `lock`.
+    pub mode: Option<&'static str>,
+    /// The owner's host.
+    pub host: Option<String>,
+    /// The owner's uid.
+    pub uid: Option<u32>,
+    /// The acquisition's token.
+    pub token: Option<String>,
+    /// Why a lock is stale or unknown, or what keeps a run held.
+    pub reason: Option<String>,
+    /// True when the holding process, or the run's command, is stopped
+    /// (state `T`: Ctrl-Z, SIGSTOP): it holds the lock but does no work.
+    pub stopped: bool,
+    /// The last finished run, from the journal.
+    pub last_run: Option<LastRun>,
+    /// When the last successful run ended (Unix seconds), from the journal.
+    pub last_success_unix: Option<f64>,
+    /// For a held lock: the fires skipped since the current run began.
+    pub skipped_since_start: Option<u64>,
+    /// Why the journal cannot be read (another user's, say): then the
+    /// last run and the last success are not known, rather than none.
+    /// Left out when the journal was read (or there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_error: Option<String>,
+    /// With a store: the lease.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseStatus>,
+    /// The journal's runs, while the status is put together.
+    #[serde(skip)]
+    pub(super) history: Option<onlyone::journal::History>,
+}
+
+/// A lease of the store, as `status --json` adds it to a lock.
+#[derive(Debug, Serialize)]
+pub struct LeaseStatus {
+    /// The lease's epoch: the fence its command got.
+    pub fence: i64,
+    /// Seconds until it runs out (0 for a lease run out).
+    pub lease_left_seconds: f64,
+    /// Whether a `stop` asked its holder to end the run.
+    pub stop_requested: bool,
+    /// For a live lease of this host: whether its holder (the wrapper's
+    /// pid) still lives; null for another host's, or a lease run out.
+    pub holder_alive: Option<bool>,
+}
+
+/// The last finished run of a lock, as `status --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct LastRun {
+    /// When it started, Unix seconds.
+    pub start_unix: f64,
+    /// How it ended: `exit`, `signal`, `ended`, `abandoned` or `released`.
+    pub outcome: &'static str,
+    /// Its exit code, when it exited.
+    pub exit: Option<i32>,
+    /// The signal that killed it.
+    pub signal: Option<String>,
+    /// How long it lasted, seconds.
+    pub duration_seconds: Option<f64>,
+}
+
+/// `status --json`, for both places.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    /// The schema's version: 1.
+    pub schema: u32,
+    /// The lock directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// The store's URL (its password masked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// The locks.
+    pub locks: &'a [LockStatus],
+}
+
+/// One lease of the store as a lock's status: the same fields as a lock
+/// file's, the lease's added; `here` is this host's name (a holder of this
+/// host is looked for), `history` the store's history of the name.
+pub fn of_lease(
+    row: &onlyone::store::LeaseRow,
+    here: &str,
+    history: Result<onlyone::journal::History, String>,
+) -> LockStatus {
+    let live = row.is_live();
+    let since = row.since.max(0.0) as u64;
+    let holder_alive = row.holder_alive_on(here);
+    let left = (row.left_ms.max(0) as f64) / 1000.0;
+    let mut s = LockStatus {
+        name: row.name.clone(),
+        path: None,
+        state: if live { "held" } else { "free" },
+        pid: row.pid,
+        command_pid: None,
+        holder_pid: row.pid.filter(|_| live),
+        holder: live.then_some("owner"),
+        since: Some(onlyone::format_unix_time(since)),
+        since_unix: Some(since),
+        age_seconds: Some(now_unix().saturating_sub(since)),
+        command: row.cmd.clone(),
+        mode: Some("run"),
+        host: row.host.clone(),
+        uid: row.uid,
+        token: Some(row.token.clone()),
+        reason: (holder_alive == Some(false)).then(|| {
+            format!(
+                "held by pid {} of this host, which is dead: its lease was not released and \
+                 runs out in {} (no host can take it before)",
+                row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+                compact_duration(Duration::from_secs_f64(left))
+            )
+        }),
+        stopped: false,
+        last_run: None,
+        last_success_unix: None,
+        skipped_since_start: None,
+        journal_error: None,
+        lease: Some(LeaseStatus {
+            fence: row.epoch,
+            lease_left_seconds: left,
+            stop_requested: row.stop_requested,
+            holder_alive,
+        }),
+        history: None,
+    };
+    apply_history(&mut s, history);
+    if live && let Some(h) = &s.history {
+        s.skipped_since_start = Some(h.skips_of(&row.token));
+    }
+    s
+}
+
+/// The last run, the last success and the history itself, from what a
+/// place's event log gave (or why it could not be read).
+pub fn apply_history(s: &mut LockStatus, h: Result<onlyone::journal::History, String>) {
+    let h = match h {
+        Ok(h) => h,
+        Err(e) => {
+            s.journal_error = Some(e);
+            return;
+        }
+    };
+    if let Some(r) = h.last_over() {
+        let (exit, signal) = match &r.outcome {
+            Outcome::Exited(c) => (Some(*c), None),
+            Outcome::Signaled(sig) => (None, Some(sig.clone())),
+            Outcome::Ended { exit, .. } => (*exit, None),
+            _ => (None, None),
+        };
+        s.last_run = Some(LastRun {
+            start_unix: r.start,
+            outcome: outcome_word(&r.outcome),
+            exit,
+            signal,
+            duration_seconds: r.duration,
+        });
+    }
+    s.last_success_unix = h.last_success().map(|r| r.end.unwrap_or(r.start));
+    s.history = Some(h);
+}
+
+/// The outcome's one word: `exit`, `signal`, `ended`, `abandoned`,
+/// `released` or `running`.
+pub fn outcome_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Running => "running",
+        Outcome::Exited(_) => "exit",
+        Outcome::Signaled(_) => "signal",
+        Outcome::Ended { .. } => "ended",
+        Outcome::Abandoned => "abandoned",
+        Outcome::Released => "released",
+        _ => "unknown",
+    }
+}
+
+/// What is known of one lock: whether a run holds it (since when, under
+/// which token), whether it can be judged, and its journal.
+pub(super) struct Seen {
+    pub(super) name: String,
+    /// Held by a live run: its token and since when (Unix seconds).
+    pub(super) held: Option<(Option<String>, Option<f64>)>,
+    /// Why it cannot be judged.
+    pub(super) unknown: Option<String>,
+    pub(super) history: History,
+}
+
+impl Seen {
+    /// From the lock directory: the record's verdict and the journal.
+    pub(super) fn of_dir(name: String, inspection: Option<Inspection>, history: History) -> Seen {
+        let (held, unknown) = match &inspection {
+            Some(i) => match &i.verdict {
+                Verdict::Held(_) => {
+                    let r = i.record.as_ref().ok();
+                    (
+                        Some((
+                            r.and_then(|r| r.token.clone()),
+                            r.and_then(|r| r.since).map(|s| s as f64),
+                        )),
+                        None,
+                    )
+                }
+                Verdict::Unknown(r) => (None, Some(r.to_string())),
+                _ => (None, None),
+            },
+            None => (None, None),
+        };
+        Seen {
+            name,
+            held,
+            unknown,
+            history,
+        }
+    }
+
+    /// The current run: since when (Unix seconds).
+    pub(super) fn running_since(&self) -> Option<f64> {
+        self.held.as_ref().and_then(|(_, since)| *since)
+    }
+
+    pub(super) fn running(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// The fires skipped in a row: those of the current run when one is
+    /// held (by its token), else since the last run began.
+    pub(super) fn skips_in_a_row(&self) -> u64 {
+        match self.held.as_ref().and_then(|(t, _)| t.as_deref()) {
+            Some(t) => self.history.skips_of(t),
+            None => self.history.skips_in_a_row(),
+        }
+    }
+}
+
+/// The lock files in `dir`: regular `*.lock` files, not temp files.
+pub(super) fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    lock_listing(dir).map(|(locks, _)| locks)
+}
+
+/// The lock files in `dir` (as [`lock_files`]), and those of them that
+/// have a journal (either generation): one listing, so that a lock without
+/// a journal costs no attempt to open one.
+pub(super) fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>)> {
+    let mut out = Vec::new();
+    let mut journals = HashSet::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((out, journals)),
+        Err(e) => return Err(e),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        // A free lock has no lock file, but its journal says it exists.
+        let journal = name
+            .strip_suffix(".journal")
+            .or_else(|| name.strip_suffix(".journal.1"));
+        let lock = journal.unwrap_or(name);
+        if !lock.ends_with(".lock") {
+            continue;
+        }
+        let path = dir.join(lock).display().to_string();
+        if journal.is_some() {
+            journals.insert(path.clone());
+        }
+        out.push(path);
+    }
+    out.sort();
+    out.dedup();
+    Ok((out, journals))
+}
