@@ -60,7 +60,6 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::lock::LockFile;
-use crate::supervise::{EndedBy, Exit};
 
 /// The schema version every event carries (`"v"`).
 pub const SCHEMA: u32 = 1;
@@ -148,6 +147,15 @@ impl EventLog for Journal {
     }
 }
 
+/// How a run's command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal.
+    Signal(i32),
+}
+
 /// Why onlyone ended a run: an `end` event's `ended_by`, and the word a
 /// [`Outcome::Ended`] run gives (`stop` and `reap` come from the events of
 /// those names). One word per reason, here only: both places (the lock
@@ -181,16 +189,6 @@ impl EndReason {
             EndReason::Stop => "stop",
             EndReason::Reap => "reap",
             EndReason::Unknown => "unknown",
-        }
-    }
-
-    /// The reason for what ended a supervised run.
-    pub fn of(by: EndedBy) -> EndReason {
-        match by {
-            EndedBy::MaxTime(_) => EndReason::MaxTime,
-            EndedBy::Idle(_) => EndReason::Idle,
-            EndedBy::LeaseLost => EndReason::LeaseLost,
-            EndedBy::StopRequested => EndReason::Stop,
         }
     }
 }
@@ -299,7 +297,7 @@ impl Event {
         pid: u32,
         cmd: Option<&str>,
         exit: Exit,
-        ended_by: Option<EndedBy>,
+        ended_by: Option<EndReason>,
         took: Duration,
     ) -> Event {
         let mut ev = Event::about(Kind::End, token, Some(pid), cmd);
@@ -312,7 +310,7 @@ impl Event {
                 });
             }
         }
-        ev.ended_by = ended_by.map(EndReason::of);
+        ev.ended_by = ended_by;
         ev.duration = Some(took.as_secs_f64());
         ev
     }

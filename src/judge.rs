@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use crate::procfs::{self, Probe, ProcId};
-use crate::reap::work::{Lingered, Work};
 use crate::record::{FORMAT_VERSION, NotARecord, Record};
 use crate::verdict::{Holder, StaleReason, UnknownReason, Verdict};
+use crate::work::{Lingered, Work};
 
 /// What was read at a lock path: the bytes, their parse, and whether the
 /// writer's kernel lock is still held.
@@ -312,7 +312,7 @@ pub(crate) fn processes_of(
             out.push(id);
         }
     };
-    // A lingering run's own work only (see `crate::reap::work`).
+    // A lingering run's own work only (see `crate::work`).
     let work = Lingered::of(record)
         .map(|l| Work::load(&l, deadline))
         .transpose()

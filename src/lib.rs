@@ -47,6 +47,7 @@ pub mod supervise;
 mod sys;
 pub mod text;
 pub mod verdict;
+mod work;
 
 // Internals: `/proc` parsing, idleness, the judge, pause points. Public
 // only to the project's own tests, fuzzers and harnesses, which turn the

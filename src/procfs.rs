@@ -1001,7 +1001,7 @@ pub fn may_name_in(uid: Option<u32>, cgroup: Option<&str>, pid: u32) -> bool {
 pub fn in_run_cgroup(cgroup: Option<&str>, pid: u32) -> bool {
     cgroup.is_some_and(|run| {
         systemd_cgroup(pid)
-            .is_some_and(|theirs| in_cgroup(&crate::record::escape_value(&theirs), run))
+            .is_some_and(|theirs| in_cgroup(&crate::text::escape_value(&theirs), run))
     })
 }
 
@@ -1147,7 +1147,7 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
     // the run's.
     if let Some(run) = spec.cgroup
         && let Some(theirs) = systemd_cgroup(pid)
-        && !in_cgroup(&crate::record::escape_value(&theirs), run)
+        && !in_cgroup(&crate::text::escape_value(&theirs), run)
     {
         return false;
     }

@@ -47,7 +47,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const MAX_LINGER: usize = 32;
 
 /// The longest escaped command line stored in a record.
-pub const MAX_CMD_BYTES: usize = 1024;
+pub const MAX_CMD_BYTES: usize = crate::text::MAX_VALUE_BYTES;
 
 /// Which processes keep a record's lock held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -740,33 +740,8 @@ pub fn is_torn_record(bytes: &[u8]) -> bool {
     })
 }
 
-/// Makes a value safe for one record line: control characters become
-/// `\xNN`, and the result is cut at [`MAX_CMD_BYTES`] on a character
-/// boundary with a trailing `…`.
-pub fn escape_value(v: &str) -> String {
-    let mut out = String::with_capacity(v.len().min(MAX_CMD_BYTES));
-    for c in v.chars() {
-        let mut piece = String::new();
-        push_escaped(&mut piece, c);
-        if out.len() + piece.len() > MAX_CMD_BYTES - '…'.len_utf8() {
-            out.push('…');
-            return out;
-        }
-        out.push_str(&piece);
-    }
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    if c.is_control() {
-        let mut buf = [0u8; 4];
-        for b in c.encode_utf8(&mut buf).bytes() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    } else {
-        out.push(c);
-    }
-}
+pub use crate::text::escape_value;
+use crate::text::push_escaped;
 
 /// Replaces control characters only; used when writing, so that a value
 /// that is already escaped is written unchanged.

@@ -266,6 +266,13 @@ fn name_in_passwd(text: &[u8], uid: u32) -> Option<String> {
     })
 }
 
+/// Now on the boot clock (`CLOCK_BOOTTIME`: counts a suspend, never set
+/// back), nanoseconds.
+pub fn boot_ns() -> i64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

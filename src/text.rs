@@ -140,6 +140,37 @@ pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The longest escaped value (a command line) one record line holds.
+pub const MAX_VALUE_BYTES: usize = 1024;
+
+/// Makes a value safe for one record line: control characters become
+/// `\xNN`, and the result is cut at [`MAX_VALUE_BYTES`] on a character
+/// boundary with a trailing `…`.
+pub fn escape_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len().min(MAX_VALUE_BYTES));
+    for c in v.chars() {
+        let mut piece = String::new();
+        push_escaped(&mut piece, c);
+        if out.len() + piece.len() > MAX_VALUE_BYTES - '…'.len_utf8() {
+            out.push('…');
+            return out;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+pub(crate) fn push_escaped(out: &mut String, c: char) {
+    if c.is_control() {
+        let mut buf = [0u8; 4];
+        for b in c.encode_utf8(&mut buf).bytes() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    } else {
+        out.push(c);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

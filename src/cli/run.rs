@@ -204,7 +204,7 @@ impl Taken for DirTaken<'_> {
             r.pid,
             r.cmd.as_deref(),
             exit,
-            ended_by,
+            ended_by.map(Into::into),
             took,
         )
     }

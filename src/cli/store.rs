@@ -159,7 +159,14 @@ impl Taken for StoreTaken {
 
     fn end_event(&self, exit: Exit, ended_by: Option<EndedBy>, took: Duration) -> Event {
         let me = std::process::id();
-        Event::end(Some(&self.token), me, Some(&self.cmd), exit, ended_by, took)
+        Event::end(
+            Some(&self.token),
+            me,
+            Some(&self.cmd),
+            exit,
+            ended_by.map(Into::into),
+            took,
+        )
     }
 
     /// Retried on a new connection while the lease lasts (a server

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rustix::io::Errno;
 
-use super::guard::LockGuard;
+use super::guard::{LockGuard, TakeOver};
 use super::temp::{TempFile, is_unwritable};
 use super::waiter::Waiter;
 use super::{LockFile, MAX_TAKEOVER_TRIES, REPROBE_INTERVAL, unix_now};
@@ -131,15 +131,6 @@ impl AcquireOptions {
         self.command = Some(command.into());
         self
     }
-}
-
-/// A stale lock this acquisition removed on its way in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TakeOver {
-    /// The stale record, when it was readable.
-    pub record: Option<Record>,
-    /// Why it was stale.
-    pub reason: StaleReason,
 }
 
 /// A fresh random token: 128 bits as 32 lowercase hex digits.

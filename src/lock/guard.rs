@@ -7,13 +7,21 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode as FsMode, OFlags};
 
 use super::LockFile;
-use super::acquire::TakeOver;
 use super::read::Read;
 use super::waiter::Waiter;
 use crate::error::{Error, Result};
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
 use crate::verdict::Verdict;
+
+/// A stale lock this acquisition removed on its way in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakeOver {
+    /// The stale record, when it was readable.
+    pub record: Option<Record>,
+    /// Why it was stale.
+    pub reason: crate::StaleReason,
+}
 
 /// How often a holder refreshes its lock file's times (`futimens`), so that
 /// age-based cleaning of `/tmp` (systemd-tmpfiles, tmpreaper) never takes
@@ -133,7 +141,7 @@ impl LockGuard {
             .copied()
             .take(crate::record::MAX_LINGER)
             .collect();
-        new.lingered = Some(crate::reap::now_ticks());
+        new.lingered = Some(crate::work::now_ticks());
         self.replace(new)
     }
 

@@ -53,7 +53,8 @@ use crate::error::{Error, HeldBy, Result};
 use crate::record::{NotARecord, Record};
 use crate::verdict::Verdict;
 
-pub use acquire::{AcquireOptions, Owner, TakeOver, new_token};
+pub use acquire::{AcquireOptions, Owner, new_token};
+pub use guard::TakeOver;
 pub use guard::{LockGuard, REFRESH_INTERVAL};
 pub use removal::{Released, Releaser};
 

@@ -39,13 +39,13 @@ use crate::signal::GracefulStop;
 
 mod scan;
 mod state;
-pub(crate) mod work;
 
 use scan::{JobView, Marked, live_token};
 use state::Seen;
 
+use crate::work;
+pub use crate::work::now_ticks;
 pub use state::{STATE_FILE, STATE_LOCK, note_lingering};
-pub use work::now_ticks;
 
 /// How long to wait, after the processes are gone, for a live wrapper to
 /// release its lock.

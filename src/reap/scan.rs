@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::Job;
-use super::work::{Lingered, Work};
 use crate::idle::Counters;
 use crate::lock::LockFile;
 use crate::procfs::{self, LOCK_VAR, ProcId, TOKEN_VAR};
 use crate::record::{Mode, Record};
+use crate::work::{Lingered, Work};
 
 /// One process that belongs, or may belong, to a run.
 pub(super) struct Marked {

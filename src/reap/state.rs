@@ -18,9 +18,9 @@ use rustix::fs::OFlags;
 
 use serde::{Deserialize, Serialize};
 
-use super::work::Lingered;
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
+use crate::work::Lingered;
 
 /// The state file's name, in the lock directory.
 pub const STATE_FILE: &str = ".onlyone-reap.json";

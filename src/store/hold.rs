@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{Holder, LeaseStore, Renewed, StoreError};
 use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
+use crate::store::watchdog::Link;
 
 /// How soon a call the end of a run needs is tried again.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
@@ -17,6 +18,8 @@ pub struct LeaseHold {
     token: String,
     epoch: i64,
     watch: LeaseWatch,
+    /// The run's watchdog, once attached.
+    link: std::sync::OnceLock<std::sync::Arc<Link>>,
     released: bool,
 }
 
@@ -47,6 +50,7 @@ impl LeaseHold {
             token: who.token.to_owned(),
             epoch,
             watch,
+            link: std::sync::OnceLock::new(),
             released: false,
         }))
     }
@@ -123,13 +127,16 @@ impl LeaseHold {
         self.watchdog_done();
     }
 
-    /// Links the run's watchdog (see [`crate::store::watchdog`]).
-    pub fn attach(&self, link: crate::store::watchdog::Link) {
-        self.watch.attach(link);
+    /// Links the run's watchdog (see [`crate::store::watchdog`]): it
+    /// hears of every renewal.
+    pub fn attach(&self, link: Link) {
+        let link = std::sync::Arc::new(link);
+        self.watch.attach(link.clone());
+        let _ = self.link.set(link);
     }
 
     fn watchdog_done(&self) {
-        if let Some(link) = self.watch.link() {
+        if let Some(link) = self.link.get() {
             link.done();
         }
     }
@@ -196,7 +203,7 @@ impl crate::supervise::Hold for LeaseHold {
     }
 
     fn set_command(&mut self, pid: u32) -> crate::Result<()> {
-        if let (Some(link), Some(id)) = (self.watch.link(), crate::ProcId::of(pid)) {
+        if let (Some(link), Some(id)) = (self.link.get(), crate::ProcId::of(pid)) {
             link.command(id);
         }
         Ok(())
@@ -210,7 +217,7 @@ impl crate::supervise::Hold for LeaseHold {
         Ok(())
     }
 
-    fn lease(&self) -> Option<&LeaseWatch> {
+    fn limit(&self) -> Option<&dyn crate::supervise::Limit> {
         Some(&self.watch)
     }
 }

@@ -23,7 +23,7 @@
 //! ([`LeaseWatch::deadline`]), a clean end stops the command before the
 //! release (the caller releases after the supervision returns), the
 //! margin M covers a late kill, and the watchdog keeps the deadline when
-//! the wrapper cannot ([`super::watchdog`]).
+//! the wrapper cannot (`store::watchdog`, a [`Listener`]).
 //!
 //! This module is the store-independent half: the timing and what the
 //! supervision watches. A store renews through a [`Renewals`] handle.
@@ -98,11 +98,7 @@ impl LeaseTiming {
     }
 }
 
-/// Now on the boot clock, nanoseconds.
-pub fn boot_ns() -> i64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
+pub use crate::sys::boot_ns;
 
 /// What the renewals have found so far, shared with the supervision.
 #[derive(Debug)]
@@ -113,8 +109,15 @@ struct Shared {
     lost: AtomicBool,
     stop: AtomicBool,
     done: AtomicBool,
-    /// The run's watchdog, told of every renewal.
-    link: std::sync::OnceLock<super::watchdog::Link>,
+    /// Told of every renewal (the run's watchdog).
+    listener: std::sync::OnceLock<Arc<dyn Listener>>,
+}
+
+/// What hears of every good renewal: the run's watchdog, which keeps the
+/// deadline when the wrapper cannot.
+pub trait Listener: Send + Sync + std::fmt::Debug {
+    /// A renewal sent at `sent` (boot clock) succeeded.
+    fn renewed(&self, sent: i64);
 }
 
 /// A lease held by this process, renewed by a thread of its own.
@@ -139,8 +142,8 @@ impl Renewals {
     /// A renewal sent at `sent` (boot clock) succeeded.
     pub fn renewed(&self, sent: i64) {
         self.shared.sent_ok.fetch_max(sent, Ordering::AcqRel);
-        if let Some(link) = self.shared.link.get() {
-            link.renewed(sent);
+        if let Some(l) = self.shared.listener.get() {
+            l.renewed(sent);
         }
         // Past the kill deadline nothing a renewal says can help: let the
         // supervision look.
@@ -192,7 +195,7 @@ impl LeaseWatch {
             lost: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             done: AtomicBool::new(false),
-            link: std::sync::OnceLock::new(),
+            listener: std::sync::OnceLock::new(),
         });
         let (wake_rx, wake_tx) = rustix::pipe::pipe_with(
             rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
@@ -241,16 +244,11 @@ impl LeaseWatch {
         self.shared.sent_ok.load(Ordering::Acquire)
     }
 
-    /// Links the run's watchdog (see [`super::watchdog`]): it hears of
-    /// every renewal from now on, and the take's send time now.
-    pub fn attach(&self, link: super::watchdog::Link) {
-        link.renewed(self.shared.sent_ok.load(Ordering::Acquire));
-        let _ = self.shared.link.set(link);
-    }
-
-    /// The run's watchdog, once attached.
-    pub fn link(&self) -> Option<&super::watchdog::Link> {
-        self.shared.link.get()
+    /// Attaches what hears of every renewal from now on (the run's
+    /// watchdog); it hears the take's send time now.
+    pub fn attach(&self, listener: Arc<dyn Listener>) {
+        listener.renewed(self.shared.sent_ok.load(Ordering::Acquire));
+        let _ = self.shared.listener.set(listener);
     }
 
     /// Readable when the renewal thread has news.
@@ -282,5 +280,31 @@ impl LeaseWatch {
 impl Drop for LeaseWatch {
     fn drop(&mut self) {
         self.stop_thread();
+    }
+}
+
+impl crate::supervise::Limit for LeaseWatch {
+    fn drain(&self) {
+        LeaseWatch::drain(self);
+    }
+
+    fn lost(&self) -> bool {
+        LeaseWatch::lost(self)
+    }
+
+    fn kill_by(&self) -> i64 {
+        LeaseWatch::kill_by(self)
+    }
+
+    fn term_by(&self) -> i64 {
+        LeaseWatch::term_by(self)
+    }
+
+    fn stop_requested(&self) -> bool {
+        LeaseWatch::stop_requested(self)
+    }
+
+    fn wake_fd(&self) -> BorrowedFd<'_> {
+        LeaseWatch::wake_fd(self)
     }
 }

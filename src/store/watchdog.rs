@@ -71,6 +71,12 @@ impl Link {
     }
 }
 
+impl crate::store::lease::Listener for Link {
+    fn renewed(&self, sent: i64) {
+        Link::renewed(self, sent);
+    }
+}
+
 /// What a watchdog watches over.
 #[derive(Debug, Clone)]
 pub struct Watched {

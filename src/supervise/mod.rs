@@ -95,14 +95,7 @@ impl Default for RunOptions {
     }
 }
 
-/// How the command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// It exited with this code.
-    Code(i32),
-    /// It was killed by this signal.
-    Signal(i32),
-}
+pub use crate::journal::Exit;
 
 /// Why onlyone ended a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +112,18 @@ pub enum EndedBy {
     StopRequested,
 }
 
+impl From<EndedBy> for crate::journal::EndReason {
+    fn from(by: EndedBy) -> Self {
+        use crate::journal::EndReason;
+        match by {
+            EndedBy::MaxTime(_) => EndReason::MaxTime,
+            EndedBy::Idle(_) => EndReason::Idle,
+            EndedBy::LeaseLost => EndReason::LeaseLost,
+            EndedBy::StopRequested => EndReason::Stop,
+        }
+    }
+}
+
 /// The lock side of a run: what the command is told, how it is named in
 /// the lock, and what keeps the lock held. A [`LockGuard`] of the lock
 /// directory is one; a lease of the PostgreSQL store is another.
@@ -133,8 +138,29 @@ pub trait Hold {
     fn record(&self) -> Option<&Record>;
     /// Keeps the lock's file fresh (age-based cleaners), when it has one.
     fn refresh(&self) -> crate::Result<()>;
-    /// The lease to watch, for a store that leases.
-    fn lease(&self) -> Option<&crate::store::lease::LeaseWatch>;
+    /// The time limit the lock puts on the run (a store's lease), to
+    /// watch; none for a lock that holds as long as its processes live.
+    fn limit(&self) -> Option<&dyn Limit>;
+}
+
+/// A time limit a lock puts on a run: a store's lease, renewed elsewhere
+/// (see `crate::store::lease`). The command must be gone by
+/// [`Limit::kill_by`], TERM from [`Limit::term_by`]; the supervisor wakes on
+/// [`Limit::wake_fd`] when something changed. Times are on the boot clock
+/// ([`crate::sys::boot_ns`]), in nanoseconds.
+pub trait Limit {
+    /// Empties the wake-up descriptor.
+    fn drain(&self);
+    /// The lock is known lost: end the command now.
+    fn lost(&self) -> bool;
+    /// When the command must be gone.
+    fn kill_by(&self) -> i64;
+    /// When the command gets TERM, to be gone by [`Limit::kill_by`].
+    fn term_by(&self) -> i64;
+    /// Another process asked for the run to end.
+    fn stop_requested(&self) -> bool;
+    /// Readable when something changed.
+    fn wake_fd(&self) -> BorrowedFd<'_>;
 }
 
 impl Hold for LockGuard {
@@ -157,7 +183,7 @@ impl Hold for LockGuard {
         LockGuard::refresh(self)
     }
 
-    fn lease(&self) -> Option<&crate::store::lease::LeaseWatch> {
+    fn limit(&self) -> Option<&dyn Limit> {
         None
     }
 }
@@ -442,11 +468,11 @@ impl<'g> Supervision<'g> {
     /// lost, or a wake-up past `kill_by` (a pause), is KILL at once. A
     /// remote stop is a graceful end.
     fn check_lease(&mut self) {
-        let Some(lease) = self.guard.lease() else {
+        let Some(lease) = self.guard.limit() else {
             return;
         };
         lease.drain();
-        let now = crate::store::lease::boot_ns();
+        let now = crate::sys::boot_ns();
         let kill_by = lease.kill_by();
         if lease.lost() || now >= kill_by {
             signal_group(self.command.pid, Signal::KILL);
@@ -476,8 +502,8 @@ impl<'g> Supervision<'g> {
 
     /// When the lease next needs a look: TERM time, KILL time.
     fn lease_wake(&self) -> Option<Instant> {
-        let lease = self.guard.lease()?;
-        let now = crate::store::lease::boot_ns();
+        let lease = self.guard.limit()?;
+        let now = crate::sys::boot_ns();
         let next = if now < lease.term_by() {
             lease.term_by()
         } else {
@@ -557,7 +583,7 @@ impl<'g> Supervision<'g> {
         let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
         let mut fds = vec![self.signals.as_fd()];
         fds.extend(self.pidfd.as_ref().map(|f| f.as_fd()));
-        fds.extend(self.guard.lease().map(|l| l.wake_fd()));
+        fds.extend(self.guard.limit().map(|l| l.wake_fd()));
         wait_readable(&fds, timeout);
     }
 
