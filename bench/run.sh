@@ -90,22 +90,19 @@ cargo build --release --quiet --bin onlyone
 cargo build --release --quiet --example bench_cmd --example bench_cycle \
   --example bench_contend --example bench_handoff --example bench_scale --example bench_store
 cargo bench --quiet --bench lock_cycle --no-run
-# .cargo/config.toml names the host as the target: artifacts are under
-# target/<host-tuple>/.
-HOST=$(rustc -vV | sed -n 's/^host: //p')
-O=$ROOT/target/$HOST/release/onlyone
-EX=$ROOT/target/$HOST/release/examples
+O=$ROOT/target/release/onlyone
+EX=$ROOT/target/release/examples
 # The binary without the PostgreSQL store, to show that linking it costs the
 # directory store's path nothing.
 say "building the binary without the postgres feature (target/onlyone-bench/nopg)"
 CARGO_TARGET_DIR=$ROOT/target/onlyone-bench/nopg cargo build --release --quiet --bin onlyone --no-default-features
-O_NOPG=$ROOT/target/onlyone-bench/nopg/$HOST/release/onlyone
+O_NOPG=$ROOT/target/onlyone-bench/nopg/release/onlyone
 P=""
 if [ "$PERF_OK" = 1 ] && [ "$QUICK" = 0 ]; then
   say "building a release binary with debug info for the profiles (target/onlyone-bench/prof)"
   CARGO_PROFILE_RELEASE_DEBUG=true CARGO_TARGET_DIR=$ROOT/target/onlyone-bench/prof \
     cargo build --release --quiet --bin onlyone
-  P=$ROOT/target/onlyone-bench/prof/$HOST/release/onlyone
+  P=$ROOT/target/onlyone-bench/prof/release/onlyone
 fi
 # profile BINARY ARGS...: the onlyone process's own samples, with children,
 # for onlyone's functions and the kernel's entry points.
