@@ -90,22 +90,33 @@ cargo build --release --quiet --bin onlyone
 cargo build --release --quiet --example bench_cmd --example bench_cycle \
   --example bench_contend --example bench_handoff --example bench_scale --example bench_store
 cargo bench --quiet --bench lock_cycle --no-run
-# .cargo/config.toml names the host as the target: artifacts are under
-# target/<host-tuple>/.
-HOST=$(rustc -vV | sed -n 's/^host: //p')
-O=$ROOT/target/$HOST/release/onlyone
-EX=$ROOT/target/$HOST/release/examples
+O=$ROOT/target/release/onlyone
+EX=$ROOT/target/release/examples
 # The binary without the PostgreSQL store, to show that linking it costs the
 # directory store's path nothing.
 say "building the binary without the postgres feature (target/onlyone-bench/nopg)"
 CARGO_TARGET_DIR=$ROOT/target/onlyone-bench/nopg cargo build --release --quiet --bin onlyone --no-default-features
-O_NOPG=$ROOT/target/onlyone-bench/nopg/$HOST/release/onlyone
+O_NOPG=$ROOT/target/onlyone-bench/nopg/release/onlyone
+# Where the C library is glibc, the static-pie build (not the one shipped:
+# HACKING.md, "Building"), to show what the dynamic loader costs. The host
+# is named as the target so that +crt-static applies to onlyone's own
+# artifacts, not to build scripts and proc-macros.
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+O_STATIC=""
+case "$HOST" in
+  *-linux-gnu)
+    say "building the static-pie binary (target/$HOST/release)"
+    env "CARGO_TARGET_$(echo "$HOST" | tr a-z- A-Z_)_RUSTFLAGS=-C target-feature=+crt-static" \
+      cargo build --release --quiet --target "$HOST" --bin onlyone
+    O_STATIC=$ROOT/target/$HOST/release/onlyone
+    ;;
+esac
 P=""
 if [ "$PERF_OK" = 1 ] && [ "$QUICK" = 0 ]; then
   say "building a release binary with debug info for the profiles (target/onlyone-bench/prof)"
   CARGO_PROFILE_RELEASE_DEBUG=true CARGO_TARGET_DIR=$ROOT/target/onlyone-bench/prof \
     cargo build --release --quiet --bin onlyone
-  P=$ROOT/target/onlyone-bench/prof/$HOST/release/onlyone
+  P=$ROOT/target/onlyone-bench/prof/release/onlyone
 fi
 # profile BINARY ARGS...: the onlyone process's own samples, with children,
 # for onlyone's functions and the kernel's entry points.
@@ -179,6 +190,7 @@ cmd_table() { # DIR
   {
     printf 'onlyone run\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O" "$d/o"
     printf 'onlyone run, built without the postgres feature\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O_NOPG" "$d/o"
+    [ -n "$O_STATIC" ] && printf 'onlyone run, static-pie\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$O_STATIC" "$d/o"
     have flock && printf 'flock -n\tflock\t-n\t%s\ttrue\n' "$d/f.lock"
     have lckdo && printf 'lckdo\tlckdo\t%s\ttrue\n' "$d/l.lock"
     have setlock && printf 'setlock -n\tsetlock\t-n\t%s\ttrue\n' "$d/s.lock"
@@ -187,6 +199,7 @@ cmd_table() { # DIR
     printf 'onlyone acquire + release (sh)\tsh\t-c\t"$1" --dir "$2" acquire -q j2 && "$1" --dir "$2" release -q j2\tsh\t%s\t%s\n' "$O" "$d/o"
     have flock && printf 'flock shell equivalent (sh)\tsh\t-c\texec 9>"$1" && flock -n 9 && flock -u 9\tsh\t%s\n' "$d/f2.lock"
     printf 'onlyone --version (start-up alone)\t%s\t--version\n' "$O"
+    [ -n "$O_STATIC" ] && printf 'onlyone --version, static-pie\t%s\t--version\n' "$O_STATIC"
     printf 'true (exec alone)\ttrue\n'
   } >"$f"
   "$EX/bench_cmd" "$f" "$CMD_ROUNDS" "$CMD_WARMUP" 'flock -n'
