@@ -270,9 +270,7 @@ impl ConnInfo {
             }
             // libpq's default user is the operating system's.
             None => {
-                if let Some(user) = crate::sys::user_name(rustix::process::geteuid().as_raw()) {
-                    config.user(user);
-                }
+                config.user(default_user(rustix::process::geteuid().as_raw())?);
             }
         }
         match own.password {
@@ -440,6 +438,20 @@ fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
         };
     }
     (Some(info), &rest[last + 1..])
+}
+
+/// The store's user when neither the URL nor `PGUSER` names one: this
+/// user's name, as libpq takes it, from `/etc/passwd` (onlyone's own
+/// reader). A uid with no name there is a clear error, never left to the
+/// driver, whose fallback asks the C library's user database (NSS: a
+/// static binary can crash in it).
+fn default_user(uid: u32) -> Result<String, String> {
+    crate::sys::user_name(uid).ok_or_else(|| {
+        format!(
+            "no user for the store: uid {uid} has no name in /etc/passwd; name one in the URL \
+             (postgres://USER@HOST/DB) or in PGUSER"
+        )
+    })
 }
 
 /// A URL with every password in it replaced by `***` (the user part's, and
@@ -674,6 +686,16 @@ impl ServerCertVerifier for ChainOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uid_without_a_name_needs_a_user_in_the_url() {
+        assert_eq!(default_user(0).as_deref(), Ok("root"));
+        let e = default_user(4_242_424).unwrap_err();
+        assert!(
+            e.contains("uid 4242424 has no name") && e.contains("PGUSER"),
+            "{e}"
+        );
+    }
 
     /// Every form a password can take in a URL: none shows in the URL as
     /// messages give it, and each is the password that is sent.
