@@ -556,3 +556,57 @@ fn the_package_ships_the_guides() {
         );
     }
 }
+
+/// The manual pages and completions the package ships (kept in
+/// `packaging/`, so that a plain `cargo deb` builds it) are exactly what
+/// the binary writes from its own definitions: a changed option with
+/// stale pages fails here (`packaging/regenerate.sh` writes them again).
+#[test]
+fn the_shipped_pages_and_completions_are_the_binarys() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fresh = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .arg("manpages")
+        .arg(fresh.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".1"))
+            .collect();
+        n.sort();
+        n
+    };
+    let shipped = root.join("packaging/man");
+    assert_eq!(
+        names(fresh.path()),
+        names(&shipped),
+        "run packaging/regenerate.sh"
+    );
+    for n in names(&shipped) {
+        assert!(
+            std::fs::read(fresh.path().join(&n)).unwrap()
+                == std::fs::read(shipped.join(&n)).unwrap(),
+            "packaging/man/{n} is stale: run packaging/regenerate.sh"
+        );
+    }
+    for (shell, file) in [
+        ("bash", "onlyone"),
+        ("zsh", "_onlyone"),
+        ("fish", "onlyone.fish"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let kept = std::fs::read(root.join("packaging/completions").join(file)).unwrap();
+        assert!(
+            out.stdout == kept,
+            "packaging/completions/{file} is stale: run packaging/regenerate.sh"
+        );
+    }
+}
