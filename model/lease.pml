@@ -1,6 +1,6 @@
 /*
  * lease.pml: the lease of the PostgreSQL store (PROTOCOL.md, invariants 6
- * to 8; src/store/lease.rs, hold.rs, watchdog.rs).
+ * to 8; lib/src/store/lease.rs, hold.rs, watchdog.rs).
  *
  * Time is discrete: one clock, `now`, read by the server and by both
  * holders (the margin M stands for the rate drift between them). The

@@ -1,6 +1,6 @@
 /*
  * protocol.pml: the lock path, the removal guard and the acquire loop of
- * onlyone's lock file (src/lock/), shared by lock.pml and run.pml.
+ * onlyone's lock file (lib/src/lock/), shared by lock.pml and run.pml.
  *
  * The includer defines, before including this file:
  *   ALIVE_REC(tok, pid, start)   the liveness probe of a record (judge.rs)
@@ -88,7 +88,7 @@ inline reclaim(who) {
     atomic { DROP_GUARD(who); r_tok = 0; r_pid = 0; r_start = 0 }
 }
 
-/* The acquire loop (Attempt in src/lock/acquire.rs), without waiting:
+/* The acquire loop (Attempt in lib/src/lock/acquire.rs), without waiting:
  * leaves GOT, HELD or CONTENDED in `result`. `seen_alive` is what the
  * last probe said. */
 inline acquire(who, mytok, mypid, mystart) {

@@ -5,7 +5,7 @@
 //! ([`super::monitor`]) and the refusals of what a place cannot do
 //! ([`refuse`]). A place gives what differs: how a lock is taken, looked
 //! at and stopped there. `status` and `stop` are the place's own, over
-//! one view ([`super::status::LockStatus`]) and one event log.
+//! one view ([`super::view::LockStatus`]) and one event log.
 
 use std::time::Instant;
 

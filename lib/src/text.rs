@@ -14,8 +14,30 @@ pub fn format_unix_time(secs: u64) -> String {
     if secs >= YEAR_10000 {
         return format!("@{secs}");
     }
-    let t = std::time::UNIX_EPOCH + Duration::from_secs(secs);
-    humantime::format_rfc3339_seconds(t).to_string()
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date (year, month, day) `days` days after
+/// 1970-01-01: the civil-from-days conversion (H. Hinnant's "chrono-Compatible
+/// Low-Level Date Algorithms"), for days from 1970 on.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
 }
 
 /// A user's name (`root`, `backup`), or `uid N` when `/etc/passwd` has
@@ -174,6 +196,30 @@ pub(crate) fn push_escaped(out: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_times_are_rfc_3339_in_utc() {
+        for (secs, text) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_796_144_437, "2026-12-01T17:00:37Z"),
+            (253_402_300_799, "9999-12-31T23:59:59Z"),
+            (253_402_300_800, "@253402300800"),
+        ] {
+            assert_eq!(format_unix_time(secs), text, "{secs}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The same text as humantime's RFC 3339 formatter, the reference,
+        /// for every time it can write.
+        #[test]
+        fn unix_times_read_as_humantime_writes_them(secs in 0u64..253_402_300_800) {
+            let t = std::time::UNIX_EPOCH + Duration::from_secs(secs);
+            let reference = humantime::format_rfc3339_seconds(t).to_string();
+            proptest::prop_assert_eq!(format_unix_time(secs), reference);
+        }
+    }
 
     #[test]
     fn display_command_quotes_what_needs_it() {
