@@ -294,7 +294,8 @@ fn take(
     let wait_until = a.wait.map(|w| Instant::now() + w);
     loop {
         // The connection may take longer than a call (nothing is held
-        // yet), but never past --deadline.
+        // yet): up to what is left of --deadline, and at least a call's
+        // timeout.
         let within = deadline.map_or(READ_TIMEOUT, |d| {
             d.saturating_duration_since(Instant::now())
                 .min(READ_TIMEOUT)

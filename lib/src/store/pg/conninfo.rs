@@ -270,7 +270,9 @@ impl ConnInfo {
             }
             // libpq's default user is the operating system's.
             None => {
-                config.user(default_user(rustix::process::geteuid().as_raw())?);
+                if let Some(user) = default_user(rustix::process::geteuid().as_raw())? {
+                    config.user(user);
+                }
             }
         }
         match own.password {
@@ -442,16 +444,19 @@ fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
 
 /// The store's user when neither the URL nor `PGUSER` names one: this
 /// user's name, as libpq takes it, from `/etc/passwd` (onlyone's own
-/// reader). A uid with no name there is a clear error, never left to the
-/// driver, whose fallback asks the C library's user database (NSS: a
-/// static binary can crash in it).
-fn default_user(uid: u32) -> Result<String, String> {
-    crate::sys::user_name(uid).ok_or_else(|| {
-        format!(
-            "no user for the store: uid {uid} has no name in /etc/passwd; name one in the URL \
-             (postgres://USER@HOST/DB) or in PGUSER"
-        )
-    })
+/// reader). A uid with no name there (an LDAP or SSSD account) is left to
+/// the driver, which asks the C library's user database (NSS), except in a
+/// static glibc build, which cannot safely load NSS's modules (it crashed
+/// in them): there it is a clear error.
+fn default_user(uid: u32) -> Result<Option<String>, String> {
+    match crate::sys::user_name(uid) {
+        Some(name) => Ok(Some(name)),
+        None if cfg!(all(target_env = "gnu", target_feature = "crt-static")) => Err(format!(
+            "no user for the store: uid {uid} has no name in /etc/passwd (and this static \
+             build does not ask NSS); name one in the URL (postgres://USER@HOST/DB) or in PGUSER"
+        )),
+        None => Ok(None),
+    }
 }
 
 /// A URL with every password in it replaced by `***` (the user part's, and
@@ -688,13 +693,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_uid_without_a_name_needs_a_user_in_the_url() {
-        assert_eq!(default_user(0).as_deref(), Ok("root"));
-        let e = default_user(4_242_424).unwrap_err();
-        assert!(
-            e.contains("uid 4242424 has no name") && e.contains("PGUSER"),
-            "{e}"
-        );
+    fn a_uid_without_a_name_is_left_to_nss_or_refused_when_static() {
+        assert_eq!(default_user(0), Ok(Some("root".to_owned())));
+        match default_user(4_242_424) {
+            // A static glibc build never asks NSS.
+            Err(e) => assert!(
+                e.contains("uid 4242424 has no name") && e.contains("PGUSER"),
+                "{e}"
+            ),
+            // Else the driver asks NSS.
+            Ok(user) => assert_eq!(user, None),
+        }
     }
 
     /// Every form a password can take in a URL: none shows in the URL as
