@@ -77,7 +77,7 @@ pub fn main() -> Code {
                 .unwrap_or_else(|| ctx.release(a))
         }
         Command::Precheck(a) => place::precheck(place, &a),
-        Command::Status(a) => place.status(a),
+        Command::Status(a) => status::status(place, a),
         Command::Stop(a) => {
             let mut refused = None;
             if a.signal.0 != rustix::process::Signal::TERM {

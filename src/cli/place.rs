@@ -2,10 +2,10 @@
 //! or the store (`store::StorePlace`). Each command is one function over a
 //! [`Place`]: `run` ([`super::run::run`]), [`precheck`], `history`
 //! ([`super::history::history`]), `check` and `metrics`
-//! ([`super::monitor`]) and the refusals of what a place cannot do
-//! ([`refuse`]). A place gives what differs: how a lock is taken, looked
-//! at and stopped there. `status` and `stop` are the place's own, over
-//! one view ([`super::view::LockStatus`]) and one event log.
+//! ([`super::monitor`]), `status` ([`super::status::status`]) and the
+//! refusals of what a place cannot do ([`refuse`]). A place gives what
+//! differs: how a lock is taken, looked at and stopped there. `stop` is the
+//! place's own, over one event log.
 
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use onlyone::place::Feature;
 use super::exit::{self, Code};
 use super::run::RunPlace;
 use super::view::Seen;
+use super::view::Shown;
 use super::{Ctx, args, deadline_of, say};
 
 /// What `precheck` found, in either place.
@@ -43,8 +44,9 @@ pub trait Place: RunPlace {
     /// What `check` and `metrics` need of each lock named (or of every
     /// lock, none named).
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String>;
-    /// `status`.
-    fn status(&self, a: args::Status) -> Code;
+    /// What `status` shows of the locks named (or of every lock, none
+    /// named), every call bounded by `deadline`.
+    fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String>;
     /// `stop`.
     fn stop(&self, a: args::Stop) -> Code;
 }
@@ -109,8 +111,8 @@ impl Place for Ctx {
         self.seen_in_dir(locks)
     }
 
-    fn status(&self, a: args::Status) -> Code {
-        super::status::status(self, a)
+    fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
+        self.shown_in_dir(named, deadline)
     }
 
     fn stop(&self, a: args::Stop) -> Code {

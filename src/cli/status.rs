@@ -25,7 +25,10 @@ use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
 use super::exit::{Code, FAILURE};
 use super::format::{ago, now_unix, took};
-use super::view::{LastRun, LockStatus, Report, apply_history, lock_files, lock_listing};
+use super::place::Place;
+use super::view::{
+    LastRun, LockStatus, Report, Shown, Whence, apply_history, lock_files, lock_listing,
+};
 use super::{Ctx, args};
 
 /// Describes one lock path (its journal read when `journal` says there
@@ -265,48 +268,41 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
     }
 }
 
-pub fn status(ctx: &Ctx, a: args::Status) -> Code {
+/// `status`, in either place: one schema for `--json`, one table.
+pub fn status(place: &dyn Place, a: args::Status) -> Code {
     let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
-    let dir = ctx.dir().to_path_buf();
-    let source = ctx.source;
-    let locks = match describe_all(ctx, &a.locks, deadline) {
-        Ok(l) => l,
+    let shown = match place.shown(&a.locks, deadline) {
+        Ok(s) => s,
         Err(e) => {
             super::say(e);
             return Code::Exit(FAILURE);
         }
     };
-    for l in &locks {
-        if let Some(hint) = roots_lock_hint(l, &dir, source) {
-            super::say(hint);
-        }
-        if let Some(e) = &l.journal_error {
-            super::say(format_args!("status: {}", for_terminal(e)));
-        }
+    for n in &shown.notes {
+        super::say(n);
     }
+    let locks = &shown.locks;
     // One write(2) per buffer, not per line: stdout is line-buffered.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = if a.json {
+        let (dir, store) = match &shown.whence {
+            Whence::Dir(d) => (Some(d.clone()), None),
+            Whence::Store(s) => (None, Some(s.clone())),
+        };
         let report = Report {
             schema: 1,
-            dir: Some(dir.display().to_string()),
-            store: None,
-            locks: &locks,
+            dir,
+            store,
+            locks,
         };
         serde_json::to_string_pretty(&report)
             .map_err(std::io::Error::from)
             .and_then(|json| writeln!(out, "{}", onlyone::text::json_for_terminal(&json)))
     } else {
         if locks.is_empty() {
-            // Say where it looked: as another user, root's locks are
-            // elsewhere.
-            super::say(format_args!(
-                "no locks in `{}`{}",
-                dir.display(),
-                other_dirs_hint(&dir, source)
-            ));
+            super::say(&shown.none);
         }
-        print_table(&mut out, &locks, std::io::stdout().is_terminal())
+        print_table(&mut out, locks, std::io::stdout().is_terminal())
     };
     match written.and_then(|()| out.flush()) {
         Ok(()) => Code::Exit(0),
@@ -318,12 +314,48 @@ pub fn status(ctx: &Ctx, a: args::Status) -> Code {
     }
 }
 
+impl Ctx {
+    /// The lock directory's status: its locks, and the hints a user's
+    /// default directory needs (root's locks are elsewhere).
+    pub(super) fn shown_in_dir(
+        &self,
+        named: &[String],
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Shown, String> {
+        let dir = self.dir().to_path_buf();
+        let locks = describe_all(self, named, deadline)?;
+        let mut notes = Vec::new();
+        for l in &locks {
+            notes.extend(roots_lock_hint(l, &dir, self.source));
+            if let Some(e) = &l.journal_error {
+                notes.push(format!("status: {}", for_terminal(e)));
+            }
+        }
+        // Say where it looked: as another user, root's locks are
+        // elsewhere.
+        let none = format!(
+            "no locks in `{}`{}",
+            dir.display(),
+            other_dirs_hint(&dir, self.source)
+        );
+        Ok(Shown {
+            locks,
+            whence: Whence::Dir(dir.display().to_string()),
+            notes,
+            none,
+        })
+    }
+}
+
 /// A table: aligned for a terminal, tab-separated otherwise (for `cut`).
 fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std::io::Result<()> {
+    if locks.iter().any(|l| l.lease.is_some()) {
+        return print_leases(out, locks, aligned);
+    }
     let header = [
         "LOCK", "STATE", "PID", "CMDPID", "SINCE", "AGE", "LAST RUN", "SKIPPED", "COMMAND",
     ];
-    let rows: Vec<[String; 9]> = locks
+    let rows: Vec<Vec<String>> = locks
         .iter()
         .map(|l| {
             let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
@@ -354,11 +386,70 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
                 cmd,
             ]
             .map(|c| for_terminal(&c).into_owned())
+            .to_vec()
         })
         .collect();
+    write_table(out, &header, &rows, aligned)
+}
+
+/// The store's locks: its host, lease and fence columns.
+fn print_leases(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std::io::Result<()> {
+    let header = [
+        "LOCK",
+        "STATE",
+        "HOST",
+        "PID",
+        "SINCE",
+        "LEASE LEFT",
+        "FENCE",
+        "LAST RUN",
+        "SKIPPED",
+        "COMMAND",
+    ];
+    let rows: Vec<Vec<String>> = locks
+        .iter()
+        .filter_map(|l| Some((l, l.lease.as_ref()?)))
+        .map(|(l, lease)| {
+            let state = if lease.holder_alive == Some(false) {
+                "held (its pid is dead)"
+            } else {
+                l.state
+            };
+            let left = if l.state == "held" {
+                compact_duration(Duration::from_secs_f64(lease.lease_left_seconds.max(0.0)))
+            } else {
+                "-".into()
+            };
+            [
+                onlyone::record::escape_value(&l.name),
+                state.to_owned(),
+                onlyone::record::escape_value(l.host.as_deref().unwrap_or("-")),
+                l.pid.map_or("-".into(), |p| p.to_string()),
+                l.since.clone().unwrap_or_else(|| "-".into()),
+                left,
+                lease.fence.to_string(),
+                l.last_run.as_ref().map_or("-".into(), last_run_cell),
+                l.skipped_since_start.map_or("-".into(), |n| n.to_string()),
+                onlyone::record::escape_value(l.command.as_deref().unwrap_or("-")),
+            ]
+            .map(|c| for_terminal(&c).into_owned())
+            .to_vec()
+        })
+        .collect();
+    write_table(out, &header, &rows, aligned)
+}
+
+/// One table renderer: aligned columns for a terminal, tab-separated
+/// otherwise (for `cut`).
+fn write_table(
+    out: &mut impl Write,
+    header: &[&str],
+    rows: &[Vec<String>],
+    aligned: bool,
+) -> std::io::Result<()> {
     if !aligned {
         writeln!(out, "{}", header.join("\t"))?;
-        for r in &rows {
+        for r in rows {
             writeln!(out, "{}", r.join("\t"))?;
         }
         return Ok(());
@@ -366,13 +457,13 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
     if rows.is_empty() {
         return Ok(());
     }
-    let mut widths = header.map(str::len);
-    for r in &rows {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |cells: [&str; 9]| {
+    let line = |cells: &[&str]| {
         let mut s = String::new();
         for (i, c) in cells.iter().enumerate() {
             if i == cells.len() - 1 {
@@ -384,8 +475,9 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
         s
     };
     writeln!(out, "{}", line(header))?;
-    for r in &rows {
-        writeln!(out, "{}", line(r.each_ref().map(String::as_str)))?;
+    for r in rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
     }
     Ok(())
 }

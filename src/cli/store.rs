@@ -16,7 +16,7 @@ use onlyone::{compact_duration, names};
 use super::exit::{self, Code};
 use super::place::{Found, Named, Place};
 use super::run::{RunPlace, Taken};
-use super::view::{LockStatus, Report, Seen};
+use super::view::{LockStatus, Seen, Shown, Whence};
 use super::{args, deadline_of, journal, say};
 
 /// How often a waiter looks at a held lease again.
@@ -345,82 +345,38 @@ fn holder_alive(row: &LeaseRow, here: &str) -> Option<bool> {
 
 /// `status` with a store: every lease (or the named ones), in the schema
 /// of a lock directory's status with the lease's fields added.
-fn status(url: &str, a: &args::Status) -> Code {
-    let timeout = a.deadline.unwrap_or(READ_TIMEOUT);
-    let store = match open(url, timeout) {
-        Ok(s) => s,
-        Err(e) => return super::fail(e),
-    };
-    let rows = match store.list() {
-        Ok(r) => r,
-        Err(e) => return super::fail(e),
-    };
+fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
+    let timeout = deadline.map_or(READ_TIMEOUT, |d| {
+        d.saturating_duration_since(Instant::now())
+    });
+    let store = open(url, timeout)?;
+    let rows = store.list().map_err(|e| e.to_string())?;
     let here = host();
-    let shown: Vec<LockStatus> = rows
+    let locks: Vec<LockStatus> = rows
         .iter()
-        .filter(|r| a.locks.is_empty() || a.locks.contains(&r.name))
+        .filter(|r| named.is_empty() || named.contains(&r.name))
         .map(|r| {
             let h = history(store.as_ref(), &r.name)
                 .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
             super::view::of_lease(r, &here, h)
         })
         .collect();
-    let mut out = String::new();
-    if a.json {
-        let report = Report {
-            schema: 1,
-            dir: None,
-            store: Some(store.url().to_owned()),
-            locks: &shown,
-        };
-        out = serde_json::to_string_pretty(&report).unwrap_or_default();
-        out = onlyone::text::json_for_terminal(&out).into_owned();
-        out.push('\n');
-    } else {
-        table(&mut out, &shown);
-    }
-    super::print_stdout(&out);
-    for s in &shown {
-        if let Some(why) = &s.reason {
-            say(format_args!(
+    let notes = locks
+        .iter()
+        .filter_map(|s| {
+            let why = s.reason.as_ref()?;
+            Some(format!(
                 "`{}` is {why}",
                 onlyone::text::for_terminal(&s.name)
-            ));
-        }
-    }
-    Code::Exit(0)
-}
-
-/// The store's status as a table: its host, lease and fence columns.
-fn table(out: &mut String, shown: &[LockStatus]) {
-    use std::fmt::Write;
-    let _ = writeln!(
-        out,
-        "LOCK\tSTATE\tHOST\tPID\tSINCE\tLEASE LEFT\tFENCE\tCOMMAND"
-    );
-    for s in shown {
-        let Some(lease) = &s.lease else { continue };
-        let _ = writeln!(
-            out,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-            onlyone::text::for_terminal(&s.name),
-            if lease.holder_alive == Some(false) {
-                "held (its pid is dead)"
-            } else {
-                s.state
-            },
-            onlyone::text::for_terminal(s.host.as_deref().unwrap_or("-")),
-            s.pid.map_or_else(|| "-".into(), |p| p.to_string()),
-            s.since.as_deref().unwrap_or("-"),
-            if s.state == "held" {
-                compact_duration(seconds(lease.lease_left_seconds))
-            } else {
-                "-".into()
-            },
-            lease.fence,
-            onlyone::text::for_terminal(s.command.as_deref().unwrap_or("-")),
-        );
-    }
+            ))
+        })
+        .collect();
+    Ok(Shown {
+        locks,
+        whence: Whence::Store(store.url().to_owned()),
+        notes,
+        none: format!("no leases in the store `{}`", store.url()),
+    })
 }
 
 /// `stop` with a store: a request the holder sees at its next renewal; it
@@ -565,8 +521,8 @@ impl Place for StorePlace<'_> {
             .collect())
     }
 
-    fn status(&self, a: args::Status) -> Code {
-        status(self.url, &a)
+    fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
+        shown(self.url, named, deadline)
     }
 
     fn stop(&self, a: args::Stop) -> Code {

@@ -312,3 +312,24 @@ pub(super) fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<
     out.dedup();
     Ok((out, journals))
 }
+
+/// What a place shows for `status`: its locks, where they were read, and
+/// what to say beside them.
+pub struct Shown {
+    /// The locks, described.
+    pub locks: Vec<LockStatus>,
+    /// The lock directory, or the store's URL (its password masked).
+    pub whence: Whence,
+    /// Said on stderr, one line each.
+    pub notes: Vec<String>,
+    /// Said when there is no lock to show (not with `--json`).
+    pub none: String,
+}
+
+/// Where a status was read.
+pub enum Whence {
+    /// A lock directory.
+    Dir(String),
+    /// A store.
+    Store(String),
+}

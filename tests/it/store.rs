@@ -848,6 +848,21 @@ fn a_run_ends_the_same_way_in_a_directory_and_in_the_store() {
         assert_eq!(st["last_run"]["outcome"], "exit", "{st:#}");
         assert_eq!(st["last_run"]["exit"], 3, "{st:#}");
     }
+    // One table renderer: the store's adds its host, lease and fence
+    // columns, and both show the last run.
+    let dir_table = at(false, &["status", "three"]).expect(0).stdout.clone();
+    let store_table = at(true, &["status", "three"]).expect(0).stdout.clone();
+    let header = |t: &str| t.lines().next().unwrap_or_default().to_owned();
+    assert!(header(&dir_table).contains("CMDPID"), "{dir_table}");
+    for col in ["HOST", "LEASE LEFT", "FENCE", "LAST RUN"] {
+        assert!(header(&store_table).contains(col), "{store_table}");
+    }
+    for t in [&dir_table, &store_table] {
+        assert!(
+            t.lines().nth(1).is_some_and(|l| l.contains("exit 3")),
+            "{t}"
+        );
+    }
 }
 
 /// A slow path to the store (each reply 120 ms late, as from far away or
