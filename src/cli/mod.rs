@@ -89,7 +89,7 @@ pub fn main() -> Code {
                 let flag = format!("--signal {}", a.signal);
                 refused = place::refuse(place, Feature::StopSignal, &flag, &instead);
             }
-            refused.unwrap_or_else(|| place.stop(a))
+            refused.unwrap_or_else(|| place::stop(place, &a))
         }
         Command::Reap(a) => reap::reap(&ctx, a),
         Command::History(a) => history::history(place, a),
@@ -509,12 +509,10 @@ impl Ctx {
         Ok((lock, name, seen, cleaned))
     }
 
-    fn stop_run(&self, a: args::Stop) -> Code {
+    fn stop_run(&self, a: &args::Stop) -> Result<(String, place::Stopped), String> {
+        use place::Stopped as Done;
         let deadline = deadline_of(a.deadline);
-        let (lock, name) = match self.open_for_writing(&a.lock) {
-            Ok(x) => x,
-            Err(e) => return fail(e),
-        };
+        let (lock, name) = self.open_for_writing(&a.lock).map_err(|e| e.to_string())?;
         let lock = match deadline {
             Some(d) => lock.with_deadline(d),
             None => lock,
@@ -523,43 +521,35 @@ impl Ctx {
             signal: a.signal.0,
             grace: a.kill_after,
         };
-        match stop::stop(&lock, how, deadline) {
-            Ok(Stopped::NotRunning) => {
-                say(format_args!("`{name}` is not running; nothing to stop"));
-                Code::Exit(0)
-            }
-            Ok(Stopped::WasStale { reason }) => {
-                say(format_args!(
-                    "`{name}` was not running ({reason}); cleared its stale lock"
-                ));
-                Code::Exit(0)
-            }
-            Ok(Stopped::Ended {
+        let done = match stop::stop(&lock, how, deadline).map_err(|e| e.to_string())? {
+            Stopped::NotRunning => Done::NotRunning,
+            Stopped::WasStale { reason } => Done::WasStale(reason.to_string()),
+            Stopped::Ended {
                 record,
                 ended,
                 took,
-            }) => {
+            } => {
                 journal::stopped(&lock.journal(), &record, Some(&a.signal.to_string()), false);
                 let killed = if ended.killed.is_empty() {
                     String::new()
                 } else {
                     format!("; KILL was needed for {}", pids(&ended.killed))
                 };
-                say(format_args!(
-                    "stopped the run of `{name}` (pid {}, `{}`) in {}: {} to {}{killed}",
-                    record.pid,
-                    record.cmd.as_deref().unwrap_or("?"),
-                    compact_duration(took),
-                    a.signal,
-                    pids(&ended.signalled),
-                ));
-                Code::Exit(0)
+                Done::Ended {
+                    who: format!(
+                        "pid {}, `{}`",
+                        record.pid,
+                        record.cmd.as_deref().unwrap_or("?")
+                    ),
+                    took,
+                    how: format!(": {} to {}{killed}", a.signal, pids(&ended.signalled)),
+                }
             }
             // A kind of outcome this onlyone does not know: the run is not
             // held any more.
-            Ok(_) => Code::Exit(0),
-            Err(e) => fail(e),
-        }
+            _ => Done::NotRunning,
+        };
+        Ok((name, done))
     }
 }
 

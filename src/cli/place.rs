@@ -2,10 +2,10 @@
 //! or the store (`store::StorePlace`). Each command is one function over a
 //! [`Place`]: `run` ([`super::run::run`]), [`precheck`], `history`
 //! ([`super::history::history`]), `check` and `metrics`
-//! ([`super::monitor`]), `status` ([`super::status::status`]) and the
-//! refusals of what a place cannot do ([`refuse`]). A place gives what
-//! differs: how a lock is taken, looked at and stopped there. `stop` is the
-//! place's own, over one event log.
+//! ([`super::monitor`]), `status` ([`super::status::status`]), [`stop`]
+//! and the refusals of what a place cannot do ([`refuse`]). A place gives
+//! what differs: how a lock is taken, looked at and stopped there; the
+//! command says what happened and exits.
 
 use std::time::Instant;
 
@@ -29,6 +29,82 @@ pub enum Found {
     Unknown(String),
 }
 
+/// What `stop` did, in either place.
+pub enum Stopped {
+    /// Nothing held the lock.
+    NotRunning,
+    /// A stale lock, cleared, for this reason.
+    WasStale(String),
+    /// The run ended: who it was, how long it took, and how (the signals,
+    /// where this process sent them).
+    Ended {
+        /// "pid 4242, `./sync.sh`".
+        who: String,
+        /// How long the stop took.
+        took: std::time::Duration,
+        /// ": TERM to pid 4242", or nothing for a request.
+        how: String,
+    },
+    /// Its holder was dead: nothing released it, and it ran out.
+    RanOut {
+        /// Who held it.
+        who: String,
+        /// After how long.
+        took: std::time::Duration,
+    },
+    /// Asked, it has not let go by the deadline.
+    NotLetGo {
+        /// Who holds it.
+        who: String,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
+}
+
+/// `stop`, in either place: 0 once the run is over (or was not running),
+/// 125 when it would not let go or the stop failed.
+pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
+    use onlyone::compact_duration;
+    let (name, stopped) = match place.stop(a) {
+        Ok(x) => x,
+        Err(e) => return super::fail(e),
+    };
+    match stopped {
+        Stopped::NotRunning => {
+            say(format_args!("`{name}` is not running; nothing to stop"));
+            Code::Exit(0)
+        }
+        Stopped::WasStale(reason) => {
+            say(format_args!(
+                "`{name}` was not running ({reason}); cleared its stale lock"
+            ));
+            Code::Exit(0)
+        }
+        Stopped::Ended { who, took, how } => {
+            say(format_args!(
+                "stopped the run of `{name}` ({who}) in {}{how}",
+                compact_duration(took)
+            ));
+            Code::Exit(0)
+        }
+        Stopped::RanOut { who, took } => {
+            say(format_args!(
+                "the holder of `{name}` ({who}) was dead: nothing released its lease, which ran \
+                 out after {}",
+                compact_duration(took)
+            ));
+            Code::Exit(0)
+        }
+        Stopped::NotLetGo { who, waited } => {
+            say(format_args!(
+                "asked the run of `{name}` ({who}) to stop; it has not let go after {}",
+                compact_duration(waited)
+            ));
+            Code::Exit(exit::FAILURE)
+        }
+    }
+}
+
 /// What `check` and `metrics` know of one lock (or why nothing is).
 pub type Named = (String, Result<Seen, String>);
 
@@ -47,8 +123,9 @@ pub trait Place: RunPlace {
     /// What `status` shows of the locks named (or of every lock, none
     /// named), every call bounded by `deadline`.
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String>;
-    /// `stop`.
-    fn stop(&self, a: args::Stop) -> Code;
+    /// `stop`: ends the live run of `a.lock` (the stop recorded); its
+    /// name as messages give it, and what happened.
+    fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String>;
 }
 
 /// `flag` asks for `feature`: refused, with why and `instead`, where
@@ -115,7 +192,7 @@ impl Place for Ctx {
         self.shown_in_dir(named, deadline)
     }
 
-    fn stop(&self, a: args::Stop) -> Code {
+    fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String> {
         self.stop_run(a)
     }
 }

@@ -14,7 +14,7 @@ use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
-use super::place::{Found, Named, Place};
+use super::place::{Found, Named, Place, Stopped};
 use super::run::{RunPlace, Taken};
 use super::view::{LockStatus, Seen, Shown, Whence};
 use super::{args, deadline_of, journal, say};
@@ -381,33 +381,22 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
 
 /// `stop` with a store: a request the holder sees at its next renewal; it
 /// ends its command, then releases. Waits for that, up to the deadline.
-fn stop(url: &str, a: &args::Stop) -> Code {
-    let name = match lock_name(&a.lock) {
-        Ok(n) => n,
-        Err(e) => return super::fail(e),
-    };
-    let store = match open(url, READ_TIMEOUT) {
-        Ok(s) => s,
-        Err(e) => return super::fail(e),
-    };
-    let row = match store.inspect(&name) {
-        Ok(Some(r)) if r.is_live() => r,
-        Ok(_) => {
-            say(format_args!("`{name}` is not running; nothing to stop"));
-            return Code::Exit(0);
-        }
-        Err(e) => return super::fail(e),
+fn stop(url: &str, a: &args::Stop) -> Result<(String, Stopped), String> {
+    let name = lock_name(&a.lock)?;
+    let store = open(url, READ_TIMEOUT)?;
+    let row = match store.inspect(&name).map_err(|e| e.to_string())? {
+        Some(r) if r.is_live() => r,
+        _ => return Ok((name, Stopped::NotRunning)),
     };
     // Judged now: once the lease is gone, a holder that ended cleanly is
     // gone too.
     let dead = holder_alive(&row, &host()) == Some(false);
-    match store.request_stop(&name) {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            say(format_args!("`{name}` is not running; nothing to stop"));
-            return Code::Exit(0);
-        }
-        Err(e) => return super::fail(e),
+    if store
+        .request_stop(&name)
+        .map_err(|e| e.to_string())?
+        .is_none()
+    {
+        return Ok((name, Stopped::NotRunning));
     }
     // The holder renews every L/6 at most; its command then gets its grace.
     let limit = deadline_of(a.deadline).unwrap_or_else(|| {
@@ -419,39 +408,31 @@ fn stop(url: &str, a: &args::Stop) -> Code {
             .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
     });
     let started = Instant::now();
+    let who = describe(&row);
     loop {
-        match store.inspect(&name) {
-            Ok(Some(now)) if now.epoch == row.epoch && now.is_live() => {}
-            Ok(_) => break,
-            Err(e) => return super::fail(e),
+        match store.inspect(&name).map_err(|e| e.to_string())? {
+            Some(now) if now.epoch == row.epoch && now.is_live() => {}
+            _ => break,
         }
         if Instant::now() >= limit {
-            say(format_args!(
-                "asked the run of `{name}` ({}) to stop; it has not let go after {}",
-                describe(&row),
-                compact_duration(started.elapsed())
-            ));
-            return Code::Exit(exit::FAILURE);
+            let waited = started.elapsed();
+            return Ok((name, Stopped::NotLetGo { who, waited }));
         }
         std::thread::sleep(WAIT_POLL);
     }
     let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
     record(store.as_ref(), &name, &ev, false);
-    if dead {
-        say(format_args!(
-            "the holder of `{name}` ({}) was dead: nothing released its lease, which ran out \
-             after {}",
-            describe(&row),
-            compact_duration(started.elapsed())
-        ));
+    let took = started.elapsed();
+    let done = if dead {
+        Stopped::RanOut { who, took }
     } else {
-        say(format_args!(
-            "stopped the run of `{name}` ({}) in {}",
-            describe(&row),
-            compact_duration(started.elapsed())
-        ));
-    }
-    Code::Exit(0)
+        Stopped::Ended {
+            who,
+            took,
+            how: String::new(),
+        }
+    };
+    Ok((name, done))
 }
 
 /// The history of `name` in the store.
@@ -525,7 +506,7 @@ impl Place for StorePlace<'_> {
         shown(self.url, named, deadline)
     }
 
-    fn stop(&self, a: args::Stop) -> Code {
-        stop(self.url, &a)
+    fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String> {
+        stop(self.url, a)
     }
 }
