@@ -31,11 +31,7 @@ pub(super) fn write(log: &dyn EventLog, ev: &Event, quiet: bool) {
 /// Seconds from a record's `since` until now.
 fn age(record: &Record) -> Option<f64> {
     let since = record.since? as f64;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs_f64();
-    Some((now - since).max(0.0))
+    Some((super::format::now() - since).max(0.0))
 }
 
 /// A run (or a script's hold) began: with, first, the end of the stale run

@@ -131,11 +131,7 @@ pub trait Place: RunPlace {
 /// `flag` asks for `feature`: refused, with why and `instead`, where
 /// `place` cannot give it.
 pub fn refuse(place: &dyn Place, feature: Feature, flag: &str, instead: &str) -> Option<Code> {
-    let e = place.kind().supports(feature).err()?;
-    Some(super::fail(format_args!(
-        "{flag} is not supported with --store: {}; {instead}",
-        e.why
-    )))
+    super::run::refusal(place.kind(), feature, flag, instead).map(super::fail)
 }
 
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on

@@ -56,7 +56,6 @@ pub(super) fn unsupported(place: Kind, a: &args::Run) -> Option<String> {
         (a.replace, Feature::Replace, "--replace"),
     ];
     let (_, feature, flag) = asked.into_iter().find(|(on, _, _)| *on)?;
-    let e = place.supports(feature).err()?;
     let instead = match feature {
         Feature::Linger => "keep the work under the command (have it wait for what it started, \
                             e.g. `tmux wait-for`), or run it without --store"
@@ -67,6 +66,13 @@ pub(super) fn unsupported(place: Kind, a: &args::Run) -> Option<String> {
             a.lock
         ),
     };
+    refusal(place, feature, flag, &instead)
+}
+
+/// What `place` says when `flag` asks it for `feature` it cannot give:
+/// the flag, why, and `instead`; `None` where it can.
+pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<String> {
+    let e = place.supports(feature).err()?;
     Some(format!(
         "{flag} is not supported with --store: {}; {instead}",
         e.why

@@ -339,10 +339,6 @@ fn take(
     }
 }
 
-fn holder_alive(row: &LeaseRow, here: &str) -> Option<bool> {
-    row.holder_alive_on(here)
-}
-
 /// `status` with a store: every lease (or the named ones), in the schema
 /// of a lock directory's status with the lease's fields added.
 fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
@@ -390,7 +386,7 @@ fn stop(url: &str, a: &args::Stop) -> Result<(String, Stopped), String> {
     };
     // Judged now: once the lease is gone, a holder that ended cleanly is
     // gone too.
-    let dead = holder_alive(&row, &host()) == Some(false);
+    let dead = row.holder_alive_on(&host()) == Some(false);
     if store
         .request_stop(&name)
         .map_err(|e| e.to_string())?
