@@ -229,7 +229,8 @@ pub struct Event {
     /// `run`, `script` or `lock` (`start`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
-    /// The command's exit code (`end`).
+    /// The command's exit code (`end`), or the code a script gave `release
+    /// --exit` (`release`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,
     /// The signal that killed the command (`end`), or that `stop` sent.
@@ -370,10 +371,18 @@ impl Event {
     }
 
     /// A script's hold on the run `token` of `pid` was released, `age`
-    /// after it began.
-    pub fn release(token: Option<&str>, pid: u32, cmd: Option<&str>, age: Option<f64>) -> Event {
+    /// after it began, with the script's exit code when it gave one
+    /// (`release --exit`).
+    pub fn release(
+        token: Option<&str>,
+        pid: u32,
+        cmd: Option<&str>,
+        age: Option<f64>,
+        exit: Option<i32>,
+    ) -> Event {
         let mut ev = Event::about(Kind::Release, token, Some(pid), cmd).by_me();
         ev.duration = age;
+        ev.exit = exit;
         ev
     }
 
@@ -826,14 +835,82 @@ pub enum Outcome {
     },
     /// Its wrapper died without a word; found stale later.
     Abandoned,
-    /// A script's hold, released.
-    Released,
+    /// A script's hold, released: with the code the script gave
+    /// `release --exit`, when it gave one.
+    Released {
+        /// The script's exit code.
+        exit: Option<i32>,
+    },
+}
+
+/// What an [`Outcome`] counts as: one of the four ends a run has (see
+/// doc/operations.md, "Outcomes"), or not over yet, or a script's release
+/// that gave no exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Class {
+    /// Not over yet.
+    Running,
+    /// Exit 0 (a script's release with `--exit 0` included).
+    Success,
+    /// Another exit code, a signal, `--max-time`, a lost lease, a run
+    /// whose wrapper or script died (abandoned).
+    Failure,
+    /// Ended by `reap` or `--idle-timeout` after sitting idle: the work
+    /// was over (rule 3), so it counts as a success for `check --max-age`
+    /// and is not a failure.
+    DoneWhenIdle,
+    /// Ended by `onlyone stop` or `run --replace`: neither a success nor
+    /// a failure.
+    Stopped,
+    /// A script released its hold without saying how it ended (no
+    /// `release --exit`): neither a success nor a failure.
+    ExitUnknown,
+}
+
+impl Class {
+    /// The word `history --json`, `status --json` and the docs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Running => "running",
+            Class::Success => "success",
+            Class::Failure => "failure",
+            Class::DoneWhenIdle => "done-when-idle",
+            Class::Stopped => "stopped",
+            Class::ExitUnknown => "exit-unknown",
+        }
+    }
 }
 
 impl Outcome {
-    /// True for a run that succeeded: exit 0, or a released hold.
+    /// What it counts as.
+    pub fn class(&self) -> Class {
+        match self {
+            Outcome::Running => Class::Running,
+            Outcome::Exited(0) | Outcome::Released { exit: Some(0) } => Class::Success,
+            Outcome::Released { exit: None } => Class::ExitUnknown,
+            Outcome::Ended { by, .. } => match by {
+                EndReason::Idle | EndReason::Reap => Class::DoneWhenIdle,
+                EndReason::Stop => Class::Stopped,
+                EndReason::MaxTime | EndReason::LeaseLost | EndReason::Unknown => Class::Failure,
+            },
+            Outcome::Exited(_)
+            | Outcome::Released { exit: Some(_) }
+            | Outcome::Signaled(_)
+            | Outcome::Abandoned => Class::Failure,
+        }
+    }
+
+    /// True for a run whose work got done: a success, or done when idle
+    /// (what `check --max-age` and the last-success metric count).
     pub fn is_success(&self) -> bool {
-        matches!(self, Outcome::Exited(0) | Outcome::Released)
+        matches!(self.class(), Class::Success | Class::DoneWhenIdle)
+    }
+
+    /// True for a run that failed (what `check` calls "the last run
+    /// failed").
+    pub fn is_failure(&self) -> bool {
+        self.class() == Class::Failure
     }
 
     /// True once the run is over.
@@ -841,17 +918,50 @@ impl Outcome {
         !matches!(self, Outcome::Running)
     }
 
-    /// A word or two for people: `exit 0`, `signal KILL`, `ended (max-time)`.
+    /// A word or two for people: `exit 0`, `signal KILL`, `ended
+    /// (max-time)`, `stopped (signal TERM)`, `done when idle (reap)`,
+    /// `released, exit 3`, `released, exit unknown`.
     pub fn describe(&self) -> String {
+        let code = |exit: &Option<i32>| match exit {
+            Some(c) => format!("exit {c}"),
+            None => "exit unknown".to_owned(),
+        };
         match self {
             Outcome::Running => "running".into(),
             Outcome::Exited(c) => format!("exit {c}"),
             Outcome::Signaled(s) => format!("signal {s}"),
+            Outcome::Ended {
+                by: EndReason::Stop,
+                ..
+            } => "stopped".into(),
+            Outcome::Ended {
+                by: by @ (EndReason::Idle | EndReason::Reap),
+                ..
+            } => format!(
+                "done when idle ({})",
+                if *by == EndReason::Idle {
+                    "idle-timeout"
+                } else {
+                    "reaped"
+                }
+            ),
             Outcome::Ended { by, .. } => format!("ended ({by})"),
             Outcome::Abandoned => "abandoned".into(),
-            Outcome::Released => "released".into(),
+            Outcome::Released { exit } => format!("released, {}", code(exit)),
         }
     }
+}
+
+/// What holds a lock now, as a reader of its history found it
+/// ([`History::close_over`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockNow<'a> {
+    /// A live run, under this token.
+    HeldBy(&'a str),
+    /// No live run (free, or stale).
+    Free,
+    /// Held by something without a token, or not known.
+    CannotTell,
 }
 
 /// One run, as the journal tells it.
@@ -1014,7 +1124,7 @@ impl Pairing {
                 }
                 run.outcome = match ev.event {
                     Kind::Abandoned => Outcome::Abandoned,
-                    Kind::Release => Outcome::Released,
+                    Kind::Release => Outcome::Released { exit: ev.exit },
                     Kind::Reap => Outcome::Ended {
                         by: EndReason::Reap,
                         exit: None,
@@ -1022,6 +1132,14 @@ impl Pairing {
                     Kind::Stop => Outcome::Ended {
                         by: EndReason::Stop,
                         exit: None,
+                    },
+                    // Stopped: the wrapper's end says how the command
+                    // went, and the run stays stopped (whichever process
+                    // wrote the stop, and even from a wrapper that did
+                    // not know it was stopped).
+                    _ if stopped => Outcome::Ended {
+                        by: EndReason::Stop,
+                        exit: ev.exit,
                     },
                     _ => match (ev.ended_by, ev.exit, &ev.signal) {
                         (Some(by), exit, _) => Outcome::Ended { by, exit },
@@ -1135,6 +1253,29 @@ impl History {
         match self.runs.iter().rev().find(|r| r.token == token) {
             Some(r) => r.skipped,
             None => self.unknown_run_skips.get(token).copied().unwrap_or(0),
+        }
+    }
+
+    /// Closes, as abandoned, the runs the journal leaves running that are
+    /// over: every one but the last (a run holds the lock alone, so a
+    /// later start means it ended), and the last one too when `now` says
+    /// the lock is not held under its token. Nothing is written: the
+    /// process that next finds the lock stale writes the `abandoned` event;
+    /// until then a reader still never shows a finished run as running.
+    /// Read the journal before looking at the lock, so that a run that
+    /// starts in between is not taken for over.
+    pub fn close_over(&mut self, now: LockNow<'_>) {
+        let last = self.runs.len().saturating_sub(1);
+        for (i, r) in self.runs.iter_mut().enumerate() {
+            let over = match now {
+                _ if i < last => true,
+                LockNow::HeldBy(t) => r.token != t,
+                LockNow::Free => true,
+                LockNow::CannotTell => false,
+            };
+            if over && r.outcome == Outcome::Running {
+                r.outcome = Outcome::Abandoned;
+            }
         }
     }
 

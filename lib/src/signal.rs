@@ -15,7 +15,7 @@
 //! same sequence, for an event loop, ends a run's process group
 //! (`GracefulStop::begin_group`).
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
@@ -91,13 +91,29 @@ impl ProcId {
     /// Sends `sig`, only if it is still this process. `Ok(false)`: it is
     /// gone (or another process has its pid); EPERM is an error.
     pub(crate) fn signal(self, sig: Signal) -> Result<bool, Errno> {
-        match self.pidfd() {
-            None => Ok(false),
-            Some(fd) => match rustix::process::pidfd_send_signal(&fd, sig) {
-                Ok(()) => Ok(true),
-                Err(Errno::PERM) => Err(Errno::PERM),
-                Err(_) => Ok(false),
-            },
+        self.send(sig, false)
+    }
+
+    /// Sends `sig` as [`ProcId::signal`] does, marked as `onlyone stop`'s
+    /// (see `sys::STOP_MARK`): the wrapper it is sent to records its run as
+    /// stopped.
+    pub(crate) fn signal_as_stop(self, sig: Signal) -> Result<bool, Errno> {
+        self.send(sig, true)
+    }
+
+    fn send(self, sig: Signal, marked: bool) -> Result<bool, Errno> {
+        let Some(fd) = self.pidfd() else {
+            return Ok(false);
+        };
+        let sent = if marked {
+            crate::sys::send_marked(fd.as_fd(), sig.as_raw())
+        } else {
+            rustix::process::pidfd_send_signal(&fd, sig)
+        };
+        match sent {
+            Ok(()) => Ok(true),
+            Err(Errno::PERM) => Err(Errno::PERM),
+            Err(_) => Ok(false),
         }
     }
 }

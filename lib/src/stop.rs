@@ -69,7 +69,7 @@ pub fn stop(lock: &LockFile, how: GracefulStop, deadline: Option<Instant>) -> Re
         // The wrapper forwards the signal to its command, ends the strays
         // and releases; give it the grace to do so.
         Some(wrapper) => {
-            match wrapper.signal(how.signal) {
+            match wrapper.signal_as_stop(how.signal) {
                 Ok(true) => ended.signalled.push(wrapper.pid),
                 Ok(false) => {}
                 Err(_) => return Err(denied(wrapper.pid)),

@@ -62,12 +62,84 @@ impl SignalReader {
         )?))
     }
 
-    /// The next pending signal, if any.
-    pub(crate) fn next(&self) -> Option<i32> {
+    /// The next pending signal, if any: its number, and whether it is
+    /// `onlyone stop`'s (sent with [`STOP_MARK`], see [`send_marked`]).
+    pub(crate) fn next(&self) -> Option<(i32, bool)> {
         match self.0.read_signal() {
-            Ok(Some(info)) => Some(info.ssi_signo as i32),
+            Ok(Some(info)) => Some((
+                info.ssi_signo as i32,
+                info.ssi_code == libc::SI_QUEUE && info.ssi_int == STOP_MARK,
+            )),
             _ => None,
         }
+    }
+}
+
+/// The value `onlyone stop` (and `run --replace`) queues with the signal
+/// it sends a run's wrapper, so that the wrapper records the run as
+/// stopped whoever wrote the stop ("oost"). A process that can signal the
+/// wrapper could forge it, and could as well kill the run: it gains
+/// nothing but the word "stopped".
+pub(crate) const STOP_MARK: i32 = 0x6f6f_7374;
+
+/// The `siginfo_t` that `pidfd_send_signal(2)` takes, as the kernel lays
+/// it out for `SI_QUEUE` on Linux (signo, errno, code, then the sender's
+/// pid and uid and the queued value), padded to its 128 bytes.
+#[repr(C)]
+struct QueuedInfo {
+    signo: i32,
+    errno: i32,
+    code: i32,
+    pad: i32,
+    pid: i32,
+    uid: u32,
+    value: libc::sigval,
+    rest: [u8; 128 - 32],
+}
+
+/// Sends `sig` through the pidfd `fd` with [`STOP_MARK`] queued with it
+/// (`SI_QUEUE`, as `sigqueue(3)` would: a pidfd so that a reused pid is
+/// never hit). rustix's `pidfd_send_signal` takes no siginfo.
+pub(crate) fn send_marked(fd: BorrowedFd<'_>, sig: i32) -> Result<(), rustix::io::Errno> {
+    use std::os::fd::AsRawFd;
+    const _: () = assert!(std::mem::size_of::<QueuedInfo>() == 128);
+    // The kernel's `si_int` is the first 32 bits of the value.
+    let mark = STOP_MARK as u32 as usize;
+    let mark = if cfg!(target_endian = "big") {
+        mark << (usize::BITS - 32)
+    } else {
+        mark
+    };
+    let info = QueuedInfo {
+        signo: sig,
+        errno: 0,
+        code: libc::SI_QUEUE,
+        pad: 0,
+        pid: std::process::id() as i32,
+        uid: rustix::process::getuid().as_raw(),
+        value: libc::sigval {
+            sival_ptr: mark as *mut libc::c_void,
+        },
+        rest: [0; 128 - 32],
+    };
+    // SAFETY: the kernel reads 128 bytes of `info`, which has them, laid
+    // out as its siginfo; `fd` is a pidfd this call borrows.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            &info as *const QueuedInfo,
+            0u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(
+            rustix::io::Errno::from_io_error(&io::Error::last_os_error())
+                .unwrap_or(rustix::io::Errno::INVAL),
+        )
     }
 }
 

@@ -70,6 +70,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l allow-shared
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l owner -d 'The owner\'s pid (default: the calling shell)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l exit -d 'How the script ended, for the journal: its exit code, 0 to 255 (`trap \'onlyone release L --exit $?\' EXIT`). Without it the run is recorded as "released, exit unknown": neither a success nor a failure' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r

@@ -110,7 +110,7 @@ executable) it prints nothing, and `eval` of nothing succeeds.
 Example (a script run by cron):
   vars=$(onlyone acquire -q sync --export) || exit
   eval \"$vars\"
-  trap 'onlyone release sync' EXIT
+  trap 'onlyone release sync --exit $?' EXIT
   ./worker &                 # carries the token: part of the run")]
     Acquire(Acquire),
     /// Release a lock taken with acquire.
@@ -133,8 +133,15 @@ worker lives, and once the last one exits the lock is free to the next fire,
 which records no abandoned run. flock(1) gives the same guarantee through the
 inherited descriptor.
 
+--exit CODE records how the script ended (the trap's `$?`): the run counts as
+a success for `check --max-age` and the metrics only with --exit 0, and as a
+failure with any other code. Without --exit the end is \"released, exit
+unknown\", which is neither. A script that execs its last command never runs
+its trap: its hold ends when that command exits, and the next fire (or `reap`)
+records the run as abandoned, exit unknown.
+
 Examples:
-  onlyone release sync
+  onlyone release sync --exit $?
   onlyone release --force sync")]
     Release(Release),
     /// Should this fire run? 75 on proof of a live run, else 0 (fail open).
@@ -229,11 +236,14 @@ Examples:
     History(History),
     /// A monitoring check (Nagios, Icinga, Sensu): 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     #[command(after_help = "\
-CRITICAL: no success within --max-age (a lock that never succeeded counts),
-the current run longer than --max-runtime, more than --max-skips fires skipped
-in a row, or the last run failed (a non-zero exit, a signal, ended by onlyone,
-abandoned). WARNING: a threshold at least 80% used, or a lock whose record
-cannot be judged (unknown). With several locks the worst state wins and the
+CRITICAL: no success within --max-age (a lock that never succeeded counts; a
+run done when idle, ended by reap or --idle-timeout, is a success), the
+current run longer than --max-runtime, more than --max-skips fires skipped in
+a row, or the last run failed (a non-zero exit, a signal, --max-time, a lost
+lease, abandoned; a stopped run is no failure). WARNING: a threshold at least
+80% used, a lock whose record cannot be judged (unknown), or a script's last
+hold released without --exit. UNKNOWN: a name with neither a lock file nor a
+journal (a typo, the wrong user or --dir). With several locks the worst state wins and the
 status line counts them; the first line is the status line, then perfdata
 after `|`, then one line per lock.
 
@@ -454,6 +464,12 @@ pub struct Release {
     /// The owner's pid (default: the calling shell).
     #[arg(long, value_name = "PID", conflicts_with = "force")]
     pub owner: Option<u32>,
+    /// How the script ended, for the journal: its exit code, 0 to 255
+    /// (`trap 'onlyone release L --exit $?' EXIT`). Without it the run is
+    /// recorded as "released, exit unknown": neither a success nor a
+    /// failure.
+    #[arg(long = "exit", value_name = "CODE", value_parser = clap::value_parser!(u8), allow_negative_numbers = true)]
+    pub exit: Option<u8>,
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use onlyone::format_unix_time;
-use onlyone::journal::{Outcome, Run};
+use onlyone::journal::{Class, Outcome, Run};
 use onlyone::text::for_terminal;
 
 use super::exit::Code;
@@ -33,6 +33,7 @@ pub struct RunJson<'a> {
     start: String,
     duration_seconds: Option<f64>,
     outcome: &'static str,
+    result: &'static str,
     exit: Option<i32>,
     signal: Option<&'a str>,
     ended_by: Option<&'a str>,
@@ -50,6 +51,7 @@ impl<'a> RunJson<'a> {
             Outcome::Exited(c) => (Some(*c), None, None),
             Outcome::Signaled(s) => (None, Some(s.as_str()), None),
             Outcome::Ended { by, exit } => (*exit, None, Some(by.as_str())),
+            Outcome::Released { exit } => (*exit, None, None),
             _ => (None, None, None),
         };
         RunJson {
@@ -60,6 +62,7 @@ impl<'a> RunJson<'a> {
             start: format_unix_time(r.start as u64),
             duration_seconds: r.duration,
             outcome: outcome_word(&r.outcome),
+            result: r.outcome.class().as_str(),
             exit,
             signal,
             ended_by,
@@ -118,19 +121,32 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
         return out;
     }
     let over: Vec<&&Run> = runs.iter().filter(|r| r.outcome.is_over()).collect();
-    let ok = over.iter().filter(|r| r.outcome.is_success()).count();
+    let count = |c: Class| over.iter().filter(|r| r.outcome.class() == c).count();
+    let (idle, stopped, unknown) = (
+        count(Class::DoneWhenIdle),
+        count(Class::Stopped),
+        count(Class::ExitUnknown),
+    );
+    let ok = count(Class::Success) + idle;
+    // Judged: those that succeeded or failed (a stop, or a release that
+    // gave no exit code, is neither).
+    let judged = ok + count(Class::Failure);
     let mut durations: Vec<f64> = over.iter().filter_map(|r| r.duration).collect();
     durations.sort_by(f64::total_cmp);
     let median = durations.get(durations.len() / 2).copied();
     let skipped: u64 = runs.iter().map(|r| r.skipped).sum();
     let _ = write!(out, "{name}: {} run(s)", runs.len());
-    if !over.is_empty() {
-        let _ = write!(
-            out,
-            ", {ok} of {} succeeded ({}%)",
-            over.len(),
-            ok * 100 / over.len()
-        );
+    if let Some(pct) = (ok * 100).checked_div(judged) {
+        let _ = write!(out, ", {ok} of {judged} succeeded ({pct}%)");
+        if idle > 0 {
+            let _ = write!(out, " ({idle} done when idle)");
+        }
+    }
+    if stopped > 0 {
+        let _ = write!(out, ", {stopped} stopped");
+    }
+    if unknown > 0 {
+        let _ = write!(out, ", {unknown} released with exit unknown");
     }
     if let Some(m) = median {
         let _ = write!(out, ", median {}", took(m));

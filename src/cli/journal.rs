@@ -96,13 +96,15 @@ pub(super) fn stopped(log: &dyn EventLog, record: &Record, signal: Option<&str>,
     write(log, &ev, quiet);
 }
 
-/// A script's hold was released.
-pub(super) fn released(log: &dyn EventLog, record: &Record, quiet: bool) {
+/// A script's hold was released, with the script's exit code when it gave
+/// one (`release --exit`).
+pub(super) fn released(log: &dyn EventLog, record: &Record, exit: Option<u8>, quiet: bool) {
     let ev = Event::release(
         record.token.as_deref(),
         record.pid,
         record.cmd.as_deref(),
         age(record),
+        exit.map(i32::from),
     );
     write(log, &ev, quiet);
 }

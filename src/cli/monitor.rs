@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use onlyone::LockFile;
-use onlyone::journal::Outcome;
+use onlyone::journal::{Class, Outcome};
 
 use super::exit::Code;
 use super::format::{now, took};
 use super::place::{Named, Place};
-use super::view::Seen;
+use super::view::{Seen, nothing_in};
 use super::{Ctx, args, fail, print_stdout, say};
 
 /// The plugin exit codes.
@@ -30,14 +30,26 @@ fn state_word(s: u8) -> &'static str {
 }
 
 fn look(lock: &LockFile, name: String) -> Result<Seen, String> {
-    let inspection = lock.inspect().map_err(|e| e.to_string())?;
-    let history = lock.history().map_err(|e| {
+    // Read before the lock is looked at (see `History::close_over`).
+    let mut history = lock.history().map_err(|e| {
         format!(
             "cannot read the journal `{}`: {e}",
             lock.journal().path().display()
         )
     })?;
-    Ok(Seen::of_dir(name, inspection, history))
+    let inspection = lock.inspect().map_err(|e| e.to_string())?;
+    history.close_over(super::view::lock_now(inspection.as_ref()));
+    let missing = (inspection.is_none() && nothing_in(&history)).then(|| {
+        format!(
+            "no lock file `{}` and nothing in the journal `{}`",
+            lock.path().display(),
+            lock.journal().path().display()
+        )
+    });
+    Ok(Seen {
+        missing,
+        ..Seen::of_dir(name, inspection, history)
+    })
 }
 
 /// One lock's state, the reasons, and its perfdata.
@@ -142,17 +154,26 @@ fn judge(s: &Seen, a: &args::Check) -> Verdicts {
             (max as f64 * 0.8).ceil() as u64
         ));
     }
-    if let Some(last) = s.history.last_over()
-        && !last.outcome.is_success()
-    {
+    if let Some(last) = s.history.last_over() {
         let when = last
             .end
             .map(|e| format!(", {} ago", took(now - e)))
             .unwrap_or_default();
-        v.raise(
-            CRITICAL,
-            format!("the last run failed ({}{when})", last.outcome.describe()),
-        );
+        match last.outcome.class() {
+            Class::Failure => v.raise(
+                CRITICAL,
+                format!("the last run failed ({}{when})", last.outcome.describe()),
+            ),
+            Class::ExitUnknown => v.raise(
+                WARNING,
+                format!(
+                    "the last run was released without its exit code{when} (the script's \
+                     trap should run `onlyone release {} --exit $?`)",
+                    s.name
+                ),
+            ),
+            _ => {}
+        }
     }
     if let Some(r) = &s.unknown {
         v.raise(WARNING, format!("the lock cannot be judged ({r})"));
@@ -201,6 +222,17 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
     };
     for (l, seen) in all {
         let (state, text) = match seen {
+            Ok(Seen {
+                name,
+                missing: Some(looked),
+                ..
+            }) => (
+                UNKNOWN,
+                format!(
+                    "{name}: no such lock: {looked} (is the name right, and the lock \
+                     directory, --dir, and the user the job runs as?)"
+                ),
+            ),
             Ok(s) => {
                 let v = judge(&s, &a);
                 perf.extend(v.perf);
@@ -302,8 +334,14 @@ fn exposition(seen: &[Seen]) -> String {
         (
             "onlyone_last_success_timestamp_seconds",
             "gauge",
-            "When the lock's last successful run ended, in Unix seconds.",
-            |s| s.history.last_success().map(|r| r.end.unwrap_or(r.start)),
+            "When the lock's last successful run ended (done when idle included), in Unix seconds; 0 while it has none.",
+            |s| {
+                Some(
+                    s.history
+                        .last_success()
+                        .map_or(0.0, |r| r.end.unwrap_or(r.start)),
+                )
+            },
         ),
         (
             "onlyone_last_exit_code",
@@ -357,7 +395,7 @@ fn exposition(seen: &[Seen]) -> String {
 fn exit_code(o: &Outcome) -> i32 {
     match o {
         Outcome::Exited(c) => *c,
-        Outcome::Released => 0,
+        Outcome::Released { exit: Some(c) } => *c,
         Outcome::Signaled(s) => onlyone::signal::parse_signal(s).map_or(-1, |s| 128 + s.as_raw()),
         Outcome::Ended { exit: Some(c), .. } => *c,
         _ => -1,
@@ -372,7 +410,14 @@ pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
     let mut seen = Vec::new();
     for (t, s) in all {
         match s {
-            Ok(s) => seen.push(s),
+            Ok(s) => {
+                // Exported all the same (its last success is 0): a job
+                // that never ran is what the alert is for.
+                if let Some(looked) = &s.missing {
+                    say(format_args!("metrics: {t}: no such lock yet: {looked}"));
+                }
+                seen.push(s);
+            }
             Err(e) => say(format_args!("metrics: {t}: {e}")),
         }
     }

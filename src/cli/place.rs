@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use onlyone::journal::History;
+use onlyone::journal::{History, LockNow};
 use onlyone::place::Feature;
 
 use super::exit::{self, Code};
@@ -174,9 +174,15 @@ impl Place for Ctx {
     fn history(&self, lock: &str) -> Result<(String, History, String), String> {
         let (lock, name) = self.open_for_reading(lock).map_err(|e| e.to_string())?;
         let journal = lock.journal().path().display().to_string();
-        let h = lock
+        let mut h = lock
             .history()
             .map_err(|e| format!("cannot read the journal `{journal}`: {e}"))?;
+        // Looked at after the journal is read (see `History::close_over`).
+        match lock.inspect() {
+            Ok(seen) => h.close_over(super::view::lock_now(seen.as_ref())),
+            Err(onlyone::Error::MissingDir { .. }) => h.close_over(LockNow::Free),
+            Err(_) => {}
+        }
         Ok((name, h, journal))
     }
 

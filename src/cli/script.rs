@@ -110,7 +110,7 @@ impl Ctx {
                 }
                 Ok(Some(seen)) => {
                     if let Ok(r) = &seen.record {
-                        journal::released(&lock.journal(), r, a.quiet);
+                        journal::released(&lock.journal(), r, a.exit, a.quiet);
                     }
                     let state = match &seen.verdict {
                         Verdict::Held(_) => "held".to_owned(),
@@ -155,13 +155,13 @@ impl Ctx {
         match lock.release_as(&releaser) {
             Ok(Released::Removed) => {
                 if let Some(r) = &held {
-                    journal::released(&lock.journal(), r, a.quiet);
+                    journal::released(&lock.journal(), r, a.exit, a.quiet);
                 }
                 Code::Exit(0)
             }
             Ok(Released::StillHeld { pid, others }) => {
                 if let Some(r) = &held {
-                    journal::released(&lock.journal(), r, a.quiet);
+                    journal::released(&lock.journal(), r, a.exit, a.quiet);
                 }
                 if !a.quiet {
                     let more = match others {

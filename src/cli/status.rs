@@ -64,34 +64,35 @@ pub fn describe(
         lease: None,
         history: None,
     };
-    if let Ok(l) = &lock
-        && journal
-    {
-        fill_history(&mut s, l);
-    }
-    let seen = match lock.and_then(|l| l.inspect()) {
-        Ok(Some(seen)) => seen,
-        Ok(None) | Err(onlyone::Error::MissingDir { .. }) => return s,
+    // The journal is read before the lock is looked at (see
+    // `History::close_over`), and applied once the lock's state is known.
+    let history = match &lock {
+        Ok(l) if journal => Some(read_history(l)),
+        _ => None,
+    };
+    match lock.and_then(|l| l.inspect()) {
+        Ok(Some(seen)) => fill(&mut s, &seen),
+        Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
         Err(e) => {
             s.state = "unknown";
             s.reason = Some(e.to_string());
-            return s;
         }
-    };
-    fill(&mut s, &seen);
+    }
+    if let Some(h) = history {
+        apply_history(&mut s, h);
+    }
     s
 }
 
-/// What the journal says: the last run, the last success, and (filled in
-/// once the record is read) the skips of the current run.
-fn fill_history(s: &mut LockStatus, lock: &LockFile) {
-    let h = lock.history().map_err(|e| {
+/// What the journal says: the runs (the last, the last success, the
+/// skips of the current run).
+fn read_history(lock: &LockFile) -> Result<onlyone::journal::History, String> {
+    lock.history().map_err(|e| {
         format!(
             "cannot read the journal `{}`: {e}",
             lock.journal().path().display()
         )
-    });
-    apply_history(s, h);
+    })
 }
 
 fn fill(s: &mut LockStatus, seen: &Inspection) {
@@ -110,9 +111,6 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
     match &seen.verdict {
         Verdict::Held(h) => {
             s.state = "held";
-            if let (Some(hist), Some(t)) = (&s.history, &s.token) {
-                s.skipped_since_start = Some(hist.skips_of(t));
-            }
             s.holder_pid = Some(h.pid()).filter(|&p| p != 0);
             s.holder = Some(match h {
                 Holder::Command { .. } => "command",

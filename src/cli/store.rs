@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use onlyone::journal::{Event, History};
+use onlyone::journal::{Event, History, LockNow};
 use onlyone::place::Kind;
 use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
@@ -75,7 +75,8 @@ fn seconds(s: f64) -> Duration {
 /// The store, as the place of a run's lock.
 pub struct StorePlace<'u> {
     url: &'u str,
-    /// TERM, INT, HUP and QUIT wait from the take to the exit: before the
+    /// The forwarded signals (TERM, INT, HUP, QUIT, USR1, USR2, ALRM) wait
+    /// from the take to the exit: before the
     /// command starts (while waiting for the lease) one ends the wait,
     /// while it runs the supervisor forwards it, after its end it is
     /// dropped, so that the end is recorded and the lease released
@@ -466,7 +467,14 @@ impl Place for StorePlace<'_> {
     fn history(&self, lock: &str) -> Result<(String, History, String), String> {
         let name = lock_name(lock)?;
         let store = open(self.url, READ_TIMEOUT)?;
-        let h = history(store.as_ref(), &name).map_err(|e| e.to_string())?;
+        let mut h = history(store.as_ref(), &name).map_err(|e| e.to_string())?;
+        // The row after the history (see `History::close_over`).
+        if let Ok(row) = store.inspect(&name) {
+            h.close_over(match &row {
+                Some(r) if r.is_live() => LockNow::HeldBy(&r.token),
+                _ => LockNow::Free,
+            });
+        }
         Ok((name, h, store.url().to_owned()))
     }
 
@@ -478,8 +486,15 @@ impl Place for StorePlace<'_> {
             locks.to_vec()
         };
         let look = |n: &str| -> Result<Seen, String> {
+            // The history first (see `History::close_over`).
+            let mut history = history(store.as_ref(), n).map_err(|e| e.to_string())?;
             let row = store.inspect(n).map_err(|e| e.to_string())?;
-            let history = history(store.as_ref(), n).map_err(|e| e.to_string())?;
+            history.close_over(match &row {
+                Some(r) if r.is_live() => LockNow::HeldBy(&r.token),
+                _ => LockNow::Free,
+            });
+            let missing = (row.is_none() && super::view::nothing_in(&history))
+                .then(|| format!("no lease row and no history of `{n}` in the store"));
             Ok(Seen {
                 held: row
                     .filter(LeaseRow::is_live)
@@ -487,6 +502,7 @@ impl Place for StorePlace<'_> {
                 unknown: None,
                 history,
                 name: n.to_owned(),
+                missing,
             })
         };
         Ok(names

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use onlyone::journal::{History, Outcome};
+use onlyone::journal::{History, LockNow, Outcome};
 use onlyone::{Inspection, Verdict, compact_duration};
 
 use super::format::now_unix;
@@ -92,7 +92,10 @@ pub struct LastRun {
     pub start_unix: f64,
     /// How it ended: `exit`, `signal`, `ended`, `abandoned` or `released`.
     pub outcome: &'static str,
-    /// Its exit code, when it exited.
+    /// What that counts as: `success`, `failure`, `done-when-idle`,
+    /// `stopped` or `exit-unknown`.
+    pub result: &'static str,
+    /// Its exit code, when it exited (or the script gave one).
     pub exit: Option<i32>,
     /// The signal that killed it.
     pub signal: Option<String>,
@@ -165,32 +168,39 @@ pub fn of_lease(
         history: None,
     };
     apply_history(&mut s, history);
-    if live && let Some(h) = &s.history {
-        s.skipped_since_start = Some(h.skips_of(&row.token));
-    }
     s
 }
 
 /// The last run, the last success and the history itself, from what a
 /// place's event log gave (or why it could not be read).
 pub fn apply_history(s: &mut LockStatus, h: Result<onlyone::journal::History, String>) {
-    let h = match h {
+    let mut h = match h {
         Ok(h) => h,
         Err(e) => {
             s.journal_error = Some(e);
             return;
         }
     };
+    let token = s.token.as_deref();
+    h.close_over(match (s.state, token) {
+        ("held", Some(t)) => LockNow::HeldBy(t),
+        ("free" | "stale", _) => LockNow::Free,
+        _ => LockNow::CannotTell,
+    });
+    if let ("held", Some(t)) = (s.state, token) {
+        s.skipped_since_start = Some(h.skips_of(t));
+    }
     if let Some(r) = h.last_over() {
         let (exit, signal) = match &r.outcome {
             Outcome::Exited(c) => (Some(*c), None),
             Outcome::Signaled(sig) => (None, Some(sig.clone())),
-            Outcome::Ended { exit, .. } => (*exit, None),
+            Outcome::Ended { exit, .. } | Outcome::Released { exit } => (*exit, None),
             _ => (None, None),
         };
         s.last_run = Some(LastRun {
             start_unix: r.start,
             outcome: outcome_word(&r.outcome),
+            result: r.outcome.class().as_str(),
             exit,
             signal,
             duration_seconds: r.duration,
@@ -209,7 +219,7 @@ pub fn outcome_word(o: &Outcome) -> &'static str {
         Outcome::Signaled(_) => "signal",
         Outcome::Ended { .. } => "ended",
         Outcome::Abandoned => "abandoned",
-        Outcome::Released => "released",
+        Outcome::Released { .. } => "released",
         _ => "unknown",
     }
 }
@@ -223,6 +233,31 @@ pub(super) struct Seen {
     /// Why it cannot be judged.
     pub(super) unknown: Option<String>,
     pub(super) history: History,
+    /// Neither a lock nor an event of it was found: where onlyone looked
+    /// (a typo, the wrong user or directory).
+    pub(super) missing: Option<String>,
+}
+
+/// What holds a lock of the lock directory now, from its inspection
+/// (`None`: no lock file).
+pub(super) fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
+    match seen {
+        None => LockNow::Free,
+        Some(i) => match (&i.verdict, &i.record) {
+            (Verdict::Held(_), Ok(r)) => r
+                .token
+                .as_deref()
+                .map_or(LockNow::CannotTell, LockNow::HeldBy),
+            (Verdict::Stale(_), _) => LockNow::Free,
+            _ => LockNow::CannotTell,
+        },
+    }
+}
+
+/// True when a place's event log has nothing of a lock: no run, no skip,
+/// no takeover.
+pub(super) fn nothing_in(h: &History) -> bool {
+    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0
 }
 
 impl Seen {
@@ -250,6 +285,7 @@ impl Seen {
             held,
             unknown,
             history,
+            missing: None,
         }
     }
 

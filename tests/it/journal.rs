@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use onlyone::LockFile;
-use onlyone::journal::{Event, Kind};
+use onlyone::journal::{EndReason, Event, Kind};
 use serde_json::Value;
 use support::*;
 
@@ -625,8 +625,9 @@ print(json.dumps(out))
         v["onlyone_last_duration_seconds/gauge"]["plain"], 30.0,
         "{v:#}"
     );
-    assert!(
-        v["onlyone_last_success_timestamp_seconds/gauge"][odd].is_null(),
+    // Broken since its first run: 0, so that `time() - ... > N` fires.
+    assert_eq!(
+        v["onlyone_last_success_timestamp_seconds/gauge"][odd], 0.0,
         "{v:#}"
     );
 }
@@ -674,11 +675,14 @@ fn stop_release_and_a_cleared_stale_lock_close_their_runs() {
     // has let go.
     assert_eq!(kinds, [Kind::Start, Kind::End, Kind::Stop], "{events:#?}");
     assert_eq!(events[1].signal.as_deref(), Some("TERM"));
+    // The wrapper knew the TERM was a stop's (its mark), and says so.
+    assert_eq!(events[1].ended_by, Some(EndReason::Stop), "{events:#?}");
     assert_eq!(events[2].signal.as_deref(), Some("TERM"));
     assert_eq!(events[2].token, events[0].token);
     let runs = w.history("s");
-    assert_eq!(runs[0]["outcome"], "signal", "{runs:#?}");
-    assert_eq!(runs[0]["signal"], "TERM", "{runs:#?}");
+    assert_eq!(runs[0]["outcome"], "ended", "{runs:#?}");
+    assert_eq!(runs[0]["ended_by"], "stop", "{runs:#?}");
+    assert_eq!(runs[0]["result"], "stopped", "{runs:#?}");
 
     // A script's hold: acquire for a shell, then release.
     let owner = w.sleeper();

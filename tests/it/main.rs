@@ -18,6 +18,7 @@ mod faults;
 mod field;
 mod hostile;
 mod journal;
+mod outcomes;
 mod reap;
 mod scripts;
 mod store;

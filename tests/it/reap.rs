@@ -796,6 +796,20 @@ fn reap_judges_a_lingering_run_from_its_first_call() {
         "first call: {r:#}"
     );
     assert!(!running(pid));
+    // Reaped once idle: the work was over. Done when idle, a success for
+    // `check --max-age`, never "the last run failed".
+    let h = onlyone(&d, &["history", "agent", "--json"]);
+    let last: serde_json::Value =
+        serde_json::from_slice(h.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(last["result"], "done-when-idle", "{last:#}");
+    assert_eq!(last["ended_by"], "reap", "{last:#}");
+    let c = onlyone(&d, &["check", "agent", "--max-age", "1h"]);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&c.stdout)
+    );
     assert_eq!(
         onlyone(&d, &["run", "agent", "--", "true"]).status.code(),
         Some(0)

@@ -70,10 +70,10 @@ impl HeldSignals {
         })
     }
 
-    /// A forwarded signal (TERM, INT, HUP, QUIT) that came meanwhile, if
+    /// A forwarded signal ([`crate::supervise::FORWARDED`]) that came meanwhile, if
     /// any (taken: asked again, it is the next one).
     pub fn pending(&self) -> Option<rustix::process::Signal> {
-        while let Some(sig) = self.reader.next() {
+        while let Some((sig, _)) = self.reader.next() {
             if let Some(s) = crate::supervise::FORWARDED
                 .iter()
                 .find(|s| s.as_raw() == sig)

@@ -5,8 +5,11 @@
 //!   `ONLYONE_LOCK` and `ONLYONE_TOKEN` in its environment; its pid and start
 //!   time go into the record.
 //! - SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to onlyone are forwarded to the
-//!   command's process group. They are blocked and read from a signalfd, so
-//!   none is lost between checks; the command starts with an empty mask.
+//!   command's process group, and so are SIGUSR1, SIGUSR2 and SIGALRM (a
+//!   log rotator's or a timer's word, meant for the work: by default they
+//!   would kill the wrapper, and the run's end would go unrecorded). They
+//!   are blocked and read from a signalfd, so none is lost between checks;
+//!   the command starts with an empty mask.
 //! - From an interactive terminal (onlyone's process group is the
 //!   terminal's foreground group, whoever else is in it: a script's shell
 //!   too), the command's group is made the terminal's foreground group, so
@@ -108,7 +111,9 @@ pub enum EndedBy {
     /// Its lease could not be renewed in time (or was found gone): the
     /// command was ended before another holder could get the lock.
     LeaseLost,
-    /// A remote `stop` asked the run to end (the PostgreSQL store).
+    /// `onlyone stop` (or `run --replace`) ended the run: a request in the
+    /// PostgreSQL store, or here the stop's signal, which carries a mark
+    /// the wrapper reads.
     StopRequested,
 }
 
@@ -252,7 +257,15 @@ impl RunError {
 }
 
 /// The signals onlyone forwards to the command's process group.
-pub const FORWARDED: [Signal; 4] = [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT];
+pub const FORWARDED: [Signal; 7] = [
+    Signal::TERM,
+    Signal::INT,
+    Signal::HUP,
+    Signal::QUIT,
+    Signal::USR1,
+    Signal::USR2,
+    Signal::ALARM,
+];
 
 /// Runs `argv` under `guard` until it exits, as described in the module
 /// docs. The caller releases the lock afterwards.
@@ -588,8 +601,13 @@ impl<'g> Supervision<'g> {
     }
 
     /// Forwards the signals sent to onlyone to the command's group.
-    fn forward_signals(&self) {
-        while let Some(sig) = self.signals.next() {
+    fn forward_signals(&mut self) {
+        while let Some((sig, stop)) = self.signals.next() {
+            // `onlyone stop`'s signal: the run ends stopped, however its
+            // command takes the signal (the stopper sees to the KILL).
+            if stop && self.ended_by.is_none() {
+                self.ended_by = Some(EndedBy::StopRequested);
+            }
             if let Some(s) = FORWARDED.iter().find(|s| s.as_raw() == sig)
                 && let Some(group) = i32::try_from(self.command.pid).ok().and_then(Pid::from_raw)
             {

@@ -621,6 +621,15 @@ impl Out {
         self
     }
 
+    pub fn prints(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "{}: stdout should contain {needle:?}: {self:#?}",
+            self.what
+        );
+        self
+    }
+
     pub fn quiet(&self) -> &Self {
         assert_eq!(
             self.stderr, "",
