@@ -23,3 +23,4 @@ mod scripts;
 mod store;
 mod store_field;
 mod tmux;
+mod usage;
