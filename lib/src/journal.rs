@@ -46,8 +46,8 @@
 //! input (another user's journal in a shared directory is too): a line
 //! longer than [`MAX_LINE`] is skipped, and so is an event whose time is
 //! not a time (before 1970, past the year 9999, not a number); a duration
-//! that is not one (negative, past that range) is dropped; only the last
-//! [`MAX_READ`] bytes of a generation are read.
+//! (or a CPU time) that is not one (negative, past that range) is dropped;
+//! only the last [`MAX_READ`] bytes of a generation are read.
 
 use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
@@ -156,6 +156,60 @@ pub enum Exit {
     Signal(i32),
 }
 
+/// What a run used: the CPU time and the peak memory of its command and
+/// of every process of the run that the supervisor reaped (each with the
+/// descendants it reaped itself), as `wait4(2)` reports them. An `end`
+/// event's `cpu_user`, `cpu_system` and `max_rss`.
+///
+/// Processes still running when the run ends (kept with `--keep-strays`
+/// or `--linger`, or that would not die) are not in it, nor is a process
+/// whose parent never waited for it (a parent that ignores `SIGCHLD`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Usage {
+    /// CPU time in user mode, summed over the processes.
+    pub user: Duration,
+    /// CPU time in the kernel on their behalf, summed over the processes.
+    pub system: Duration,
+    /// The largest peak resident set size of any one of the processes,
+    /// in bytes (`ru_maxrss`): the biggest process's peak, not a sum over
+    /// processes that lived at the same time.
+    pub max_rss: u64,
+}
+
+impl Usage {
+    /// What one reaped process used (`ru_maxrss` is in KiB).
+    pub(crate) fn of_rusage(ru: &libc::rusage) -> Usage {
+        let time = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec.max(0) as u64)
+                + Duration::from_micros(t.tv_usec.clamp(0, 999_999) as u64)
+        };
+        Usage {
+            user: time(ru.ru_utime),
+            system: time(ru.ru_stime),
+            max_rss: (ru.ru_maxrss.max(0) as u64).saturating_mul(1024),
+        }
+    }
+
+    /// This and `other` together: times summed, the larger peak.
+    pub fn add(&mut self, other: Usage) {
+        self.user = self.user.saturating_add(other.user);
+        self.system = self.system.saturating_add(other.system);
+        self.max_rss = self.max_rss.max(other.max_rss);
+    }
+
+    /// As an `end` event gives it back: all three fields, the times each
+    /// a duration ([`sane_duration`]); else none.
+    fn read(user: Option<f64>, system: Option<f64>, max_rss: Option<u64>) -> Option<Usage> {
+        let secs = |d: Option<f64>| sane_duration(d).map(Duration::from_secs_f64);
+        Some(Usage {
+            user: secs(user)?,
+            system: secs(system)?,
+            max_rss: max_rss?,
+        })
+    }
+}
+
 /// Why onlyone ended a run: an `end` event's `ended_by`, and the word a
 /// [`Outcome::Ended`] run gives (`stop` and `reap` come from the events of
 /// those names). One word per reason, here only: both places (the lock
@@ -250,6 +304,40 @@ pub struct Event {
     /// Why (a takeover's or an abandonment's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The run's CPU time in user mode, seconds (`end` of a command that
+    /// ran; see [`Usage`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_f64"
+    )]
+    pub cpu_user: Option<f64>,
+    /// The run's CPU time in the kernel, seconds (`end`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_f64"
+    )]
+    pub cpu_system: Option<f64>,
+    /// The largest peak resident set size of one process of the run,
+    /// bytes (`end`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_u64"
+    )]
+    pub max_rss: Option<u64>,
+}
+
+/// A number read back: `None` for anything else, so that a bad value in a
+/// field added later costs that field, never the event (and its run's end).
+fn lenient_f64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Ok(Option::<serde_json::Value>::deserialize(d)?.and_then(|v| v.as_f64()))
+}
+
+/// A whole number read back, as [`lenient_f64`]: `None` unless it is one.
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(Option::<serde_json::Value>::deserialize(d)?.and_then(|v| v.as_u64()))
 }
 
 impl Event {
@@ -271,6 +359,9 @@ impl Event {
             ended_by: None,
             by: None,
             reason: None,
+            cpu_user: None,
+            cpu_system: None,
+            max_rss: None,
         }
     }
 
@@ -314,6 +405,14 @@ impl Event {
         ev.ended_by = ended_by;
         ev.duration = Some(took.as_secs_f64());
         ev
+    }
+
+    /// The event with what the run used (an `end`).
+    pub fn with_usage(mut self, used: Usage) -> Event {
+        self.cpu_user = Some(used.user.as_secs_f64());
+        self.cpu_system = Some(used.system.as_secs_f64());
+        self.max_rss = Some(used.max_rss);
+        self
     }
 
     /// A fire found the run `token` of `holder` live, and skipped; this
@@ -811,6 +910,8 @@ fn parse_lines(bytes: &[u8], out: &mut Vec<Event>) {
             && sane_time(ev.time)
         {
             ev.duration = sane_duration(ev.duration);
+            ev.cpu_user = sane_duration(ev.cpu_user);
+            ev.cpu_system = sane_duration(ev.cpu_system);
             out.push(ev);
         }
     }
@@ -989,6 +1090,8 @@ pub struct Run {
     pub skipped: u64,
     /// Whether it began by taking over a stale lock.
     pub took_over: bool,
+    /// What it used, when its end says (a command that ran).
+    pub usage: Option<Usage>,
 }
 
 /// The runs of a lock, and what its journal counts.
@@ -1033,6 +1136,12 @@ struct Line<'a> {
     ended_by: Option<EndReason>,
     #[serde(default)]
     by: Option<u32>,
+    #[serde(default, deserialize_with = "lenient_f64")]
+    cpu_user: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_f64")]
+    cpu_system: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    max_rss: Option<u64>,
 }
 
 impl<'a> From<&'a Event> for Line<'a> {
@@ -1051,6 +1160,9 @@ impl<'a> From<&'a Event> for Line<'a> {
             duration: e.duration,
             ended_by: e.ended_by,
             by: e.by,
+            cpu_user: e.cpu_user,
+            cpu_system: e.cpu_system,
+            max_rss: e.max_rss,
         }
     }
 }
@@ -1103,6 +1215,7 @@ impl Pairing {
                     end: None,
                     skipped: 0,
                     took_over,
+                    usage: None,
                 });
             }
             Kind::End | Kind::Abandoned | Kind::Release | Kind::Reap | Kind::Stop => {
@@ -1150,6 +1263,9 @@ impl Pairing {
                 };
                 run.end = Some(ev.time);
                 run.duration = sane_duration(ev.duration).or(Some((ev.time - run.start).max(0.0)));
+                if ev.event == Kind::End {
+                    run.usage = Usage::read(ev.cpu_user, ev.cpu_system, ev.max_rss);
+                }
             }
             Kind::Skip => {
                 self.h.skips += 1;
@@ -1335,6 +1451,58 @@ mod tests {
                 exit: Some(1)
             }
         );
+    }
+
+    /// What a run used goes out in an `end` line (in base units) and comes
+    /// back in its run, from a journal's bytes and from a store's lines; a
+    /// value that is not one costs the usage, never the run's end.
+    #[test]
+    fn usage_survives_a_line_and_bad_values_cost_only_the_usage() {
+        let used = Usage {
+            user: Duration::from_micros(410_123),
+            system: Duration::from_micros(20_005),
+            max_rss: 86 << 20,
+        };
+        let mut start = Event::start(Some("t"), 7, Some("job"), "run");
+        start.time = 1.0;
+        let mut end = Event::end(
+            Some("t"),
+            7,
+            Some("job"),
+            Exit::Code(0),
+            None,
+            Duration::ZERO,
+        )
+        .with_usage(used);
+        end.time = 2.0;
+        let text: String = [&start, &end]
+            .iter()
+            .map(|e| String::from_utf8(e.to_line()).unwrap())
+            .collect();
+        assert!(text.contains(r#""cpu_user":0.410123,"cpu_system":0.020005,"max_rss":90177536"#));
+        let mut events = Vec::new();
+        parse_lines(text.as_bytes(), &mut events);
+        let near = |a: Duration, b: Duration| a.abs_diff(b) < Duration::from_micros(1);
+        for h in [History::from_lines(text.lines()), History::of(&events)] {
+            let got = h.runs[0].usage.expect("the usage is read back");
+            assert!(near(got.user, used.user) && near(got.system, used.system));
+            assert_eq!(got.max_rss, used.max_rss);
+        }
+        for bad in [
+            r#""cpu_user":-1,"cpu_system":0.1,"max_rss":5"#,
+            r#""cpu_user":"x","cpu_system":0.1,"max_rss":5"#,
+            r#""cpu_user":0.1,"cpu_system":1e300,"max_rss":5"#,
+            r#""cpu_user":0.1,"cpu_system":0.1,"max_rss":-5"#,
+            r#""cpu_user":0.1,"cpu_system":0.1,"max_rss":"big""#,
+            r#""cpu_user":0.1,"cpu_system":0.1"#,
+        ] {
+            let h = History::from_lines([
+                r#"{"v":1,"time":1,"event":"start","token":"t","pid":1}"#,
+                &format!(r#"{{"v":1,"time":2,"event":"end","token":"t","pid":1,"exit":0,{bad}}}"#),
+            ]);
+            assert_eq!(h.runs[0].outcome, Outcome::Exited(0), "{bad}");
+            assert_eq!(h.runs[0].usage, None, "{bad}");
+        }
     }
 
     #[test]

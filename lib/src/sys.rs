@@ -1,9 +1,10 @@
 //! The few system calls rustix has no wrapper for, and the only place
 //! onlyone uses nix: blocking signals and reading them from a signalfd, a
 //! signal's default disposition, `posix_spawn(3)`, the kernel's word on
-//! whether any child is left, signal names, and this process's pid, cached
-//! until a fork. Nothing of nix leaves this module. User names are read
-//! from `/etc/passwd` here too, never through the C library.
+//! whether any child is left, `wait4(2)` (what a reaped child used), signal
+//! names, and this process's pid, cached until a fork. Nothing of nix
+//! leaves this module. User names are read from `/etc/passwd` here too,
+//! never through the C library.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -255,6 +256,58 @@ pub(crate) fn children() -> Children {
                 None => Children::Live,
             },
         };
+    }
+}
+
+/// How a child that [`wait4`] found is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// It exited with this code (and is reaped).
+    Exited(i32),
+    /// This signal killed it (and it is reaped).
+    Signaled(i32),
+    /// This signal stopped it (`untraced` only).
+    Stopped(i32),
+}
+
+/// Reaps the child `pid` if it has exited (`wait4(2)`, `WNOHANG`; with
+/// `untraced`, a stop is reported too): how it is, and what it used, its
+/// own reaped descendants included (for a stop, what it used so far).
+/// `None` while it runs.
+pub(crate) fn wait4(pid: u32, untraced: bool) -> io::Result<Option<(Waited, libc::rusage)>> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let flags = libc::WNOHANG | if untraced { libc::WUNTRACED } else { 0 };
+    loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; both pointers are to
+        // locals that outlive the call.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: the kernel writes only into `status` and `ru`.
+        let got = unsafe { libc::wait4(pid, &mut status, flags, &mut ru) };
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let waited = if libc::WIFEXITED(status) {
+            Waited::Exited(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Waited::Signaled(libc::WTERMSIG(status))
+        } else if libc::WIFSTOPPED(status) {
+            Waited::Stopped(libc::WSTOPSIG(status))
+        } else {
+            // Nothing else is reported without WCONTINUED.
+            return Ok(None);
+        };
+        return Ok(Some((waited, ru)));
     }
 }
 

@@ -224,10 +224,13 @@ Examples:
     Reap(Reap),
     /// The runs of a lock, newest first, from its journal.
     #[command(after_help = "\
-Newest first: when each run started, how long it took, how it ended (exit N,
-signal NAME, ended (max-time|idle|stop|reap), abandoned: its wrapper died,
-released: a script's hold), its pid and host, and the fires skipped while it
-ran. The journal is LOCKFILE.journal, beside the lock.
+Newest first: when each run started, how long it took, what it used (CPU:
+user and system time of its command and of the processes of the run onlyone
+reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
+recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
+abandoned: its wrapper died, released: a script's hold), its pid and host, and
+the fires skipped while it ran. The journal is LOCKFILE.journal, beside the
+lock.
 
 Examples:
   onlyone history sync
@@ -257,9 +260,12 @@ Every lock in DIR (or the ones named), each sample labelled lock=\"NAME\"
 (escaped as the format requires): onlyone_last_start_timestamp_seconds,
 onlyone_last_success_timestamp_seconds, onlyone_last_exit_code (128+N for
 signal N, -1 when unknown), onlyone_last_duration_seconds, onlyone_running,
-onlyone_skipped_total, onlyone_takeovers_total (the journal's counts). With
---textfile the metrics are written atomically (a temp file beside it, then
-rename), for node_exporter's textfile collector.
+onlyone_skipped_total, onlyone_takeovers_total (the journal's counts); for a
+last finished run that recorded them, onlyone_last_cpu_seconds (labelled
+mode=\"user\" and mode=\"system\") and onlyone_last_max_rss_bytes (the largest
+peak of one process of the run, not a sum). With --textfile the metrics are
+written atomically (a temp file beside it, then rename), for node_exporter's
+textfile collector.
 
 Examples:
   onlyone metrics

@@ -6,7 +6,8 @@
 //! ```text
 //! { "v": 1, "lock", "token", "start_unix", "start", "duration_seconds",
 //!   "outcome", "exit", "signal", "ended_by", "pid", "host", "command",
-//!   "mode", "skipped", "took_over" }
+//!   "mode", "skipped", "took_over", "cpu_user_seconds",
+//!   "cpu_system_seconds", "max_rss_bytes" }
 //! ```
 
 use std::fmt::Write as _;
@@ -14,13 +15,13 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use onlyone::format_unix_time;
-use onlyone::journal::{Class, Outcome, Run};
+use onlyone::journal::{Class, Outcome, Run, Usage};
 use onlyone::text::for_terminal;
 
 use super::exit::Code;
 use super::format::{ago, now, took};
 use super::place::Place;
-use super::view::outcome_word;
+use super::view::{UsageJson, outcome_word};
 use super::{args, fail, print_stdout};
 
 /// One run, as `--json` prints it.
@@ -43,6 +44,8 @@ pub struct RunJson<'a> {
     mode: Option<&'a str>,
     skipped: u64,
     took_over: bool,
+    #[serde(flatten)]
+    usage: UsageJson,
 }
 
 impl<'a> RunJson<'a> {
@@ -72,6 +75,7 @@ impl<'a> RunJson<'a> {
             mode: r.mode.as_deref(),
             skipped: r.skipped,
             took_over: r.took_over,
+            usage: UsageJson::of(r.usage.as_ref()),
         }
     }
 }
@@ -152,7 +156,7 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
         let _ = write!(out, ", median {}", took(m));
     }
     let _ = writeln!(out, ", {skipped} fire(s) skipped");
-    let rows: Vec<[String; 6]> = runs
+    let rows: Vec<[String; 8]> = runs
         .iter()
         .map(|r| {
             [
@@ -162,6 +166,8 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
                     (_, Some(d)) => took(d),
                     (_, None) => "?".into(),
                 },
+                r.usage.map_or_else(|| "-".into(), |u| cpu(&u)),
+                r.usage.map_or_else(|| "-".into(), |u| bytes(u.max_rss)),
                 for_terminal(&r.outcome.describe()).into_owned()
                     + if r.took_over { " (took over)" } else { "" },
                 r.pid.map_or_else(|| "?".into(), |p| p.to_string()),
@@ -172,7 +178,9 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
             ]
         })
         .collect();
-    let head = ["STARTED", "DURATION", "OUTCOME", "PID", "HOST", "SKIPPED"];
+    let head = [
+        "STARTED", "DURATION", "CPU", "PEAK", "OUTCOME", "PID", "HOST", "SKIPPED",
+    ];
     let mut widths = head.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -196,4 +204,32 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
         let _ = writeln!(out, "{}", line(&cells));
     }
     out
+}
+
+/// A run's CPU time, user and system together: `0.41 s`, `2m 3s`.
+fn cpu(u: &Usage) -> String {
+    let secs = (u.user + u.system).as_secs_f64();
+    match secs {
+        s if s < 10.0 => format!("{s:.2} s"),
+        s if s < 60.0 => format!("{s:.1} s"),
+        s => took(s),
+    }
+}
+
+/// A size in bytes, in binary units: `512 B`, `82 MiB`, `1.5 GiB`.
+fn bytes(n: u64) -> String {
+    let mut v = n as f64;
+    let mut unit = "B";
+    for next in ["KiB", "MiB", "GiB", "TiB"] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = next;
+    }
+    if unit == "B" || v >= 10.0 {
+        format!("{v:.0} {unit}")
+    } else {
+        format!("{v:.1} {unit}")
+    }
 }

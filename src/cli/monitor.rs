@@ -388,7 +388,48 @@ fn exposition(seen: &[Seen]) -> String {
             }
         }
     }
+    usage_families(&mut out, seen);
     out
+}
+
+/// What each lock's last finished run used, for those whose end says:
+/// its CPU time by mode, and its largest process's peak memory.
+fn usage_families(out: &mut String, seen: &[Seen]) {
+    let used = |s: &Seen| s.history.last_over().and_then(|r| r.usage);
+    let name = "onlyone_last_cpu_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} The CPU time of the lock's last finished run, in seconds, by mode (user, system): its command and the processes of the run onlyone reaped."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for s in seen {
+        if let Some(u) = used(s) {
+            let lock = label_value(&s.name);
+            for (mode, t) in [("user", u.user), ("system", u.system)] {
+                let _ = writeln!(
+                    out,
+                    "{name}{{lock=\"{lock}\",mode=\"{mode}\"}} {}",
+                    t.as_secs_f64()
+                );
+            }
+        }
+    }
+    let name = "onlyone_last_max_rss_bytes";
+    let _ = writeln!(
+        out,
+        "# HELP {name} The largest peak resident set size of one process of the lock's last finished run, in bytes (the biggest process's peak, not a sum)."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for s in seen {
+        if let Some(u) = used(s) {
+            let _ = writeln!(
+                out,
+                "{name}{{lock=\"{}\"}} {}",
+                label_value(&s.name),
+                u.max_rss
+            );
+        }
+    }
 }
 
 /// A finished run's exit code for the metric.

@@ -110,7 +110,9 @@ pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
     if outcome.lingers {
         return taken.leave_to_lingerers(&outcome, name, a);
     }
-    let end = taken.end_event(outcome.exit, outcome.ended_by, started.elapsed());
+    let end = taken
+        .end_event(outcome.exit, outcome.ended_by, started.elapsed())
+        .with_usage(outcome.usage);
     if !outcome.strays.survivors.is_empty() {
         taken.leave_to_survivors(name, &outcome.strays.survivors, &end, a.quiet);
         return Code::Exit(exit::FAILURE);

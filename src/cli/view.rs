@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use onlyone::journal::{History, LockNow, Outcome};
+use onlyone::journal::{History, LockNow, Outcome, Usage};
 use onlyone::{Inspection, Verdict, compact_duration};
 
 use super::format::now_unix;
@@ -101,6 +101,34 @@ pub struct LastRun {
     pub signal: Option<String>,
     /// How long it lasted, seconds.
     pub duration_seconds: Option<f64>,
+    /// What it used.
+    #[serde(flatten)]
+    pub usage: UsageJson,
+}
+
+/// What a run used, as `history --json` and `status --json` print it:
+/// null when its end does not say (a run that is not over, a script's
+/// hold, an end written before these were recorded).
+#[derive(Debug, Serialize)]
+pub struct UsageJson {
+    /// CPU time in user mode, seconds: the command and the processes of
+    /// the run onlyone reaped.
+    pub cpu_user_seconds: Option<f64>,
+    /// CPU time in the kernel on their behalf, seconds.
+    pub cpu_system_seconds: Option<f64>,
+    /// The largest peak resident set size of one of those processes,
+    /// bytes (the biggest process's peak, not a sum).
+    pub max_rss_bytes: Option<u64>,
+}
+
+impl UsageJson {
+    pub fn of(u: Option<&Usage>) -> UsageJson {
+        UsageJson {
+            cpu_user_seconds: u.map(|u| u.user.as_secs_f64()),
+            cpu_system_seconds: u.map(|u| u.system.as_secs_f64()),
+            max_rss_bytes: u.map(|u| u.max_rss),
+        }
+    }
 }
 
 /// `status --json`, for both places.
@@ -204,6 +232,7 @@ pub fn apply_history(s: &mut LockStatus, h: Result<onlyone::journal::History, St
             exit,
             signal,
             duration_seconds: r.duration,
+            usage: UsageJson::of(r.usage.as_ref()),
         });
     }
     s.last_success_unix = h.last_success().map(|r| r.end.unwrap_or(r.start));

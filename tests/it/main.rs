@@ -24,3 +24,4 @@ mod scripts;
 mod store;
 mod store_field;
 mod tmux;
+mod usage;

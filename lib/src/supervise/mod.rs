@@ -46,6 +46,12 @@
 //!   reported in [`RunOutcome::kept`]: the caller leaves the lock to them
 //!   (they carry the token, so the verdict finds them), and the reaper
 //!   ends them once idle.
+//! - What the run used ([`RunOutcome::usage`]): the command's and every
+//!   reaped leftover's CPU time and peak memory, read from `wait4(2)` as
+//!   each is reaped (each with what it reaped itself). Summed per process
+//!   rather than read from `getrusage(RUSAGE_CHILDREN)`, so that what else
+//!   onlyone waits for (a store's lease watchdog, the caller's children)
+//!   is never counted; the peak is the largest single process's.
 
 use std::ffi::OsString;
 use std::io;
@@ -98,7 +104,7 @@ impl Default for RunOptions {
     }
 }
 
-pub use crate::journal::Exit;
+pub use crate::journal::{Exit, Usage};
 
 /// Why onlyone ended a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,6 +219,10 @@ pub struct RunOutcome {
     /// record none of whose processes lives is stale, and the next acquire
     /// takes it over.
     pub lingers: bool,
+    /// What the command and the leftovers onlyone reaped used (see
+    /// [`Usage`]; the processes kept, or that would not die, are not in
+    /// it).
+    pub usage: Usage,
 }
 
 /// Why a run could not run.
@@ -343,6 +353,8 @@ struct Supervision<'g> {
     /// The lock file's times are kept young, so that age-based cleaning of
     /// /tmp never takes a run's lock, however long it runs.
     refresh_at: Instant,
+    /// What the processes of the run reaped so far used.
+    tally: strays::Tally,
 }
 
 impl<'g> Supervision<'g> {
@@ -402,6 +414,7 @@ impl<'g> Supervision<'g> {
                 .idle_timeout
                 .map(|w| (w, IdleWatch::new(), started + idle::sample_interval(w))),
             refresh_at: started + crate::lock::refresh_interval(),
+            tally: strays::Tally::default(),
         })
     }
 
@@ -427,7 +440,7 @@ impl<'g> Supervision<'g> {
             }
             self.sleep();
             self.forward_signals();
-            strays::reap_orphans(self.command.pid, &self.theirs);
+            strays::reap_orphans(self.command.pid, &self.theirs, &self.tally);
         };
         if let Some(t) = &self.tty
             && terminal::in_foreground(t.as_fd(), self.pid)
@@ -437,43 +450,44 @@ impl<'g> Supervision<'g> {
         self.finish(exit)
     }
 
-    /// Whether the command has exited (and how); a job-control stop of it
-    /// stops onlyone's job too.
+    /// Whether the command has exited (and how), what it used added to the
+    /// run's; a job-control stop of it stops onlyone's job too.
     fn check_command(&mut self) -> Result<Option<Exit>, RunError> {
-        let status = match rustix::process::waitpid(
-            Some(self.pid),
-            WaitOptions::NOHANG | WaitOptions::UNTRACED,
-        ) {
-            Ok(Some((_, status))) => status,
-            Ok(None) | Err(rustix::io::Errno::INTR) => return Ok(None),
-            Err(e) => return Err(RunError::Supervise(e.into())),
+        use crate::sys::Waited;
+        let (exit, ru) = match crate::sys::wait4(self.command.pid, true) {
+            Ok(Some((Waited::Exited(code), ru))) => (Exit::Code(code), ru),
+            Ok(Some((Waited::Signaled(sig), ru))) => (Exit::Signal(sig), ru),
+            Ok(Some((Waited::Stopped(sig), _))) => {
+                self.stopped(sig);
+                return Ok(None);
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(RunError::Supervise(e)),
         };
-        if let Some(code) = status.exit_status() {
-            return Ok(Some(Exit::Code(code)));
-        }
-        if let Some(sig) = status.terminating_signal() {
-            return Ok(Some(Exit::Signal(sig)));
-        }
+        self.tally.add(&ru);
+        Ok(Some(exit))
+    }
+
+    /// The command was stopped by `sig`.
+    fn stopped(&self, sig: i32) {
         let job_control = [Signal::TSTP, Signal::TTIN, Signal::TTOU].map(Signal::as_raw);
-        match status.stopping_signal() {
+        match sig {
             // It touched the terminal before the handover reached it: it
             // has the terminal now, so let it go on.
-            Some(sig)
-                if (sig == Signal::TTIN.as_raw() || sig == Signal::TTOU.as_raw())
-                    && self
-                        .tty
-                        .as_ref()
-                        .is_some_and(|t| terminal::in_foreground(t.as_fd(), self.pid)) =>
+            sig if (sig == Signal::TTIN.as_raw() || sig == Signal::TTOU.as_raw())
+                && self
+                    .tty
+                    .as_ref()
+                    .is_some_and(|t| terminal::in_foreground(t.as_fd(), self.pid)) =>
             {
                 signal_group(self.command.pid, Signal::CONT);
             }
             // Stopped by job control (Ctrl-Z, or reading the terminal from
             // the background): stop with it, so the shell shows the job as
             // stopped. A plain SIGSTOP from someone else is theirs to undo.
-            Some(sig) if job_control.contains(&sig) => terminal::suspend_with(self.pid),
+            sig if job_control.contains(&sig) => terminal::suspend_with(self.pid),
             _ => {}
         }
-        Ok(None)
     }
 
     /// Watches the lease (a store that leases): the command is gone by
@@ -620,8 +634,8 @@ impl<'g> Supervision<'g> {
     /// drops what signals came after.
     fn finish(&mut self, exit: Exit) -> Result<RunOutcome, RunError> {
         let me = std::process::id();
-        let (command, theirs) = (self.command.pid, self.theirs.as_slice());
-        strays::reap_orphans(command, theirs);
+        let (command, theirs, tally) = (self.command.pid, self.theirs.as_slice(), &self.tally);
+        strays::reap_orphans(command, theirs, tally);
         let lingers = self.opts.linger && self.ended_by.is_none();
         let (strays, kept) = if lingers {
             (
@@ -632,10 +646,10 @@ impl<'g> Supervision<'g> {
             (Ended::default(), strays::leftovers(me, theirs))
         } else {
             let scan = || {
-                strays::reap_orphans(command, theirs);
+                strays::reap_orphans(command, theirs, tally);
                 strays::leftovers(me, theirs)
             };
-            let settled = || strays::settled(command, theirs);
+            let settled = || strays::settled(command, theirs, tally);
             // A lost lease leaves no time for a grace: the run must be gone
             // before another holder may start.
             let grace = if self.ended_by == Some(EndedBy::LeaseLost) {
@@ -650,13 +664,14 @@ impl<'g> Supervision<'g> {
         // is over: consume them, so that onlyone still releases the lock
         // and reports the command's own exit.
         while self.signals.next().is_some() {}
-        strays::reap_orphans(command, theirs);
+        strays::reap_orphans(command, theirs, tally);
         Ok(RunOutcome {
             exit,
             ended_by: self.ended_by,
             strays,
             kept,
             lingers,
+            usage: tally.get(),
         })
     }
 }

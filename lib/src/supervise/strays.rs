@@ -1,16 +1,39 @@
 //! What a run leaves behind: found at the end of the run and ended before
 //! the lock is released, and the exited processes re-parented to onlyone
-//! (its subreaper role) reaped as they go.
+//! (its subreaper role) reaped as they go, what each used added to the
+//! run's [`Tally`].
 
+use std::cell::Cell;
 use std::time::Duration;
 
-use rustix::process::{Pid, WaitId, WaitIdOptions};
-
 use super::RunError;
+use crate::journal::Usage;
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
 use crate::signal::{Ended, GracefulStop, signal_group};
 use crate::sys::Children;
+
+/// What the processes of the run that onlyone reaped used (the command and
+/// its re-parented leftovers, each with what it reaped itself): summed
+/// here, one `wait4(2)` each, so that nothing else onlyone waits for (its
+/// own helpers, the caller's children) is counted, as it would be in
+/// `getrusage(RUSAGE_CHILDREN)`.
+#[derive(Debug, Default)]
+pub(super) struct Tally(Cell<Usage>);
+
+impl Tally {
+    /// Adds what a reaped process used.
+    pub(super) fn add(&self, ru: &libc::rusage) {
+        let mut u = self.0.get();
+        u.add(Usage::of_rusage(ru));
+        self.0.set(u);
+    }
+
+    /// What the run used so far.
+    pub(super) fn get(&self) -> Usage {
+        self.0.get()
+    }
+}
 
 /// How many times the run's leftovers are looked for and ended: a stray
 /// may fork while it is being ended (a TERM trap that starts another
@@ -54,11 +77,11 @@ pub(super) fn lingering(
 /// the kernel says onlyone has no child left (but the caller's own). Its
 /// answer is exact, where a walk of `/proc` may miss a process re-parented
 /// to onlyone while the walk read its old parent.
-pub(super) fn settled(command: u32, theirs: &[u32]) -> bool {
+pub(super) fn settled(command: u32, theirs: &[u32], tally: &Tally) -> bool {
     if !theirs.is_empty() {
         // The caller has children of its own: the kernel's answer would
         // count them, so ask the children lists instead.
-        reap_orphans(command, theirs);
+        reap_orphans(command, theirs, tally);
         return procfs::children_of(std::process::id())
             .iter()
             .all(|c| theirs.contains(c));
@@ -68,7 +91,7 @@ pub(super) fn settled(command: u32, theirs: &[u32]) -> bool {
             Children::None => return true,
             Children::Live => return false,
             Children::Exited(pid) => {
-                if !reap(pid) {
+                if !reap(pid, tally) {
                     return false;
                 }
             }
@@ -120,12 +143,12 @@ pub(super) fn end_strays(
 /// Reaps the exited processes re-parented to onlyone, but never the
 /// `command`, whose exit the supervision reads, nor a child the caller had
 /// before the run (`theirs`). Without this they would stay zombies for the
-/// rest of the run.
-pub(super) fn reap_orphans(command: u32, theirs: &[u32]) {
+/// rest of the run. What each used goes into `tally`.
+pub(super) fn reap_orphans(command: u32, theirs: &[u32], tally: &Tally) {
     if theirs.is_empty() {
         // The kernel names each exited child: one call when there is none.
         while let Children::Exited(pid) = crate::sys::children() {
-            if pid == command || !reap(pid) {
+            if pid == command || !reap(pid, tally) {
                 return;
             }
         }
@@ -135,22 +158,18 @@ pub(super) fn reap_orphans(command: u32, theirs: &[u32]) {
         if child == command || theirs.contains(&child) {
             continue;
         }
-        reap(child);
+        reap(child, tally);
     }
 }
 
-/// Reaps a child if it has exited; whether it did.
-fn reap(child: u32) -> bool {
-    i32::try_from(child)
-        .ok()
-        .and_then(Pid::from_raw)
-        .is_some_and(|pid| {
-            matches!(
-                rustix::process::waitid(
-                    WaitId::Pid(pid),
-                    WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-                ),
-                Ok(Some(_))
-            )
-        })
+/// Reaps a child if it has exited, what it used added to `tally`; whether
+/// it did.
+fn reap(child: u32, tally: &Tally) -> bool {
+    match crate::sys::wait4(child, false) {
+        Ok(Some((_, ru))) => {
+            tally.add(&ru);
+            true
+        }
+        _ => false,
+    }
 }
