@@ -586,6 +586,38 @@ fn a_server_restart_shorter_than_the_slack_does_not_end_the_run() {
     assert_eq!(exit_code(w.kid_exit(a, HANG)), 0);
 }
 
+/// The server down when the command ends, and back within the lease: the
+/// end event and the release are retried until they go through, so the
+/// run is a success in the store's history (never left running) and the
+/// next run takes the lock at once.
+#[test]
+fn a_store_down_at_the_end_still_gets_the_end_and_the_release() {
+    let Some(mut w) = World::new() else { return };
+    let url = w.pg.url();
+    let a = w.holder(
+        &url,
+        "job",
+        &["--lease", "12s", "--kill-after", "200ms"],
+        "echo $$ > \"$DIR/cmd.pid.tmp\"; mv \"$DIR/cmd.pid.tmp\" \"$DIR/cmd.pid\"; \
+         touch \"$READY\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.02; done",
+    );
+    let cmd: u32 = w.read("cmd.pid").trim().parse().unwrap();
+    w.pg.stop_immediate();
+    std::fs::write(w.path("go"), "").unwrap();
+    // The command has ended while the server is down: the wrapper is
+    // retrying what it must tell the store.
+    wait_gone(cmd);
+    assert!(running(a), "the wrapper waits for the store");
+    w.pg.start_again().unwrap();
+    assert_eq!(exit_code(w.kid_exit(a, HANG)), 0);
+    let out = w.oo(&["history", "job", "--json"]);
+    out.expect(0);
+    let run: serde_json::Value = serde_json::from_str(out.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(run["result"], "success", "{run:#}");
+    assert_eq!(run["exit"], 0, "{run:#}");
+    w.oo(&["run", "job", "--", "true"]).expect(0);
+}
+
 /// The connection black-holed by a proxy (nothing passes, nothing closes):
 /// the renewals time out and the command is ended before the server's
 /// lease ends.
