@@ -13,6 +13,7 @@ use crate::verdict::{Holder, UnknownReason};
 /// that proved it alive; its message names the pid, the command, the age and
 /// a hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeldBy {
     /// The lock file.
     pub path: PathBuf,

@@ -255,6 +255,7 @@ impl std::fmt::Display for EndReason {
 
 /// One line of the journal. Fields that do not apply are left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Event {
     /// The schema version ([`SCHEMA`]).
     pub v: u32,
@@ -1067,6 +1068,7 @@ pub enum LockNow<'a> {
 
 /// One run, as the journal tells it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Run {
     /// Its token.
     pub token: String,
@@ -1096,6 +1098,7 @@ pub struct Run {
 
 /// The runs of a lock, and what its journal counts.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct History {
     /// The runs, oldest first, in the journal's order.
     pub runs: Vec<Run>,

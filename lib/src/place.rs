@@ -40,6 +40,7 @@ pub enum Feature {
 /// A feature a place cannot give, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{feature:?} is not supported by {place:?}: {why}")]
+#[non_exhaustive]
 pub struct Unsupported {
     /// The place.
     pub place: Kind,

@@ -79,6 +79,7 @@ impl Mode {
 
 /// A parsed owner record.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Record {
     /// The owner's pid (line 1).
     pub pid: u32,

@@ -50,6 +50,7 @@ impl Default for GracefulStop {
 
 /// What a [`GracefulStop`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Ended {
     /// Processes that got the first signal.
     pub signalled: Vec<u32>,

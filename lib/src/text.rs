@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// Where [`display_command`] stops adding arguments.
-pub const MAX_DISPLAY_BYTES: usize = 1024;
+pub(crate) const MAX_DISPLAY_BYTES: usize = 1024;
 
 /// Formats Unix seconds as RFC 3339 (UTC), or as `@SECONDS` for a time past
 /// the year 9999, which RFC 3339 cannot write (a record may say anything).
@@ -163,7 +163,7 @@ pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The longest escaped value (a command line) one record line holds.
-pub const MAX_VALUE_BYTES: usize = 1024;
+pub(crate) const MAX_VALUE_BYTES: usize = 1024;
 
 /// Makes a value safe for one record line: control characters become
 /// `\xNN`, and the result is cut at [`MAX_VALUE_BYTES`] on a character

@@ -16,6 +16,7 @@ use crate::verdict::Verdict;
 
 /// A stale lock this acquisition removed on its way in.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TakeOver {
     /// The stale record, when it was readable.
     pub record: Option<Record>,

@@ -95,6 +95,7 @@ struct Inner {
 
 /// What [`LockFile::inspect`] found at a lock path that exists.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Inspection {
     /// The record, or why the file is not one.
     pub record: std::result::Result<Record, NotARecord>,

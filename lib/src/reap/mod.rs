@@ -98,6 +98,7 @@ pub enum Fate {
 
 /// A process that carries a run's marker, and what became of it.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Candidate {
     /// Its pid.
     pub pid: u32,
@@ -121,6 +122,7 @@ pub struct Candidate {
 
 /// The result of a reap.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct ReapReport {
     /// Every candidate and its fate.
     pub candidates: Vec<Candidate>,

@@ -10,6 +10,9 @@ pub mod hold;
 pub mod lease;
 #[cfg(feature = "postgres")]
 pub mod pg;
+// The run's watchdog process: public only for the onlyone command, which
+// is the program that runs it (`onlyone __watchdog`); not part of the API.
+#[doc(hidden)]
 pub mod watchdog;
 
 use std::time::Duration;
@@ -125,6 +128,7 @@ impl std::error::Error for StoreError {}
 
 /// A lease row, as `status` shows it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LeaseRow {
     /// The lock's name.
     pub name: String,

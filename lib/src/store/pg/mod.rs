@@ -24,7 +24,7 @@
 //! at most [`MAX_EVENTS`] events and [`MAX_NAMES`] locks, NULLs and numbers
 //! out of range read as unknown. A row never makes a reader panic or grow.
 
-pub mod conninfo;
+mod conninfo;
 
 use std::cell::RefCell;
 use std::time::Duration;
