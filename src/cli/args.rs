@@ -49,6 +49,14 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
+    /// Where the journals (the history of runs) are kept, apart from the
+    /// locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR,
+    /// else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or
+    /// ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written
+    /// only when it is this user's and writable by no one else.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
     /// Write locks even on a network or FUSE filesystem (NFS, SMB, 9p,
     /// FUSE...), which onlyone otherwise refuses: only for one that this
     /// host alone uses.

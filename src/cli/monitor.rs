@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use onlyone::LockFile;
 use onlyone::journal::Outcome;
 
 use super::exit::Code;
@@ -29,12 +28,18 @@ fn state_word(s: u8) -> &'static str {
     }
 }
 
-fn look(lock: &LockFile, name: String) -> Result<Seen, String> {
-    let inspection = lock.inspect().map_err(|e| e.to_string())?;
-    let history = lock.history().map_err(|e| {
+/// What is known of LOCK: its record, when its directory exists, and its
+/// journal, found even when it does not.
+fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
+    let (journal, name, lock) = ctx.journal_for_reading(lock)?;
+    let inspection = match lock {
+        Some(l) => l.inspect().map_err(|e| e.to_string())?,
+        None => None,
+    };
+    let history = journal.history().map_err(|e| {
         format!(
             "cannot read the journal `{}`: {e}",
-            lock.journal().path().display()
+            journal.path().display()
         )
     })?;
     Ok(Seen::of_dir(name, inspection, history))
@@ -165,22 +170,14 @@ impl Ctx {
     /// the lock directory.
     pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
         let targets = if locks.is_empty() {
-            super::view::lock_files(self.dir()).map_err(|e| {
-                format!(
-                    "cannot list the lock directory `{}`: {e}",
-                    self.dir().display()
-                )
-            })?
+            self.listing()?.0
         } else {
             locks.to_vec()
         };
         let mut out = Vec::new();
         onlyone::with_census(|| {
             for t in targets {
-                let seen = self
-                    .open_for_reading(&t)
-                    .map_err(|e| e.to_string())
-                    .and_then(|(lock, name)| look(&lock, name));
+                let seen = look(self, &t);
                 out.push((t, seen));
             }
         });

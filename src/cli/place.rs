@@ -172,12 +172,12 @@ impl Place for Ctx {
     }
 
     fn history(&self, lock: &str) -> Result<(String, History, String), String> {
-        let (lock, name) = self.open_for_reading(lock).map_err(|e| e.to_string())?;
-        let journal = lock.journal().path().display().to_string();
-        let h = lock
+        let (journal, name, _) = self.journal_for_reading(lock)?;
+        let path = journal.path().display().to_string();
+        let h = journal
             .history()
-            .map_err(|e| format!("cannot read the journal `{journal}`: {e}"))?;
-        Ok((name, h, journal))
+            .map_err(|e| format!("cannot read the journal `{path}`: {e}"))?;
+        Ok((name, h, path))
     }
 
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {

@@ -26,18 +26,16 @@ use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 use super::exit::{Code, FAILURE};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
-use super::view::{
-    LastRun, LockStatus, Report, Shown, Whence, apply_history, lock_files, lock_listing,
-};
+use super::view::{LastRun, LockStatus, Report, Shown, Whence, apply_history, lock_files};
 use super::{Ctx, args};
+use onlyone::journal::Journal;
 
-/// Describes one lock path (its journal read when `journal` says there
-/// may be one).
+/// Describes one lock path (its journal read when there may be one).
 pub fn describe(
     path: &Path,
     name: String,
     lock: Result<LockFile, onlyone::Error>,
-    journal: bool,
+    journal: Option<Journal>,
 ) -> LockStatus {
     let mut s = LockStatus {
         name,
@@ -64,10 +62,8 @@ pub fn describe(
         lease: None,
         history: None,
     };
-    if let Ok(l) = &lock
-        && journal
-    {
-        fill_history(&mut s, l);
+    if let Some(j) = &journal {
+        fill_history(&mut s, j);
     }
     let seen = match lock.and_then(|l| l.inspect()) {
         Ok(Some(seen)) => seen,
@@ -84,11 +80,11 @@ pub fn describe(
 
 /// What the journal says: the last run, the last success, and (filled in
 /// once the record is read) the skips of the current run.
-fn fill_history(s: &mut LockStatus, lock: &LockFile) {
-    let h = lock.history().map_err(|e| {
+fn fill_history(s: &mut LockStatus, journal: &Journal) {
+    let h = journal.history().map_err(|e| {
         format!(
             "cannot read the journal `{}`: {e}",
-            lock.journal().path().display()
+            journal.path().display()
         )
     });
     apply_history(s, h);
@@ -221,9 +217,7 @@ fn describe_all(
     // Named locks are looked up in full; listed ones have a journal only
     // when the listing showed one.
     let (targets, journals) = if named.is_empty() {
-        let (locks, journals) = lock_listing(dir)
-            .map_err(|e| format!("cannot list the lock directory `{}`: {e}", dir.display()))?;
-        (locks, Some(journals))
+        ctx.listing()?
     } else {
         (named.to_vec(), None)
     };
@@ -236,7 +230,7 @@ fn describe_all(
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err("status: the deadline ran out before every lock was read".into());
             }
-            let journal = journals.as_ref().is_none_or(|j| j.contains(&t));
+            let has_journal = journals.as_ref().is_none_or(|j| j.contains(&t));
             let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
             let name = names::display_name(&path, dir);
             let lock = match &first {
@@ -253,6 +247,10 @@ fn describe_all(
             let lock = lock.map(|l| match deadline {
                 Some(d) => l.with_deadline(d),
                 None => l,
+            });
+            let journal = has_journal.then(|| match &lock {
+                Ok(l) => ctx.journal(l),
+                Err(_) => ctx.journal_at(&path),
             });
             out.push(describe(&path, name, lock, journal));
         }
