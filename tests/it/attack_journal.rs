@@ -176,7 +176,10 @@ fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
     assert!(!planted.contains("S3cret"), "{planted}");
     let theirs = "/var/lib/onlyone/run-lock-backup.lock.journal";
     let ours = std::fs::read_to_string(ns.host_path(theirs)).unwrap();
-    assert!(ours.contains("S3cret"), "root's run is in root's journal: {ours}");
+    assert!(
+        ours.contains("S3cret"),
+        "root's run is in root's journal: {ours}"
+    );
 
     let dir = ["--dir", "/run/onlyone"];
     let as_nobody = |args: &[&str]| {

@@ -20,6 +20,7 @@ mod hostile;
 mod journal;
 mod reap;
 mod scripts;
+mod state;
 mod store;
 mod store_field;
 mod tmux;

@@ -239,6 +239,18 @@ pub fn state_journal(state: &Path, lock: &Path) -> PathBuf {
     state.join(format!("{name}.journal"))
 }
 
+/// A state directory of `uid`'s own in `dir` (made once, 0700), for an
+/// onlyone run as another user: `$ONLYONE_STATE_DIR` for it.
+pub fn state_dir_of(dir: &Path, uid: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(format!(".state-{uid}"));
+    if std::fs::create_dir(&p).is_ok() {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+    }
+    p
+}
+
 /// A temp dir whose mode lets other users in (for `runuser -u nobody`).
 pub fn open_tempdir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
