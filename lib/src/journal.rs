@@ -50,9 +50,9 @@
 //!
 //! **Reading.** [`Journal::events`] reads both generations beside the lock
 //! (an earlier version's), then both in the state directory, oldest first,
-//! each in the order the events were appended (not by their rounded times); a last
-//! line still being written, and any line that is not an event, are
-//! skipped. [`Journal::history`] pairs them into runs. What is read is
+//! each in the order the events were appended (not by their rounded
+//! times); a last line still being written, and any line that is not an
+//! event, are skipped. [`Journal::history`] pairs them into runs. What is read is
 //! input (another user's journal in a shared directory is too): a line
 //! longer than [`MAX_LINE`] is skipped, and so is an event whose time is
 //! not a time (before 1970, past the year 9999, not a number); a duration

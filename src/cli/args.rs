@@ -228,7 +228,10 @@ Examples:
 Newest first: when each run started, how long it took, how it ended (exit N,
 signal NAME, ended (max-time|idle|stop|reap), abandoned: its wrapper died,
 released: a script's hold), its pid and host, and the fires skipped while it
-ran. The journal is LOCKFILE.journal, beside the lock.
+ran. The journal is in the state directory (--state-dir: /var/lib/onlyone for
+root), named from the lock's path: /run/onlyone/sync.lock has
+run-onlyone-sync.lock.journal; an earlier version's LOCKFILE.journal beside the
+lock is read first.
 
 Examples:
   onlyone history sync

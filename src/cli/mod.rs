@@ -160,11 +160,18 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
                 "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)",
             )
         };
-        if let Some(opt) = ["dir", "allow_shared_fs"].into_iter().find(|o| typed(o)) {
+        if let Some(opt) = ["dir", "state_dir", "allow_shared_fs"]
+            .into_iter()
+            .find(|o| typed(o))
+        {
+            let works_on = if opt == "state_dir" {
+                "keeps its history in the store, not in a state directory"
+            } else {
+                "works on the store's leases, not on a lock directory"
+            };
             return Some(format!(
-                "--{} has no use with a store ({} is set): `{sub}` works on the store's \
-                 leases, not on a lock directory; drop --{0}, or to use the lock directory \
-                 {}",
+                "--{} has no use with a store ({} is set): `{sub}` {works_on}; drop --{0}, or \
+                 to use the lock directory {}",
                 opt.replace('_', "-"),
                 from.0,
                 from.1
