@@ -1,7 +1,13 @@
-//! The journal: what happened to a lock, in a JSON Lines file beside it.
+//! The journal: what happened to a lock, in a JSON Lines file of the
+//! user's state directory.
 //!
-//! `DIR/NAME.lock` keeps its journal in `DIR/NAME.lock.journal`, and one
-//! older generation in `DIR/NAME.lock.journal.1`. Every run, skip,
+//! A lock keeps its journal in the state directory of the user who wrote
+//! it ([`crate::state`]: `/var/lib/onlyone` for root), named from the lock's
+//! path (`/run/onlyone/sync.lock`: `run-onlyone-sync.lock.journal`), and
+//! one older generation (`.journal.1`): a reboot that empties `/run` leaves
+//! it. Earlier versions kept it beside the lock (`DIR/NAME.lock.journal`,
+//! `.journal.1`): those are still read, in place, and never written
+//! again. Every run, skip,
 //! takeover, stop, reap and release is one [`Event`], one line of JSON
 //! (schema [`SCHEMA`], documented in doc/json.md), appended with one
 //! `write(2)` on a file opened with `O_APPEND`: concurrent writers never tear
@@ -21,10 +27,13 @@
 //! event a concurrent writer appends is lost: a writer holds a shared
 //! `flock` on the file while it appends, and finds the file still linked
 //! once it holds it and again once it has written (else it appends again,
-//! to the journal that took its place); the rotator takes the removal
-//! guard (one rotator at a time) and an exclusive `flock` on the
-//! generation it is about to remove, so that it waits for whoever is still
-//! appending to it.
+//! to the journal that took its place); the rotator takes an
+//! exclusive `flock` on the state directory's `.onlyone-rotation` (one
+//! rotator at a time: a 0600 file of its user's, which no other account can
+//! open to hold it) and one on the generation it is about to remove, so
+//! that it waits for whoever is still appending to it. (The lock's own
+//! removal guard is not used: the journal lives apart from the lock
+//! directory, which may be another user's, or gone.)
 //!
 //! **Nothing waits forever.** A `flock` is something any process that can
 //! open the file can take, and hold: every wait for one is bounded (by
@@ -39,10 +48,11 @@
 //! one: [`Journal::append`] returns the error, and callers say it once
 //! and go on.
 //!
-//! **Reading.** [`Journal::events`] reads both generations, oldest first, in
-//! the order the events were appended (not by their rounded times); a last
-//! line still being written, and any line that is not an event, are
-//! skipped. [`Journal::history`] pairs them into runs. What is read is
+//! **Reading.** [`Journal::events`] reads both generations beside the lock
+//! (an earlier version's), then both in the state directory, oldest first,
+//! each in the order the events were appended (not by their rounded
+//! times); a last line still being written, and any line that is not an
+//! event, are skipped. [`Journal::history`] pairs them into runs. What is read is
 //! input (another user's journal in a shared directory is too): a line
 //! longer than [`MAX_LINE`] is skipped, and so is an event whose time is
 //! not a time (before 1970, past the year 9999, not a number); a duration
@@ -60,6 +70,7 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::lock::LockFile;
+use crate::state::StateDir;
 
 /// The schema version every event carries (`"v"`).
 pub const SCHEMA: u32 = 1;
@@ -85,6 +96,10 @@ const MAX_TIME: f64 = 253_402_300_799.0;
 
 /// The mode of a journal: its owner's.
 const MODE: u32 = 0o600;
+
+/// The file of the state directory whose `flock` makes one rotator at a
+/// time.
+const ROTATION_GUARD: &str = ".onlyone-rotation";
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -537,35 +552,69 @@ pub(crate) fn unix_now_ms() -> f64 {
 /// A lock's journal (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Journal {
-    lock: LockFile,
+    state: StateDir,
     name: OsString,
     older: OsString,
-}
-
-impl LockFile {
-    /// This lock's journal.
-    pub fn journal(&self) -> Journal {
-        let mut name = self.file_name().to_owned();
-        name.push(".journal");
-        let mut older = name.clone();
-        older.push(".1");
-        Journal {
-            lock: self.clone(),
-            name,
-            older,
-        }
-    }
-
-    /// The runs in this lock's journal (see [`Journal::history`]).
-    pub fn history(&self) -> io::Result<History> {
-        self.journal().history()
-    }
+    /// The lock, when its directory exists: an earlier version's journal
+    /// is read there.
+    lock: Option<LockFile>,
+    legacy: OsString,
+    legacy_older: OsString,
+    deadline: Option<Instant>,
+    lock_path: std::path::PathBuf,
 }
 
 impl Journal {
-    /// The journal's path.
+    /// The journal of `lock` in the state directory `state`: every wait
+    /// on its behalf ends by the lock handle's deadline too
+    /// ([`LockFile::with_deadline`]).
+    pub fn of(lock: &LockFile, state: &StateDir) -> Journal {
+        let mut j = Journal::named(lock.path(), state);
+        j.lock = Some(lock.clone());
+        j.deadline = lock.deadline();
+        j
+    }
+
+    /// The journal of the lock file `lock`, whether or not the lock or
+    /// its directory exists (`/run` after a reboot).
+    pub fn at(lock: &std::path::Path, state: &StateDir) -> Journal {
+        let mut j = Journal::named(lock, state);
+        j.lock = LockFile::open(lock).ok();
+        j
+    }
+
+    fn named(lock: &std::path::Path, state: &StateDir) -> Journal {
+        let (name, older) = crate::state::journal_name(lock);
+        let mut legacy = lock.file_name().unwrap_or_default().to_owned();
+        legacy.push(".journal");
+        let mut legacy_older = legacy.clone();
+        legacy_older.push(".1");
+        Journal {
+            state: state.clone(),
+            name,
+            older,
+            lock: None,
+            legacy,
+            legacy_older,
+            deadline: None,
+            lock_path: lock.to_owned(),
+        }
+    }
+
+    /// The path of the lock file whose journal this is.
+    pub fn lock_path(&self) -> &std::path::Path {
+        &self.lock_path
+    }
+
+    /// The journal's path, in the state directory.
     pub fn path(&self) -> std::path::PathBuf {
-        self.lock.dir().join(&self.name)
+        self.state.path().join(&self.name)
+    }
+
+    /// Where an earlier version kept it, beside the lock (read, never
+    /// written).
+    pub fn legacy_path(&self) -> Option<std::path::PathBuf> {
+        self.lock.as_ref().map(|l| l.dir().join(&self.legacy))
     }
 
     /// Appends one event: one `write(2)` of one line (see the module docs).
@@ -573,7 +622,7 @@ impl Journal {
     /// deadline.
     pub fn append(&self, ev: &Event) -> io::Result<()> {
         let line = ev.to_line();
-        let dir = self.lock.dir_fd();
+        let dir = self.state.writable()?;
         let until = self.until();
         // A writer that opened a generation just removed by a rotation
         // opens the journal again; a rotation is rare, so a few tries do.
@@ -590,9 +639,14 @@ impl Journal {
                 let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
             }
             if st.st_mode & 0o077 != 0 {
-                // Ours, but readable by others (an earlier version's): the
-                // older generation is too.
-                self.tighten(&self.older);
+                // Ours, but readable by others: the older generation is too.
+                self.tighten(dir, &self.older);
+            }
+            if let Some(lock) = &self.lock {
+                // An earlier version's, beside the lock, readable by
+                // others: never written again, but its secrets are kept.
+                self.tighten(lock.dir_fd(), &self.legacy);
+                self.tighten(lock.dir_fd(), &self.legacy_older);
             }
             if !flock_until(&fd, FlockOperation::NonBlockingLockShared, until)? {
                 return Err(io::Error::other(
@@ -612,7 +666,7 @@ impl Journal {
             }
             drop(fd);
             if st.st_size as u64 + line.len() as u64 > ROTATE_AT {
-                return self.rotate().map_err(|e| {
+                return self.rotate(dir).map_err(|e| {
                     io::Error::new(
                         e.kind(),
                         format!("the event is written, but the journal could not be rotated: {e}"),
@@ -628,13 +682,13 @@ impl Journal {
     /// or the lock handle's deadline if that is sooner.
     fn until(&self) -> Instant {
         let bound = Instant::now() + LOCK_WAIT;
-        self.lock.deadline().map_or(bound, |d| d.min(bound))
+        self.deadline.map_or(bound, |d| d.min(bound))
     }
 
     /// Makes a generation of ours that others can read its owner's, by
     /// descriptor (best effort: it is tightened again on the next try).
-    fn tighten(&self, name: &OsStr) {
-        if let Ok((fd, st)) = open_regular(self.lock.dir_fd(), name, OFlags::RDONLY, 0)
+    fn tighten(&self, dir: BorrowedFd<'_>, name: &OsStr) {
+        if let Ok((fd, st)) = open_regular(dir, name, OFlags::RDONLY, 0)
             && owned_by_us(&st).is_ok()
             && st.st_mode & 0o077 != 0
         {
@@ -643,17 +697,25 @@ impl Journal {
     }
 
     /// Renames the journal to its older generation, if it is still past
-    /// [`ROTATE_AT`]: one rotator at a time (the removal guard), after
-    /// whoever is still appending to the generation it removes, waited for
-    /// until [`Journal::until`] (see the module docs).
-    fn rotate(&self) -> io::Result<()> {
+    /// [`ROTATE_AT`]: one rotator at a time (a `flock` on the state
+    /// directory), after whoever is still appending to the generation it
+    /// removes, waited for until [`Journal::until`] (see the module docs).
+    fn rotate(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
         let until = self.until();
-        let _guard = self
-            .lock
-            .clone()
-            .with_deadline(until)
-            .hold_removal_guard()?;
-        let dir = self.lock.dir_fd();
+        // A file of its own (0600), that no other account can open, let
+        // alone hold a flock on.
+        let (guard, st) = open_regular(
+            dir,
+            OsStr::new(ROTATION_GUARD),
+            OFlags::RDONLY | OFlags::CREATE,
+            MODE,
+        )?;
+        owned_by_us(&st)?;
+        if !flock_until(&guard, FlockOperation::NonBlockingLockExclusive, until)? {
+            return Err(io::Error::other(
+                "another process of this user's is rotating a journal of the state directory",
+            ));
+        }
         match rustix::fs::statat(dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if st.st_size as u64 > ROTATE_AT => {}
             Ok(_) | Err(Errno::NOENT) => return Ok(()),
@@ -678,40 +740,60 @@ impl Journal {
     /// one, in the order they were appended.
     pub fn events(&self) -> io::Result<Vec<Event>> {
         let mut out = Vec::new();
-        for name in [&self.older, &self.name] {
-            self.each_chunk(name, |lines| parse_lines(lines, &mut out))?;
-        }
+        self.each_generation(|lines| parse_lines(lines, &mut out))?;
         Ok(out)
+    }
+
+    /// Every generation, oldest first: the two beside the lock (an earlier
+    /// version's), then the two in the state directory.
+    fn each_generation(&self, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+        if let Some(lock) = &self.lock {
+            for name in [&self.legacy_older, &self.legacy] {
+                self.each_chunk(lock.dir_fd(), name, &mut f).map_err(|e| {
+                    let path = lock.dir().join(name);
+                    io::Error::new(
+                        e.kind(),
+                        format!("{e} (`{}`, an earlier version's journal)", path.display()),
+                    )
+                })?;
+            }
+        }
+        if let Some(dir) = self.state.readable()? {
+            for name in [&self.older, &self.name] {
+                self.each_chunk(dir, name, &mut f)?;
+            }
+        }
+        Ok(())
     }
 
     /// The runs (see [`History`]): both generations read and paired
     /// line by line, without an [`Event`] for each.
     pub fn history(&self) -> io::Result<History> {
         let mut p = Pairing::default();
-        for name in [&self.older, &self.name] {
-            self.each_chunk(name, |lines| p.add_lines(lines))?;
-        }
+        self.each_generation(|lines| p.add_lines(lines))?;
         Ok(p.h)
     }
 
     /// Opens a generation for reading: `None` when it does not exist.
-    fn open(&self, name: &OsStr) -> io::Result<Option<(std::fs::File, u64)>> {
-        match open_regular(self.lock.dir_fd(), name, OFlags::RDONLY, 0) {
+    fn open(&self, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<(std::fs::File, u64)>> {
+        match open_regular(dir, name, OFlags::RDONLY, 0) {
             Ok((fd, st)) => Ok(Some((std::fs::File::from(fd), st.st_size as u64))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(self.unreadable(name, e)),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                Err(self.unreadable(dir, name, e))
+            }
             Err(e) => Err(e),
         }
     }
 
     /// Why a generation cannot be read, when it is another user's.
-    fn unreadable(&self, name: &OsStr, e: io::Error) -> io::Error {
-        match rustix::fs::statat(self.lock.dir_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+    fn unreadable(&self, dir: BorrowedFd<'_>, name: &OsStr, e: io::Error) -> io::Error {
+        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if st.st_uid != rustix::process::geteuid().as_raw() => io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
                     "permission denied: it is {}'s (mode {:04o}); a journal can hold \
-                     secrets from command lines, so only its owner (and root) can read it",
+                         secrets from command lines, so only its owner (and root) can read it",
                     crate::text::user_name(st.st_uid),
                     st.st_mode & 0o7777
                 ),
@@ -725,8 +807,13 @@ impl Journal {
     /// of one (page faults are most of what reading costs otherwise). Only
     /// the last [`MAX_READ`] bytes are read; a line longer than a buffer is
     /// dropped whole.
-    fn each_chunk(&self, name: &OsStr, mut f: impl FnMut(&[u8])) -> io::Result<()> {
-        let Some((mut file, size)) = self.open(name)? else {
+    fn each_chunk(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        f: &mut impl FnMut(&[u8]),
+    ) -> io::Result<()> {
+        let Some((mut file, size)) = self.open(dir, name)? else {
             return Ok(());
         };
         // Past the cap, reading starts mid-line: that line is dropped.

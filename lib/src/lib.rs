@@ -41,6 +41,7 @@ pub mod place;
 pub mod reap;
 pub mod record;
 pub mod signal;
+pub mod state;
 pub mod stop;
 pub mod store;
 pub mod supervise;

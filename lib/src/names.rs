@@ -9,6 +9,18 @@
 //! descriptors ([`ensure_dir`]). Anyone may take the name
 //! `/tmp/onlyone-UID` first, so every command refuses a default directory
 //! that another account made or could change ([`check_default_dir`]).
+//!
+//! **The state directory.** Journals live apart from the locks, in a
+//! directory that survives a reboot (`/run` is a tmpfs, and `/tmp` often
+//! is): `--state-dir`, else `$ONLYONE_STATE_DIR`, else `/var/lib/onlyone`
+//! for root, else `$XDG_STATE_HOME/onlyone` when `XDG_STATE_HOME` is an
+//! absolute path, else `$HOME/.local/state/onlyone` when `HOME` is an
+//! absolute path to a directory of this user's, else
+//! `/var/tmp/onlyone-state-$UID` (kept across reboots too; for an account
+//! with no home of its own, as `nobody` or a uid without a passwd entry).
+//! cron sets `HOME` from the passwd entry, so a job run by hand and its
+//! cron fire share it ([`state_dir`]). How it is made and checked, and
+//! what a journal there is called: [`crate::state`].
 
 use std::fs;
 use std::io;
@@ -25,6 +37,57 @@ pub const ROOT_DIR: &str = "/run/onlyone";
 
 /// The environment variable that overrides the lock directory.
 pub const DIR_VAR: &str = "ONLYONE_DIR";
+
+/// root's default state directory.
+pub const ROOT_STATE_DIR: &str = "/var/lib/onlyone";
+
+/// The environment variable that overrides the state directory.
+pub const STATE_DIR_VAR: &str = "ONLYONE_STATE_DIR";
+
+/// Where a state directory came from, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateSource {
+    /// `--state-dir`.
+    Flag,
+    /// `$ONLYONE_STATE_DIR`.
+    Env,
+    /// The default for this user: root's, or under its home.
+    Default,
+    /// `/var/tmp/onlyone-state-UID`, for a user with no home of its own: a
+    /// name anyone may take first, checked as [`check_default_dir`] does.
+    Fallback,
+}
+
+/// The state directory for this user: `explicit` (from `--state-dir`),
+/// else `$ONLYONE_STATE_DIR`, else the default (see the module docs).
+pub fn state_dir(explicit: Option<&Path>) -> (PathBuf, StateSource) {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Some(d) = explicit.filter(|d| !d.as_os_str().is_empty()) {
+        return (absolute(d), StateSource::Flag);
+    }
+    if let Some(d) = std::env::var_os(STATE_DIR_VAR).filter(|d| !d.is_empty()) {
+        return (absolute(Path::new(&d)), StateSource::Env);
+    }
+    let uid = rustix::process::geteuid();
+    if uid.is_root() {
+        return (PathBuf::from(ROOT_STATE_DIR), StateSource::Default);
+    }
+    let var = |name: &str| std::env::var_os(name).map(PathBuf::from);
+    if let Some(xdg) = var("XDG_STATE_HOME").filter(|p| p.is_absolute()) {
+        return (xdg.join("onlyone"), StateSource::Default);
+    }
+    // `runuser -u nobody` leaves HOME=/nonexistent, `setpriv --reuid`
+    // leaves root's: a home that is not this user's is none.
+    if let Some(home) = var("HOME").filter(|p| p.is_absolute())
+        && fs::metadata(&home).is_ok_and(|m| m.is_dir() && m.uid() == uid.as_raw())
+    {
+        return (home.join(".local/state/onlyone"), StateSource::Default);
+    }
+    (
+        PathBuf::from(format!("/var/tmp/onlyone-state-{}", uid.as_raw())),
+        StateSource::Fallback,
+    )
+}
 
 /// Where a DIR came from, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +242,7 @@ fn untrusted_default(dir: &Path, why: &Risk) -> Error {
 }
 
 /// How another account could change a directory.
-enum Risk {
+pub(crate) enum Risk {
     /// It owns it.
     Owner(String),
     /// It may write in it, and rename or remove what others put there.
@@ -194,7 +257,7 @@ impl std::fmt::Display for Risk {
     }
 }
 
-fn foreign_owner(uid: u32, me: u32) -> Option<Risk> {
+pub(crate) fn foreign_owner(uid: u32, me: u32) -> Option<Risk> {
     (uid != me && uid != 0).then(|| {
         Risk::Owner(format!(
             "it is owned by {}, not by you ({}) or root",
@@ -206,7 +269,7 @@ fn foreign_owner(uid: u32, me: u32) -> Option<Risk> {
 
 /// Whether an account other than `me` and root may rename, remove or
 /// replace the entries of a directory with this owner and mode.
-fn others_can_change(uid: u32, mode: u32, me: u32) -> Option<Risk> {
+pub(crate) fn others_can_change(uid: u32, mode: u32, me: u32) -> Option<Risk> {
     foreign_owner(uid, me).or_else(|| {
         (mode & 0o022 != 0 && mode & 0o1000 == 0).then(|| {
             Risk::Mode(format!(

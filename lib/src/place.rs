@@ -13,7 +13,8 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Kind {
-    /// A directory of this host: a lock file, its journal beside it.
+    /// A directory of this host: a lock file (its journal in the user's
+    /// state directory).
     Directory,
     /// A store shared by hosts: a lease, renewed while the run lasts.
     Store,

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_onlyone_global_optspecs
-    string join \n dir= allow-shared-fs store= h/help V/version
+    string join \n dir= state-dir= allow-shared-fs store= h/help V/version
 end
 
 function __fish_onlyone_needs_command
@@ -25,6 +25,7 @@ function __fish_onlyone_using_subcommand
 end
 
 complete -c onlyone -n "__fish_onlyone_needs_command" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_needs_command" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_needs_command" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_needs_command" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_needs_command" -s h -l help -d 'Print help'
@@ -50,6 +51,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l lease -d 'With -
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l held-exit -d 'Exit code for a skip' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l deadline -d 'One budget for acquiring (waiting and stopping included)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l replace -d 'Stop the running one (TERM, grace, KILL), then run'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l keep-strays -d 'Leave the run\'s leftover processes running when the command exits (and release the lock)'
@@ -63,6 +65,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l wait -d 'Wai
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l held-exit -d 'Exit code when the lock is held' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l export -d 'Print shell assignments of ONLYONE_LOCK and ONLYONE_TOKEN for eval (`exit N` on failure); processes that carry the token keep the lock held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -s q -l quiet -d 'No message when the lock is held or a stale lock is taken over'
@@ -73,6 +76,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l owner -d 'Th
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l exit -d 'How the script ended, for the journal: its exit code, 0 to 255 (`trap \'onlyone release L --exit $?\' EXIT`). Without it the run is recorded as "released, exit unknown": neither a success nor a failure' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l force -d 'Remove the lock whoever holds it'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s q -l quiet -d 'No message when there was nothing to release'
@@ -81,6 +85,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s h -l help -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l deadline -d 'One budget for the whole call; when it runs out, exit 0' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -s q -l quiet -d 'No message when the lock is held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
@@ -88,6 +93,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -s h -l help -
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l json -d 'Print JSON (schema in doc/json.md)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
@@ -97,6 +103,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l signal -d 'The 
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l kill-after -d 'Grace before KILL (0: KILL right after the first signal)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -s h -l help -d 'Print help'
@@ -105,6 +112,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l idle -d 'How lo
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l grace -d 'Grace between TERM and KILL (0: KILL right after TERM)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l deadline -d 'One budget for every call reap makes' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l dry-run -d 'Show what would be ended, and why; change nothing'
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l json -d 'Print every candidate as JSON'
@@ -115,6 +123,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -s V -l version -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -s n -l limit -d 'Show at most N runs' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l since -d 'Only runs that started within DUR' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l json -d 'One JSON object per run and line (schema in doc/json.md)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
@@ -124,21 +133,25 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-age -d 'CR
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-runtime -d 'CRITICAL when the current run has lasted longer than DUR' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-skips -d 'CRITICAL when more than N fires in a row were skipped' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l textfile -d 'Write to this file atomically instead of printing' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
+complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -s h -l help -d 'Print help'

@@ -49,6 +49,14 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
+    /// Where the journals (the history of runs) are kept, apart from the
+    /// locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR,
+    /// else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or
+    /// ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written
+    /// only when it is this user's and writable by no one else.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
     /// Write locks even on a network or FUSE filesystem (NFS, SMB, 9p,
     /// FUSE...), which onlyone otherwise refuses: only for one that this
     /// host alone uses.
@@ -229,8 +237,10 @@ user and system time of its command and of the processes of the run onlyone
 reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
 recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
 abandoned: its wrapper died, released: a script's hold), its pid and host, and
-the fires skipped while it ran. The journal is LOCKFILE.journal, beside the
-lock.
+the fires skipped while it ran. The journal is in the state directory
+(--state-dir: /var/lib/onlyone for root), named from the lock's path:
+/run/onlyone/sync.lock has run-onlyone-sync.lock.journal; an earlier version's
+LOCKFILE.journal beside the lock is read first.
 
 Examples:
   onlyone history sync

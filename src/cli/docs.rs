@@ -31,6 +31,14 @@ const EXTRA: &str = r#".SH ENVIRONMENT
 \fBONLYONE_DIR\fR
 The lock directory, when \fB\-\-dir\fR is not given.
 .TP
+\fBONLYONE_STATE_DIR\fR
+The state directory, which keeps the journals, when \fB\-\-state\-dir\fR is
+not given.
+.TP
+\fBXDG_STATE_HOME\fR, \fBHOME\fR
+A user's default state directory: \fI$XDG_STATE_HOME/onlyone\fR when it is an
+absolute path, else \fI~/.local/state/onlyone\fR when \fBHOME\fR is the user's.
+.TP
 \fBONLYONE_STORE\fR
 A postgres:// URL: keep the locks in a PostgreSQL database that several hosts
 share (\fB\-\-store\fR).
@@ -52,8 +60,15 @@ to the resource so that it can refuse a writer whose lease is gone.
 The lock file (the owner record): the default directory for root, and for
 other users.
 .TP
+\fI/var/lib/onlyone/\fR, \fI~/.local/state/onlyone/\fR, \fI/var/tmp/onlyone\-state\-$UID/\fR
+The state directory, for root, for other users, and for a user with no home:
+the journal of each lock's runs (JSON Lines, rotated at 4 MiB), named from the
+lock's path as \fBsystemd\-escape \-\-path\fR names it, then \fI.journal\fR
+(\fI/run/onlyone/sync.lock\fR: \fIrun\-onlyone\-sync.lock.journal\fR) and
+\fI.journal.1\fR.
+.TP
 \fINAME.lock.journal\fR, \fINAME.lock.journal.1\fR
-The journal of the lock's runs, beside it (JSON Lines, rotated at 4 MiB).
+An earlier version's journal, beside the lock: still read, never written.
 .TP
 \fI.onlyone\-reap.json\fR, \fI.onlyone\-reap.lock\fR
 The reaper's state and its lock, in the lock directory.

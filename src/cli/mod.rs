@@ -16,13 +16,16 @@ mod status;
 mod store;
 mod view;
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use onlyone::journal::Journal;
 use onlyone::names::{self, DirSource};
 use onlyone::place::Feature;
 use onlyone::signal::GracefulStop;
+use onlyone::state::StateDir;
 use onlyone::stop::{self, Stopped};
 use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact_duration};
 
@@ -157,11 +160,18 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
                 "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)",
             )
         };
-        if let Some(opt) = ["dir", "allow_shared_fs"].into_iter().find(|o| typed(o)) {
+        if let Some(opt) = ["dir", "state_dir", "allow_shared_fs"]
+            .into_iter()
+            .find(|o| typed(o))
+        {
+            let works_on = if opt == "state_dir" {
+                "keeps its history in the store, not in a state directory"
+            } else {
+                "works on the store's leases, not on a lock directory"
+            };
             return Some(format!(
-                "--{} has no use with a store ({} is set): `{sub}` works on the store's \
-                 leases, not on a lock directory; drop --{0}, or to use the lock directory \
-                 {}",
+                "--{} has no use with a store ({} is set): `{sub}` {works_on}; drop --{0}, or \
+                 to use the lock directory {}",
                 opt.replace('_', "-"),
                 from.0,
                 from.1
@@ -281,7 +291,7 @@ fn subcommand(argv: &[OsString]) -> Option<&str> {
     while let Some(a) = it.next() {
         match a.to_str() {
             // The global options that take a value.
-            Some("--dir" | "--store") => {
+            Some("--dir" | "--store" | "--state-dir") => {
                 it.next();
             }
             Some(s) if s.starts_with('-') => {}
@@ -292,11 +302,14 @@ fn subcommand(argv: &[OsString]) -> Option<&str> {
     None
 }
 
-/// What every command shares: the lock directory and where it came from.
+/// What every command shares: the lock directory and where it came from,
+/// and the state directory that keeps the journals.
 #[derive(Clone)]
 pub struct Ctx {
     dir: PathBuf,
     source: DirSource,
+    /// Resolved once: every journal of the command is there.
+    state: StateDir,
     /// `--allow-shared-fs`: write even on a network or FUSE filesystem.
     allow_shared_fs: bool,
     /// `--store URL`: the PostgreSQL store.
@@ -325,6 +338,7 @@ impl Ctx {
         Ctx {
             dir,
             source,
+            state: StateDir::resolve(cli.state_dir.as_deref()),
             allow_shared_fs: cli.allow_shared_fs,
             store: cli.store.clone().filter(|s| !s.is_empty()),
         }
@@ -383,6 +397,17 @@ impl Ctx {
         &self.dir
     }
 
+    /// The journal of `lock`, in the state directory.
+    pub fn journal(&self, lock: &LockFile) -> Journal {
+        Journal::of(lock, &self.state)
+    }
+
+    /// The journal of the lock file `path`, found even when neither it nor
+    /// its directory exists (`/run` after a reboot).
+    pub fn journal_at(&self, path: &Path) -> Journal {
+        Journal::at(path, &self.state)
+    }
+
     /// True when the lock directory exists (the reaper keeps its state
     /// there).
     fn state_dir_exists(&self) -> bool {
@@ -413,6 +438,51 @@ impl Ctx {
         Ok((self.open_checked(&path)?, name))
     }
 
+    /// The journal of LOCK for a command that only reads it, the lock's
+    /// name, and the lock when its directory exists: found by name or path
+    /// even when neither the lock file nor its directory exists (`/run` is
+    /// emptied at boot).
+    fn journal_for_reading(
+        &self,
+        lock: &str,
+    ) -> Result<(Journal, String, Option<LockFile>), String> {
+        match self.open_for_reading(lock) {
+            Ok((l, name)) => Ok((self.journal(&l), name, Some(l))),
+            Err(Error::MissingDir { .. }) => {
+                let path = names::lock_path(lock, &self.dir).map_err(|e| e.to_string())?;
+                let name = names::display_name(&path, &self.dir);
+                Ok((self.journal_at(&path), name, None))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Every lock of the lock directory: its lock files, and the locks
+    /// that have a journal there (an earlier version's) or in the state
+    /// directory, so that a job shows after a reboot before its next run;
+    /// and which of them have a journal (`None`: any may).
+    fn listing(&self) -> Result<(Vec<String>, Option<HashSet<String>>), String> {
+        let (mut locks, mut journals) = view::lock_listing(&self.dir).map_err(|e| {
+            format!(
+                "cannot list the lock directory `{}`: {e}",
+                self.dir.display()
+            )
+        })?;
+        // A state directory that cannot be listed says why when each
+        // lock's journal is read.
+        let Ok(in_state) = self.state.locks_in(&self.dir) else {
+            return Ok((locks, None));
+        };
+        for p in in_state {
+            let p = p.display().to_string();
+            journals.insert(p.clone());
+            locks.push(p);
+        }
+        locks.sort();
+        locks.dedup();
+        Ok((locks, Some(journals)))
+    }
+
     /// Opens a lock; in the default directory, checks the directory it
     /// holds open as well as the one [`Ctx::refuse_untrusted_dir`] looked
     /// at by path.
@@ -429,7 +499,7 @@ impl Ctx {
     fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Code) -> Code {
         match &e {
             Error::Held(h) | Error::Timeout { held: h, .. } => {
-                journal::skipped(&lock.journal(), h, quiet);
+                journal::skipped(&self.journal(lock), h, quiet);
                 if !quiet {
                     let waited = match &e {
                         Error::Timeout { waited, .. } => {
@@ -465,13 +535,13 @@ impl Ctx {
             (Verdict::Held(_), held) => {
                 // Best effort and silent: precheck answers 0 or 75.
                 Found::Held(held.map(|h| {
-                    journal::skipped(&lock.journal(), &h, true);
+                    journal::skipped(&self.journal(&lock), &h, true);
                     held_message(&name, &h)
                 }))
             }
             (Verdict::Stale(r), _) => {
                 if let (Some(reason), Ok(old)) = (&cleaned, &s.record) {
-                    journal::abandoned(&lock.journal(), old, reason, true);
+                    journal::abandoned(&self.journal(&lock), old, reason, true);
                 }
                 Found::Free(cleaned.is_some().then(|| r.to_string()))
             }
@@ -529,7 +599,12 @@ impl Ctx {
                 ended,
                 took,
             } => {
-                journal::stopped(&lock.journal(), &record, Some(&a.signal.to_string()), false);
+                journal::stopped(
+                    &self.journal(&lock),
+                    &record,
+                    Some(&a.signal.to_string()),
+                    false,
+                );
                 let killed = if ended.killed.is_empty() {
                     String::new()
                 } else {

@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use onlyone::LockFile;
 use onlyone::journal::{Class, Outcome};
 
 use super::exit::Code;
@@ -29,21 +28,27 @@ fn state_word(s: u8) -> &'static str {
     }
 }
 
-fn look(lock: &LockFile, name: String) -> Result<Seen, String> {
+/// What is known of LOCK: its record, when its directory exists, and its
+/// journal, found even when it does not.
+fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
+    let (journal, name, lock) = ctx.journal_for_reading(lock)?;
     // Read before the lock is looked at (see `History::close_over`).
-    let mut history = lock.history().map_err(|e| {
+    let mut history = journal.history().map_err(|e| {
         format!(
             "cannot read the journal `{}`: {e}",
-            lock.journal().path().display()
+            journal.path().display()
         )
     })?;
-    let inspection = lock.inspect().map_err(|e| e.to_string())?;
+    let inspection = match &lock {
+        Some(l) => l.inspect().map_err(|e| e.to_string())?,
+        None => None,
+    };
     history.close_over(super::view::lock_now(inspection.as_ref()));
     let missing = (inspection.is_none() && nothing_in(&history)).then(|| {
         format!(
             "no lock file `{}` and nothing in the journal `{}`",
-            lock.path().display(),
-            lock.journal().path().display()
+            journal.lock_path().display(),
+            journal.path().display()
         )
     });
     Ok(Seen {
@@ -186,22 +191,14 @@ impl Ctx {
     /// the lock directory.
     pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
         let targets = if locks.is_empty() {
-            super::view::lock_files(self.dir()).map_err(|e| {
-                format!(
-                    "cannot list the lock directory `{}`: {e}",
-                    self.dir().display()
-                )
-            })?
+            self.listing()?.0
         } else {
             locks.to_vec()
         };
         let mut out = Vec::new();
         onlyone::with_census(|| {
             for t in targets {
-                let seen = self
-                    .open_for_reading(&t)
-                    .map_err(|e| e.to_string())
-                    .and_then(|(lock, name)| look(&lock, name));
+                let seen = look(self, &t);
                 out.push((t, seen));
             }
         });

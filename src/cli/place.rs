@@ -172,18 +172,18 @@ impl Place for Ctx {
     }
 
     fn history(&self, lock: &str) -> Result<(String, History, String), String> {
-        let (lock, name) = self.open_for_reading(lock).map_err(|e| e.to_string())?;
-        let journal = lock.journal().path().display().to_string();
-        let mut h = lock
+        let (journal, name, lock) = self.journal_for_reading(lock)?;
+        let path = journal.path().display().to_string();
+        let mut h = journal
             .history()
-            .map_err(|e| format!("cannot read the journal `{journal}`: {e}"))?;
+            .map_err(|e| format!("cannot read the journal `{path}`: {e}"))?;
         // Looked at after the journal is read (see `History::close_over`).
-        match lock.inspect() {
-            Ok(seen) => h.close_over(super::view::lock_now(seen.as_ref())),
-            Err(onlyone::Error::MissingDir { .. }) => h.close_over(LockNow::Free),
-            Err(_) => {}
+        match lock.map(|l| l.inspect()) {
+            Some(Ok(seen)) => h.close_over(super::view::lock_now(seen.as_ref())),
+            None | Some(Err(onlyone::Error::MissingDir { .. })) => h.close_over(LockNow::Free),
+            Some(Err(_)) => {}
         }
-        Ok((name, h, journal))
+        Ok((name, h, path))
     }
 
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {

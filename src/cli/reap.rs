@@ -69,7 +69,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
         }
     }
     if !report.dry_run {
-        journal_reaped(&jobs, &report, deadline);
+        journal_reaped(ctx, &jobs, &report, deadline);
     }
     for e in &report.errors {
         say(format_args!("reap: {e}"));
@@ -79,7 +79,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
 
 /// One `reap` event per run whose processes were ended, in its job's
 /// journal (written by the deadline, or not at all).
-fn journal_reaped(jobs: &[Job], report: &reap::ReapReport, deadline: Instant) {
+fn journal_reaped(ctx: &Ctx, jobs: &[Job], report: &reap::ReapReport, deadline: Instant) {
     let mut done: Vec<&str> = Vec::new();
     for c in &report.candidates {
         let (Fate::Ended, Some(job), Some(token)) = (c.verdict, &c.job, &c.token) else {
@@ -93,7 +93,7 @@ fn journal_reaped(jobs: &[Job], report: &reap::ReapReport, deadline: Instant) {
             && let Ok(lock) = onlyone::LockFile::open(&j.lock)
         {
             journal::reaped(
-                &lock.with_deadline(deadline).journal(),
+                &ctx.journal(&lock.with_deadline(deadline)),
                 token,
                 c.pid,
                 c.command.as_deref(),

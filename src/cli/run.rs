@@ -186,7 +186,7 @@ impl RunPlace for Ctx {
         if !a.quiet {
             report_takeover(&name, &guard);
         }
-        journal::started(&lock.journal(), &guard, a.quiet);
+        journal::started(&self.journal(&lock), &guard, a.quiet);
         Ok(Box::new(DirTaken {
             ctx: self,
             name,
@@ -218,7 +218,7 @@ impl Taken for DirTaken<'_> {
     }
 
     fn record_end(&self, end: &Event, quiet: bool) {
-        journal::write(&self.lock.journal(), end, quiet);
+        journal::write(&self.ctx.journal(&self.lock), end, quiet);
     }
 
     fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], _: &Event, _: bool) {
@@ -299,7 +299,7 @@ impl Ctx {
                     ));
                 }
                 stop::stop(lock, GracefulStop::term(a.kill_after), deadline).map_err(fail)?;
-                journal::stopped(&lock.journal(), &h.record, Some("TERM"), a.quiet);
+                journal::stopped(&self.journal(lock), &h.record, Some("TERM"), a.quiet);
                 let again = opts.clone().wait(a.kill_after + REPLACE_SLACK);
                 lock.acquire(&again)
                     .map_err(|e| self.refused(lock, e, name, a.quiet, held_exit))

@@ -63,7 +63,7 @@ impl Ctx {
                 if !a.quiet {
                     report_takeover(&name, &g);
                 }
-                journal::started(&lock.journal(), &g, a.quiet);
+                journal::started(&self.journal(&lock), &g, a.quiet);
                 let token = g.token().to_owned();
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
@@ -110,7 +110,7 @@ impl Ctx {
                 }
                 Ok(Some(seen)) => {
                     if let Ok(r) = &seen.record {
-                        journal::released(&lock.journal(), r, a.exit, a.quiet);
+                        journal::released(&self.journal(&lock), r, a.exit, a.quiet);
                     }
                     let state = match &seen.verdict {
                         Verdict::Held(_) => "held".to_owned(),
@@ -155,13 +155,13 @@ impl Ctx {
         match lock.release_as(&releaser) {
             Ok(Released::Removed) => {
                 if let Some(r) = &held {
-                    journal::released(&lock.journal(), r, a.exit, a.quiet);
+                    journal::released(&self.journal(&lock), r, a.exit, a.quiet);
                 }
                 Code::Exit(0)
             }
             Ok(Released::StillHeld { pid, others }) => {
                 if let Some(r) = &held {
-                    journal::released(&lock.journal(), r, a.exit, a.quiet);
+                    journal::released(&self.journal(&lock), r, a.exit, a.quiet);
                 }
                 if !a.quiet {
                     let more = match others {

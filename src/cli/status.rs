@@ -26,18 +26,16 @@ use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 use super::exit::{Code, FAILURE};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
-use super::view::{
-    LastRun, LockStatus, Report, Shown, Whence, apply_history, lock_files, lock_listing,
-};
+use super::view::{LastRun, LockStatus, Report, Shown, Whence, apply_history, lock_files};
 use super::{Ctx, args};
+use onlyone::journal::Journal;
 
-/// Describes one lock path (its journal read when `journal` says there
-/// may be one).
+/// Describes one lock path (its journal read when there may be one).
 pub fn describe(
     path: &Path,
     name: String,
     lock: Result<LockFile, onlyone::Error>,
-    journal: bool,
+    journal: Option<Journal>,
 ) -> LockStatus {
     let mut s = LockStatus {
         name,
@@ -66,10 +64,7 @@ pub fn describe(
     };
     // The journal is read before the lock is looked at (see
     // `History::close_over`), and applied once the lock's state is known.
-    let history = match &lock {
-        Ok(l) if journal => Some(read_history(l)),
-        _ => None,
-    };
+    let history = journal.as_ref().map(read_history);
     match lock.and_then(|l| l.inspect()) {
         Ok(Some(seen)) => fill(&mut s, &seen),
         Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
@@ -86,11 +81,11 @@ pub fn describe(
 
 /// What the journal says: the runs (the last, the last success, the
 /// skips of the current run).
-fn read_history(lock: &LockFile) -> Result<onlyone::journal::History, String> {
-    lock.history().map_err(|e| {
+fn read_history(journal: &Journal) -> Result<onlyone::journal::History, String> {
+    journal.history().map_err(|e| {
         format!(
             "cannot read the journal `{}`: {e}",
-            lock.journal().path().display()
+            journal.path().display()
         )
     })
 }
@@ -219,9 +214,7 @@ fn describe_all(
     // Named locks are looked up in full; listed ones have a journal only
     // when the listing showed one.
     let (targets, journals) = if named.is_empty() {
-        let (locks, journals) = lock_listing(dir)
-            .map_err(|e| format!("cannot list the lock directory `{}`: {e}", dir.display()))?;
-        (locks, Some(journals))
+        ctx.listing()?
     } else {
         (named.to_vec(), None)
     };
@@ -234,7 +227,7 @@ fn describe_all(
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err("status: the deadline ran out before every lock was read".into());
             }
-            let journal = journals.as_ref().is_none_or(|j| j.contains(&t));
+            let has_journal = journals.as_ref().is_none_or(|j| j.contains(&t));
             let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
             let name = names::display_name(&path, dir);
             let lock = match &first {
@@ -251,6 +244,10 @@ fn describe_all(
             let lock = lock.map(|l| match deadline {
                 Some(d) => l.with_deadline(d),
                 None => l,
+            });
+            let journal = has_journal.then(|| match &lock {
+                Ok(l) => ctx.journal(l),
+                Err(_) => ctx.journal_at(&path),
             });
             out.push(describe(&path, name, lock, journal));
         }

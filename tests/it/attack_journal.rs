@@ -26,11 +26,11 @@ fn mode_of(ns: &Ns, path: &str) -> u32 {
         & 0o7777
 }
 
-/// Item 5: nobody holds `flock -x` on root's journal (left 0644 by an
-/// earlier version, so nobody could open it) and `flock -s` on an older
-/// generation. Root's runs finish promptly with exit 0, `precheck`
-/// answers within its deadline, a rotation under the removal guard does not
-/// hang, and an unrelated job in the same directory runs.
+/// Item 5: nobody holds `flock -x` on root's journal (root's state
+/// directory made 0755 and the journal left 0644, so nobody could open it)
+/// and `flock -s` on an older generation. Root's runs finish promptly with
+/// exit 0, `precheck` answers within its deadline, a rotation does not hang,
+/// and an unrelated job in the same directory runs.
 #[test]
 fn a_flock_on_roots_journal_never_hangs_root() {
     let Some(mut ns) = Ns::new("a_flock_on_roots_journal_never_hangs_root") else {
@@ -40,24 +40,32 @@ fn a_flock_on_roots_journal_never_hangs_root() {
         ns.run(ns.oo(None, &["run", job, "--", "true"]), LIMIT, "first run")
             .expect(0);
     }
-    // As an earlier version left them: readable by everyone. `big` is past
-    // the rotation size, its older generation readable too.
+    // Readable by everyone. `big` is past the rotation size, its older
+    // generation readable too.
     ns.must(
         None,
-        "cd /run/onlyone && chmod 0644 job.lock.journal held.lock.journal && \
-         yes '{\"v\":1}' | head -c 4300000 > big.lock.journal && chmod 0600 big.lock.journal && \
-         echo '{\"v\":1}' > big.lock.journal.1 && chmod 0644 big.lock.journal.1",
+        "cd /var/lib/onlyone && chmod 0755 . && \
+         chmod 0644 run-onlyone-job.lock.journal run-onlyone-held.lock.journal && \
+         yes '{\"v\":1}' | head -c 4300000 > run-onlyone-big.lock.journal && \
+         chmod 0600 run-onlyone-big.lock.journal && \
+         echo '{\"v\":1}' > run-onlyone-big.lock.journal.1 && \
+         chmod 0644 run-onlyone-big.lock.journal.1",
     );
     ns.attacker(
         NOBODY,
-        "cd /run/onlyone; exec 3<job.lock.journal 4<held.lock.journal 5<big.lock.journal.1; \
-         flock -x 3 && flock -x 4 && flock -s 5 && touch /tmp/flocked && exec sleep 100000",
+        "cd /var/lib/onlyone; exec 3<run-onlyone-job.lock.journal \
+         4<run-onlyone-held.lock.journal 5<run-onlyone-big.lock.journal.1 6<.; \
+         flock -x 3 && flock -x 4 && flock -s 5 && flock -x 6 && touch /tmp/flocked && \
+         exec sleep 100000",
         "/tmp/flocked",
     );
 
     let out = ns.run(ns.oo(None, &["run", "job", "--", "true"]), LIMIT, "run job");
     out.expect(0).within(PROMPT).says("journal");
-    assert_eq!(mode_of(&ns, "/run/onlyone/job.lock.journal"), 0o600);
+    assert_eq!(
+        mode_of(&ns, "/var/lib/onlyone/run-onlyone-job.lock.journal"),
+        0o600
+    );
 
     // A held lock: precheck writes a skip to a journal nobody holds.
     let holder = ns.oo(None, &["run", "held", "--", "sleep", "100000"]);
@@ -85,7 +93,8 @@ fn a_flock_on_roots_journal_never_hangs_root() {
     out.expect(0).within(PROMPT);
     let out = rotating.join().unwrap();
     out.expect(0).within(PROMPT);
-    let current = std::fs::metadata(ns.host_path("/run/onlyone/big.lock.journal")).unwrap();
+    let current =
+        std::fs::metadata(ns.host_path("/var/lib/onlyone/run-onlyone-big.lock.journal")).unwrap();
     assert!(
         current.len() < 4096,
         "the journal was not rotated: {current:?}"
@@ -100,10 +109,11 @@ fn a_flock_on_roots_journal_never_hangs_root() {
 }
 
 /// Item 8: a secret on root's command line is in no file under
-/// /run/onlyone that nobody can read, an earlier version's 0644 journal
-/// (both generations) is made 0600, a journal nobody planted gets none of
-/// root's events, and nobody's `history`, `status` and `check` say they
-/// cannot read the journal, not that there is no run.
+/// /run/onlyone or /var/lib/onlyone that nobody can read, an earlier
+/// version's 0644 journal beside the lock (both generations) is made 0600,
+/// a journal nobody planted beside a lock gets none of root's events, and
+/// nobody's `history`, `status` and `check` of a lock whose earlier journal
+/// is root's say they cannot read the journal, not that there is no run.
 #[test]
 fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
     let Some(ns) = Ns::new("a_secret_on_roots_command_line_is_not_readable") else {
@@ -115,7 +125,11 @@ fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
         "run backup",
     )
     .expect(0);
-    assert_eq!(mode_of(&ns, "/run/onlyone/backup.lock.journal"), 0o600);
+    assert_eq!(
+        mode_of(&ns, "/var/lib/onlyone/run-onlyone-backup.lock.journal"),
+        0o600
+    );
+    assert_eq!(mode_of(&ns, "/var/lib/onlyone"), 0o700);
     // An earlier version's journal, with a secret in both generations.
     ns.must(
         None,
@@ -130,7 +144,8 @@ fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
     }
     let out = ns.must(
         Some(NOBODY),
-        "cat /run/onlyone/* /run/onlyone/.[!.]* 2>/dev/null | grep -c S3cret; true",
+        "cat /run/onlyone/* /run/onlyone/.[!.]* /var/lib/onlyone/* /var/lib/onlyone/.[!.]* \
+         2>/dev/null | grep -c S3cret; true",
     );
     assert_eq!(out.stdout.trim(), "0", "nobody read the secret: {out:#?}");
 
@@ -156,23 +171,31 @@ fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
         LIMIT,
         "run backup in /run/lock",
     );
-    out.expect(0).says("belongs to nobody");
+    out.expect(0).quiet();
     let planted = std::fs::read_to_string(ns.host_path("/run/lock/backup.lock.journal")).unwrap();
     assert!(!planted.contains("S3cret"), "{planted}");
+    let theirs = "/var/lib/onlyone/run-lock-backup.lock.journal";
+    let ours = std::fs::read_to_string(ns.host_path(theirs)).unwrap();
+    assert!(
+        ours.contains("S3cret"),
+        "root's run is in root's journal: {ours}"
+    );
 
     let dir = ["--dir", "/run/onlyone"];
     let as_nobody = |args: &[&str]| {
         let all: Vec<&str> = dir.iter().chain(args).copied().collect();
         ns.run(ns.oo(Some(NOBODY), &all), LIMIT, &args.join(" "))
     };
-    let out = as_nobody(&["history", "backup"]);
+    let out = as_nobody(&["history", "old"]);
     assert_ne!(out.code(), 0, "{out:#?}");
-    out.says("cannot read the journal").says("root");
+    out.says("cannot read the journal")
+        .says("root")
+        .says("/run/onlyone/old.lock.journal");
     assert!(!out.stdout.contains("no run"), "{out:#?}");
     let out = as_nobody(&["status"]);
     out.expect(0).says("cannot read the journal");
     assert!(out.stdout.contains("journal unreadable"), "{out:#?}");
-    let out = as_nobody(&["status", "--json"]);
+    let out = as_nobody(&["status", "--json", "old"]);
     out.expect(0);
     let locks = out.json()["locks"].clone();
     assert!(
@@ -183,7 +206,7 @@ fn a_secret_on_roots_command_line_is_not_readable_by_another_user() {
             .all(|l| l["journal_error"].is_string()),
         "{out:#?}"
     );
-    let out = as_nobody(&["check", "backup", "--max-age", "1h"]);
+    let out = as_nobody(&["check", "old", "--max-age", "1h"]);
     out.expect(3);
     assert!(out.stdout.contains("cannot read the journal"), "{out:#?}");
 }
@@ -392,10 +415,11 @@ fn a_new_journal_is_0600_whatever_the_umask() {
         .arg(BIN)
         .arg(sb.dir());
     finish_checked(c, LIMIT, "run with umask 000").expect(0);
-    let meta = std::fs::metadata(sb.dir().join("j.lock.journal")).unwrap();
+    let journal = sb.journal_of(&sb.lock("j"));
+    let meta = std::fs::metadata(&journal).unwrap();
     assert_eq!(meta.mode() & 0o7777, 0o600);
     // A umask that takes the owner's write away: the next run still writes.
-    std::fs::remove_file(sb.dir().join("j.lock.journal")).unwrap();
+    std::fs::remove_file(&journal).unwrap();
     let mut c = sb.program("sh");
     c.args(["-c", "umask 277; exec \"$0\" --dir \"$1\" run j -- true"])
         .arg(BIN)
@@ -406,8 +430,8 @@ fn a_new_journal_is_0600_whatever_the_umask() {
         .arg(sb.dir())
         .args(["run", "j", "--", "true"]);
     finish_checked(c, LIMIT, "run").expect(0).quiet();
-    let meta = std::fs::metadata(sb.dir().join("j.lock.journal")).unwrap();
+    let meta = std::fs::metadata(&journal).unwrap();
     assert_eq!(meta.mode() & 0o7777, 0o600);
-    let text = std::fs::read_to_string(sb.dir().join("j.lock.journal")).unwrap();
+    let text = std::fs::read_to_string(&journal).unwrap();
     assert_eq!(text.lines().count(), 4, "{text}");
 }

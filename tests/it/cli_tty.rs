@@ -74,6 +74,7 @@ impl Shell {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", dir.path())
+            .env(support::STATE_VAR, dir.path().join(".state"))
             .env("TERM", "dumb")
             .env("LANG", "C")
             .env("COLUMNS", "1000")
@@ -309,7 +310,8 @@ impl Shell {
     fn onlyone(&self, args: &[&str]) -> Output {
         let mut c = Command::new(BIN);
         support::default_signals(&mut c);
-        c.arg("--dir")
+        c.env(support::STATE_VAR, self.dir().join(".state"))
+            .arg("--dir")
             .arg(self.dir())
             .args(args)
             .stdin(Stdio::null())

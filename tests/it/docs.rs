@@ -55,8 +55,10 @@ fn bash_completes_commands_and_their_options() {
     }
     let got = bash_completes(&script, &["onlyone", "run", "--ki"]);
     assert_eq!(got, ["--kill-after"], "`onlyone run --ki`");
-    let got = bash_completes(&script, &["onlyone", "--st"]);
-    assert_eq!(got, ["--store"], "`onlyone --st`");
+    let got = bash_completes(&script, &["onlyone", "--sto"]);
+    assert_eq!(got, ["--store"], "`onlyone --sto`");
+    let got = bash_completes(&script, &["onlyone", "--sta"]);
+    assert_eq!(got, ["--state-dir"], "`onlyone --sta`");
 }
 
 /// The hidden commands (`keeper`, `lease-watchdog`) are onlyone's own:

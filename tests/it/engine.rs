@@ -1324,7 +1324,9 @@ fn absurd_times_in_a_record_never_panic() {
         v => panic!("our pid with another start time is reused: {v:?}"),
     }
     let bin = env!("CARGO_BIN_EXE_onlyone");
+    let state = support::state_tempdir();
     let status = Command::new(bin)
+        .env(support::STATE_VAR, state.path())
         .args(["status", "--json"])
         .arg(&path)
         .output()
@@ -1332,6 +1334,7 @@ fn absurd_times_in_a_record_never_panic() {
     assert_eq!(status.status.code(), Some(0), "{status:?}");
     assert!(String::from_utf8_lossy(&status.stdout).contains("\"stale\""));
     let run = Command::new(bin)
+        .env(support::STATE_VAR, state.path())
         .args(["run"])
         .arg(&path)
         .args(["--", "echo", "RAN"])

@@ -278,6 +278,11 @@ fn one_user_with_and_without_xdg_runtime_dir_meets_in_one_directory() {
     let xdg = w.dir().join("xdg");
     std::fs::create_dir(&xdg).unwrap();
     let bin = bin_for_others(w.dir());
+    let state = if is_root() {
+        state_dir_of(w.dir(), 65534)
+    } else {
+        w.state_dir().to_path_buf()
+    };
     let as_user = |env_xdg: bool, args: &[&str]| -> Command {
         let mut c = if is_root() {
             let mut c = Command::new("runuser");
@@ -287,6 +292,7 @@ fn one_user_with_and_without_xdg_runtime_dir_meets_in_one_directory() {
             Command::new("env")
         };
         c.arg("-u").arg("ONLYONE_DIR");
+        c.arg(format!("{STATE_VAR}={}", state.display()));
         if env_xdg {
             c.arg(format!("XDG_RUNTIME_DIR={}", xdg.display()));
         } else {
@@ -368,6 +374,7 @@ mount -o remount,ro "$D/fs"
 "#;
     let mut c = Command::new("unshare");
     c.args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .env(STATE_VAR, w.state_dir())
         .env("OO", BIN)
         .env("D", w.dir())
         .env("SP", sp.to_string());
@@ -407,7 +414,10 @@ fn as_nobody(bin: &Path, args: &[&std::ffi::OsStr]) -> Option<Out> {
         return None;
     }
     let mut c = Command::new("runuser");
-    c.args(["-u", "nobody", "--"]).arg(bin).args(args);
+    c.args(["-u", "nobody", "--"])
+        .arg(bin)
+        .args(args)
+        .env(STATE_VAR, state_dir_of(bin.parent().unwrap(), 65534));
     let out = finish(c, HANG);
     (!out.stderr.contains("runuser:")).then_some(out)
 }
@@ -510,6 +520,7 @@ fn a_lock_of_a_dead_pid_namespace_is_taken_over() {
         return;
     }
     let mut c = Command::new("setsid");
+    c.env(STATE_VAR, w.state_dir());
     c.args(["unshare", "--pid", "--fork", "--mount-proc", BIN, "--dir"])
         .arg(w.dir())
         .args(["run", "j", "--", "sleep", "1000"]);
@@ -579,7 +590,7 @@ fn a_live_owner_is_live_from_either_side_of_a_time_namespace() {
     let d = w.dir().to_str().unwrap().to_owned();
     // An acquire outside, judged inside.
     let mut holder = Command::new("setsid");
-    holder.args([
+    holder.env(STATE_VAR, w.state_dir()).args([
         "sh",
         "-c",
         r#""$0" --dir "$1" acquire j || exit 1; exec sleep 1000"#,
@@ -588,10 +599,13 @@ fn a_live_owner_is_live_from_either_side_of_a_time_namespace() {
     ]);
     let sh = w.keep(holder);
     wait_until("the outside holder", HANG, || w.lock("j").exists());
+    let state = w.state_dir().to_path_buf();
     let inside = |args: &[&str]| {
         let mut full = vec![BIN, "--dir", &d];
         full.extend_from_slice(args);
-        finish(in_time_namespace(&full).unwrap(), HANG)
+        let mut c = in_time_namespace(&full).unwrap();
+        c.env(STATE_VAR, &state);
+        finish(c, HANG)
     };
     inside(&["run", "j", "--", "echo", "BOTH"])
         .expect(75)
@@ -604,7 +618,7 @@ fn a_live_owner_is_live_from_either_side_of_a_time_namespace() {
     // An acquire inside, judged outside.
     let script = format!(r#""{BIN}" --dir "{d}" acquire k || exit 1; exec sleep 1000"#);
     let mut c = in_time_namespace(&["setsid", "sh", "-c", &script]).unwrap();
-    c.stdin(Stdio::null());
+    c.stdin(Stdio::null()).env(STATE_VAR, w.state_dir());
     w.keep(c);
     wait_until("the inside holder", HANG, || w.lock("k").exists());
     let rec = std::fs::read_to_string(w.lock("k")).unwrap();

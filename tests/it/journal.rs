@@ -9,7 +9,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use onlyone::LockFile;
-use onlyone::journal::{EndReason, Event, Kind};
+use onlyone::journal::{EndReason, Event, Journal, Kind};
+use onlyone::names::StateSource;
+use onlyone::state::StateDir;
 use serde_json::Value;
 use support::*;
 
@@ -60,6 +62,15 @@ impl World {
         LockFile::open(self.lock(name)).unwrap()
     }
 
+    /// The state directory the commands write in.
+    fn state(&self) -> StateDir {
+        StateDir::at(self.state_dir(), StateSource::Env)
+    }
+
+    fn journal(&self, name: &str) -> Journal {
+        Journal::of(&self.lockfile(name), &self.state())
+    }
+
     /// Appends a hand-written event `ago` seconds in the past.
     fn event(&self, lock: &str, kind: Kind, token: &str, ago: f64, f: impl FnOnce(&mut Event)) {
         let mut ev = Event::now(kind);
@@ -67,7 +78,7 @@ impl World {
         ev.time -= ago;
         ev.pid = Some(4242);
         f(&mut ev);
-        self.lockfile(lock).journal().append(&ev).unwrap();
+        self.journal(lock).append(&ev).unwrap();
     }
 
     /// A finished run: start `ago` seconds ago, lasting `took`, exiting `code`.
@@ -191,7 +202,7 @@ fn each_outcome_is_in_history_and_status() {
     assert_eq!(s["last_run"]["outcome"], "exit", "{s:#}");
     assert_eq!(s["last_run"]["exit"], 0, "{s:#}");
     assert!(s["last_success_unix"].as_f64().is_some(), "{s:#}");
-    assert_every_line_parses(&w.lockfile("j").journal().path());
+    assert_every_line_parses(&w.journal("j").path());
 
     // The human view: a summary first, then one line per run.
     let out = w.oo(&["history", "j"]);
@@ -222,11 +233,11 @@ fn skips_count_against_the_live_run() {
     let s = w.status("j");
     assert_eq!(s["state"], "held");
     assert_eq!(s["skipped_since_start"], 4, "{s:#}");
-    let h = w.lockfile("j").history().unwrap();
+    let h = w.journal("j").history().unwrap();
     assert_eq!(h.skips, 4);
     // No start of this run in the journal (it was written by hand).
     assert_eq!(h.skips_of_unknown_runs, 4);
-    let events = w.lockfile("j").journal().events().unwrap();
+    let events = w.journal("j").events().unwrap();
     assert!(
         events
             .iter()
@@ -269,10 +280,7 @@ fn concurrent_skippers_are_counted_exactly() {
     assert_eq!(runs.len(), 1, "{runs:#?}");
     assert_eq!(runs[0]["outcome"], "running");
     assert_eq!(runs[0]["skipped"], 8);
-    assert_eq!(
-        assert_every_line_parses(&w.lockfile("j").journal().path()),
-        9
-    );
+    assert_eq!(assert_every_line_parses(&w.journal("j").path()), 9);
 }
 
 // ---------------------------------------------------------------------------
@@ -283,7 +291,7 @@ fn concurrent_skippers_are_counted_exactly() {
 #[test]
 fn an_unwritable_journal_changes_no_exit_code() {
     let w = World::new();
-    std::fs::create_dir(w.dir().join("j.lock.journal")).unwrap();
+    std::fs::create_dir(w.journal_of(&w.lock("j"))).unwrap();
     w.oo(&["run", "j", "--", "true"])
         .expect(0)
         .says("could not write the journal");
@@ -310,7 +318,7 @@ fn a_journal_on_a_read_only_mount_changes_no_exit_code() {
         return;
     }
     let w = World::new();
-    let journal = w.dir().join("j.lock.journal");
+    let journal = w.journal_of(&w.lock("j"));
     std::fs::write(&journal, "").unwrap();
     let script = format!(
         "mount --bind '{j}' '{j}' && mount -o remount,ro,bind '{j}' '{j}' || exit 99; \
@@ -319,7 +327,7 @@ fn a_journal_on_a_read_only_mount_changes_no_exit_code() {
         bin = BIN,
         d = w.dir().display()
     );
-    let mut c = Command::new("unshare");
+    let mut c = w.program("unshare");
     c.args(["-m", "--propagation", "private", "sh", "-c", &script]);
     let out = finish(c, HANG);
     if out.code() == 99 {
@@ -344,6 +352,7 @@ fn a_journal_on_a_read_only_mount_changes_no_exit_code() {
 fn rotation_under_concurrent_writers_loses_nothing_recent() {
     let w = World::new();
     let lock = w.lockfile("j");
+    let state = w.state();
     let per_writer = 4000;
     // The writers keep within 100 events of each other (about 400 KB of
     // journal, against 4 MiB generations), so every writer's last events
@@ -352,9 +361,10 @@ fn rotation_under_concurrent_writers_loses_nothing_recent() {
     std::thread::scope(|s| {
         for writer in 0..8u32 {
             let lock = lock.clone();
+            let state = state.clone();
             let step = &step;
             s.spawn(move || {
-                let journal = lock.journal();
+                let journal = Journal::of(&lock, &state);
                 for seq in 0..per_writer {
                     if seq % 100 == 0 {
                         step.wait();
@@ -368,7 +378,7 @@ fn rotation_under_concurrent_writers_loses_nothing_recent() {
             });
         }
     });
-    let journal = lock.journal();
+    let journal = Journal::of(&lock, &state);
     let current = journal.path();
     let mut older = current.clone().into_os_string();
     older.push(".1");
@@ -669,7 +679,7 @@ fn stop_release_and_a_cleared_stale_lock_close_their_runs() {
     w.keep(c);
     wait_until("the run", HANG, || ready.exists());
     w.oo(&["stop", "s"]).expect(0);
-    let events = w.lockfile("s").journal().events().unwrap();
+    let events = w.journal("s").events().unwrap();
     let kinds: Vec<Kind> = events.iter().map(|e| e.event).collect();
     // The wrapper's end comes first: `stop` says what it did once the run
     // has let go.

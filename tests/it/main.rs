@@ -21,6 +21,7 @@ mod journal;
 mod outcomes;
 mod reap;
 mod scripts;
+mod state;
 mod store;
 mod store_field;
 mod tmux;

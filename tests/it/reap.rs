@@ -10,23 +10,38 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_onlyone"))
+/// onlyone, with the state directory of the test's `d`.
+fn bin(d: &Dir) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_onlyone"));
+    c.env(STATE_VAR, &d.state);
+    c
 }
 
 struct Dir {
     _tmp: tempfile::TempDir,
     path: PathBuf,
+    /// The state directory of the test's runs (never the host's).
+    state: PathBuf,
 }
 
 fn dir() -> Dir {
     let t = open_tempdir();
     let path = t.path().join("locks");
-    Dir { _tmp: t, path }
+    let state = t.path().join(".state");
+    Dir {
+        _tmp: t,
+        path,
+        state,
+    }
 }
 
 fn onlyone(d: &Dir, args: &[&str]) -> Output {
-    bin().arg("--dir").arg(&d.path).args(args).output().unwrap()
+    bin(d)
+        .arg("--dir")
+        .arg(&d.path)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// A process that is killed when the test ends, pass or fail.
@@ -113,7 +128,7 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
     // is then killed: the lingering process keeps the lock held.
     let pidfile = d.path.join("pid");
     let mut wrapper = Proc(
-        bin()
+        bin(&d)
             .arg("--dir")
             .arg(&d.path)
             .args(["run", "sync", "--", "sh", "-c"])
@@ -197,6 +212,7 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
 
     // The seed's flow: reap && precheck, and the fire runs.
     let flow = Command::new("sh")
+        .env(STATE_VAR, &d.state)
         .arg("-c")
         .arg(format!(
             "{b} --dir {d} reap sync && {b} --dir {d} precheck sync",
@@ -334,7 +350,7 @@ fn concurrent_reaps_keep_the_state_file_whole() {
     for _round in 0..10 {
         let children: Vec<Child> = (0..4)
             .map(|_| {
-                bin()
+                bin(&d)
                     .arg("--dir")
                     .arg(&d.path)
                     .args(["reap", "--idle", "10m", "sync"])
@@ -377,7 +393,7 @@ fn reap_always_exits_0() {
     // A lock directory that is a file.
     let f = d._tmp.path().join("file");
     std::fs::write(&f, "").unwrap();
-    let out = bin()
+    let out = bin(&d)
         .arg("--dir")
         .arg(&f)
         .args(["reap", "x"])
@@ -457,7 +473,7 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
     std::fs::create_dir_all(b.join("locks")).unwrap();
     // A live, idle run of `job` whose lock is b/locks/job.lock...
     let mut run = Proc(
-        bin()
+        bin(&d)
             .current_dir(&b)
             .args(["--dir", "locks", "run", "job", "--", "sleep", "1000"])
             .stdin(Stdio::null())
@@ -471,7 +487,7 @@ fn a_relative_lock_directory_names_the_same_file_from_anywhere() {
     let _cmd_guard = KillOnDrop(cmd);
     // ...is not the `job` of a/locks: reaping that one never touches it.
     for _ in 0..2 {
-        let out = bin()
+        let out = bin(&d)
             .current_dir(&a)
             .args(["--dir", "locks", "reap", "--idle", "0s", "job"])
             .output()
@@ -538,7 +554,7 @@ fn a_busy_live_run_whose_worker_cleared_its_environment_is_kept() {
     std::fs::create_dir_all(&d.path).unwrap();
     // The worker carries no marker (env -i), but is in the run's group.
     let mut run = Proc(
-        bin()
+        bin(&d)
             .arg("--dir")
             .arg(&d.path)
             .args([
@@ -681,6 +697,7 @@ fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
     std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let fire = || {
         Command::new("sh")
+            .env(STATE_VAR, &d.state)
             .arg("-c")
             .arg(readme_block("tmux"))
             .current_dir(&work)
@@ -755,7 +772,7 @@ fn reap_judges_a_lingering_run_from_its_first_call() {
         go = go.display()
     );
     let mut run = Proc(
-        bin()
+        bin(&d)
             .arg("--dir")
             .arg(&d.path)
             .args(["run", "--linger", "agent", "--", "sh", "-c", &script])

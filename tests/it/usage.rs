@@ -322,7 +322,7 @@ fn a_run_shows_its_cpu_time_and_peak_memory() {
         "it touched 80 MiB: {said:?}"
     );
     // The journal's own line, in base units.
-    let journal = std::fs::read_to_string(w.path("job.lock.journal")).unwrap();
+    let journal = std::fs::read_to_string(w.journal_of(&w.lock("job"))).unwrap();
     let end: Value = journal
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -221,11 +221,6 @@ impl LockFile {
         &self.inner.name
     }
 
-    /// The lock file's name in its directory.
-    pub(crate) fn file_name(&self) -> &OsStr {
-        self.name()
-    }
-
     /// The lock's directory, held open.
     pub(crate) fn dir_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;

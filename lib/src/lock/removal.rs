@@ -273,13 +273,6 @@ impl LockFile {
         linked.map_err(|e| Error::io("create the removal guard", &path, e))
     }
 
-    /// Holds the removal guard for something else that must not run twice
-    /// at once in this directory (a journal's rotation).
-    pub(crate) fn hold_removal_guard(&self) -> std::io::Result<OwnedFd> {
-        self.removal_guard(rustix::process::geteuid().as_raw(), None)
-            .map_err(|e| std::io::Error::other(e.to_string()))
-    }
-
     fn unlink(&self) -> Result<()> {
         match rustix::fs::unlinkat(&self.inner.dir, self.name(), AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),

@@ -198,6 +198,59 @@ pub fn put(path: &Path, text: impl AsRef<[u8]>) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
+/// The variable that names the state directory.
+pub const STATE_VAR: &str = "ONLYONE_STATE_DIR";
+
+/// A fresh state directory (0700, this user's) for a test's programs.
+pub fn state_tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("onlyone-state-")
+        .tempdir_in(std::env::var_os("ONLYONE_TEST_TMP").unwrap_or_else(|| "/tmp".into()))
+        .unwrap()
+}
+
+/// The journal of the lock file `lock` in the state directory `state`:
+/// the lock's absolute path, its directory made canonical, escaped as
+/// `systemd-escape --path` does, then `.journal`.
+pub fn state_journal(state: &Path, lock: &Path) -> PathBuf {
+    let dir = lock.parent().unwrap();
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let path = dir.join(lock.file_name().unwrap());
+    let mut name = String::new();
+    for (i, part) in path
+        .to_str()
+        .unwrap()
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .enumerate()
+    {
+        if i > 0 {
+            name.push('-');
+        }
+        for b in part.bytes() {
+            let plain = b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.');
+            if plain && !(name.is_empty() && b == b'.') {
+                name.push(b as char);
+            } else {
+                name.push_str(&format!("\\x{b:02x}"));
+            }
+        }
+    }
+    state.join(format!("{name}.journal"))
+}
+
+/// A state directory of `uid`'s own in `dir` (made once, 0700), for an
+/// onlyone run as another user: `$ONLYONE_STATE_DIR` for it.
+pub fn state_dir_of(dir: &Path, uid: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(format!(".state-{uid}"));
+    if std::fs::create_dir(&p).is_ok() {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+    }
+    p
+}
+
 /// A temp dir whose mode lets other users in (for `runuser -u nobody`).
 pub fn open_tempdir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
@@ -342,6 +395,9 @@ pub struct Sandbox {
     /// killed at the end.
     pub foreign: Vec<u32>,
     dir: tempfile::TempDir,
+    /// The state directory every program of the sandbox is given
+    /// (`$ONLYONE_STATE_DIR`): the tests never write the machine's.
+    state: tempfile::TempDir,
 }
 
 impl Sandbox {
@@ -354,7 +410,19 @@ impl Sandbox {
             kids: Vec::new(),
             foreign: Vec::new(),
             dir,
+            state: state_tempdir(),
         }
+    }
+
+    /// The state directory its programs keep their journals in.
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// The journal of the lock file `lock` in the sandbox's state
+    /// directory (its name, as `systemd-escape --path` gives it).
+    pub fn journal_of(&self, lock: &Path) -> PathBuf {
+        state_journal(self.state_dir(), lock)
     }
 
     pub fn dir(&self) -> &Path {
@@ -389,6 +457,7 @@ impl Sandbox {
         let mut c = Command::new(prog);
         c.env(self.var, &self.mark)
             .env_remove("ONLYONE_DIR")
+            .env(STATE_VAR, self.state_dir())
             .stdin(Stdio::null());
         default_signals(&mut c);
         c

@@ -1,7 +1,8 @@
-//! A private mount namespace with fresh tmpfs `/run` and `/tmp`, where
-//! root's default paths (`/run/onlyone`, `/run/lock`, `/tmp/onlyone-UID`)
-//! are real and empty, for tests written as another account attacking a
-//! root job.
+//! A private mount namespace with fresh tmpfs `/run`, `/tmp`, `/var/lib`
+//! and `/var/tmp`, where root's default paths (`/run/onlyone`,
+//! `/run/lock`, `/tmp/onlyone-UID`, the state directories
+//! `/var/lib/onlyone` and `/var/tmp/onlyone-state-UID`) are real and
+//! empty, for tests written as another account attacking a root job.
 //!
 //! The namespace lives while a holder process (`sleep`) lives in it; every
 //! command enters it with `nsenter -m`. The binary under test is copied
@@ -46,6 +47,8 @@ impl Ns {
             "set -e; exec 3< '{BIN}'; mount --make-rprivate / 2>/dev/null || true; \
              mount -t tmpfs -o mode=0755 onlyone-run /run; \
              mount -t tmpfs -o mode=1777 onlyone-tmp /tmp; \
+             mount -t tmpfs -o mode=0755 onlyone-var-lib /var/lib; \
+             mount -t tmpfs -o mode=1777 onlyone-var-tmp /var/tmp; \
              mkdir -m 1777 /run/lock; mkdir -m 0755 /run/.oo-test; \
              cat <&3 > {OO}; exec 3<&-; chmod 0755 {OO}; exec sleep 100000"
         );
