@@ -44,6 +44,27 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
         None => None,
     };
     history.close_over(super::view::lock_now(inspection.as_ref()));
+    // Another user's lock, and nothing of it here: its runs are in that
+    // user's state directory. Saying OK (no run recorded) would hide a
+    // failing job from the monitoring that checks it as another user.
+    let theirs = inspection
+        .as_ref()
+        .and_then(|i| i.record.as_ref().ok())
+        .and_then(|r| r.uid)
+        .filter(|&u| u != rustix::process::geteuid().as_raw());
+    if let Some(uid) = theirs
+        && nothing_in(&history)
+    {
+        let who = onlyone::user_name(uid);
+        return Err(format!(
+            "the lock is {who}'s, and its runs are recorded in {who}'s own state directory, not \
+             in `{}`: check it as {who}, or point --state-dir at {who}'s",
+            journal
+                .path()
+                .parent()
+                .map_or_else(String::new, |p| p.display().to_string())
+        ));
+    }
     let missing = (inspection.is_none() && nothing_in(&history)).then(|| {
         format!(
             "no lock file `{}` and nothing in the journal `{}`",

@@ -360,3 +360,53 @@ fn usr1_usr2_and_alrm_reach_the_command_and_the_end_is_recorded() {
         assert_eq!(runs[0]["result"], "success", "{sig}: {runs:#?}");
     }
 }
+
+/// Another user's `check` of a root job (a monitoring agent's account)
+/// finds root's lock and nothing of it in its own journal: UNKNOWN, naming
+/// whose runs they are and the fix, never "OK - no run recorded".
+#[test]
+fn another_user_s_check_of_a_root_job_is_unknown_not_ok() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut w = World::new();
+    let bin = bin_for_others(w.dir());
+    if !nobody_works(
+        "another_user_s_check_of_a_root_job_is_unknown_not_ok",
+        &bin,
+        |ru| w.program(ru),
+        |c, what| finish_as(c, HANG, what),
+    ) {
+        return;
+    }
+    let ru = runuser().unwrap();
+    let locks = w.subdir("shared");
+    std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let state = state_dir_of(w.dir(), 65534);
+    let ready = locks.join("ready");
+    let mut c = w.program(BIN);
+    c.arg("--dir")
+        .arg(&locks)
+        .args([
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "touch \"$1\"; exec sleep 1000",
+            "sh",
+        ])
+        .arg(&ready);
+    w.keep(c);
+    wait_until("root's run", HANG, || ready.exists());
+    let mut check = w.program(ru);
+    check
+        .args(["-u", "nobody", "--"])
+        .arg(&bin)
+        .arg("--dir")
+        .arg(&locks)
+        .args(["check", "job", "--max-age", "1d"])
+        .env("ONLYONE_STATE_DIR", &state);
+    let out = finish(check, HANG);
+    out.expect(3)
+        .prints("the lock is root's")
+        .prints("--state-dir");
+}
