@@ -50,6 +50,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l kill-after -d 'G
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l lease -d 'With --store: the lease L the server grants at each renewal (every L/6). The command is ended before a lease not renewed in time can run out, so --kill-after must fit: L/6 + L/10 + grace + max(L/15, 100ms) < L (30s allows up to 19s)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l held-exit -d 'Exit code for a skip' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l deadline -d 'One budget for acquiring (waiting and stopping included)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l ping -d 'Ping URL with the healthchecks.io protocol (repeatable)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
@@ -84,6 +85,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l allow-shared
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l deadline -d 'One budget for the whole call; when it runs out, exit 0' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping -d 'Ping URL with the healthchecks.io protocol when the lock is held: URL/log?rid=RID, its body saying who holds it (a skip is not a failure); a free lock pings nothing (the fire\'s `run --ping` does). Repeatable; bounded and failing open as `run --ping`' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r

@@ -436,6 +436,24 @@ pub struct Run {
     /// 125.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    /// Ping URL with the healthchecks.io protocol (repeatable).
+    ///
+    /// URL/start?rid=RID before the command starts, URL/N?rid=RID when it
+    /// ends with exit code N, URL/fail?rid=RID when it ends with none (a
+    /// signal, a lost lease), URL/log?rid=RID for a skip (a skip is not a
+    /// failure; the body says who holds the lock). RID is the run's id, in
+    /// its journal events and in the command's $ONLYONE_RUN_ID. Pings fail
+    /// open: the start waits at most 2s, the end (sent once the lock is
+    /// released) at most 10s, both within --deadline; a ping never changes
+    /// the exit code, and a failing server is said once on stderr (not with
+    /// -q), the URL shown as its host only.
+    #[arg(
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub ping: Vec<String>,
     /// No message on a skip or a takeover (cron mails whatever a job
     /// prints).
     #[arg(short, long)]
@@ -502,6 +520,17 @@ pub struct Precheck {
     /// One budget for the whole call; when it runs out, exit 0.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    /// Ping URL with the healthchecks.io protocol when the lock is held:
+    /// URL/log?rid=RID, its body saying who holds it (a skip is not a
+    /// failure); a free lock pings nothing (the fire's `run --ping` does).
+    /// Repeatable; bounded and failing open as `run --ping`.
+    #[arg(
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub ping: Vec<String>,
     /// No message when the lock is held.
     #[arg(short, long)]
     pub quiet: bool,

@@ -8,6 +8,7 @@ mod format;
 mod history;
 mod journal;
 mod monitor;
+mod ping;
 mod place;
 mod reap;
 mod run;
@@ -500,6 +501,7 @@ impl Ctx {
         match &e {
             Error::Held(h) | Error::Timeout { held: h, .. } => {
                 journal::skipped(&self.journal(lock), h, quiet);
+                ping::note_skip(held_message(name, h));
                 if !quiet {
                     let waited = match &e {
                         Error::Timeout { waited, .. } => {

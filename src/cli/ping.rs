@@ -1,0 +1,341 @@
+//! Pings: the healthchecks.io ping protocol, spoken by the run itself, for
+//! a dead man's switch that knows a skip from a failure.
+//!
+//! `URL/start?rid=RID` before the command starts, `URL/N?rid=RID` when it
+//! ends with exit code N, `URL/fail?rid=RID` when it ends with none (a
+//! signal, a lost lease, a stop), `URL/log?rid=RID` for a skip (the check's
+//! state does not change), its body saying who holds the lock. RID is the
+//! run's id ([`onlyone::journal::run_id`] of its token: the same in the
+//! journal and in the command's `ONLYONE_RUN_ID`); a skip, which has no run
+//! of its own, gets a fresh one.
+//!
+//! Pings fail open and never delay the lock: each is sent from a thread of
+//! its own (the supervisor's signals blocked in it), retried on 408, 429,
+//! 5xx and transport errors with backoff, and waited for only until one
+//! deadline (`START_BOUND` for the start, `END_BOUND` for the end, both
+//! capped by `--deadline`); a thread still waiting then is left behind and
+//! ends with the process. The end ping is sent once the lock is released.
+//! A ping never changes an exit code; its first failure is said once on
+//! stderr (never with `-q`), with the URL masked to its scheme and host
+//! (a ping URL's path is its secret: the check's UUID or ping key).
+//!
+//! The protocol lives here, in the command, not in the library: it is what
+//! the command tells a person, over a client (ureq) the library has no use
+//! for, and a run without `--ping` never touches it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use super::say;
+
+/// How long the command's start may wait for its start pings.
+const START_BOUND: Duration = Duration::from_secs(2);
+/// How long onlyone may wait for its end pings, once the lock is released.
+const END_BOUND: Duration = Duration::from_secs(10);
+/// One attempt's timeout.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts per ping (the first and its retries).
+const ATTEMPTS: u32 = 4;
+/// The first retry's backoff, doubled for each next one.
+const BACKOFF: Duration = Duration::from_millis(250);
+/// The most a ping's body carries (healthchecks' default limit).
+const BODY_LIMIT: usize = 10_000;
+
+/// Set once a failure was said: one line per process is enough.
+static SAID: AtomicBool = AtomicBool::new(false);
+
+/// Who held the lock, when this process's fire was skipped ([`note_skip`]).
+static SKIPPED: Mutex<Option<String>> = Mutex::new(None);
+
+/// This process's fire was skipped, the lock held as `why` says: what a
+/// refused run's pings tell ([`Pings::refused`]), wherever the lock lives.
+pub(super) fn note_skip(why: String) {
+    if let Ok(mut s) = SKIPPED.lock() {
+        *s = Some(why);
+    }
+}
+
+/// A ping URL, checked.
+#[derive(Debug, Clone)]
+struct Target {
+    /// The URL before its query, without a trailing `/`.
+    base: String,
+    /// Its query (without `?`), kept on every ping (`create=1`).
+    query: Option<String>,
+    /// What messages show of it: the scheme and the host.
+    shown: String,
+}
+
+/// How a run ended, as a ping says it.
+pub(super) enum End {
+    /// With this exit code: `URL/N`.
+    Exit(u8),
+    /// With none (a signal, a lost lease, a stop): `URL/fail`.
+    Fail,
+}
+
+/// The pings of one onlyone call: none, or the URLs of `--ping` and
+/// `$ONLYONE_PING`.
+pub(super) struct Pings {
+    targets: Vec<Target>,
+    rid: Option<String>,
+    quiet: bool,
+    cap: Option<Instant>,
+}
+
+impl Pings {
+    /// The pings of `urls`, every wait capped by `cap` (`--deadline`);
+    /// an error naming the flag and the fix for a URL that is not one.
+    pub(super) fn new(urls: &[String], quiet: bool, cap: Option<Instant>) -> Result<Pings, String> {
+        let targets = urls
+            .iter()
+            .filter(|u| !u.is_empty())
+            .map(|u| parse(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Pings {
+            targets,
+            rid: None,
+            quiet,
+            cap,
+        })
+    }
+
+    /// True when there is nothing to ping.
+    pub(super) fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// The run `token` starts: `URL/start`, waited for at most
+    /// [`START_BOUND`].
+    pub(super) fn start(&mut self, token: &str) {
+        if self.is_empty() {
+            return;
+        }
+        self.rid = onlyone::journal::run_id(token);
+        self.send("start", Vec::new(), START_BOUND);
+    }
+
+    /// The run ended (its lock released): `URL/N` or `URL/fail`.
+    pub(super) fn end(&self, end: &End) {
+        if self.is_empty() {
+            return;
+        }
+        let what = match end {
+            End::Exit(n) => n.to_string(),
+            End::Fail => "fail".to_owned(),
+        };
+        self.send(&what, Vec::new(), END_BOUND);
+    }
+
+    /// The run was refused: a skip ([`note_skip`]) is `URL/log`; anything
+    /// else (an error before the command could start) is `URL/fail`.
+    pub(super) fn refused(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        let skipped = SKIPPED.lock().ok().and_then(|mut s| s.take());
+        match skipped {
+            Some(why) => self.skipped(&why),
+            None => {
+                self.rid = onlyone::journal::run_id(&onlyone::new_token());
+                let body = b"the run did not start (see its stderr)".to_vec();
+                self.send("fail", body, END_BOUND);
+            }
+        }
+    }
+
+    /// A fire skipped, the lock held as `why` says: `URL/log`, with a run id
+    /// of its own.
+    pub(super) fn skipped(&mut self, why: &str) {
+        if self.is_empty() {
+            return;
+        }
+        self.rid = onlyone::journal::run_id(&onlyone::new_token());
+        let mut body = format!("skipped: {why}").into_bytes();
+        body.truncate(BODY_LIMIT);
+        self.send("log", body, END_BOUND);
+    }
+
+    /// Sends `URL/what` to every target at once, waiting for them until
+    /// `bound` from now (or the cap).
+    fn send(&self, what: &str, body: Vec<u8>, bound: Duration) {
+        let mut until = Instant::now() + bound;
+        if let Some(cap) = self.cap {
+            until = until.min(cap);
+        }
+        let (tx, rx) = mpsc::channel();
+        let mut waiting = 0;
+        for t in &self.targets {
+            let url = t.url(what, self.rid.as_deref());
+            let (tx, body, shown) = (tx.clone(), body.clone(), t.shown.clone());
+            let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
+                let r = post(&url, &body, until);
+                let _ = tx.send((shown, r));
+            });
+            match spawned {
+                Ok(_) => waiting += 1,
+                Err(e) => self.failed(&t.shown, &format!("cannot start a thread: {e}")),
+            }
+        }
+        drop(tx);
+        while waiting > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((shown, r)) => {
+                    waiting -= 1;
+                    if let Err(e) = r {
+                        self.failed(&shown, &e);
+                    }
+                }
+                Err(_) => {
+                    self.failed("", "no answer in time");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Says once (unless quiet) that a ping failed.
+    fn failed(&self, shown: &str, why: &str) {
+        if self.quiet || SAID.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let to = if shown.is_empty() {
+            String::new()
+        } else {
+            format!(" to {shown}")
+        };
+        say(format_args!(
+            "a ping{to} failed ({why}); the run's outcome is unchanged"
+        ));
+    }
+}
+
+impl Target {
+    /// `base/what?rid=RID`, its own query kept.
+    fn url(&self, what: &str, rid: Option<&str>) -> String {
+        let mut q: Vec<String> = self.query.iter().cloned().collect();
+        if let Some(r) = rid {
+            q.push(format!("rid={r}"));
+        }
+        let mut url = format!("{}/{what}", self.base);
+        if !q.is_empty() {
+            url.push('?');
+            url.push_str(&q.join("&"));
+        }
+        url
+    }
+}
+
+/// Checks a ping URL: `http://` or `https://`, a host; the error names the
+/// flag and the fix, and never shows what could be a secret.
+fn parse(url: &str) -> Result<Target, String> {
+    let fix = "give the check's ping URL, e.g. --ping https://hc-ping.com/UUID";
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()) => (s, r),
+        _ => return Err(format!("--ping (or $ONLYONE_PING): not a URL; {fix}")),
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(format!(
+            "--ping (or $ONLYONE_PING): {scheme}:// is not a scheme pings use (http:// or \
+             https:// only); {fix}"
+        ));
+    }
+    if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(format!(
+            "--ping (or $ONLYONE_PING): the URL holds a space or a control character; {fix}"
+        ));
+    }
+    let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
+    let (before_q, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q.to_owned()).filter(|q| !q.is_empty())),
+        None => (rest, None),
+    };
+    let authority = before_q.split('/').next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!(
+            "--ping (or $ONLYONE_PING): the URL names no host; {fix}"
+        ));
+    }
+    let path = before_q[authority.len()..].trim_end_matches('/');
+    Ok(Target {
+        base: format!("{scheme}://{authority}{path}"),
+        query,
+        shown: format!("{scheme}://{host}/…"),
+    })
+}
+
+/// POSTs `body` to `url`, retrying on 408, 429, 5xx and transport errors
+/// with backoff, until `until`.
+fn post(url: &str, body: &[u8], until: Instant) -> Result<(), String> {
+    let mut backoff = BACKOFF;
+    let mut last = String::new();
+    for attempt in 0..ATTEMPTS {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(left.min(ATTEMPT_TIMEOUT)))
+            .http_status_as_error(false)
+            .user_agent(concat!("onlyone/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        match agent.post(url).send(body) {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                if (200..300).contains(&status) {
+                    return Ok(());
+                }
+                last = format!("HTTP {status}");
+                if !(status == 408 || status == 429 || status >= 500) {
+                    return Err(last);
+                }
+            }
+            Err(e) => last = transport(&e),
+        }
+        if attempt + 1 < ATTEMPTS {
+            let nap = backoff.min(until.saturating_duration_since(Instant::now()));
+            std::thread::sleep(nap);
+            backoff *= 2;
+        }
+    }
+    if last.is_empty() {
+        last = "no time left".to_owned();
+    }
+    Err(last)
+}
+
+/// A transport error, said without the URL (ureq's messages may carry it).
+fn transport(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "timed out".to_owned(),
+        ureq::Error::Io(io) => io.kind().to_string(),
+        ureq::Error::HostNotFound => "host not found".to_owned(),
+        ureq::Error::ConnectionFailed => "connection failed".to_owned(),
+        _ => "transport error".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_and_masked() {
+        let t = parse("https://user:pw@hc.example.com:8000/ping/KEY/slug/?create=1").unwrap();
+        assert_eq!(t.shown, "https://hc.example.com:8000/…");
+        assert_eq!(
+            t.url("start", Some("r")),
+            "https://user:pw@hc.example.com:8000/ping/KEY/slug/start?create=1&rid=r"
+        );
+        for bad in ["notaurl", "ftp://h/x", "https:///x", "http://a b/"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("--ping"), "{e}");
+        }
+        assert!(!parse("ftp://u:secret@h/x").unwrap_err().contains("secret"));
+    }
+}

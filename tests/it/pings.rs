@@ -1,0 +1,269 @@
+//! Pings (`run --ping`, `$ONLYONE_PING`, `acquire --ping`, `precheck
+//! --ping`): the healthchecks.io protocol against a local server
+//! (support::hc) that records what it got and can be slow, answer 5xx,
+//! or be a closed port. One run id for the start, the end, the journal and
+//! the command's `ONLYONE_RUN_ID`; a skip is a `/log`, never a `/fail`;
+//! pings fail open, are bounded, and come after the lock is released.
+
+use crate::support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::hc::PingServer;
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn oo(sb: &Sandbox, args: &[&str]) -> Out {
+    let mut c = sb.program(BIN);
+    c.env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(args);
+    finish(c, LIMIT)
+}
+
+/// The journal's events of `lock`.
+fn events(sb: &Sandbox, lock: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(sb.journal_of(&sb.lock(lock))).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+        && s.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit())
+}
+
+/// Start and end carry one rid, which is the command's ONLYONE_RUN_ID and
+/// the journal's; the end is the command's exit code (3, then 0).
+#[test]
+fn start_and_end_carry_one_run_id_and_the_exit_code() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let seen = sb.path("rid");
+    let script = format!("echo \"$ONLYONE_RUN_ID\" > '{}'; exit 3", seen.display());
+    let url = hc.url("check");
+    oo(
+        &sb,
+        &["run", "--ping", &url, "job", "--", "sh", "-c", &script],
+    )
+    .expect(3)
+    .quiet();
+    let rid = std::fs::read_to_string(&seen).unwrap().trim().to_owned();
+    assert!(is_uuid(&rid), "ONLYONE_RUN_ID is a UUID: {rid:?}");
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "3"], "{reqs:?}");
+    for r in &reqs {
+        assert_eq!(r.method, "POST", "{r:?}");
+        assert_eq!(r.path().rsplit_once('/').unwrap().0, "/check", "{r:?}");
+        assert_eq!(r.query("rid").as_deref(), Some(rid.as_str()), "{r:?}");
+    }
+    let evs = events(&sb, "job");
+    for kind in ["start", "end"] {
+        let ev = evs.iter().find(|e| e["event"] == kind).unwrap();
+        assert_eq!(ev["rid"], rid.as_str(), "{kind} carries the rid: {evs:?}");
+    }
+
+    // $ONLYONE_PING names the check too; a success is /0, with a new rid.
+    let mut c = sb.program(BIN);
+    c.env("ONLYONE_PING", hc.url("other"))
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "job", "--", "true"]);
+    finish(c, LIMIT).expect(0).quiet();
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "3", "start", "0"], "{reqs:?}");
+    assert_eq!(reqs[3].path(), "/other/0");
+    assert_eq!(reqs[2].query("rid"), reqs[3].query("rid"));
+    assert_ne!(reqs[2].query("rid").as_deref(), Some(rid.as_str()));
+}
+
+/// A command killed by a signal has no exit code: /fail.
+#[test]
+fn a_signal_end_is_a_fail() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let out = oo(
+        &sb,
+        &[
+            "run",
+            "--ping",
+            &url,
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "kill -KILL $$",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(hc.whats(), ["start", "fail"], "{:?}", hc.requests());
+}
+
+/// A skip is a /log with who holds the lock, never a /fail (nor a start).
+#[test]
+fn a_skip_is_a_log_never_a_fail() {
+    let mut sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let mut holder = sb.program(BIN);
+    holder
+        .env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "job", "--", "sleep", "1000"]);
+    let pid = sb.keep(holder);
+    wait_until("the holder runs", LIMIT, || {
+        oo(&sb, &["precheck", "-q", "job"]).code() == 75
+    });
+    oo(&sb, &["run", "-q", "--ping", &url, "job", "--", "true"])
+        .expect(75)
+        .quiet();
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["log"], "{reqs:?}");
+    let body = String::from_utf8_lossy(&reqs[0].body);
+    assert!(
+        body.contains(&format!("pid {pid}")),
+        "says who holds it: {body:?}"
+    );
+    assert!(reqs[0].query("rid").is_some_and(|r| is_uuid(&r)));
+
+    // precheck's skip too.
+    oo(&sb, &["precheck", "-q", "--ping", &url, "job"]).expect(75);
+    assert_eq!(hc.whats(), ["log", "log"], "{:?}", hc.requests());
+    // A free lock's precheck pings nothing (the fire's run will).
+    sb.end_processes();
+    oo(&sb, &["precheck", "-q", "--ping", &url, "job"]).expect(0);
+    assert_eq!(hc.whats(), ["log", "log"], "{:?}", hc.requests());
+}
+
+/// A server that answers 503 twice gets the ping a third time; the run is
+/// unchanged and nothing is said (it got through).
+#[test]
+fn pings_are_retried_after_5xx() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    hc.behaviour.lock().unwrap().errors = 2;
+    let url = hc.url("c");
+    oo(&sb, &["run", "--ping", &url, "job", "--", "true"])
+        .expect(0)
+        .quiet();
+    assert_eq!(
+        hc.whats(),
+        ["start", "start", "start", "0"],
+        "{:?}",
+        hc.requests()
+    );
+}
+
+/// A server that takes 30 s to answer: the command starts within the start
+/// ping's bound, the run keeps its exit code, onlyone is done well before
+/// the server would be, and the lock is free for the next fire as soon as
+/// the end ping is on its way. The failure is said once.
+#[test]
+fn a_slow_server_is_bounded_and_the_lock_is_free_first() {
+    let mut sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    hc.behaviour.lock().unwrap().slow = Some(Duration::from_secs(30));
+    let url = hc.url("c");
+    let started = Instant::now();
+    let mut c = sb.program(BIN);
+    c.env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "--ping", &url, "job", "--", "sh", "-c", "exit 3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut first = c.spawn().unwrap();
+    wait_until("the end ping is sent", LIMIT, || {
+        hc.whats().iter().any(|w| w == "3")
+    });
+    // The end ping is pending: the next fire takes the lock at once.
+    oo(&sb, &["run", "job", "--", "true"]).expect(0).quiet();
+    let (status, _, stderr) = wait_bounded(&mut first, started, LIMIT, "the first run");
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(took < Duration::from_secs(20), "bounded: took {took:?}");
+    assert_eq!(stderr.lines().count(), 1, "said once: {stderr:?}");
+    assert!(stderr.contains("ping"), "{stderr:?}");
+    assert!(hc.whats().iter().filter(|w| *w == "start").count() == 1);
+    sb.kids.clear();
+}
+
+/// A closed port: the run keeps its own exit code, one line on stderr
+/// (none with -q); a URL's secrets (userinfo, the path's key) are never
+/// printed.
+#[test]
+fn a_closed_port_fails_open_and_masks_the_url() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://user:hunter2@127.0.0.1:{port}/KEY123/slug");
+    let out = oo(
+        &sb,
+        &["run", "--ping", &url, "job", "--", "sh", "-c", "exit 3"],
+    );
+    out.expect(3).within(Duration::from_secs(20));
+    assert_eq!(out.stderr.lines().count(), 1, "said once: {out:?}");
+    assert!(out.stderr.contains("127.0.0.1"), "{out:?}");
+    for secret in ["hunter2", "KEY123", "slug", "user"] {
+        assert!(!out.stderr.contains(secret), "masked: {out:?}");
+    }
+    oo(
+        &sb,
+        &[
+            "run", "-q", "--ping", &url, "job", "--", "sh", "-c", "exit 3",
+        ],
+    )
+    .expect(3)
+    .quiet();
+}
+
+/// A URL that is not one is refused before anything runs, naming the flag
+/// and never showing its secrets.
+#[test]
+fn a_bad_ping_url_is_refused() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let ran = sb.path("ran");
+    let touch = format!("touch '{}'", ran.display());
+    for bad in ["notaurl", "ftp://user:hunter2@host/x"] {
+        let out = oo(
+            &sb,
+            &["run", "--ping", bad, "job", "--", "sh", "-c", &touch],
+        );
+        assert_ne!(out.status.code(), Some(0), "{out:?}");
+        out.says("--ping");
+        assert!(!out.stderr.contains("hunter2"), "{out:?}");
+        assert!(!ran.exists(), "the command did not run");
+    }
+}
+
+/// Without --ping nothing is pinged and no thread is started: onlyone has
+/// one thread while the command runs; the command still has its run id.
+#[test]
+fn no_ping_no_client() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let out = oo(
+        &sb,
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "ls /proc/$PPID/task | wc -l; echo \"$ONLYONE_RUN_ID\"",
+        ],
+    );
+    out.expect(0);
+    let mut lines = out.stdout.lines();
+    assert_eq!(lines.next().map(str::trim), Some("1"), "{out:?}");
+    assert!(lines.next().is_some_and(is_uuid), "{out:?}");
+}
