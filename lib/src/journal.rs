@@ -1540,7 +1540,12 @@ mod tests {
             run_id(t).as_deref(),
             Some("5f0c2a6e-0d9b-4f0e-8a1c-3b7d9e2f4a6c")
         );
-        for other in ["", "abc", "5F0C2A6E0D9B4F0E8A1C3B7D9E2F4A6C", &format!("{t}00")] {
+        for other in [
+            "",
+            "abc",
+            "5F0C2A6E0D9B4F0E8A1C3B7D9E2F4A6C",
+            &format!("{t}00"),
+        ] {
             assert_eq!(run_id(other), None, "{other}");
         }
         let ev = Event::start(Some(t), 1, None, "run");

@@ -482,6 +482,20 @@ pub struct Acquire {
     /// held.
     #[arg(long)]
     pub export: bool,
+    /// Ping URL with the healthchecks.io protocol: URL/start?rid=RID now,
+    /// the end at `release --exit CODE` (repeatable).
+    ///
+    /// With --export, the assignments add ONLYONE_RUN_ID (RID) and
+    /// ONLYONE_RELEASE_PING (these URLs), which `release` reads when it is
+    /// given no --ping: the end goes where the start went. A skip is
+    /// URL/log. Bounded and failing open as `run --ping`.
+    #[arg(
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub ping: Vec<String>,
     /// No message when the lock is held or a stale lock is taken over.
     #[arg(short, long)]
     pub quiet: bool,
@@ -504,6 +518,14 @@ pub struct Release {
     /// failure.
     #[arg(long = "exit", value_name = "CODE", value_parser = clap::value_parser!(u8), allow_negative_numbers = true)]
     pub exit: Option<u8>,
+    /// Ping URL with the run's end once the lock is released: URL/CODE?rid=RID
+    /// with --exit CODE, URL/log?rid=RID without (the exit is unknown).
+    ///
+    /// Repeatable; without it, the URLs `acquire --export --ping` exported
+    /// for this lock ($ONLYONE_RELEASE_PING), else $ONLYONE_PING. RID is
+    /// the run's, from the lock's record. Not with --force.
+    #[arg(long = "ping", value_name = "URL", conflicts_with = "force")]
+    pub ping: Vec<String>,
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,

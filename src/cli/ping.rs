@@ -42,6 +42,26 @@ const BACKOFF: Duration = Duration::from_millis(250);
 /// The most a ping's body carries (healthchecks' default limit).
 const BODY_LIMIT: usize = 10_000;
 
+/// Where `acquire --export --ping` leaves its URLs for `release`.
+pub(super) const RELEASE_VAR: &str = "ONLYONE_RELEASE_PING";
+
+/// The variable `--ping` falls back to.
+const PING_VAR: &str = "ONLYONE_PING";
+
+/// The URLs `release` pings: its `--ping`s, else those `acquire --export`
+/// left for the lock `exported` says this environment's `ONLYONE_LOCK`
+/// is, else `$ONLYONE_PING`.
+pub(super) fn release_urls(given: &[String], exported: bool) -> Vec<String> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let from = |var| std::env::var(var).ok().filter(|v| !v.is_empty());
+    if exported && let Some(v) = from(RELEASE_VAR) {
+        return v.split_whitespace().map(str::to_owned).collect();
+    }
+    from(PING_VAR).into_iter().collect()
+}
+
 /// Set once a failure was said: one line per process is enough.
 static SAID: AtomicBool = AtomicBool::new(false);
 
@@ -59,6 +79,8 @@ pub(super) fn note_skip(why: String) {
 /// A ping URL, checked.
 #[derive(Debug, Clone)]
 struct Target {
+    /// The URL as given.
+    given: String,
     /// The URL before its query, without a trailing `/`.
     base: String,
     /// Its query (without `?`), kept on every ping (`create=1`).
@@ -114,6 +136,30 @@ impl Pings {
         }
         self.rid = onlyone::journal::run_id(token);
         self.send("start", Vec::new(), START_BOUND);
+    }
+
+    /// The pings are about the run `token` (a script's, at its release).
+    pub(super) fn for_run(&mut self, token: &str) {
+        self.rid = onlyone::journal::run_id(token);
+    }
+
+    /// A script's hold was released without an exit code: `URL/log`.
+    pub(super) fn released_unknown(&self) {
+        if self.is_empty() {
+            return;
+        }
+        let body = b"released without --exit: the script's exit code is unknown".to_vec();
+        self.send("log", body, END_BOUND);
+    }
+
+    /// The URLs as given, separated by spaces (a URL holds none), for
+    /// [`RELEASE_VAR`].
+    pub(super) fn joined(&self) -> String {
+        self.targets
+            .iter()
+            .map(|t| t.given.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The run ended (its lock released): `URL/N` or `URL/fail`.
@@ -262,6 +308,7 @@ fn parse(url: &str) -> Result<Target, String> {
     }
     let path = before_q[authority.len()..].trim_end_matches('/');
     Ok(Target {
+        given: url.to_owned(),
         base: format!("{scheme}://{authority}{path}"),
         query,
         shown: format!("{scheme}://{host}/…"),

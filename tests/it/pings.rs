@@ -267,3 +267,64 @@ fn no_ping_no_client() {
     assert_eq!(lines.next().map(str::trim), Some("1"), "{out:?}");
     assert!(lines.next().is_some_and(is_uuid), "{out:?}");
 }
+
+/// A script: `acquire --export --ping` pings the start and hands the run
+/// id and the URL to the script, `release --exit CODE` pings the end with
+/// the same rid (the lock released first); a release without --exit is a
+/// /log; a skip at acquire is a /log.
+#[test]
+fn a_scripts_acquire_and_release_ping_start_and_end() {
+    let mut sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("s");
+    let dir = sb.dir().to_str().unwrap().to_owned();
+    let seen = sb.path("rid");
+    let script = format!(
+        "vars=$('{BIN}' --dir '{dir}' acquire job --export --ping '{url}') || exit; \
+         eval \"$vars\"; echo \"$ONLYONE_RUN_ID\" > '{seen}'; \
+         '{BIN}' --dir '{dir}' precheck -q job; echo held=$?; \
+         '{BIN}' --dir '{dir}' release job --exit 4",
+        seen = seen.display()
+    );
+    let mut c = sb.program("sh");
+    c.env_remove("ONLYONE_PING").args(["-c", &script]);
+    finish(c, LIMIT).expect(0).prints("held=75");
+    let rid = std::fs::read_to_string(&seen).unwrap().trim().to_owned();
+    assert!(is_uuid(&rid), "{rid:?}");
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "4"], "{reqs:?}");
+    assert!(
+        reqs.iter()
+            .all(|r| r.query("rid").as_deref() == Some(&*rid)),
+        "{reqs:?}"
+    );
+    // The lock was free when the end ping went out.
+    oo(&sb, &["precheck", "-q", "job"]).expect(0);
+
+    // Without --export, the release is given the URL; without --exit the
+    // end is unknown: a /log.
+    let script = format!(
+        "'{BIN}' --dir '{dir}' acquire -q job --ping '{url}' || exit; \
+         '{BIN}' --dir '{dir}' release job --ping '{url}'"
+    );
+    let mut c = sb.program("sh");
+    c.env_remove("ONLYONE_PING").args(["-c", &script]);
+    finish(c, LIMIT).expect(0);
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "4", "start", "log"], "{reqs:?}");
+    assert_eq!(reqs[2].query("rid"), reqs[3].query("rid"));
+
+    // A skip at acquire.
+    let mut holder = sb.program(BIN);
+    holder
+        .env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "job", "--", "sleep", "1000"]);
+    sb.keep(holder);
+    wait_until("the holder runs", LIMIT, || {
+        oo(&sb, &["precheck", "-q", "job"]).code() == 75
+    });
+    oo(&sb, &["acquire", "-q", "job", "--ping", &url]).expect(75);
+    assert_eq!(hc.whats(), ["start", "4", "start", "log", "log"]);
+}
