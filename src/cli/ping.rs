@@ -131,11 +131,24 @@ impl Pings {
     /// The run `token` starts: `URL/start`, waited for at most
     /// [`START_BOUND`].
     pub(super) fn start(&mut self, token: &str) {
+        self.start_after(token, None);
+    }
+
+    /// [`Pings::start`], after the end of the run it took the lock over
+    /// from, when that run's end was never said (its wrapper died):
+    /// `URL/fail` with that run's id and `abandoned`'s reason, first.
+    pub(super) fn start_after(&mut self, token: &str, abandoned: Option<&(String, String)>) {
         if self.is_empty() {
             return;
         }
         self.rid = onlyone::journal::run_id(token);
-        self.send("start", Vec::new(), START_BOUND);
+        let mut msgs = Vec::new();
+        if let Some((old, reason)) = abandoned {
+            let body = format!("abandoned: {reason}").into_bytes();
+            msgs.push(("fail".to_owned(), onlyone::journal::run_id(old), body));
+        }
+        msgs.push(("start".to_owned(), self.rid.clone(), Vec::new()));
+        self.send_all(msgs, START_BOUND);
     }
 
     /// The pings are about the run `token` (a script's, at its release).
@@ -203,9 +216,15 @@ impl Pings {
         self.send("log", body, END_BOUND);
     }
 
-    /// Sends `URL/what` to every target at once, waiting for them until
-    /// `bound` from now (or the cap).
+    /// Sends `URL/what` with the run's id to every target.
     fn send(&self, what: &str, body: Vec<u8>, bound: Duration) {
+        self.send_all(vec![(what.to_owned(), self.rid.clone(), body)], bound);
+    }
+
+    /// Sends the pings `msgs` (what, its rid, its body), in order, to every
+    /// target at once, waiting for them until `bound` from now (or the
+    /// cap).
+    fn send_all(&self, msgs: Vec<(String, Option<String>, Vec<u8>)>, bound: Duration) {
         let mut until = Instant::now() + bound;
         if let Some(cap) = self.cap {
             until = until.min(cap);
@@ -213,10 +232,17 @@ impl Pings {
         let (tx, rx) = mpsc::channel();
         let mut waiting = 0;
         for t in &self.targets {
-            let url = t.url(what, self.rid.as_deref());
-            let (tx, body, shown) = (tx.clone(), body.clone(), t.shown.clone());
+            let posts: Vec<(String, Vec<u8>)> = msgs
+                .iter()
+                .map(|(what, rid, body)| (t.url(what, rid.as_deref()), body.clone()))
+                .collect();
+            let (tx, shown) = (tx.clone(), t.shown.clone());
             let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
-                let r = post(&url, &body, until);
+                let mut r = Ok(());
+                for (url, body) in &posts {
+                    let sent = post(url, body, until);
+                    r = r.and(sent);
+                }
                 let _ = tx.send((shown, r));
             });
             match spawned {

@@ -35,6 +35,12 @@ pub(super) trait Taken {
     fn name(&self) -> &str;
     /// The run's token (its run id's bits).
     fn token(&self) -> &str;
+    /// The token of the stale run this one took the lock over from, and
+    /// why it was stale, when that run's end was never recorded (its
+    /// wrapper died): its pings say it ended without an exit code.
+    fn abandoned(&self) -> Option<(String, String)> {
+        None
+    }
     /// The lock side of the supervision.
     fn hold(&mut self) -> &mut dyn supervise::Hold;
     /// The run's event of its end (token, wrapper pid, command).
@@ -109,7 +115,8 @@ fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, 
             return (code, None);
         }
     };
-    pings.start(taken.token());
+    let abandoned = taken.abandoned();
+    pings.start_after(taken.token(), abandoned.as_ref());
     let (code, ended_by, exit) = run_taken(taken, a);
     let end = match (exit, ended_by) {
         (_, Some(EndedBy::Idle(_))) => End::Exit(0),
@@ -251,6 +258,12 @@ impl Taken for DirTaken<'_> {
 
     fn token(&self) -> &str {
         self.guard.token()
+    }
+
+    fn abandoned(&self) -> Option<(String, String)> {
+        let t = self.guard.took_over()?;
+        let old = t.record.as_ref().filter(|r| r.released.is_none())?;
+        Some((old.token.clone()?, t.reason.to_string()))
     }
 
     fn hold(&mut self) -> &mut dyn supervise::Hold {

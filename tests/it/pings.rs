@@ -328,3 +328,28 @@ fn a_scripts_acquire_and_release_ping_start_and_end() {
     oo(&sb, &["acquire", "-q", "job", "--ping", &url]).expect(75);
     assert_eq!(hc.whats(), ["start", "4", "start", "log", "log"]);
 }
+
+/// A run whose wrapper was killed never said its end: the fire that takes
+/// the lock over pings its /fail (with that run's rid) before its own start.
+#[test]
+fn an_abandoned_run_is_a_fail_at_the_takeover() {
+    let mut sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let mut first = sb.program(BIN);
+    first
+        .env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "--ping", &url, "job", "--", "sleep", "1000"]);
+    let wrapper = sb.keep(first);
+    wait_until("the start ping", LIMIT, || hc.whats() == ["start"]);
+    kill9_pid(wrapper);
+    sb.end_processes();
+    oo(&sb, &["run", "-q", "--ping", &url, "job", "--", "true"]).expect(0);
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "fail", "start", "0"], "{reqs:?}");
+    assert_eq!(reqs[0].query("rid"), reqs[1].query("rid"), "the old run's");
+    assert_ne!(reqs[1].query("rid"), reqs[2].query("rid"));
+    assert!(String::from_utf8_lossy(&reqs[1].body).starts_with("abandoned: "));
+}
