@@ -441,8 +441,11 @@ pub struct Run {
     /// URL/start?rid=RID before the command starts, URL/N?rid=RID when it
     /// ends with exit code N, URL/fail?rid=RID when it ends with none (a
     /// signal, a lost lease), URL/log?rid=RID for a skip (a skip is not a
-    /// failure; the body says who holds the lock). RID is the run's id, in
-    /// its journal events and in the command's $ONLYONE_RUN_ID. Pings fail
+    /// failure; the body says who holds the lock). The end's body is the
+    /// tail of what the run printed, within the server's Ping-Body-Limit
+    /// (none when stdout or stderr is a terminal, or with --linger or
+    /// --keep-strays). RID is the run's id, in its journal events and in
+    /// the command's $ONLYONE_RUN_ID. Pings fail
     /// open: the start waits at most 2s, the end (sent once the lock is
     /// released) at most 10s, both within --deadline; a ping never changes
     /// the exit code, and a failing server is said once on stderr (not with

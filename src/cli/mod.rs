@@ -15,6 +15,7 @@ mod run;
 mod script;
 mod status;
 mod store;
+mod tail;
 mod view;
 
 use std::collections::HashSet;

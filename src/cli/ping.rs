@@ -28,6 +28,7 @@ use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use super::say;
+use super::tail::Tail;
 
 /// How long the command's start may wait for its start pings.
 const START_BOUND: Duration = Duration::from_secs(2);
@@ -39,8 +40,12 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 const ATTEMPTS: u32 = 4;
 /// The first retry's backoff, doubled for each next one.
 const BACKOFF: Duration = Duration::from_millis(250);
-/// The most a ping's body carries (healthchecks' default limit).
+/// The most a ping's body carries when the server does not say
+/// (healthchecks' default `Ping-Body-Limit`).
 const BODY_LIMIT: usize = 10_000;
+/// The most of a run's output kept in memory for its end ping, whatever a
+/// server says it takes.
+const MAX_TAIL: usize = 1 << 20;
 
 /// Where `acquire --export --ping` leaves its URLs for `release`.
 pub(super) const RELEASE_VAR: &str = "ONLYONE_RELEASE_PING";
@@ -104,6 +109,8 @@ pub(super) struct Pings {
     rid: Option<String>,
     quiet: bool,
     cap: Option<Instant>,
+    /// Each target's `Ping-Body-Limit`, as its last answer gave it.
+    limits: Mutex<Vec<usize>>,
 }
 
 impl Pings {
@@ -116,6 +123,7 @@ impl Pings {
             .map(|u| parse(u))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pings {
+            limits: Mutex::new(vec![BODY_LIMIT; targets.len()]),
             targets,
             rid: None,
             quiet,
@@ -177,6 +185,12 @@ impl Pings {
 
     /// The run ended (its lock released): `URL/N` or `URL/fail`.
     pub(super) fn end(&self, end: &End) {
+        self.end_with(end, None);
+    }
+
+    /// [`Pings::end`], its body the tail of what the run printed (within
+    /// each server's `Ping-Body-Limit`), when it was captured.
+    pub(super) fn end_with(&self, end: &End, tail: Option<&Tail>) {
         if self.is_empty() {
             return;
         }
@@ -184,7 +198,28 @@ impl Pings {
             End::Exit(n) => n.to_string(),
             End::Fail => "fail".to_owned(),
         };
-        self.send(&what, Vec::new(), END_BOUND);
+        let limits = self.limits.lock().map(|l| l.clone()).unwrap_or_default();
+        let posts = self
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let limit = limits.get(i).copied().unwrap_or(BODY_LIMIT);
+                let body = tail.map(|tl| tail_body(tl, limit)).unwrap_or_default();
+                vec![(t.url(&what, self.rid.as_deref()), body)]
+            })
+            .collect();
+        let mut until = Instant::now() + END_BOUND;
+        if let Some(cap) = self.cap {
+            until = until.min(cap);
+        }
+        self.send_each(posts, until);
+    }
+
+    /// The most a captured tail needs: the largest body a server takes.
+    pub(super) fn tail_cap(&self) -> usize {
+        let limits = self.limits.lock().map(|l| l.clone()).unwrap_or_default();
+        limits.into_iter().max().unwrap_or(BODY_LIMIT).min(MAX_TAIL)
     }
 
     /// The run was refused: a skip ([`note_skip`]) is `URL/log`; anything
@@ -229,21 +264,35 @@ impl Pings {
         if let Some(cap) = self.cap {
             until = until.min(cap);
         }
+        let posts = self
+            .targets
+            .iter()
+            .map(|t| {
+                msgs.iter()
+                    .map(|(what, rid, body)| (t.url(what, rid.as_deref()), body.clone()))
+                    .collect()
+            })
+            .collect();
+        self.send_each(posts, until);
+    }
+
+    /// Sends each target its posts (URL, body), in order, all targets at
+    /// once, waiting for them until `until`.
+    fn send_each(&self, posts: Vec<Vec<(String, Vec<u8>)>>, until: Instant) {
         let (tx, rx) = mpsc::channel();
         let mut waiting = 0;
-        for t in &self.targets {
-            let posts: Vec<(String, Vec<u8>)> = msgs
-                .iter()
-                .map(|(what, rid, body)| (t.url(what, rid.as_deref()), body.clone()))
-                .collect();
+        for (i, (t, posts)) in self.targets.iter().zip(posts).enumerate() {
             let (tx, shown) = (tx.clone(), t.shown.clone());
             let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
-                let mut r = Ok(());
+                let mut r = Ok(None);
                 for (url, body) in &posts {
                     let sent = post(url, body, until);
-                    r = r.and(sent);
+                    r = match (r, sent) {
+                        (Ok(a), Ok(b)) => Ok(b.or(a)),
+                        (Err(e), _) | (_, Err(e)) => Err(e),
+                    };
                 }
-                let _ = tx.send((shown, r));
+                let _ = tx.send((i, shown, r));
             });
             match spawned {
                 Ok(_) => waiting += 1,
@@ -254,10 +303,18 @@ impl Pings {
         while waiting > 0 {
             let left = until.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok((shown, r)) => {
+                Ok((i, shown, r)) => {
                     waiting -= 1;
-                    if let Err(e) = r {
-                        self.failed(&shown, &e);
+                    match r {
+                        Ok(Some(limit)) => {
+                            if let Ok(mut l) = self.limits.lock()
+                                && let Some(slot) = l.get_mut(i)
+                            {
+                                *slot = limit;
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => self.failed(&shown, &e),
                     }
                 }
                 Err(_) => {
@@ -298,6 +355,27 @@ impl Target {
         }
         url
     }
+}
+
+/// The body of an end ping: the tail, within `limit` bytes, after a line
+/// saying how much was cut when something was.
+fn tail_body(tail: &Tail, limit: usize) -> Vec<u8> {
+    if tail.cut == 0 && tail.bytes.len() <= limit {
+        return tail.bytes.clone();
+    }
+    // The notice's length depends on the count it gives: settle it.
+    let mut start = 0;
+    let mut notice = Vec::new();
+    for _ in 0..3 {
+        let cut = tail.cut as usize + start;
+        notice = format!("[onlyone: the output's first {cut} bytes are cut]\n").into_bytes();
+        notice.truncate(limit);
+        start = tail.bytes.len().saturating_sub(limit - notice.len());
+    }
+    let room = limit - notice.len();
+    let start = tail.bytes.len().saturating_sub(room);
+    notice.extend_from_slice(&tail.bytes[start..]);
+    notice
 }
 
 /// Checks a ping URL: `http://` or `https://`, a host; the error names the
@@ -343,7 +421,8 @@ fn parse(url: &str) -> Result<Target, String> {
 
 /// POSTs `body` to `url`, retrying on 408, 429, 5xx and transport errors
 /// with backoff, until `until`.
-fn post(url: &str, body: &[u8], until: Instant) -> Result<(), String> {
+/// Its answer's `Ping-Body-Limit`, when it gave one.
+fn post(url: &str, body: &[u8], until: Instant) -> Result<Option<usize>, String> {
     let mut backoff = BACKOFF;
     let mut last = String::new();
     for attempt in 0..ATTEMPTS {
@@ -361,7 +440,12 @@ fn post(url: &str, body: &[u8], until: Instant) -> Result<(), String> {
             Ok(r) => {
                 let status = r.status().as_u16();
                 if (200..300).contains(&status) {
-                    return Ok(());
+                    let limit = r
+                        .headers()
+                        .get("ping-body-limit")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse().ok());
+                    return Ok(limit);
                 }
                 last = format!("HTTP {status}");
                 if !(status == 408 || status == 429 || status >= 500) {
@@ -396,6 +480,38 @@ fn transport(e: &ureq::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_fits_its_limit_with_a_notice() {
+        let tail = |n: usize, cut: u64| Tail {
+            bytes: (0..n).map(|i| b'a' + (i % 26) as u8).collect(),
+            cut,
+        };
+        assert_eq!(tail_body(&tail(100, 0), 100), tail(100, 0).bytes);
+        for (n, cut, limit) in [
+            (101, 0, 100),
+            (5000, 7, 1000),
+            (20, 0, 5),
+            (99_999, 3, 9_999),
+        ] {
+            let t = tail(n, cut);
+            let body = tail_body(&t, limit);
+            assert_eq!(body.len(), limit.min(body.len()));
+            assert!(body.len() <= limit);
+            let text = String::from_utf8_lossy(&body);
+            if limit > 60 {
+                assert!(text.starts_with("[onlyone: the output's first "), "{text}");
+                assert!(
+                    t.bytes
+                        .ends_with(text.split_once("]\n").unwrap().1.as_bytes())
+                );
+                let said: usize = text[29..].split(' ').next().unwrap().parse().unwrap();
+                let kept = text.split_once("]\n").unwrap().1.len();
+                assert_eq!(said + kept, n + cut as usize, "{text}");
+                assert_eq!(body.len(), limit);
+            }
+        }
+    }
 
     #[test]
     fn urls_are_checked_and_masked() {

@@ -14,6 +14,7 @@ use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
 use super::exit::{self, Code};
 use super::ping::{End, Pings};
+use super::tail::{Capture, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
 /// How much longer than its grace a replaced run is given to let go.
@@ -96,15 +97,20 @@ pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
         Err(e) => return fail(e),
     };
     let (code, end) = run_pinged(place, a, &mut pings);
-    if let Some(end) = end {
-        pings.end(&end);
+    if let Some((end, tail)) = end {
+        pings.end_with(&end, tail.as_ref());
     }
     code
 }
 
-/// `run`: its exit code, and how a ping tells its end (none when it did
-/// not start: the refusal is pinged here).
-fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, Option<End>) {
+/// `run`: its exit code, and how a ping tells its end, with the tail of
+/// what it printed when that was captured ([`super::tail`]); no end when
+/// it did not start (the refusal is pinged here).
+fn run_pinged(
+    place: &dyn RunPlace,
+    a: &args::Run,
+    pings: &mut Pings,
+) -> (Code, Option<(End, Option<Tail>)>) {
     if let Some(why) = unsupported(place.kind(), a) {
         return (fail(why), None);
     }
@@ -117,13 +123,17 @@ fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, 
     };
     let abandoned = taken.abandoned();
     pings.start_after(taken.token(), abandoned.as_ref());
+    let capture = (!pings.is_empty() && !a.linger && !a.keep_strays)
+        .then(|| Capture::begin(pings.tail_cap()))
+        .flatten();
     let (code, ended_by, exit) = run_taken(taken, a);
+    let tail = capture.map(Capture::finish);
     let end = match (exit, ended_by) {
         (_, Some(EndedBy::Idle(_))) => End::Exit(0),
         (_, Some(EndedBy::LeaseLost)) | (None | Some(Exit::Signal(_)), _) => End::Fail,
         (Some(Exit::Code(c)), _) => End::Exit(c.clamp(0, 255) as u8),
     };
-    (code, Some(end))
+    (code, Some((end, tail)))
 }
 
 /// `run` once the lock is taken: its exit code, and what onlyone ended

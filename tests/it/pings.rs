@@ -353,3 +353,107 @@ fn an_abandoned_run_is_a_fail_at_the_takeover() {
     assert_ne!(reqs[1].query("rid"), reqs[2].query("rid"));
     assert!(String::from_utf8_lossy(&reqs[1].body).starts_with("abandoned: "));
 }
+
+/// The end ping's body is the tail of what the run printed, within the
+/// server's Ping-Body-Limit (the start ping's answer), with a notice of
+/// what was cut; the output still reaches the run's own stdout and stderr
+/// whole and in order (one file for both here: `>log 2>&1`).
+#[test]
+fn the_end_ping_carries_the_tail_within_the_limit() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    hc.behaviour.lock().unwrap().body_limit = Some(1000);
+    let url = hc.url("c");
+    let log = sb.path("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let script =
+        "i=0; while [ $i -lt 3000 ]; do echo line$i; i=$((i+1)); done; echo last >&2; exit 3";
+    let mut c = sb.program(BIN);
+    c.env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "--ping", &url, "job", "--", "sh", "-c", script])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file);
+    let mut child = c.spawn().unwrap();
+    let started = Instant::now();
+    wait_until("the run ends", LIMIT, || {
+        child.try_wait().unwrap().is_some()
+    });
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+    assert!(started.elapsed() < LIMIT);
+    let mut expected: String = (0..3000).map(|i| format!("line{i}\n")).collect();
+    expected.push_str("last\n");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        expected,
+        "the output flows whole"
+    );
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "3"], "{reqs:?}");
+    assert!(reqs[0].body.is_empty());
+    let body = String::from_utf8_lossy(&reqs[1].body).into_owned();
+    assert!(body.len() <= 1000, "within the limit: {}", body.len());
+    assert!(body.len() > 900, "the limit is used: {}", body.len());
+    assert!(body.starts_with("[onlyone: the output's first "), "{body}");
+    assert!(body.ends_with("line2999\nlast\n"), "{body}");
+
+    // Without the header: 10,000 bytes; a short output is whole.
+    hc.behaviour.lock().unwrap().body_limit = None;
+    let out = oo(
+        &sb,
+        &["run", "--ping", &url, "job", "--", "sh", "-c", script],
+    );
+    out.expect(3).says("last");
+    assert!(out.stdout.starts_with("line0\n") && out.stdout.ends_with("line2999\n"));
+    let body = hc.requests()[3].body.clone();
+    assert!(body.len() <= 10_000 && body.len() > 9_000, "{}", body.len());
+    oo(&sb, &["run", "--ping", &url, "job", "--", "echo", "short"])
+        .expect(0)
+        .prints("short");
+    assert_eq!(hc.requests()[5].body, b"short\n");
+}
+
+/// A command on a terminal still sees its terminal: nothing is captured,
+/// and the end ping has no body.
+#[test]
+fn a_command_on_a_terminal_keeps_it_and_sends_no_tail() {
+    use nix::fcntl::OFlag;
+    use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt};
+    use std::os::unix::fs::OpenOptionsExt;
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(ptsname_r(&master).unwrap())
+        .unwrap();
+    let seen = sb.path("seen");
+    let script = format!(
+        "t=notty; [ -t 1 ] && [ -t 2 ] && t=tty; echo $t > '{}'; echo hello",
+        seen.display()
+    );
+    let mut c = sb.program(BIN);
+    c.env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "--ping", &url, "job", "--", "sh", "-c", &script])
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    let mut child = c.spawn().unwrap();
+    drop(c);
+    wait_until("the run ends", LIMIT, || {
+        child.try_wait().unwrap().is_some()
+    });
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "tty\n");
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "0"], "{reqs:?}");
+    assert!(reqs[1].body.is_empty(), "{reqs:?}");
+    drop(master);
+}
