@@ -449,7 +449,10 @@ pub struct Run {
     /// open: the start waits at most 2s, the end (sent once the lock is
     /// released) at most 10s, both within --deadline; a ping never changes
     /// the exit code, and a failing server is said once on stderr (not with
-    /// -q), the URL shown as its host only.
+    /// -q), the URL shown as its host only. A sentry+https:// URL (Sentry's
+    /// cron check-in URL with `sentry+` before it) sends Sentry's check-ins
+    /// instead: in_progress, then ok or error with the duration, RID as the
+    /// check_in_id, nothing for a skip.
     #[arg(
         long = "ping",
         value_name = "URL",

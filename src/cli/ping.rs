@@ -9,6 +9,11 @@
 //! journal and in the command's `ONLYONE_RUN_ID`); a skip, which has no run
 //! of its own, gets a fresh one.
 //!
+//! A `sentry+https://` URL is a Sentry cron monitor's check-in URL: the
+//! same events as GETs with `status=in_progress`, then `ok` or `error`
+//! (with `duration`), `check_in_id=RID`; Sentry has no check-in for a
+//! skip, so none is sent.
+//!
 //! Pings fail open and never delay the lock: each is sent from a thread of
 //! its own (the supervisor's signals blocked in it), retried on 408, 429,
 //! 5xx and transport errors with backoff, and waited for only until one
@@ -92,6 +97,8 @@ struct Target {
     query: Option<String>,
     /// What messages show of it: the scheme and the host.
     shown: String,
+    /// Sentry's cron check-ins (`sentry+https://`), not healthchecks'.
+    sentry: bool,
 }
 
 /// How a run ended, as a ping says it.
@@ -111,6 +118,8 @@ pub(super) struct Pings {
     cap: Option<Instant>,
     /// Each target's `Ping-Body-Limit`, as its last answer gave it.
     limits: Mutex<Vec<usize>>,
+    /// When the run started (its start ping), for Sentry's `duration`.
+    started: Option<Instant>,
 }
 
 impl Pings {
@@ -124,6 +133,7 @@ impl Pings {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pings {
             limits: Mutex::new(vec![BODY_LIMIT; targets.len()]),
+            started: None,
             targets,
             rid: None,
             quiet,
@@ -150,6 +160,7 @@ impl Pings {
             return;
         }
         self.rid = onlyone::journal::run_id(token);
+        self.started = Some(Instant::now());
         let mut msgs = Vec::new();
         if let Some((old, reason)) = abandoned {
             let body = format!("abandoned: {reason}").into_bytes();
@@ -206,7 +217,11 @@ impl Pings {
             .map(|(i, t)| {
                 let limit = limits.get(i).copied().unwrap_or(BODY_LIMIT);
                 let body = tail.map(|tl| tail_body(tl, limit)).unwrap_or_default();
-                vec![(t.url(&what, self.rid.as_deref()), body)]
+                let took = self.started.map(|s| s.elapsed());
+                t.url(&what, self.rid.as_deref(), took)
+                    .map(|u| (u, body))
+                    .into_iter()
+                    .collect()
             })
             .collect();
         let mut until = Instant::now() + END_BOUND;
@@ -269,7 +284,9 @@ impl Pings {
             .iter()
             .map(|t| {
                 msgs.iter()
-                    .map(|(what, rid, body)| (t.url(what, rid.as_deref()), body.clone()))
+                    .filter_map(|(what, rid, body)| {
+                        Some((t.url(what, rid.as_deref(), None)?, body.clone()))
+                    })
                     .collect()
             })
             .collect();
@@ -282,11 +299,11 @@ impl Pings {
         let (tx, rx) = mpsc::channel();
         let mut waiting = 0;
         for (i, (t, posts)) in self.targets.iter().zip(posts).enumerate() {
-            let (tx, shown) = (tx.clone(), t.shown.clone());
+            let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.sentry);
             let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
                 let mut r = Ok(None);
                 for (url, body) in &posts {
-                    let sent = post(url, body, until);
+                    let sent = post(url, body, get, until);
                     r = match (r, sent) {
                         (Ok(a), Ok(b)) => Ok(b.or(a)),
                         (Err(e), _) | (_, Err(e)) => Err(e),
@@ -342,19 +359,41 @@ impl Pings {
 }
 
 impl Target {
-    /// `base/what?rid=RID`, its own query kept.
-    fn url(&self, what: &str, rid: Option<&str>) -> String {
+    /// The URL of the ping `what` (`start`, an exit code, `fail`, `log`)
+    /// about the run `rid`, `took` after its start: `base/what?rid=RID`,
+    /// its own query kept; for Sentry, its check-in (`status`,
+    /// `check_in_id`, `duration` in seconds), and none for a `log`, which
+    /// Sentry has no check-in for.
+    fn url(&self, what: &str, rid: Option<&str>, took: Option<Duration>) -> Option<String> {
         let mut q: Vec<String> = self.query.iter().cloned().collect();
-        if let Some(r) = rid {
-            q.push(format!("rid={r}"));
+        if !self.sentry {
+            q.extend(rid.map(|r| format!("rid={r}")));
+            return Some(with_query(format!("{}/{what}", self.base), &q));
         }
-        let mut url = format!("{}/{what}", self.base);
-        if !q.is_empty() {
-            url.push('?');
-            url.push_str(&q.join("&"));
+        let status = match what {
+            "start" => "in_progress",
+            "log" => return None,
+            "0" => "ok",
+            _ => "error",
+        };
+        q.extend(rid.map(|r| format!("check_in_id={r}")));
+        q.push(format!("status={status}"));
+        if status != "in_progress"
+            && let Some(t) = took
+        {
+            q.push(format!("duration={:.3}", t.as_secs_f64()));
         }
-        url
+        Some(with_query(format!("{}/", self.base), &q))
     }
+}
+
+/// `url?a&b`, or `url` with no query.
+fn with_query(mut url: String, q: &[String]) -> String {
+    if !q.is_empty() {
+        url.push('?');
+        url.push_str(&q.join("&"));
+    }
+    url
 }
 
 /// The body of an end ping: the tail, within `limit` bytes, after a line
@@ -383,14 +422,22 @@ fn tail_body(tail: &Tail, limit: usize) -> Vec<u8> {
 fn parse(url: &str) -> Result<Target, String> {
     let fix = "give the check's ping URL, e.g. --ping https://hc-ping.com/UUID";
     let (scheme, rest) = match url.split_once("://") {
-        Some((s, r)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()) => (s, r),
+        Some((s, r))
+            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') =>
+        {
+            (s, r)
+        }
         _ => return Err(format!("--ping (or $ONLYONE_PING): not a URL; {fix}")),
     };
     let scheme = scheme.to_ascii_lowercase();
+    let (sentry, scheme) = match scheme.strip_prefix("sentry+") {
+        Some(s) => (true, s.to_owned()),
+        None => (false, scheme),
+    };
     if scheme != "http" && scheme != "https" {
         return Err(format!(
             "--ping (or $ONLYONE_PING): {scheme}:// is not a scheme pings use (http:// or \
-             https:// only); {fix}"
+             https://, or sentry+https:// for Sentry's cron check-ins); {fix}"
         ));
     }
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
@@ -416,13 +463,15 @@ fn parse(url: &str) -> Result<Target, String> {
         base: format!("{scheme}://{authority}{path}"),
         query,
         shown: format!("{scheme}://{host}/…"),
+        sentry,
     })
 }
 
 /// POSTs `body` to `url`, retrying on 408, 429, 5xx and transport errors
 /// with backoff, until `until`.
-/// Its answer's `Ping-Body-Limit`, when it gave one.
-fn post(url: &str, body: &[u8], until: Instant) -> Result<Option<usize>, String> {
+/// Its answer's `Ping-Body-Limit`, when it gave one. A GET, without the
+/// body, with `get` (Sentry's check-ins, as its guide sends them).
+fn post(url: &str, body: &[u8], get: bool, until: Instant) -> Result<Option<usize>, String> {
     let mut backoff = BACKOFF;
     let mut last = String::new();
     for attempt in 0..ATTEMPTS {
@@ -436,7 +485,12 @@ fn post(url: &str, body: &[u8], until: Instant) -> Result<Option<usize>, String>
             .user_agent(concat!("onlyone/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        match agent.post(url).send(body) {
+        let answer = if get {
+            agent.get(url).call()
+        } else {
+            agent.post(url).send(body)
+        };
+        match answer {
             Ok(r) => {
                 let status = r.status().as_u16();
                 if (200..300).contains(&status) {
@@ -518,9 +572,29 @@ mod tests {
         let t = parse("https://user:pw@hc.example.com:8000/ping/KEY/slug/?create=1").unwrap();
         assert_eq!(t.shown, "https://hc.example.com:8000/…");
         assert_eq!(
-            t.url("start", Some("r")),
+            t.url("start", Some("r"), None).unwrap(),
             "https://user:pw@hc.example.com:8000/ping/KEY/slug/start?create=1&rid=r"
         );
+        let s = parse("sentry+https://o0.ingest.sentry.io/api/7/cron/nightly/KEY/").unwrap();
+        assert_eq!(s.shown, "https://o0.ingest.sentry.io/…");
+        let base = "https://o0.ingest.sentry.io/api/7/cron/nightly/KEY/";
+        assert_eq!(
+            s.url("start", Some("r"), None).unwrap(),
+            format!("{base}?check_in_id=r&status=in_progress")
+        );
+        let took = Some(Duration::from_millis(1500));
+        assert_eq!(
+            s.url("0", Some("r"), took).unwrap(),
+            format!("{base}?check_in_id=r&status=ok&duration=1.500")
+        );
+        for failed in ["3", "fail"] {
+            assert!(
+                s.url(failed, Some("r"), took)
+                    .unwrap()
+                    .contains("status=error")
+            );
+        }
+        assert_eq!(s.url("log", Some("r"), None), None);
         for bad in ["notaurl", "ftp://h/x", "https:///x", "http://a b/"] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains("--ping"), "{e}");

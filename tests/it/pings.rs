@@ -457,3 +457,57 @@ fn a_command_on_a_terminal_keeps_it_and_sends_no_tail() {
     assert!(reqs[1].body.is_empty(), "{reqs:?}");
     drop(master);
 }
+
+/// `sentry+https://` (here `sentry+http://`, to the local server) speaks
+/// Sentry's cron check-ins: `in_progress`, then `ok` or `error` with the
+/// duration, the run id as `check_in_id`; a skip sends no check-in.
+#[test]
+fn sentry_check_ins_with_the_run_id() {
+    let mut sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = format!("sentry+{}", hc.url("api/7/cron/nightly/KEY/"));
+    let seen = sb.path("rid");
+    let script = format!("echo \"$ONLYONE_RUN_ID\" > '{}'", seen.display());
+    oo(
+        &sb,
+        &["run", "--ping", &url, "job", "--", "sh", "-c", &script],
+    )
+    .expect(0)
+    .quiet();
+    oo(
+        &sb,
+        &["run", "--ping", &url, "job", "--", "sh", "-c", "exit 3"],
+    )
+    .expect(3);
+    let rid = std::fs::read_to_string(&seen).unwrap().trim().to_owned();
+    let reqs = hc.requests();
+    let statuses: Vec<String> = reqs.iter().filter_map(|r| r.query("status")).collect();
+    assert_eq!(
+        statuses,
+        ["in_progress", "ok", "in_progress", "error"],
+        "{reqs:?}"
+    );
+    for r in &reqs {
+        assert_eq!(r.method, "GET", "{r:?}");
+        assert_eq!(r.path(), "/api/7/cron/nightly/KEY/", "{r:?}");
+    }
+    assert_eq!(reqs[0].query("check_in_id").as_deref(), Some(&*rid));
+    assert_eq!(reqs[1].query("check_in_id").as_deref(), Some(&*rid));
+    assert_ne!(reqs[2].query("check_in_id"), reqs[0].query("check_in_id"));
+    let took: f64 = reqs[1].query("duration").unwrap().parse().unwrap();
+    assert!((0.0..30.0).contains(&took), "{took}");
+    assert!(reqs[0].query("duration").is_none());
+
+    let mut holder = sb.program(BIN);
+    holder
+        .env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "job", "--", "sleep", "1000"]);
+    sb.keep(holder);
+    wait_until("the holder runs", LIMIT, || {
+        oo(&sb, &["precheck", "-q", "job"]).code() == 75
+    });
+    oo(&sb, &["run", "-q", "--ping", &url, "job", "--", "true"]).expect(75);
+    assert_eq!(hc.requests().len(), 4, "no check-in for a skip");
+}
