@@ -447,7 +447,7 @@ pub struct Run {
     /// --keep-strays). RID is the run's id, in its journal events and in
     /// the command's $ONLYONE_RUN_ID. Pings fail
     /// open: the start waits at most 2s, the end (sent once the lock is
-    /// released) at most 10s, both within --deadline; a ping never changes
+    /// released) at most 10s, the start within --deadline; a ping never changes
     /// the exit code, and a failing server is said once on stderr (not with
     /// -q), the URL shown as its host only. A sentry+https:// URL (Sentry's
     /// cron check-in URL with `sentry+` before it) sends Sentry's check-ins

@@ -170,6 +170,13 @@ impl Pings {
         self.send_all(msgs, START_BOUND);
     }
 
+    /// No cap from here on: `run`'s `--deadline` is a budget for what
+    /// comes before the command starts, so it caps the start ping, never
+    /// the end's, which has its own bound.
+    pub(super) fn uncap(&mut self) {
+        self.cap = None;
+    }
+
     /// The pings are about the run `token` (a script's, at its release).
     pub(super) fn for_run(&mut self, token: &str) {
         self.rid = onlyone::journal::run_id(token);

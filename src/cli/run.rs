@@ -123,6 +123,7 @@ fn run_pinged(
     };
     let abandoned = taken.abandoned();
     pings.start_after(taken.token(), abandoned.as_ref());
+    pings.uncap();
     let capture = (!pings.is_empty() && !a.linger && !a.keep_strays)
         .then(|| Capture::begin(pings.tail_cap()))
         .flatten();

@@ -511,3 +511,78 @@ fn sentry_check_ins_with_the_run_id() {
     oo(&sb, &["run", "-q", "--ping", &url, "job", "--", "true"]).expect(75);
     assert_eq!(hc.requests().len(), 4, "no check-in for a skip");
 }
+
+/// The same pings with the PostgreSQL store: start and end with one rid
+/// (the command's ONLYONE_RUN_ID), a skip as a /log saying who holds the
+/// lease, never a /fail.
+#[test]
+fn pings_with_the_store() {
+    let pg = match support::pg::Pg::start() {
+        Ok(pg) => pg,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let mut sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let store = |sb: &Sandbox, args: &[&str]| {
+        let mut c = sb.program(BIN);
+        c.env_remove("ONLYONE_PING")
+            .env_remove("ONLYONE_STORE")
+            .arg("--store")
+            .arg(pg.url())
+            .args(args);
+        c
+    };
+    let seen = sb.path("rid");
+    let script = format!("echo \"$ONLYONE_RUN_ID\" > '{}'; exit 3", seen.display());
+    let c = store(
+        &sb,
+        &["run", "--ping", &url, "job", "--", "sh", "-c", &script],
+    );
+    finish(c, LIMIT).expect(3);
+    let rid = std::fs::read_to_string(&seen).unwrap().trim().to_owned();
+    assert!(is_uuid(&rid), "{rid:?}");
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "3"], "{reqs:?}");
+    assert!(
+        reqs.iter()
+            .all(|r| r.query("rid").as_deref() == Some(&*rid)),
+        "{reqs:?}"
+    );
+
+    let ready = sb.path("ready");
+    let hold = format!("touch '{}'; sleep 1000", ready.display());
+    let holder = store(&sb, &["run", "job", "--", "sh", "-c", &hold]);
+    sb.keep(holder);
+    wait_until("the holder runs", LIMIT, || ready.exists());
+    let c = store(&sb, &["run", "-q", "--ping", &url, "job", "--", "true"]);
+    finish(c, LIMIT).expect(75);
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "3", "log"], "{reqs:?}");
+    assert!(String::from_utf8_lossy(&reqs[2].body).contains("holds the lease"));
+}
+
+/// `run --deadline` is a budget for what comes before the command starts:
+/// a run that outlasts it still pings its end.
+#[test]
+fn runs_deadline_never_drops_the_end_ping() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let args = [
+        "run",
+        "--deadline",
+        "1s",
+        "--ping",
+        &url,
+        "job",
+        "--",
+        "sleep",
+        "1.5",
+    ];
+    oo(&sb, &args).expect(0).quiet();
+    assert_eq!(hc.whats(), ["start", "0"], "{:?}", hc.requests());
+}
