@@ -304,8 +304,12 @@ impl Pings {
     /// once, waiting for them until `until`.
     fn send_each(&self, posts: Vec<Vec<(String, Vec<u8>)>>, until: Instant) {
         let (tx, rx) = mpsc::channel();
-        let mut waiting = 0;
+        // The targets not answered yet, by index.
+        let mut waiting = vec![false; self.targets.len()];
         for (i, (t, posts)) in self.targets.iter().zip(posts).enumerate() {
+            if posts.is_empty() {
+                continue;
+            }
             let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.sentry);
             let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
                 let mut r = Ok(None);
@@ -319,16 +323,16 @@ impl Pings {
                 let _ = tx.send((i, shown, r));
             });
             match spawned {
-                Ok(_) => waiting += 1,
+                Ok(_) => waiting[i] = true,
                 Err(e) => self.failed(&t.shown, &format!("cannot start a thread: {e}")),
             }
         }
         drop(tx);
-        while waiting > 0 {
+        while let Some(late) = waiting.iter().position(|w| *w) {
             let left = until.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok((i, shown, r)) => {
-                    waiting -= 1;
+                    waiting[i] = false;
                     match r {
                         Ok(Some(limit)) => {
                             if let Ok(mut l) = self.limits.lock()
@@ -342,25 +346,20 @@ impl Pings {
                     }
                 }
                 Err(_) => {
-                    self.failed("", "no answer in time");
+                    self.failed(&self.targets[late].shown, "no answer in time");
                     return;
                 }
             }
         }
     }
 
-    /// Says once (unless quiet) that a ping failed.
+    /// Says once (unless quiet) that a ping to `shown` failed.
     fn failed(&self, shown: &str, why: &str) {
         if self.quiet || SAID.swap(true, Ordering::Relaxed) {
             return;
         }
-        let to = if shown.is_empty() {
-            String::new()
-        } else {
-            format!(" to {shown}")
-        };
         say(format_args!(
-            "a ping{to} failed ({why}); the run's outcome is unchanged"
+            "a ping to {shown} failed ({why}); the run's outcome is unchanged"
         ));
     }
 }

@@ -191,7 +191,7 @@ fn a_slow_server_is_bounded_and_the_lock_is_free_first() {
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(took < Duration::from_secs(20), "bounded: took {took:?}");
     assert_eq!(stderr.lines().count(), 1, "said once: {stderr:?}");
-    assert!(stderr.contains("ping"), "{stderr:?}");
+    assert!(stderr.contains("ping to http://127.0.0.1:"), "{stderr:?}");
     assert!(hc.whats().iter().filter(|w| *w == "start").count() == 1);
     sb.kids.clear();
 }
