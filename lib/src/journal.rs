@@ -268,6 +268,25 @@ impl std::fmt::Display for EndReason {
     }
 }
 
+/// The run id of the run `token`: its 128 bits as a UUID (8-4-4-4-12 hex
+/// digits), for a token as [`crate::new_token`] makes them; `None` for
+/// any other.
+pub fn run_id(token: &str) -> Option<String> {
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if token.len() != 32 || !token.bytes().all(hex) {
+        return None;
+    }
+    let t = token;
+    Some(format!(
+        "{}-{}-{}-{}-{}",
+        &t[..8],
+        &t[8..12],
+        &t[12..16],
+        &t[16..20],
+        &t[20..]
+    ))
+}
+
 /// One line of the journal. Fields that do not apply are left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -287,6 +306,10 @@ pub struct Event {
     /// run's; for a `takeover`, the stale run's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The run's id, a UUID ([`run_id`] of its token): what its pings and
+    /// its command (`ONLYONE_RUN_ID`) call it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rid: Option<String>,
     /// The host the event happened on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
@@ -365,6 +388,7 @@ impl Event {
             event: kind,
             pid: None,
             token: None,
+            rid: None,
             host: Some(crate::procfs::host_name()),
             uid: Some(rustix::process::geteuid().as_raw()),
             cmd: None,
@@ -385,6 +409,7 @@ impl Event {
     fn about(kind: Kind, token: Option<&str>, pid: Option<u32>, cmd: Option<&str>) -> Event {
         let mut ev = Event::now(kind);
         ev.token = token.map(str::to_owned);
+        ev.rid = token.and_then(run_id);
         ev.pid = pid;
         ev.cmd = cmd.map(str::to_owned);
         ev
@@ -1507,6 +1532,27 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_id_is_its_token_as_a_uuid() {
+        let t = "5f0c2a6e0d9b4f0e8a1c3b7d9e2f4a6c";
+        assert_eq!(
+            run_id(t).as_deref(),
+            Some("5f0c2a6e-0d9b-4f0e-8a1c-3b7d9e2f4a6c")
+        );
+        for other in [
+            "",
+            "abc",
+            "5F0C2A6E0D9B4F0E8A1C3B7D9E2F4A6C",
+            &format!("{t}00"),
+        ] {
+            assert_eq!(run_id(other), None, "{other}");
+        }
+        let ev = Event::start(Some(t), 1, None, "run");
+        assert_eq!(ev.rid, run_id(t));
+        let line = String::from_utf8(ev.to_line()).unwrap();
+        assert!(line.contains("\"rid\":\"5f0c2a6e-0d9b-4f0e-8a1c-3b7d9e2f4a6c\""));
+    }
 
     fn ev(kind: Kind, token: &str, time: f64) -> Event {
         let mut e = Event::now(kind);

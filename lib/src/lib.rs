@@ -80,7 +80,9 @@ pub use lock::{
     AcquireOptions, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner, REFRESH_INTERVAL,
     REPROBE_INTERVAL, Released, Releaser, TakeOver, new_token,
 };
-pub use procfs::{FENCE_VAR, Group, Image, LOCK_VAR, ProcId, TOKEN_VAR, host_name, with_census};
+pub use procfs::{
+    FENCE_VAR, Group, Image, LOCK_VAR, ProcId, RUN_ID_VAR, TOKEN_VAR, host_name, with_census,
+};
 pub use record::{Mode, NotARecord, Record};
 pub use text::{compact_duration, display_command, format_unix_time, user_name};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

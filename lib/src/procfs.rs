@@ -742,6 +742,10 @@ pub const LOCK_VAR: &str = "ONLYONE_LOCK";
 /// The name of the environment variable that gives a run its fence (the
 /// PostgreSQL store's epoch: it grows with every acquisition).
 pub const FENCE_VAR: &str = "ONLYONE_FENCE";
+/// The name of the environment variable that gives a run's command its
+/// run id ([`crate::journal::run_id`]): what its journal events and its
+/// pings call it.
+pub const RUN_ID_VAR: &str = "ONLYONE_RUN_ID";
 
 /// Lists the live pids in `/proc`.
 pub fn all_pids() -> io::Result<Vec<u32>> {

@@ -436,6 +436,30 @@ pub struct Run {
     /// 125.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    /// Ping URL with the healthchecks.io protocol (repeatable).
+    ///
+    /// URL/start?rid=RID before the command starts, URL/N?rid=RID when it
+    /// ends with exit code N, URL/fail?rid=RID when it ends with none (a
+    /// signal, a lost lease), URL/log?rid=RID for a skip (a skip is not a
+    /// failure; the body says who holds the lock). The end's body is the
+    /// tail of what the run printed, within the server's Ping-Body-Limit
+    /// (none when stdout or stderr is a terminal, or with --linger or
+    /// --keep-strays). RID is the run's id, in its journal events and in
+    /// the command's $ONLYONE_RUN_ID. Pings fail
+    /// open: the start waits at most 2s, the end (sent once the lock is
+    /// released) at most 10s, the start within --deadline; a ping never changes
+    /// the exit code, and a failing server is said once on stderr (not with
+    /// -q), the URL shown as its host only. A sentry+https:// URL (Sentry's
+    /// cron check-in URL with `sentry+` before it) sends Sentry's check-ins
+    /// instead: in_progress, then ok or error with the duration, RID as the
+    /// check_in_id, nothing for a skip.
+    #[arg(
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub ping: Vec<String>,
     /// No message on a skip or a takeover (cron mails whatever a job
     /// prints).
     #[arg(short, long)]
@@ -464,6 +488,20 @@ pub struct Acquire {
     /// held.
     #[arg(long)]
     pub export: bool,
+    /// Ping URL with the healthchecks.io protocol: URL/start?rid=RID now,
+    /// the end at `release --exit CODE` (repeatable).
+    ///
+    /// With --export, the assignments add ONLYONE_RUN_ID (RID) and
+    /// ONLYONE_RELEASE_PING (these URLs), which `release` reads when it is
+    /// given no --ping: the end goes where the start went. A skip is
+    /// URL/log. Bounded and failing open as `run --ping`.
+    #[arg(
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub ping: Vec<String>,
     /// No message when the lock is held or a stale lock is taken over.
     #[arg(short, long)]
     pub quiet: bool,
@@ -486,6 +524,14 @@ pub struct Release {
     /// failure.
     #[arg(long = "exit", value_name = "CODE", value_parser = clap::value_parser!(u8), allow_negative_numbers = true)]
     pub exit: Option<u8>,
+    /// Ping URL with the run's end once the lock is released: URL/CODE?rid=RID
+    /// with --exit CODE, URL/log?rid=RID without (the exit is unknown).
+    ///
+    /// Repeatable; without it, the URLs `acquire --export --ping` exported
+    /// for this lock ($ONLYONE_RELEASE_PING), else $ONLYONE_PING. RID is
+    /// the run's, from the lock's record. Not with --force.
+    #[arg(long = "ping", value_name = "URL", conflicts_with = "force")]
+    pub ping: Vec<String>,
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
@@ -502,6 +548,17 @@ pub struct Precheck {
     /// One budget for the whole call; when it runs out, exit 0.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    /// Ping URL with the healthchecks.io protocol when the lock is held:
+    /// URL/log?rid=RID, its body saying who holds it (a skip is not a
+    /// failure); a free lock pings nothing (the fire's `run --ping` does).
+    /// Repeatable; bounded and failing open as `run --ping`.
+    #[arg(
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub ping: Vec<String>,
     /// No message when the lock is held.
     #[arg(short, long)]
     pub quiet: bool,

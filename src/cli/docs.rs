@@ -51,6 +51,19 @@ Set by \fBrun\fR for the command (and printed by \fBacquire \-\-export\fR for a
 script): the lock, and the token of this acquisition. Every process that
 carries the token belongs to the run and keeps the lock held.
 .TP
+\fBONLYONE_RUN_ID\fR
+Set by \fBrun\fR for the command: the run's id, a UUID (its token's 128 bits),
+as its journal events (\fBrid\fR) and its pings name it.
+.TP
+\fBONLYONE_PING\fR
+A ping URL (healthchecks.io protocol) for \fBrun\fR, \fBacquire\fR,
+\fBprecheck\fR and \fBrelease\fR, when \fB\-\-ping\fR is not given.
+.TP
+\fBONLYONE_RELEASE_PING\fR
+Printed by \fBacquire \-\-export \-\-ping\fR (with \fBONLYONE_RUN_ID\fR):
+the URLs \fBrelease\fR pings with the run's end, when \fBONLYONE_LOCK\fR names
+the lock it releases.
+.TP
 \fBONLYONE_FENCE\fR
 With a store: the lease's epoch, which grows with every acquisition. Pass it
 to the resource so that it can refuse a writer whose lease is gone.

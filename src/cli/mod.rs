@@ -8,12 +8,14 @@ mod format;
 mod history;
 mod journal;
 mod monitor;
+mod ping;
 mod place;
 mod reap;
 mod run;
 mod script;
 mod status;
 mod store;
+mod tail;
 mod view;
 
 use std::collections::HashSet;
@@ -500,6 +502,7 @@ impl Ctx {
         match &e {
             Error::Held(h) | Error::Timeout { held: h, .. } => {
                 journal::skipped(&self.journal(lock), h, quiet);
+                ping::note_skip(held_message(name, h));
                 if !quiet {
                     let waited = match &e {
                         Error::Timeout { waited, .. } => {

@@ -13,6 +13,7 @@ use onlyone::journal::{History, LockNow};
 use onlyone::place::Feature;
 
 use super::exit::{self, Code};
+use super::ping::Pings;
 use super::run::RunPlace;
 use super::view::Seen;
 use super::view::Shown;
@@ -137,8 +138,17 @@ pub fn refuse(place: &dyn Place, feature: Feature, flag: &str, instead: &str) ->
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on
 /// any error included (fail open: it never blocks a fire).
 pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
-    match place.precheck(&a.lock, deadline_of(a.deadline)) {
-        Ok((_, Found::Held(why))) => {
+    let deadline = deadline_of(a.deadline);
+    match place.precheck(&a.lock, deadline) {
+        Ok((name, Found::Held(why))) => {
+            // Fail open: a bad URL is said, and the answer stays 75.
+            match Pings::new(&a.ping, a.quiet, deadline) {
+                Ok(mut p) => {
+                    let held = format!("`{name}` is held");
+                    p.skipped(why.as_deref().unwrap_or(&held));
+                }
+                Err(e) => say(format_args!("precheck: {e}")),
+            }
             if let Some(why) = why.filter(|_| !a.quiet) {
                 say(why);
             }

@@ -13,6 +13,8 @@ use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
 use super::exit::{self, Code};
+use super::ping::{End, Pings};
+use super::tail::{Capture, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
 /// How much longer than its grace a replaced run is given to let go.
@@ -32,6 +34,14 @@ pub(super) trait RunPlace {
 pub(super) trait Taken {
     /// The lock's name, as messages give it.
     fn name(&self) -> &str;
+    /// The run's token (its run id's bits).
+    fn token(&self) -> &str;
+    /// The token of the stale run this one took the lock over from, and
+    /// why it was stale, when that run's end was never recorded (its
+    /// wrapper died): its pings say it ended without an exit code.
+    fn abandoned(&self) -> Option<(String, String)> {
+        None
+    }
     /// The lock side of the supervision.
     fn hold(&mut self) -> &mut dyn supervise::Hold;
     /// The run's event of its end (token, wrapper pid, command).
@@ -79,15 +89,60 @@ pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) 
     ))
 }
 
-/// `run`, in either place.
+/// `run`, in either place, with its pings (the end's once the lock is
+/// released: [`ping`]).
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
-    if let Some(why) = unsupported(place.kind(), a) {
-        return fail(why);
-    }
-    let mut taken = match place.take_for_run(a) {
-        Ok(t) => t,
-        Err(code) => return code,
+    let mut pings = match Pings::new(&a.ping, a.quiet, deadline_of(a.deadline)) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
     };
+    let (code, end) = run_pinged(place, a, &mut pings);
+    if let Some((end, tail)) = end {
+        pings.end_with(&end, tail.as_ref());
+    }
+    code
+}
+
+/// `run`: its exit code, and how a ping tells its end, with the tail of
+/// what it printed when that was captured ([`super::tail`]); no end when
+/// it did not start (the refusal is pinged here).
+fn run_pinged(
+    place: &dyn RunPlace,
+    a: &args::Run,
+    pings: &mut Pings,
+) -> (Code, Option<(End, Option<Tail>)>) {
+    if let Some(why) = unsupported(place.kind(), a) {
+        return (fail(why), None);
+    }
+    let taken = match place.take_for_run(a) {
+        Ok(t) => t,
+        Err(code) => {
+            pings.refused();
+            return (code, None);
+        }
+    };
+    let abandoned = taken.abandoned();
+    pings.start_after(taken.token(), abandoned.as_ref());
+    pings.uncap();
+    let capture = (!pings.is_empty() && !a.linger && !a.keep_strays)
+        .then(|| Capture::begin(pings.tail_cap()))
+        .flatten();
+    let (code, ended_by, exit) = run_taken(taken, a);
+    let tail = capture.map(Capture::finish);
+    let end = match (exit, ended_by) {
+        (_, Some(EndedBy::Idle(_))) => End::Exit(0),
+        (_, Some(EndedBy::LeaseLost)) | (None | Some(Exit::Signal(_)), _) => End::Fail,
+        (Some(Exit::Code(c)), _) => End::Exit(c.clamp(0, 255) as u8),
+    };
+    (code, Some((end, tail)))
+}
+
+/// `run` once the lock is taken: its exit code, and what onlyone ended
+/// it for and how the command exited, when it ran.
+fn run_taken(
+    mut taken: Box<dyn Taken + '_>,
+    a: &args::Run,
+) -> (Code, Option<EndedBy>, Option<Exit>) {
     let name = taken.name().to_owned();
     let name = name.as_str();
     let started = Instant::now();
@@ -98,24 +153,27 @@ pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
         Err(e) => {
             // The command could not start: its end (126, 127) is recorded.
             let code = exit::run_error(&e);
+            let mut exit = None;
             if let Code::Exit(c) = code {
                 let end = taken.end_event(Exit::Code(i32::from(c)), None, started.elapsed());
                 taken.record_end(&end, a.quiet);
+                exit = Some(Exit::Code(i32::from(c)));
             }
             drop(taken);
             say(&e);
-            return code;
+            return (code, None, exit);
         }
     };
     if outcome.lingers {
-        return taken.leave_to_lingerers(&outcome, name, a);
+        let code = taken.leave_to_lingerers(&outcome, name, a);
+        return (code, outcome.ended_by, Some(outcome.exit));
     }
     let end = taken
         .end_event(outcome.exit, outcome.ended_by, started.elapsed())
         .with_usage(outcome.usage);
     if !outcome.strays.survivors.is_empty() {
         taken.leave_to_survivors(name, &outcome.strays.survivors, &end, a.quiet);
-        return Code::Exit(exit::FAILURE);
+        return (Code::Exit(exit::FAILURE), outcome.ended_by, None);
     }
     // The end is recorded before the release, so that the next run's
     // start follows it; and the command has stopped before the release
@@ -127,9 +185,17 @@ pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
             "the lease of `{name}` could not be renewed in time (or was taken): the command was \
              ended before another holder could start"
         ));
-        return Code::Exit(exit::ENDED);
+        return (
+            Code::Exit(exit::ENDED),
+            outcome.ended_by,
+            Some(outcome.exit),
+        );
     }
-    report_outcome(&outcome, name)
+    (
+        report_outcome(&outcome, name),
+        outcome.ended_by,
+        Some(outcome.exit),
+    )
 }
 
 /// Says what onlyone did to the run (strays ended, the run ended for its
@@ -199,6 +265,16 @@ impl RunPlace for Ctx {
 impl Taken for DirTaken<'_> {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn token(&self) -> &str {
+        self.guard.token()
+    }
+
+    fn abandoned(&self) -> Option<(String, String)> {
+        let t = self.guard.took_over()?;
+        let old = t.record.as_ref().filter(|r| r.released.is_none())?;
+        Some((old.token.clone()?, t.reason.to_string()))
     }
 
     fn hold(&mut self) -> &mut dyn supervise::Hold {

@@ -6,13 +6,32 @@ use std::path::{Path, PathBuf};
 use onlyone::{AcquireOptions, Error, LockFile, Owner, Released, Releaser, Verdict};
 
 use super::exit::{self, Code};
+use super::ping::{self, End, Pings};
 use super::{
     Ctx, args, deadline_of, fail, journal, parent_pid, print_stdout, report_takeover, say,
 };
 
 impl Ctx {
     pub(super) fn acquire(&self, a: args::Acquire) -> Code {
-        let code = self.acquire_lock(&a);
+        let mut pings = match Pings::new(&a.ping, a.quiet, deadline_of(a.deadline)) {
+            Ok(p) => p,
+            Err(e) => {
+                if a.export {
+                    print_stdout(&format!("exit {}\n", exit::FAILURE));
+                }
+                return fail(e);
+            }
+        };
+        let mut code = self.acquire_lock(&a);
+        match &mut code {
+            Ok(e) => {
+                pings.start(&e.token);
+                if !pings.is_empty() {
+                    e.pings = Some(pings.joined());
+                }
+            }
+            Err(_) => pings.refused(),
+        }
         if a.export {
             // `eval "$(onlyone acquire NAME --export)"` must stop the script
             // when the lock was not taken: eval of nothing succeeds.
@@ -72,6 +91,7 @@ impl Ctx {
                 Ok(Exported {
                     path: lock.path().to_owned(),
                     token,
+                    pings: None,
                 })
             }
             // The owner holds it already (a second acquire in one script):
@@ -93,17 +113,47 @@ impl Ctx {
         }
     }
 
+    /// `release`, then its pings (the end of the script's run), once the
+    /// lock is let go.
     pub(super) fn release(&self, a: args::Release) -> Code {
         let (lock, name) = match self.open_for_writing(&a.lock) {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
+        let exported = exported_token_for(lock.path()).is_some();
+        let urls = if a.force {
+            Vec::new()
+        } else {
+            ping::release_urls(&a.ping, exported)
+        };
+        let mut pings = match Pings::new(&urls, a.quiet, deadline_of(a.deadline)) {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        let (code, token) = self.release_lock(&a, lock, &name);
+        if let Some(t) = token {
+            pings.for_run(&t);
+            match a.exit {
+                Some(n) => pings.end(&End::Exit(n)),
+                None => pings.released_unknown(),
+            }
+        }
+        code
+    }
+
+    /// Lets the lock go: the exit code, and the token of the run released.
+    fn release_lock(
+        &self,
+        a: &args::Release,
+        lock: LockFile,
+        name: &str,
+    ) -> (Code, Option<String>) {
         let lock = match deadline_of(a.deadline) {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
         if a.force {
-            return match lock.force_release() {
+            let code = match lock.force_release() {
                 Ok(None) => {
                     say(format_args!("`{name}` was not held"));
                     Code::Exit(0)
@@ -128,6 +178,7 @@ impl Ctx {
                 }
                 Err(e) => fail(e),
             };
+            return (code, None);
         }
         let releaser = match a.owner {
             Some(pid) => Releaser::new().owner(pid),
@@ -152,16 +203,20 @@ impl Ctx {
             .ok()
             .flatten()
             .and_then(|seen| seen.record.ok());
-        match lock.release_as(&releaser) {
+        // The run released, when it was: what its pings are about.
+        let mut released = None;
+        let code = match lock.release_as(&releaser) {
             Ok(Released::Removed) => {
                 if let Some(r) = &held {
                     journal::released(&self.journal(&lock), r, a.exit, a.quiet);
+                    released.clone_from(&r.token);
                 }
                 Code::Exit(0)
             }
             Ok(Released::StillHeld { pid, others }) => {
                 if let Some(r) = &held {
                     journal::released(&self.journal(&lock), r, a.exit, a.quiet);
+                    released.clone_from(&r.token);
                 }
                 if !a.quiet {
                     let more = match others {
@@ -191,7 +246,8 @@ impl Ctx {
                 Code::Exit(exit::FAILURE)
             }
             Err(e) => fail(e),
-        }
+        };
+        (code, released)
     }
 }
 
@@ -243,19 +299,33 @@ pub(super) fn keeper(a: args::Keeper) -> Code {
 struct Exported {
     path: PathBuf,
     token: String,
+    /// The ping URLs, for `release` (`acquire --ping`).
+    pings: Option<String>,
 }
 
 /// `ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK
-/// ONLYONE_TOKEN`, each value quoted for sh.
+/// ONLYONE_TOKEN`, each value quoted for sh; with pings, the run id and
+/// the ping URLs for `release` too.
 fn export_line(e: &Exported) -> String {
     use std::os::unix::ffi::OsStrExt;
-    format!(
-        "{lock}={}; {token}={}; export {lock} {token}\n",
-        sh_quote(e.path.as_os_str().as_bytes()),
-        sh_quote(e.token.as_bytes()),
-        lock = onlyone::LOCK_VAR,
-        token = onlyone::TOKEN_VAR,
-    )
+    let mut vars = vec![
+        (onlyone::LOCK_VAR, sh_quote(e.path.as_os_str().as_bytes())),
+        (onlyone::TOKEN_VAR, sh_quote(e.token.as_bytes())),
+    ];
+    // The line a script without pings gets stays what it was.
+    if let Some(p) = &e.pings {
+        if let Some(rid) = onlyone::journal::run_id(&e.token) {
+            vars.push((onlyone::RUN_ID_VAR, sh_quote(rid.as_bytes())));
+        }
+        vars.push((ping::RELEASE_VAR, sh_quote(p.as_bytes())));
+    }
+    let mut line = String::new();
+    for (k, v) in &vars {
+        line.push_str(&format!("{k}={v}; "));
+    }
+    let names: Vec<&str> = vars.iter().map(|(k, _)| *k).collect();
+    line.push_str(&format!("export {}\n", names.join(" ")));
+    line
 }
 
 /// Quotes bytes for a POSIX shell: inside single quotes everything is

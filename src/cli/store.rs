@@ -154,6 +154,10 @@ impl Taken for StoreTaken {
         &self.name
     }
 
+    fn token(&self) -> &str {
+        &self.token
+    }
+
     fn hold(&mut self) -> &mut dyn supervise::Hold {
         &mut self.hold
     }
@@ -324,10 +328,11 @@ fn take(
                     let ev = Event::skip(Some(&r.token), r.pid, r.cmd.as_deref());
                     record(store, name, &ev, a.quiet);
                 }
+                let who = row
+                    .as_ref()
+                    .map_or_else(|| "another holder".into(), describe);
+                super::ping::note_skip(format!("another run of `{name}` holds the lease as {who}"));
                 if !a.quiet {
-                    let who = row
-                        .as_ref()
-                        .map_or_else(|| "another holder".into(), describe);
                     say(format_args!(
                         "another run of `{name}` holds the lease as {who}; wait for it (--wait) \
                          or stop it (onlyone --store URL stop {name})"

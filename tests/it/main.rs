@@ -19,6 +19,7 @@ mod field;
 mod hostile;
 mod journal;
 mod outcomes;
+mod pings;
 mod reap;
 mod scripts;
 mod state;

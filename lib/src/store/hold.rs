@@ -195,11 +195,13 @@ fn renew_loop(store: Box<dyn LeaseStore>, name: &str, epoch: i64, r: &Renewals) 
 
 impl crate::supervise::Hold for LeaseHold {
     fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
-        vec![
+        let mut vars = vec![
             (crate::LOCK_VAR, format!("postgres:{}", self.name).into()),
             (crate::TOKEN_VAR, self.token.clone().into()),
             (crate::FENCE_VAR, self.epoch.to_string().into()),
-        ]
+        ];
+        vars.extend(crate::journal::run_id(&self.token).map(|r| (crate::RUN_ID_VAR, r.into())));
+        vars
     }
 
     fn set_command(&mut self, pid: u32) -> crate::Result<()> {

@@ -33,10 +33,14 @@ pub(crate) fn supervised_signals() -> Vec<i32> {
     sigs
 }
 
-/// Starts a thread with [`supervised_signals`] blocked from its first
-/// instruction: they are blocked in the caller around the spawn (a new
-/// thread inherits its creator's mask), then the caller's mask is back.
-pub(crate) fn spawn_thread<T: Send + 'static>(
+/// Starts a thread with the supervisor's signals ([`crate::supervise::FORWARDED`]
+/// and SIGCHLD) blocked from its first instruction: they are blocked in
+/// the caller around the spawn (a new thread inherits its creator's mask),
+/// then the caller's mask is back. For any thread that may outlive a
+/// moment in a process that supervises a command (the store's, the
+/// command's pings): one that let SIGTERM in would have it kill the
+/// wrapper instead of reaching the command.
+pub fn spawn_thread<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<T>> {

@@ -176,10 +176,12 @@ pub trait Limit {
 
 impl Hold for LockGuard {
     fn vars(&self) -> Vec<(&'static str, OsString)> {
-        vec![
+        let mut vars = vec![
             (crate::LOCK_VAR, self.lock().path().as_os_str().to_owned()),
             (crate::TOKEN_VAR, self.token().into()),
-        ]
+        ];
+        vars.extend(crate::journal::run_id(self.token()).map(|r| (crate::RUN_ID_VAR, r.into())));
+        vars
     }
 
     fn set_command(&mut self, pid: u32) -> crate::Result<()> {

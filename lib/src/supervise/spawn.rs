@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
-use crate::procfs::{FENCE_VAR, LOCK_VAR, TOKEN_VAR};
+use crate::procfs::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR};
 
 /// The signals the command starts with at their default dispositions:
 /// SIGPIPE (onlyone, as every Rust program, ignores it) and the
@@ -50,7 +50,7 @@ impl Exec {
         }
         let mut env = Vec::new();
         for (k, v) in std::env::vars_os() {
-            if k == LOCK_VAR || k == TOKEN_VAR || k == FENCE_VAR {
+            if k == LOCK_VAR || k == TOKEN_VAR || k == FENCE_VAR || k == RUN_ID_VAR {
                 continue;
             }
             let mut kv = k.into_vec();

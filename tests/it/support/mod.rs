@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: waiting on conditions, real
 //! child processes, and hand-written records.
 
+pub mod hc;
 pub mod ns;
 pub mod pg;
 

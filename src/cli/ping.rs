@@ -1,0 +1,610 @@
+//! Pings: the healthchecks.io ping protocol, spoken by the run itself, for
+//! a dead man's switch that knows a skip from a failure.
+//!
+//! `URL/start?rid=RID` before the command starts, `URL/N?rid=RID` when it
+//! ends with exit code N, `URL/fail?rid=RID` when it ends with none (a
+//! signal, a lost lease, a stop), `URL/log?rid=RID` for a skip (the check's
+//! state does not change), its body saying who holds the lock. RID is the
+//! run's id ([`onlyone::journal::run_id`] of its token: the same in the
+//! journal and in the command's `ONLYONE_RUN_ID`); a skip, which has no run
+//! of its own, gets a fresh one.
+//!
+//! A `sentry+https://` URL is a Sentry cron monitor's check-in URL: the
+//! same events as GETs with `status=in_progress`, then `ok` or `error`
+//! (with `duration`), `check_in_id=RID`; Sentry has no check-in for a
+//! skip, so none is sent.
+//!
+//! Pings fail open and never delay the lock: each is sent from a thread of
+//! its own (the supervisor's signals blocked in it), retried on 408, 429,
+//! 5xx and transport errors with backoff, and waited for only until one
+//! deadline (`START_BOUND` for the start, `END_BOUND` for the end, both
+//! capped by `--deadline`); a thread still waiting then is left behind and
+//! ends with the process. The end ping is sent once the lock is released.
+//! A ping never changes an exit code; its first failure is said once on
+//! stderr (never with `-q`), with the URL masked to its scheme and host
+//! (a ping URL's path is its secret: the check's UUID or ping key).
+//!
+//! The protocol lives here, in the command, not in the library: it is what
+//! the command tells a person, over a client (ureq) the library has no use
+//! for, and a run without `--ping` never touches it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use super::say;
+use super::tail::Tail;
+
+/// How long the command's start may wait for its start pings.
+const START_BOUND: Duration = Duration::from_secs(2);
+/// How long onlyone may wait for its end pings, once the lock is released.
+const END_BOUND: Duration = Duration::from_secs(10);
+/// One attempt's timeout.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts per ping (the first and its retries).
+const ATTEMPTS: u32 = 4;
+/// The first retry's backoff, doubled for each next one.
+const BACKOFF: Duration = Duration::from_millis(250);
+/// The most a ping's body carries when the server does not say
+/// (healthchecks' default `Ping-Body-Limit`).
+const BODY_LIMIT: usize = 10_000;
+/// The most of a run's output kept in memory for its end ping, whatever a
+/// server says it takes.
+const MAX_TAIL: usize = 1 << 20;
+
+/// Where `acquire --export --ping` leaves its URLs for `release`.
+pub(super) const RELEASE_VAR: &str = "ONLYONE_RELEASE_PING";
+
+/// The variable `--ping` falls back to.
+const PING_VAR: &str = "ONLYONE_PING";
+
+/// The URLs `release` pings: its `--ping`s, else those `acquire --export`
+/// left for the lock `exported` says this environment's `ONLYONE_LOCK`
+/// is, else `$ONLYONE_PING`.
+pub(super) fn release_urls(given: &[String], exported: bool) -> Vec<String> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let from = |var| std::env::var(var).ok().filter(|v| !v.is_empty());
+    if exported && let Some(v) = from(RELEASE_VAR) {
+        return v.split_whitespace().map(str::to_owned).collect();
+    }
+    from(PING_VAR).into_iter().collect()
+}
+
+/// Set once a failure was said: one line per process is enough.
+static SAID: AtomicBool = AtomicBool::new(false);
+
+/// Who held the lock, when this process's fire was skipped ([`note_skip`]).
+static SKIPPED: Mutex<Option<String>> = Mutex::new(None);
+
+/// This process's fire was skipped, the lock held as `why` says: what a
+/// refused run's pings tell ([`Pings::refused`]), wherever the lock lives.
+pub(super) fn note_skip(why: String) {
+    if let Ok(mut s) = SKIPPED.lock() {
+        *s = Some(why);
+    }
+}
+
+/// A ping URL, checked.
+#[derive(Debug, Clone)]
+struct Target {
+    /// The URL as given.
+    given: String,
+    /// The URL before its query, without a trailing `/`.
+    base: String,
+    /// Its query (without `?`), kept on every ping (`create=1`).
+    query: Option<String>,
+    /// What messages show of it: the scheme and the host.
+    shown: String,
+    /// Sentry's cron check-ins (`sentry+https://`), not healthchecks'.
+    sentry: bool,
+}
+
+/// How a run ended, as a ping says it.
+pub(super) enum End {
+    /// With this exit code: `URL/N`.
+    Exit(u8),
+    /// With none (a signal, a lost lease, a stop): `URL/fail`.
+    Fail,
+}
+
+/// The pings of one onlyone call: none, or the URLs of `--ping` and
+/// `$ONLYONE_PING`.
+pub(super) struct Pings {
+    targets: Vec<Target>,
+    rid: Option<String>,
+    quiet: bool,
+    cap: Option<Instant>,
+    /// Each target's `Ping-Body-Limit`, as its last answer gave it.
+    limits: Mutex<Vec<usize>>,
+    /// When the run started (its start ping), for Sentry's `duration`.
+    started: Option<Instant>,
+}
+
+impl Pings {
+    /// The pings of `urls`, every wait capped by `cap` (`--deadline`);
+    /// an error naming the flag and the fix for a URL that is not one.
+    pub(super) fn new(urls: &[String], quiet: bool, cap: Option<Instant>) -> Result<Pings, String> {
+        let targets = urls
+            .iter()
+            .filter(|u| !u.is_empty())
+            .map(|u| parse(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Pings {
+            limits: Mutex::new(vec![BODY_LIMIT; targets.len()]),
+            started: None,
+            targets,
+            rid: None,
+            quiet,
+            cap,
+        })
+    }
+
+    /// True when there is nothing to ping.
+    pub(super) fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// The run `token` starts: `URL/start`, waited for at most
+    /// [`START_BOUND`].
+    pub(super) fn start(&mut self, token: &str) {
+        self.start_after(token, None);
+    }
+
+    /// [`Pings::start`], after the end of the run it took the lock over
+    /// from, when that run's end was never said (its wrapper died):
+    /// `URL/fail` with that run's id and `abandoned`'s reason, first.
+    pub(super) fn start_after(&mut self, token: &str, abandoned: Option<&(String, String)>) {
+        if self.is_empty() {
+            return;
+        }
+        self.rid = onlyone::journal::run_id(token);
+        self.started = Some(Instant::now());
+        let mut msgs = Vec::new();
+        if let Some((old, reason)) = abandoned {
+            let body = format!("abandoned: {reason}").into_bytes();
+            msgs.push(("fail".to_owned(), onlyone::journal::run_id(old), body));
+        }
+        msgs.push(("start".to_owned(), self.rid.clone(), Vec::new()));
+        self.send_all(msgs, START_BOUND);
+    }
+
+    /// No cap from here on: `run`'s `--deadline` is a budget for what
+    /// comes before the command starts, so it caps the start ping, never
+    /// the end's, which has its own bound.
+    pub(super) fn uncap(&mut self) {
+        self.cap = None;
+    }
+
+    /// The pings are about the run `token` (a script's, at its release).
+    pub(super) fn for_run(&mut self, token: &str) {
+        self.rid = onlyone::journal::run_id(token);
+    }
+
+    /// A script's hold was released without an exit code: `URL/log`.
+    pub(super) fn released_unknown(&self) {
+        if self.is_empty() {
+            return;
+        }
+        let body = b"released without --exit: the script's exit code is unknown".to_vec();
+        self.send("log", body, END_BOUND);
+    }
+
+    /// The URLs as given, separated by spaces (a URL holds none), for
+    /// [`RELEASE_VAR`].
+    pub(super) fn joined(&self) -> String {
+        self.targets
+            .iter()
+            .map(|t| t.given.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The run ended (its lock released): `URL/N` or `URL/fail`.
+    pub(super) fn end(&self, end: &End) {
+        self.end_with(end, None);
+    }
+
+    /// [`Pings::end`], its body the tail of what the run printed (within
+    /// each server's `Ping-Body-Limit`), when it was captured.
+    pub(super) fn end_with(&self, end: &End, tail: Option<&Tail>) {
+        if self.is_empty() {
+            return;
+        }
+        let what = match end {
+            End::Exit(n) => n.to_string(),
+            End::Fail => "fail".to_owned(),
+        };
+        let limits = self.limits.lock().map(|l| l.clone()).unwrap_or_default();
+        let posts = self
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let limit = limits.get(i).copied().unwrap_or(BODY_LIMIT);
+                let body = tail.map(|tl| tail_body(tl, limit)).unwrap_or_default();
+                let took = self.started.map(|s| s.elapsed());
+                t.url(&what, self.rid.as_deref(), took)
+                    .map(|u| (u, body))
+                    .into_iter()
+                    .collect()
+            })
+            .collect();
+        let mut until = Instant::now() + END_BOUND;
+        if let Some(cap) = self.cap {
+            until = until.min(cap);
+        }
+        self.send_each(posts, until);
+    }
+
+    /// The most a captured tail needs: the largest body a server takes.
+    pub(super) fn tail_cap(&self) -> usize {
+        let limits = self.limits.lock().map(|l| l.clone()).unwrap_or_default();
+        limits.into_iter().max().unwrap_or(BODY_LIMIT).min(MAX_TAIL)
+    }
+
+    /// The run was refused: a skip ([`note_skip`]) is `URL/log`; anything
+    /// else (an error before the command could start) is `URL/fail`.
+    pub(super) fn refused(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        let skipped = SKIPPED.lock().ok().and_then(|mut s| s.take());
+        match skipped {
+            Some(why) => self.skipped(&why),
+            None => {
+                self.rid = onlyone::journal::run_id(&onlyone::new_token());
+                let body = b"the run did not start (see its stderr)".to_vec();
+                self.send("fail", body, END_BOUND);
+            }
+        }
+    }
+
+    /// A fire skipped, the lock held as `why` says: `URL/log`, with a run id
+    /// of its own.
+    pub(super) fn skipped(&mut self, why: &str) {
+        if self.is_empty() {
+            return;
+        }
+        self.rid = onlyone::journal::run_id(&onlyone::new_token());
+        let mut body = format!("skipped: {why}").into_bytes();
+        body.truncate(BODY_LIMIT);
+        self.send("log", body, END_BOUND);
+    }
+
+    /// Sends `URL/what` with the run's id to every target.
+    fn send(&self, what: &str, body: Vec<u8>, bound: Duration) {
+        self.send_all(vec![(what.to_owned(), self.rid.clone(), body)], bound);
+    }
+
+    /// Sends the pings `msgs` (what, its rid, its body), in order, to every
+    /// target at once, waiting for them until `bound` from now (or the
+    /// cap).
+    fn send_all(&self, msgs: Vec<(String, Option<String>, Vec<u8>)>, bound: Duration) {
+        let mut until = Instant::now() + bound;
+        if let Some(cap) = self.cap {
+            until = until.min(cap);
+        }
+        let posts = self
+            .targets
+            .iter()
+            .map(|t| {
+                msgs.iter()
+                    .filter_map(|(what, rid, body)| {
+                        Some((t.url(what, rid.as_deref(), None)?, body.clone()))
+                    })
+                    .collect()
+            })
+            .collect();
+        self.send_each(posts, until);
+    }
+
+    /// Sends each target its posts (URL, body), in order, all targets at
+    /// once, waiting for them until `until`.
+    fn send_each(&self, posts: Vec<Vec<(String, Vec<u8>)>>, until: Instant) {
+        let (tx, rx) = mpsc::channel();
+        // The targets not answered yet, by index.
+        let mut waiting = vec![false; self.targets.len()];
+        for (i, (t, posts)) in self.targets.iter().zip(posts).enumerate() {
+            if posts.is_empty() {
+                continue;
+            }
+            let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.sentry);
+            let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
+                let mut r = Ok(None);
+                for (url, body) in &posts {
+                    let sent = post(url, body, get, until);
+                    r = match (r, sent) {
+                        (Ok(a), Ok(b)) => Ok(b.or(a)),
+                        (Err(e), _) | (_, Err(e)) => Err(e),
+                    };
+                }
+                let _ = tx.send((i, shown, r));
+            });
+            match spawned {
+                Ok(_) => waiting[i] = true,
+                Err(e) => self.failed(&t.shown, &format!("cannot start a thread: {e}")),
+            }
+        }
+        drop(tx);
+        while let Some(late) = waiting.iter().position(|w| *w) {
+            let left = until.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((i, shown, r)) => {
+                    waiting[i] = false;
+                    match r {
+                        Ok(Some(limit)) => {
+                            if let Ok(mut l) = self.limits.lock()
+                                && let Some(slot) = l.get_mut(i)
+                            {
+                                *slot = limit;
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => self.failed(&shown, &e),
+                    }
+                }
+                Err(_) => {
+                    self.failed(&self.targets[late].shown, "no answer in time");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Says once (unless quiet) that a ping to `shown` failed.
+    fn failed(&self, shown: &str, why: &str) {
+        if self.quiet || SAID.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        say(format_args!(
+            "a ping to {shown} failed ({why}); the run's outcome is unchanged"
+        ));
+    }
+}
+
+impl Target {
+    /// The URL of the ping `what` (`start`, an exit code, `fail`, `log`)
+    /// about the run `rid`, `took` after its start: `base/what?rid=RID`,
+    /// its own query kept; for Sentry, its check-in (`status`,
+    /// `check_in_id`, `duration` in seconds), and none for a `log`, which
+    /// Sentry has no check-in for.
+    fn url(&self, what: &str, rid: Option<&str>, took: Option<Duration>) -> Option<String> {
+        let mut q: Vec<String> = self.query.iter().cloned().collect();
+        if !self.sentry {
+            q.extend(rid.map(|r| format!("rid={r}")));
+            return Some(with_query(format!("{}/{what}", self.base), &q));
+        }
+        let status = match what {
+            "start" => "in_progress",
+            "log" => return None,
+            "0" => "ok",
+            _ => "error",
+        };
+        q.extend(rid.map(|r| format!("check_in_id={r}")));
+        q.push(format!("status={status}"));
+        if status != "in_progress"
+            && let Some(t) = took
+        {
+            q.push(format!("duration={:.3}", t.as_secs_f64()));
+        }
+        Some(with_query(format!("{}/", self.base), &q))
+    }
+}
+
+/// `url?a&b`, or `url` with no query.
+fn with_query(mut url: String, q: &[String]) -> String {
+    if !q.is_empty() {
+        url.push('?');
+        url.push_str(&q.join("&"));
+    }
+    url
+}
+
+/// The body of an end ping: the tail, within `limit` bytes, after a line
+/// saying how much was cut when something was.
+fn tail_body(tail: &Tail, limit: usize) -> Vec<u8> {
+    if tail.cut == 0 && tail.bytes.len() <= limit {
+        return tail.bytes.clone();
+    }
+    // The notice's length depends on the count it gives: settle it.
+    let mut start = 0;
+    let mut notice = Vec::new();
+    for _ in 0..3 {
+        let cut = tail.cut as usize + start;
+        notice = format!("[onlyone: the output's first {cut} bytes are cut]\n").into_bytes();
+        notice.truncate(limit);
+        start = tail.bytes.len().saturating_sub(limit - notice.len());
+    }
+    let room = limit - notice.len();
+    let start = tail.bytes.len().saturating_sub(room);
+    notice.extend_from_slice(&tail.bytes[start..]);
+    notice
+}
+
+/// Checks a ping URL: `http://` or `https://`, a host; the error names the
+/// flag and the fix, and never shows what could be a secret.
+fn parse(url: &str) -> Result<Target, String> {
+    let fix = "give the check's ping URL, e.g. --ping https://hc-ping.com/UUID";
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r))
+            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') =>
+        {
+            (s, r)
+        }
+        _ => return Err(format!("--ping (or $ONLYONE_PING): not a URL; {fix}")),
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let (sentry, scheme) = match scheme.strip_prefix("sentry+") {
+        Some(s) => (true, s.to_owned()),
+        None => (false, scheme),
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(format!(
+            "--ping (or $ONLYONE_PING): {scheme}:// is not a scheme pings use (http:// or \
+             https://, or sentry+https:// for Sentry's cron check-ins); {fix}"
+        ));
+    }
+    if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(format!(
+            "--ping (or $ONLYONE_PING): the URL holds a space or a control character; {fix}"
+        ));
+    }
+    let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
+    let (before_q, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q.to_owned()).filter(|q| !q.is_empty())),
+        None => (rest, None),
+    };
+    let authority = before_q.split('/').next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!(
+            "--ping (or $ONLYONE_PING): the URL names no host; {fix}"
+        ));
+    }
+    let path = before_q[authority.len()..].trim_end_matches('/');
+    Ok(Target {
+        given: url.to_owned(),
+        base: format!("{scheme}://{authority}{path}"),
+        query,
+        shown: format!("{scheme}://{host}/…"),
+        sentry,
+    })
+}
+
+/// POSTs `body` to `url`, retrying on 408, 429, 5xx and transport errors
+/// with backoff, until `until`.
+/// Its answer's `Ping-Body-Limit`, when it gave one. A GET, without the
+/// body, with `get` (Sentry's check-ins, as its guide sends them).
+fn post(url: &str, body: &[u8], get: bool, until: Instant) -> Result<Option<usize>, String> {
+    let mut backoff = BACKOFF;
+    let mut last = String::new();
+    for attempt in 0..ATTEMPTS {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(left.min(ATTEMPT_TIMEOUT)))
+            .http_status_as_error(false)
+            .user_agent(concat!("onlyone/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let answer = if get {
+            agent.get(url).call()
+        } else {
+            agent.post(url).send(body)
+        };
+        match answer {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                if (200..300).contains(&status) {
+                    let limit = r
+                        .headers()
+                        .get("ping-body-limit")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse().ok());
+                    return Ok(limit);
+                }
+                last = format!("HTTP {status}");
+                if !(status == 408 || status == 429 || status >= 500) {
+                    return Err(last);
+                }
+            }
+            Err(e) => last = transport(&e),
+        }
+        if attempt + 1 < ATTEMPTS {
+            let nap = backoff.min(until.saturating_duration_since(Instant::now()));
+            std::thread::sleep(nap);
+            backoff *= 2;
+        }
+    }
+    if last.is_empty() {
+        last = "no time left".to_owned();
+    }
+    Err(last)
+}
+
+/// A transport error, said without the URL (ureq's messages may carry it).
+fn transport(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "timed out".to_owned(),
+        ureq::Error::Io(io) => io.kind().to_string(),
+        ureq::Error::HostNotFound => "host not found".to_owned(),
+        ureq::Error::ConnectionFailed => "connection failed".to_owned(),
+        _ => "transport error".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_fits_its_limit_with_a_notice() {
+        let tail = |n: usize, cut: u64| Tail {
+            bytes: (0..n).map(|i| b'a' + (i % 26) as u8).collect(),
+            cut,
+        };
+        assert_eq!(tail_body(&tail(100, 0), 100), tail(100, 0).bytes);
+        for (n, cut, limit) in [
+            (101, 0, 100),
+            (5000, 7, 1000),
+            (20, 0, 5),
+            (99_999, 3, 9_999),
+        ] {
+            let t = tail(n, cut);
+            let body = tail_body(&t, limit);
+            assert_eq!(body.len(), limit.min(body.len()));
+            assert!(body.len() <= limit);
+            let text = String::from_utf8_lossy(&body);
+            if limit > 60 {
+                assert!(text.starts_with("[onlyone: the output's first "), "{text}");
+                assert!(
+                    t.bytes
+                        .ends_with(text.split_once("]\n").unwrap().1.as_bytes())
+                );
+                let said: usize = text[29..].split(' ').next().unwrap().parse().unwrap();
+                let kept = text.split_once("]\n").unwrap().1.len();
+                assert_eq!(said + kept, n + cut as usize, "{text}");
+                assert_eq!(body.len(), limit);
+            }
+        }
+    }
+
+    #[test]
+    fn urls_are_checked_and_masked() {
+        let t = parse("https://user:pw@hc.example.com:8000/ping/KEY/slug/?create=1").unwrap();
+        assert_eq!(t.shown, "https://hc.example.com:8000/…");
+        assert_eq!(
+            t.url("start", Some("r"), None).unwrap(),
+            "https://user:pw@hc.example.com:8000/ping/KEY/slug/start?create=1&rid=r"
+        );
+        let s = parse("sentry+https://o0.ingest.sentry.io/api/7/cron/nightly/KEY/").unwrap();
+        assert_eq!(s.shown, "https://o0.ingest.sentry.io/…");
+        let base = "https://o0.ingest.sentry.io/api/7/cron/nightly/KEY/";
+        assert_eq!(
+            s.url("start", Some("r"), None).unwrap(),
+            format!("{base}?check_in_id=r&status=in_progress")
+        );
+        let took = Some(Duration::from_millis(1500));
+        assert_eq!(
+            s.url("0", Some("r"), took).unwrap(),
+            format!("{base}?check_in_id=r&status=ok&duration=1.500")
+        );
+        for failed in ["3", "fail"] {
+            assert!(
+                s.url(failed, Some("r"), took)
+                    .unwrap()
+                    .contains("status=error")
+            );
+        }
+        assert_eq!(s.url("log", Some("r"), None), None);
+        for bad in ["notaurl", "ftp://h/x", "https:///x", "http://a b/"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("--ping"), "{e}");
+        }
+        assert!(!parse("ftp://u:secret@h/x").unwrap_err().contains("secret"));
+    }
+}
