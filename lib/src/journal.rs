@@ -667,9 +667,13 @@ impl Journal {
                 // Ours, but readable by others: the older generation is too.
                 self.tighten(dir, &self.older);
             }
-            if let Some(lock) = &self.lock {
-                // An earlier version's, beside the lock, readable by
-                // others: never written again, but its secrets are kept.
+            if let Some(lock) = &self.lock
+                && st.st_size == 0
+            {
+                // This user's first event here (the upgrade): an earlier
+                // version's journal beside the lock, readable by others, is
+                // never written again, but its secrets are kept. Once, not
+                // on every append.
                 self.tighten(lock.dir_fd(), &self.legacy);
                 self.tighten(lock.dir_fd(), &self.legacy_older);
             }

@@ -233,8 +233,9 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
 struct DirTaken<'p> {
     ctx: &'p Ctx,
     name: String,
-    lock: LockFile,
     guard: LockGuard,
+    /// The lock's journal, found once for the run's start and end.
+    journal: onlyone::journal::Journal,
 }
 
 impl RunPlace for Ctx {
@@ -252,12 +253,13 @@ impl RunPlace for Ctx {
         if !a.quiet {
             report_takeover(&name, &guard);
         }
-        journal::started(&self.journal(&lock), &guard, a.quiet);
+        let log = self.journal(&lock);
+        journal::started(&log, &guard, a.quiet);
         Ok(Box::new(DirTaken {
             ctx: self,
             name,
-            lock,
             guard,
+            journal: log,
         }))
     }
 }
@@ -294,7 +296,7 @@ impl Taken for DirTaken<'_> {
     }
 
     fn record_end(&self, end: &Event, quiet: bool) {
-        journal::write(&self.ctx.journal(&self.lock), end, quiet);
+        journal::write(&self.journal, end, quiet);
     }
 
     fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], _: &Event, _: bool) {
