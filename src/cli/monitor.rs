@@ -342,7 +342,7 @@ fn label_value(v: &str) -> String {
 /// that has a value.
 fn exposition(seen: &[Seen]) -> String {
     type Value = fn(&Seen) -> Option<f64>;
-    let families: [(&str, &str, &str, Value); 7] = [
+    let families: [(&str, &str, &str, Value); 8] = [
         (
             "onlyone_last_start_timestamp_seconds",
             "gauge",
@@ -395,6 +395,12 @@ fn exposition(seen: &[Seen]) -> String {
             "Stale locks taken over, as the journal counts them.",
             |s| Some(s.history.takeovers as f64),
         ),
+        (
+            "onlyone_last_max_rss_bytes",
+            "gauge",
+            "The largest peak resident set size of one process of the lock's last finished run, in bytes (the biggest process's peak, not a sum).",
+            |s| last_usage(s).map(|u| u.max_rss as f64),
+        ),
     ];
     let mut out = String::new();
     for (name, kind, help, value) in families {
@@ -406,14 +412,18 @@ fn exposition(seen: &[Seen]) -> String {
             }
         }
     }
-    usage_families(&mut out, seen);
+    cpu_family(&mut out, seen);
     out
 }
 
-/// What each lock's last finished run used, for those whose end says:
-/// its CPU time by mode, and its largest process's peak memory.
-fn usage_families(out: &mut String, seen: &[Seen]) {
-    let used = |s: &Seen| s.history.last_over().and_then(|r| r.usage);
+/// What a lock's last finished run used, when its end says.
+fn last_usage(s: &Seen) -> Option<onlyone::journal::Usage> {
+    s.history.last_over().and_then(|r| r.usage)
+}
+
+/// The CPU time of each lock's last finished run, by mode (the one family
+/// with a label beside `lock`).
+fn cpu_family(out: &mut String, seen: &[Seen]) {
     let name = "onlyone_last_cpu_seconds";
     let _ = writeln!(
         out,
@@ -421,7 +431,7 @@ fn usage_families(out: &mut String, seen: &[Seen]) {
     );
     let _ = writeln!(out, "# TYPE {name} gauge");
     for s in seen {
-        if let Some(u) = used(s) {
+        if let Some(u) = last_usage(s) {
             let lock = label_value(&s.name);
             for (mode, t) in [("user", u.user), ("system", u.system)] {
                 let _ = writeln!(
@@ -430,22 +440,6 @@ fn usage_families(out: &mut String, seen: &[Seen]) {
                     t.as_secs_f64()
                 );
             }
-        }
-    }
-    let name = "onlyone_last_max_rss_bytes";
-    let _ = writeln!(
-        out,
-        "# HELP {name} The largest peak resident set size of one process of the lock's last finished run, in bytes (the biggest process's peak, not a sum)."
-    );
-    let _ = writeln!(out, "# TYPE {name} gauge");
-    for s in seen {
-        if let Some(u) = used(s) {
-            let _ = writeln!(
-                out,
-                "{name}{{lock=\"{}\"}} {}",
-                label_value(&s.name),
-                u.max_rss
-            );
         }
     }
 }

@@ -30,26 +30,9 @@ impl World {
         }
     }
 
-    fn oo_cmd(&self) -> Command {
-        let mut c = self.program(BIN);
-        c.arg("--dir").arg(self.dir());
-        c
-    }
-
-    fn oo(&self, args: &[&str]) -> Out {
-        let mut c = self.oo_cmd();
-        c.args(args);
-        finish(c, HANG)
-    }
-
     /// `history --json`: the runs, newest first.
     fn history(&self, lock: &str) -> Vec<Value> {
-        let out = self.oo(&["history", lock, "--json"]);
-        out.expect(0);
-        out.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
+        self.history_json(lock)
     }
 
     fn status(&self, lock: &str) -> Value {

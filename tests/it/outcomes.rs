@@ -27,26 +27,28 @@ impl World {
         }
     }
 
-    fn oo_cmd(&self) -> Command {
-        let mut c = self.program(BIN);
-        c.arg("--dir").arg(self.dir());
-        c
-    }
-
-    fn oo(&self, args: &[&str]) -> Out {
-        let mut c = self.oo_cmd();
-        c.args(args);
-        finish(c, HANG)
-    }
-
-    /// `history --json`: the runs, newest first.
-    fn history(&self, lock: &str) -> Vec<Value> {
-        let out = self.oo(&["history", lock, "--json"]);
-        out.expect(0);
-        out.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
+    /// A lock directory root and nobody share (1777), onlyone where nobody
+    /// can run it, `runuser`, and a state directory of nobody's; `None`
+    /// (the test skipped, and why said) without root and runuser.
+    fn shared_with_nobody(&self, test: &str) -> Option<Shared> {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = bin_for_others(self.dir());
+        if !nobody_works(
+            test,
+            &bin,
+            |ru| self.program(ru),
+            |c, what| finish_as(c, HANG, what),
+        ) {
+            return None;
+        }
+        let locks = self.subdir("shared");
+        std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        Some(Shared {
+            ru: runuser()?,
+            bin,
+            locks,
+            state: state_dir_of(self.dir(), 65534),
+        })
     }
 
     /// The sample of `metric` for `lock` in `onlyone metrics`.
@@ -77,6 +79,28 @@ impl World {
     }
 }
 
+/// What [`World::shared_with_nobody`] makes.
+struct Shared {
+    ru: &'static str,
+    bin: std::path::PathBuf,
+    locks: std::path::PathBuf,
+    state: std::path::PathBuf,
+}
+
+impl Shared {
+    /// `onlyone --dir LOCKS ARGS` as nobody, with nobody's state directory.
+    fn as_nobody(&self, w: &World, args: &[&str]) -> Command {
+        let mut c = w.program(self.ru);
+        c.args(["-u", "nobody", "--"])
+            .arg(&self.bin)
+            .arg("--dir")
+            .arg(&self.locks)
+            .args(args)
+            .env("ONLYONE_STATE_DIR", &self.state);
+        c
+    }
+}
+
 /// The README's trap line, as the README gives it.
 fn readme_trap() -> String {
     let block = readme_block("acquire-script");
@@ -104,7 +128,7 @@ fn a_script_s_end_carries_its_exit_code() {
         )
     };
     assert_eq!(w.script(&script("sh -c 'exit 3'")), 3);
-    let runs = w.history("sync");
+    let runs = w.history_json("sync");
     assert_eq!(runs[0]["outcome"], "released", "{runs:#?}");
     assert_eq!(runs[0]["result"], "failure", "{runs:#?}");
     assert_eq!(runs[0]["exit"], 3, "{runs:#?}");
@@ -122,7 +146,7 @@ fn a_script_s_end_carries_its_exit_code() {
     text.expect(0).prints("0 of 1 succeeded");
 
     assert_eq!(w.script(&script("true")), 0);
-    let runs = w.history("sync");
+    let runs = w.history_json("sync");
     assert_eq!(runs[0]["result"], "success", "{runs:#?}");
     assert_eq!(runs[0]["exit"], 0, "{runs:#?}");
     w.oo(&["check", "sync", "--max-age", "1h"]).expect(0);
@@ -131,7 +155,7 @@ fn a_script_s_end_carries_its_exit_code() {
     // An earlier version's trap: no code given.
     let old = script("true").replace(" --exit $?", "");
     assert_eq!(w.script(&old), 0);
-    let runs = w.history("sync");
+    let runs = w.history_json("sync");
     assert_eq!(runs[0]["result"], "exit-unknown", "{runs:#?}");
     assert!(runs[0]["exit"].is_null(), "{runs:#?}");
     w.oo(&["check", "sync"])
@@ -169,7 +193,7 @@ fn an_idle_end_is_done_not_failed() {
         "1000",
     ])
     .expect(124);
-    let runs = w.history("agent");
+    let runs = w.history_json("agent");
     assert_eq!(runs[0]["outcome"], "ended", "{runs:#?}");
     assert_eq!(runs[0]["ended_by"], "idle", "{runs:#?}");
     assert_eq!(runs[0]["result"], "done-when-idle", "{runs:#?}");
@@ -201,7 +225,7 @@ fn a_replaced_run_is_stopped() {
     w.keep(c);
     wait_until("the first run", HANG, || ready.exists());
     w.oo(&["run", "--replace", "j", "--", "true"]).expect(0);
-    let runs = w.history("j");
+    let runs = w.history_json("j");
     assert_eq!(runs[0]["result"], "success", "{runs:#?}");
     assert_eq!(runs[1]["result"], "stopped", "{runs:#?}");
     assert_eq!(runs[1]["ended_by"], "stop", "{runs:#?}");
@@ -213,44 +237,20 @@ fn a_replaced_run_is_stopped() {
 /// on the signal), and nobody's `check` does not call it a failure.
 #[test]
 fn a_run_stopped_by_another_user_is_stopped_in_its_own_history() {
-    use std::os::unix::fs::PermissionsExt;
     let mut w = World::new();
-    let bin = bin_for_others(w.dir());
-    if !nobody_works(
-        "a_run_stopped_by_another_user_is_stopped_in_its_own_history",
-        &bin,
-        |ru| w.program(ru),
-        |c, what| finish_as(c, HANG, what),
-    ) {
+    let Some(sh) =
+        w.shared_with_nobody("a_run_stopped_by_another_user_is_stopped_in_its_own_history")
+    else {
         return;
-    }
-    let ru = runuser().unwrap();
-    let locks = w.subdir("shared");
-    std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let state = w.subdir("nobody-state");
-    rustix::fs::chown(
-        &state,
-        Some(rustix::process::Uid::from_raw(65534)),
-        Some(rustix::process::Gid::from_raw(65534)),
-    )
-    .unwrap();
-    let as_nobody = |w: &World, args: &[&str]| {
-        let mut c = w.program(ru);
-        c.args(["-u", "nobody", "--"])
-            .arg(&bin)
-            .arg("--dir")
-            .arg(&locks)
-            .args(args)
-            .env("ONLYONE_STATE_DIR", &state);
-        c
     };
+    let (locks, as_nobody) = (&sh.locks, |w: &World, args: &[&str]| sh.as_nobody(w, args));
     let ready = locks.join("ready");
     let mut c = as_nobody(&w, &["run", "job", "--", "sh", "-c"]);
     c.arg("touch \"$1\"; exec sleep 1000").arg("sh").arg(&ready);
     w.keep(c);
     wait_until("nobody's run", HANG, || ready.exists());
     let mut stop = w.program(BIN);
-    stop.arg("--dir").arg(&locks).args(["stop", "job"]);
+    stop.arg("--dir").arg(locks).args(["stop", "job"]);
     finish(stop, HANG).expect(0);
     let out = finish(as_nobody(&w, &["history", "job", "--json"]), HANG);
     out.expect(0);
@@ -305,12 +305,12 @@ fn a_run_that_ended_is_never_shown_running() {
         .trim()
         .parse()
         .unwrap();
-    assert_eq!(w.history("k")[0]["outcome"], "running");
+    assert_eq!(w.history_json("k")[0]["outcome"], "running");
     kill9_pid(wrapper);
     kill9_pid(cmd);
     wait_gone(cmd);
     wait_gone(wrapper);
-    let runs = w.history("k");
+    let runs = w.history_json("k");
     assert_eq!(runs[0]["outcome"], "abandoned", "{runs:#?}");
     assert_eq!(runs[0]["result"], "failure", "{runs:#?}");
     let st = w.oo(&["status", "--json", "k"]);
@@ -356,7 +356,7 @@ fn usr1_usr2_and_alrm_reach_the_command_and_the_end_is_recorded() {
             "{sig}: the wrapper must live and exit 0: {st:?} {err}"
         );
         assert_eq!(std::fs::read_to_string(&got).unwrap().trim(), sig);
-        let runs = w.history("r");
+        let runs = w.history_json("r");
         assert_eq!(runs[0]["result"], "success", "{sig}: {runs:#?}");
     }
 }
@@ -366,25 +366,16 @@ fn usr1_usr2_and_alrm_reach_the_command_and_the_end_is_recorded() {
 /// whose runs they are and the fix, never "OK - no run recorded".
 #[test]
 fn another_user_s_check_of_a_root_job_is_unknown_not_ok() {
-    use std::os::unix::fs::PermissionsExt;
     let mut w = World::new();
-    let bin = bin_for_others(w.dir());
-    if !nobody_works(
-        "another_user_s_check_of_a_root_job_is_unknown_not_ok",
-        &bin,
-        |ru| w.program(ru),
-        |c, what| finish_as(c, HANG, what),
-    ) {
+    let Some(sh) = w.shared_with_nobody("another_user_s_check_of_a_root_job_is_unknown_not_ok")
+    else {
         return;
-    }
-    let ru = runuser().unwrap();
-    let locks = w.subdir("shared");
-    std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let state = state_dir_of(w.dir(), 65534);
+    };
+    let locks = &sh.locks;
     let ready = locks.join("ready");
     let mut c = w.program(BIN);
     c.arg("--dir")
-        .arg(&locks)
+        .arg(locks)
         .args([
             "run",
             "job",
@@ -397,15 +388,7 @@ fn another_user_s_check_of_a_root_job_is_unknown_not_ok() {
         .arg(&ready);
     w.keep(c);
     wait_until("root's run", HANG, || ready.exists());
-    let mut check = w.program(ru);
-    check
-        .args(["-u", "nobody", "--"])
-        .arg(&bin)
-        .arg("--dir")
-        .arg(&locks)
-        .args(["check", "job", "--max-age", "1d"])
-        .env("ONLYONE_STATE_DIR", &state);
-    let out = finish(check, HANG);
+    let out = finish(sh.as_nobody(&w, &["check", "job", "--max-age", "1d"]), HANG);
     out.expect(3)
         .prints("the lock is root's")
         .prints("--state-dir");

@@ -464,6 +464,30 @@ impl Sandbox {
         c
     }
 
+    /// `onlyone --dir DIR`, marked, for the sandbox's lock directory.
+    pub fn oo_cmd(&self) -> Command {
+        let mut c = self.program(BIN);
+        c.arg("--dir").arg(self.dir());
+        c
+    }
+
+    /// `onlyone --dir DIR ARGS`, run to its end (30 s at most).
+    pub fn oo(&self, args: &[&str]) -> Out {
+        let mut c = self.oo_cmd();
+        c.args(args);
+        finish(c, Duration::from_secs(30))
+    }
+
+    /// `history LOCK --json`: the runs, newest first.
+    pub fn history_json(&self, lock: &str) -> Vec<serde_json::Value> {
+        let out = self.oo(&["history", lock, "--json"]);
+        out.expect(0);
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
     /// Starts a long-lived process (no output, killed at the end); returns
     /// its pid.
     pub fn keep(&mut self, mut cmd: Command) -> u32 {
