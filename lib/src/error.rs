@@ -105,6 +105,17 @@ pub enum Error {
         held: Box<HeldBy>,
     },
 
+    /// The lock is held, and another caller already waits for it in the
+    /// queue's one place ([`AcquireOptions::queue`](crate::AcquireOptions::queue)):
+    /// the run that caller starts next picks up what this one would have.
+    #[error("one already queued: {} waits for `{}`, held by {}", .waiter.describe(), .held.path.display(), .held.describe())]
+    Queued {
+        /// Who holds the lock.
+        held: Box<HeldBy>,
+        /// Who waits in the queue's place.
+        waiter: Box<HeldBy>,
+    },
+
     /// The lock's owner can be judged neither alive nor dead.
     #[error("`{}` is left alone: {reason}. {}", .path.display(), unknown_remedy(.path, .reason))]
     Unknown {
@@ -432,7 +443,9 @@ impl Error {
     /// The owner, when the error is [`Error::Held`] or [`Error::Timeout`].
     pub fn held_by(&self) -> Option<&HeldBy> {
         match self {
-            Error::Held(h) | Error::Timeout { held: h, .. } => Some(h),
+            Error::Held(h) | Error::Timeout { held: h, .. } | Error::Queued { held: h, .. } => {
+                Some(h)
+            }
             _ => None,
         }
     }

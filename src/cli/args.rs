@@ -375,8 +375,18 @@ pub struct Run {
     /// Stop the running one (TERM, grace, KILL), then run.
     ///
     /// As `onlyone stop` does (Kubernetes' `Replace`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "queue")]
     pub replace: bool,
+    /// At most one fire waits: wait for the running one (for ever, or up
+    /// to --wait DUR) unless another fire already waits; then skip (75).
+    ///
+    /// For a sync job: whatever arrives during a run is picked up by
+    /// exactly one more run, never by a pile of them (Temporal's
+    /// BufferOne). A waiter that dies leaves its place to the next fire.
+    /// Waiters, of --wait and --queue alike, get the lock in the order
+    /// they began to wait.
+    #[arg(long)]
+    pub queue: bool,
     /// End the command after DUR (exit 124). More than 0: for no limit,
     /// leave it out.
     ///
@@ -474,9 +484,15 @@ pub struct Acquire {
     /// The owner's pid (default: the calling shell).
     #[arg(long, value_name = "PID")]
     pub owner: Option<u32>,
-    /// Wait up to DUR for a running one to finish.
+    /// Wait up to DUR for a running one to finish (waiters get the lock
+    /// in the order they began to wait).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
+    /// At most one waits: wait (for ever, or up to --wait DUR) unless
+    /// another caller already waits with --queue; then the lock counts as
+    /// held.
+    #[arg(long)]
+    pub queue: bool,
     /// Exit code when the lock is held.
     #[arg(long, value_name = "N", default_value_t = HELD)]
     pub held_exit: u8,

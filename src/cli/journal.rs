@@ -80,8 +80,15 @@ pub(super) fn abandoned(log: &dyn EventLog, old: &Record, reason: &StaleReason, 
 
 /// A fire skipped: the lock is held by `h`.
 pub(super) fn skipped(log: &dyn EventLog, h: &HeldBy, quiet: bool) {
+    skipped_because(log, h, None, quiet);
+}
+
+/// A skip with why, when it is not only that the lock was held ("one
+/// already queued").
+pub(super) fn skipped_because(log: &dyn EventLog, h: &HeldBy, why: Option<&str>, quiet: bool) {
     let r = &h.record;
-    let ev = Event::skip(r.token.as_deref(), Some(h.holder.pid()), r.cmd.as_deref());
+    let mut ev = Event::skip(r.token.as_deref(), Some(h.holder.pid()), r.cmd.as_deref());
+    ev.reason = why.map(str::to_owned);
     write(log, &ev, quiet);
 }
 

@@ -500,6 +500,15 @@ impl Ctx {
     /// ran out while held) is the skip code; anything else is a failure.
     fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Code) -> Code {
         match &e {
+            Error::Queued { held: h, waiter } => {
+                journal::skipped_because(&self.journal(lock), h, Some(QUEUED), quiet);
+                let msg = queued_message(name, &waiter.describe(), &h.describe());
+                ping::note_skip(msg.clone());
+                if !quiet {
+                    say(format_args!("{msg}"));
+                }
+                held
+            }
             Error::Held(h) | Error::Timeout { held: h, .. } => {
                 journal::skipped(&self.journal(lock), h, quiet);
                 ping::note_skip(held_message(name, h));
@@ -633,6 +642,18 @@ impl Ctx {
 
 /// "another run of `sync` is active as pid 4242 (`./sync.sh --all`, for
 /// 3m12s); wait for it (--wait) or stop it (onlyone stop sync)"
+/// Why a fire that asked for the queue was skipped, as its journal says.
+pub const QUEUED: &str = "one already queued";
+
+/// What a fire that asked for the queue says when another already waits:
+/// the waiter, then the holder.
+pub fn queued_message(name: &str, waiter: &str, holder: &str) -> String {
+    format!(
+        "skipping `{name}`: {QUEUED} ({waiter} waits, and runs once the run of {holder} ends; \
+         it picks up what this fire would have done)"
+    )
+}
+
 pub fn held_message(name: &str, h: &HeldBy) -> String {
     let what = match &h.holder {
         // Not onlyone's: `stop` cannot end it.

@@ -363,6 +363,9 @@ impl Ctx {
         if let Some(w) = a.wait {
             opts = opts.wait(w);
         }
+        if a.queue {
+            opts = opts.queue();
+        }
         if let Some(d) = deadline {
             opts = opts.deadline(d);
         }

@@ -12,6 +12,8 @@
 //!                "mode", "host", "uid", "token", "reason", "stopped",
 //!                "last_run", "last_success_unix", "skipped_since_start",
 //!                "journal_error" (only when the journal cannot be read),
+//!                "waiters": [ { "pid", "host", "uid", "command", "since",
+//!                               "since_unix", "queued" } ],
 //!                with a store: "fence", "lease_left_seconds",
 //!                "stop_requested", "holder_alive" } ] }
 //! ```
@@ -26,7 +28,9 @@ use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 use super::exit::{Code, FAILURE};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
-use super::view::{LastRun, LockStatus, Report, Shown, Whence, apply_history, lock_files};
+use super::view::{
+    LastRun, LockStatus, Report, Shown, WaiterStatus, Whence, apply_history, lock_files,
+};
 use super::{Ctx, args};
 use onlyone::journal::Journal;
 
@@ -59,13 +63,28 @@ pub fn describe(
         last_success_unix: None,
         skipped_since_start: None,
         journal_error: None,
+        waiters: Vec::new(),
         lease: None,
         history: None,
     };
     // The journal is read before the lock is looked at (see
     // `History::close_over`), and applied once the lock's state is known.
     let history = journal.as_ref().map(read_history);
-    match lock.and_then(|l| l.inspect()) {
+    let seen = lock.and_then(|l| {
+        let seen = l.inspect()?;
+        if seen.is_some() {
+            s.waiters = l
+                .waiters()
+                .into_iter()
+                .map(|w| {
+                    let r = w.record;
+                    WaiterStatus::new(r.pid, r.host, r.uid, r.cmd, r.since, w.queued)
+                })
+                .collect();
+        }
+        Ok(seen)
+    });
+    match seen {
         Ok(Some(seen)) => fill(&mut s, &seen),
         Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
         Err(e) => {
@@ -358,6 +377,7 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
             if let Some(r) = &l.reason {
                 cmd = format!("{cmd}  [{r}]");
             }
+            cmd.push_str(&waiting_cell(l));
             // A tab or newline in a name or a command would break the
             // columns: control characters are shown escaped.
             let cmd = onlyone::record::escape_value(&cmd);
@@ -425,13 +445,27 @@ fn print_leases(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> st
                 lease.fence.to_string(),
                 l.last_run.as_ref().map_or("-".into(), last_run_cell),
                 l.skipped_since_start.map_or("-".into(), |n| n.to_string()),
-                onlyone::record::escape_value(l.command.as_deref().unwrap_or("-")),
+                onlyone::record::escape_value(&format!(
+                    "{}{}",
+                    l.command.as_deref().unwrap_or("-"),
+                    waiting_cell(l)
+                )),
             ]
             .map(|c| for_terminal(&c).into_owned())
             .to_vec()
         })
         .collect();
     write_table(out, &header, &rows, aligned)
+}
+
+/// Who waits for a lock, as the table adds it to the command: `  [waiting:
+/// pid N (queued) for AGE, ...]`, or nothing.
+fn waiting_cell(l: &LockStatus) -> String {
+    if l.waiters.is_empty() {
+        return String::new();
+    }
+    let w: Vec<String> = l.waiters.iter().map(WaiterStatus::cell).collect();
+    format!("  [waiting: {}]", w.join(", "))
 }
 
 /// One table renderer: aligned columns for a terminal, tab-separated

@@ -63,12 +63,71 @@ pub struct LockStatus {
     /// Left out when the journal was read (or there is none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal_error: Option<String>,
+    /// Who waits for the lock, first in line first.
+    pub waiters: Vec<WaiterStatus>,
     /// With a store: the lease.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseStatus>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     pub(super) history: Option<onlyone::journal::History>,
+}
+
+/// One who waits for a lock (`run --wait`, `run --queue`), as `status
+/// --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct WaiterStatus {
+    /// The waiting process (a run's wrapper).
+    pub pid: u32,
+    /// Its host.
+    pub host: Option<String>,
+    /// Its uid.
+    pub uid: Option<u32>,
+    /// The command it will run.
+    pub command: Option<String>,
+    /// When it began to wait, RFC 3339 (UTC).
+    pub since: Option<String>,
+    /// The same, in Unix seconds.
+    pub since_unix: Option<u64>,
+    /// True for the one that holds the queue's place (`--queue`).
+    pub queued: bool,
+}
+
+impl WaiterStatus {
+    /// A waiter, from what its place says of it.
+    pub fn new(
+        pid: u32,
+        host: Option<String>,
+        uid: Option<u32>,
+        command: Option<String>,
+        since_unix: Option<u64>,
+        queued: bool,
+    ) -> WaiterStatus {
+        WaiterStatus {
+            pid,
+            host,
+            uid,
+            command,
+            since: since_unix.map(onlyone::format_unix_time),
+            since_unix,
+            queued,
+        }
+    }
+
+    /// How the table shows it: `pid N (queued) for AGE`.
+    pub fn cell(&self) -> String {
+        let queued = if self.queued { " (queued)" } else { "" };
+        let age = self
+            .since_unix
+            .map(|t| {
+                format!(
+                    " for {}",
+                    compact_duration(Duration::from_secs(now_unix().saturating_sub(t)))
+                )
+            })
+            .unwrap_or_default();
+        format!("pid {}{queued}{age}", self.pid)
+    }
 }
 
 /// A lease of the store, as `status --json` adds it to a lock.
@@ -187,6 +246,7 @@ pub fn of_lease(
         last_success_unix: None,
         skipped_since_start: None,
         journal_error: None,
+        waiters: Vec::new(),
         lease: Some(LeaseStatus {
             fence: row.epoch,
             lease_left_seconds: left,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rustix::io::Errno;
 
 use super::guard::{LockGuard, TakeOver};
+use super::queue::{self, Ticket};
 use super::temp::{TempFile, is_unwritable};
 use super::waiter::Waiter;
 use super::{LockFile, MAX_TAKEOVER_TRIES, REPROBE_INTERVAL, unix_now};
@@ -80,6 +81,8 @@ pub struct AcquireOptions {
     mode: Option<Mode>,
     token: Option<String>,
     command: Option<String>,
+    queue: bool,
+    out_of_line: bool,
 }
 
 impl AcquireOptions {
@@ -94,9 +97,48 @@ impl AcquireOptions {
         self
     }
 
-    /// Waits up to `wait` for a live holder to finish.
+    /// Waits up to `wait` for a live holder to finish. Waiters get the
+    /// lock in the order they began to wait (see [`LockFile::waiters`]).
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
+        self
+    }
+
+    /// At most one caller waits: one that finds the lock held while
+    /// another waits with this option gives up with [`Error::Queued`];
+    /// otherwise it waits (up to [`AcquireOptions::wait`], else for ever).
+    /// A waiter that dies leaves its place to the next caller.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use onlyone::{AcquireOptions, Error, LockFile};
+    /// let dir = tempfile::tempdir()?;
+    /// let lock = LockFile::open(dir.path().join("sync.lock"))?;
+    /// let running = lock.try_acquire()?;
+    ///
+    /// let queued = {
+    ///     let lock = lock.clone();
+    ///     std::thread::spawn(move || lock.acquire(&AcquireOptions::new().queue()))
+    /// };
+    /// while lock.waiters().is_empty() {
+    ///     std::thread::sleep(Duration::from_millis(5));
+    /// }
+    /// // One waits already: the next caller gives up.
+    /// assert!(matches!(lock.acquire(&AcquireOptions::new().queue()), Err(Error::Queued { .. })));
+    /// running.release()?;
+    /// queued.join().unwrap()?.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn queue(mut self) -> Self {
+        self.queue = true;
+        self
+    }
+
+    /// Waits out of line: takes no ticket, and tries whenever the lock
+    /// may be free (for a lock that only this process's threads wait for,
+    /// or the queue's own place).
+    pub fn fifo(mut self, in_line: bool) -> Self {
+        self.out_of_line = !in_line;
         self
     }
 
@@ -162,6 +204,17 @@ fn is_token(t: &str) -> bool {
     t.len() == 32 && t.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// How long a queued caller with no wait of its own waits: for ever.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `start + wait`, or as far as the clock goes.
+fn later(start: Instant, wait: Duration) -> Instant {
+    start
+        .checked_add(wait)
+        .or_else(|| start.checked_add(FOREVER))
+        .unwrap_or(start)
+}
+
 /// One acquisition under way: what it writes, and how far it got.
 struct Attempt<'l> {
     lock: &'l LockFile,
@@ -178,6 +231,11 @@ struct Attempt<'l> {
     empty_looks: u32,
     took_over: Option<TakeOver>,
     waiter: Option<Waiter>,
+    /// This waiter's place in line, from its first look at a held lock.
+    ticket: Option<Ticket>,
+    /// The queue's place, held from the first look at a held lock until
+    /// the lock is taken.
+    place: Option<LockGuard>,
     /// The temp file, kept between attempts that find the lock taken; it
     /// exists only while an attempt is under way, so a waiter killed while
     /// it sleeps leaves nothing behind.
@@ -238,6 +296,9 @@ impl LockFile {
         let mut attempt = Attempt::new(self, opts)?;
         loop {
             attempt.check_owner()?;
+            if attempt.behind_the_head()? {
+                continue;
+            }
             // A directory that is full, read-only or not writable by this
             // user still answers "held" for a live run: the look below
             // decides before the write error is reported.
@@ -289,15 +350,17 @@ impl<'l> Attempt<'l> {
             token,
             started,
             deadline,
-            wait_until: match (opts.wait, deadline) {
-                (Some(w), Some(d)) => Some((started + w).min(d)),
-                (Some(w), None) => Some(started + w),
+            wait_until: match (opts.wait.or(opts.queue.then_some(FOREVER)), deadline) {
+                (Some(w), Some(d)) => Some(later(started, w).min(d)),
+                (Some(w), None) => Some(later(started, w)),
                 (None, _) => None,
             },
             tries: 0,
             empty_looks: 0,
             took_over: None,
             waiter: None,
+            ticket: None,
+            place: None,
             temp: None,
         })
     }
@@ -414,10 +477,34 @@ impl<'l> Attempt<'l> {
                 held,
             }));
         }
+        if let Some(t) = &mut self.ticket {
+            t.lock_seen_held();
+        }
         match &self.waiter {
             // Arm the watch first, then look again, so that a release
-            // between the look and the watch is seen.
-            None => self.waiter = Some(Waiter::new(self.lock)),
+            // between the look and the watch is seen. A caller that asks
+            // for the queue takes its one place first, or gives up; then
+            // the caller takes its place in line.
+            None => {
+                if self.opts.queue {
+                    let place = queue::take_place(
+                        self.lock,
+                        &self.token,
+                        self.line_command(),
+                        &held,
+                        self.deadline,
+                    );
+                    match place {
+                        Ok(p) => self.place = Some(p),
+                        Err(e @ Error::Queued { .. }) => return Ok(Next::Fail(e)),
+                        Err(e) => return Err(e),
+                    }
+                }
+                self.waiter = Some(Waiter::new(self.lock, !self.opts.out_of_line));
+                if !self.opts.out_of_line {
+                    self.ticket = Ticket::take(self.lock, &self.token, self.line_command());
+                }
+            }
             Some(w) => {
                 self.temp = None;
                 w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL));
@@ -446,6 +533,37 @@ impl<'l> Attempt<'l> {
         }
         self.lock.sweep_temp_files();
         Ok(Next::Retry)
+    }
+
+    /// A waiter in line whose turn it is not, at a free lock: it sleeps
+    /// instead of trying (true), until a ticket or the lock file goes, the
+    /// head exits, or the next look at the line is due. A held lock is
+    /// judged as any contention is (false: try).
+    fn behind_the_head(&mut self) -> Result<bool> {
+        let Some(t) = &mut self.ticket else {
+            return Ok(false);
+        };
+        let Some(head) = t.ahead(self.lock, self.deadline) else {
+            return Ok(false);
+        };
+        if self.lock.look()?.is_some() {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        let until = self.wait_until.unwrap_or(now);
+        if now >= until {
+            return Ok(false);
+        }
+        self.temp = None;
+        if let Some(w) = &self.waiter {
+            w.wait(head, until.min(now + queue::LINE_POLL.min(t.grace_left())));
+        }
+        Ok(true)
+    }
+
+    /// The command a ticket and the queue's place record: the lock's.
+    fn line_command(&self) -> Option<&str> {
+        self.opts.command.as_deref().or(self.owner.cmd.as_deref())
     }
 
     fn contended_error(&self) -> Error {

@@ -194,7 +194,7 @@ impl LockFile {
     /// is removed, when `owner` exits, and at each interval; returns once
     /// the lock is released, taken over or stale.
     pub fn keep_fresh(&self, token: &str, owner: u32) -> Result<()> {
-        let waiter = Waiter::new(self);
+        let waiter = Waiter::new(self, false);
         let mut owner = owner;
         let mut refresh_at = Instant::now() + refresh_interval();
         loop {

@@ -34,6 +34,7 @@
 
 mod acquire;
 mod guard;
+mod queue;
 mod read;
 mod removal;
 mod temp;
@@ -56,6 +57,7 @@ use crate::verdict::Verdict;
 pub use acquire::{AcquireOptions, Owner, new_token};
 pub use guard::TakeOver;
 pub use guard::{LockGuard, REFRESH_INTERVAL};
+pub use queue::{HEAD_GRACE, Waiting};
 pub use removal::{Released, Releaser};
 
 pub(crate) use guard::refresh_interval;

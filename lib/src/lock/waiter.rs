@@ -16,10 +16,13 @@ use super::LockFile;
 pub(super) struct Waiter {
     pub(super) inotify: Option<OwnedFd>,
     name: OsString,
+    /// The start of the names of the lock's tickets, when the waiter is in
+    /// line: a ticket's removal may make it the head.
+    line: Option<Vec<u8>>,
 }
 
 impl Waiter {
-    pub(super) fn new(lock: &LockFile) -> Waiter {
+    pub(super) fn new(lock: &LockFile, in_line: bool) -> Waiter {
         use rustix::fs::inotify;
         let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
             .ok()
@@ -38,11 +41,12 @@ impl Waiter {
         Waiter {
             inotify,
             name: lock.name().to_os_string(),
+            line: in_line.then(|| super::queue::ticket_prefix(lock)),
         }
     }
 
-    /// Waits until `until`, the lock file's removal, or the exit of
-    /// `holder` (none for 0).
+    /// Waits until `until`, the removal of the lock file (or of a ticket of
+    /// its line), or the exit of `holder` (none for 0).
     pub(super) fn wait(&self, holder: u32, until: Instant) {
         use rustix::event::{PollFd, PollFlags, Timespec};
         let pidfd = i32::try_from(holder)
@@ -89,8 +93,8 @@ impl Waiter {
         }
     }
 
-    /// Reads pending inotify events; true if one concerns the lock file or
-    /// the directory itself.
+    /// Reads pending inotify events; true if one concerns the lock file, a
+    /// ticket of its line, or the directory itself.
     fn drain_names_us(&self) -> bool {
         use rustix::fs::inotify;
         let Some(fd) = &self.inotify else {
@@ -100,9 +104,10 @@ impl Waiter {
         let mut reader = inotify::Reader::new(fd, &mut buf);
         let mut ours = false;
         while let Ok(ev) = reader.next() {
-            let name_matches = ev
-                .file_name()
-                .is_some_and(|n| n.to_bytes() == self.name.as_bytes());
+            let name_matches = ev.file_name().is_some_and(|n| {
+                let n = n.to_bytes();
+                n == self.name.as_bytes() || self.line.as_ref().is_some_and(|p| n.starts_with(p))
+            });
             let self_event = ev
                 .events()
                 .intersects(inotify::ReadFlags::DELETE_SELF | inotify::ReadFlags::MOVE_SELF);
