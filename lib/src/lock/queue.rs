@@ -163,13 +163,11 @@ impl Ticket {
     /// The pid of the live waiter ahead of this one, while it is the
     /// free lock's turn to go to it; `None` when this one may try.
     pub(super) fn ahead(&mut self, lock: &LockFile, deadline: Option<Instant>) -> Option<u32> {
-        let mut looked = 0;
         let mut head = None;
-        for (order, name) in tickets(lock) {
-            if (order, &name) >= (self.order.0, &self.order.1) || looked >= MAX_TICKETS_LOOKED {
+        for (order, name) in tickets(lock).into_iter().take(MAX_TICKETS_LOOKED) {
+            if (order, &name) >= (self.order.0, &self.order.1) {
                 break;
             }
-            looked += 1;
             let Ok(file) = lock.sibling(lock.dir().join(&name)) else {
                 continue;
             };
