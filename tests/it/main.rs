@@ -20,6 +20,7 @@ mod hostile;
 mod journal;
 mod outcomes;
 mod pings;
+mod queue;
 mod reap;
 mod scripts;
 mod state;

@@ -27,30 +27,6 @@ impl World {
         }
     }
 
-    /// A lock directory root and nobody share (1777), onlyone where nobody
-    /// can run it, `runuser`, and a state directory of nobody's; `None`
-    /// (the test skipped, and why said) without root and runuser.
-    fn shared_with_nobody(&self, test: &str) -> Option<Shared> {
-        use std::os::unix::fs::PermissionsExt;
-        let bin = bin_for_others(self.dir());
-        if !nobody_works(
-            test,
-            &bin,
-            |ru| self.program(ru),
-            |c, what| finish_as(c, HANG, what),
-        ) {
-            return None;
-        }
-        let locks = self.subdir("shared");
-        std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        Some(Shared {
-            ru: runuser()?,
-            bin,
-            locks,
-            state: state_dir_of(self.dir(), 65534),
-        })
-    }
-
     /// The sample of `metric` for `lock` in `onlyone metrics`.
     fn metric(&self, metric: &str, lock: &str) -> Option<f64> {
         let out = self.oo(&["metrics", lock]);
@@ -76,28 +52,6 @@ impl World {
             .env("PATH", path_with_onlyone(self.dir()))
             .env("ONLYONE_DIR", self.dir());
         finish(c, HANG).code()
-    }
-}
-
-/// What [`World::shared_with_nobody`] makes.
-struct Shared {
-    ru: &'static str,
-    bin: std::path::PathBuf,
-    locks: std::path::PathBuf,
-    state: std::path::PathBuf,
-}
-
-impl Shared {
-    /// `onlyone --dir LOCKS ARGS` as nobody, with nobody's state directory.
-    fn as_nobody(&self, w: &World, args: &[&str]) -> Command {
-        let mut c = w.program(self.ru);
-        c.args(["-u", "nobody", "--"])
-            .arg(&self.bin)
-            .arg("--dir")
-            .arg(&self.locks)
-            .args(args)
-            .env("ONLYONE_STATE_DIR", &self.state);
-        c
     }
 }
 

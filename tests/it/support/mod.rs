@@ -488,6 +488,30 @@ impl Sandbox {
             .collect()
     }
 
+    /// A lock directory root and nobody share (1777), onlyone where nobody
+    /// can run it, `runuser`, and a state directory of nobody's; `None`
+    /// (the test skipped, and why said) without root and runuser.
+    pub fn shared_with_nobody(&self, test: &str) -> Option<Shared> {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = bin_for_others(self.dir());
+        if !nobody_works(
+            test,
+            &bin,
+            |ru| self.program(ru),
+            |c, what| finish_as(c, Duration::from_secs(30), what),
+        ) {
+            return None;
+        }
+        let locks = self.subdir("shared");
+        std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        Some(Shared {
+            ru: runuser()?,
+            bin,
+            locks,
+            state: state_dir_of(self.dir(), 65534),
+        })
+    }
+
     /// Starts a long-lived process (no output, killed at the end); returns
     /// its pid.
     pub fn keep(&mut self, mut cmd: Command) -> u32 {
@@ -566,6 +590,30 @@ macro_rules! derefs_to_sandbox {
 }
 #[allow(unused_imports)]
 pub(crate) use derefs_to_sandbox;
+
+/// What [`Sandbox::shared_with_nobody`] makes.
+pub struct Shared {
+    pub ru: &'static str,
+    pub bin: PathBuf,
+    /// The shared lock directory (1777).
+    pub locks: PathBuf,
+    /// Nobody's state directory.
+    pub state: PathBuf,
+}
+
+impl Shared {
+    /// `onlyone --dir LOCKS ARGS` as nobody, with nobody's state directory.
+    pub fn as_nobody(&self, sb: &Sandbox, args: &[&str]) -> Command {
+        let mut c = sb.program(self.ru);
+        c.args(["-u", "nobody", "--"])
+            .arg(&self.bin)
+            .arg("--dir")
+            .arg(&self.locks)
+            .args(args)
+            .env("ONLYONE_STATE_DIR", &self.state);
+        c
+    }
+}
 
 /// Waits for `child` (spawned with piped stdout and stderr) at most `limit`
 /// after `start`, draining both pipes meanwhile; kills it and fails the
