@@ -55,6 +55,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l dir -d 'The lock
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l replace -d 'Stop the running one (TERM, grace, KILL), then run'
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l queue -d 'At most one fire waits: wait for the running one (for ever, or up to --wait DUR) unless another fire already waits; then skip (75)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l keep-strays -d 'Leave the run\'s leftover processes running when the command exits (and release the lock)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l linger -d 'When the command exits, the run\'s processes that outlive it keep the lock held (work handed to tmux, screen, a terminal server); `onlyone reap` ends them once idle. Not with --max-time or --idle-timeout, which would apply to the command alone'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s q -l quiet -d 'No message on a skip or a takeover (cron mails whatever a job prints)'
@@ -62,13 +63,14 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l allow-shared-fs 
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l owner -d 'The owner\'s pid (default: the calling shell)' -r
-complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l wait -d 'Wait up to DUR for a running one to finish' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l wait -d 'Wait up to DUR for a running one to finish (waiters get the lock in the order they began to wait)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l held-exit -d 'Exit code when the lock is held' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l ping -d 'Ping URL with the healthchecks.io protocol: URL/start?rid=RID now, the end at `release --exit CODE` (repeatable)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l queue -d 'At most one waits: wait (for ever, or up to --wait DUR) unless another caller already waits with --queue; then the lock counts as held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l export -d 'Print shell assignments of ONLYONE_LOCK and ONLYONE_TOKEN for eval (`exit N` on failure); processes that carry the token keep the lock held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -s q -l quiet -d 'No message when the lock is held or a stale lock is taken over'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'

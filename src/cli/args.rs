@@ -370,6 +370,8 @@ pub struct Run {
     /// The waiter wakes when the lock file is removed (inotify) or the
     /// holding process exits (pidfd), within milliseconds, and re-probes
     /// every 250 ms in case an owner died without a trace. Then 75.
+    /// Waiters get the lock in the order they began to wait (`status`
+    /// shows them).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
     /// Stop the running one (TERM, grace, KILL), then run.

@@ -433,7 +433,7 @@ fn precheck_as_an_unprivileged_user() {
 // ---------------------------------------------------------------------------
 // 2. status
 
-const KEYS: [&str; 20] = [
+const KEYS: [&str; 21] = [
     "name",
     "path",
     "state",
@@ -454,6 +454,7 @@ const KEYS: [&str; 20] = [
     "last_run",
     "last_success_unix",
     "skipped_since_start",
+    "waiters",
 ];
 
 /// Checks one entry of `locks[]` against the documented schema.
@@ -507,6 +508,19 @@ fn check_schema(l: &Value) {
     });
     if o["stopped"] == true {
         assert_eq!(o["state"], "held", "only a held lock is stopped: {l:#}");
+    }
+    let waiters = o["waiters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("waiters: {l:#}"));
+    for w in waiters {
+        assert!(u32ish(&w["pid"]) && w["queued"].is_boolean(), "{w:#}");
+        for k in ["host", "command", "since"] {
+            assert!(w[k].is_null() || w[k].is_string(), "`{k}`: {w:#}");
+        }
+        assert!(
+            w["since_unix"].is_null() || w["since_unix"].is_u64(),
+            "{w:#}"
+        );
     }
     opt("token", |v| {
         v.as_str()
@@ -631,11 +645,12 @@ fn status_json_follows_the_documented_schema() {
     assert_eq!(free["path"], w.lock("free").display().to_string());
     for k in KEYS
         .iter()
-        .filter(|k| !["name", "path", "state", "stopped"].contains(k))
+        .filter(|k| !["name", "path", "state", "stopped", "waiters"].contains(k))
     {
         assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
     }
     assert_eq!(free["stopped"], false);
+    assert_eq!(free["waiters"], serde_json::json!([]));
 
     let r = entry(&v, "run");
     assert_eq!(r["state"], "held", "{r:#}");

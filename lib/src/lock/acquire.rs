@@ -242,6 +242,16 @@ struct Attempt<'l> {
     temp: Option<TempFile<'l>>,
 }
 
+/// Where a waiter stands in line before a try at the link.
+enum Line {
+    /// It may try: it is not in line, or at its head.
+    Try,
+    /// Behind the head at a free lock: it slept; look again.
+    Waited,
+    /// Behind the head, and the lock is there: judge it without a try.
+    Held,
+}
+
 /// What the look after a failed link found, and what to do next.
 enum Next {
     /// Try to link again.
@@ -296,8 +306,18 @@ impl LockFile {
         let mut attempt = Attempt::new(self, opts)?;
         loop {
             attempt.check_owner()?;
-            if attempt.behind_the_head()? {
-                continue;
+            match attempt.line()? {
+                Line::Try => {}
+                Line::Waited => continue,
+                // Judged as any contention, without a try at the link: the
+                // lock may be let go meanwhile, and not for this waiter.
+                Line::Held => {
+                    match attempt.contended(None)? {
+                        Next::Retry => {}
+                        Next::Fail(e) => return Err(e),
+                    }
+                    continue;
+                }
             }
             // A directory that is full, read-only or not writable by this
             // user still answers "held" for a live run: the look below
@@ -535,30 +555,33 @@ impl<'l> Attempt<'l> {
         Ok(Next::Retry)
     }
 
-    /// A waiter in line whose turn it is not, at a free lock: it sleeps
-    /// instead of trying (true), until a ticket or the lock file goes, the
-    /// head exits, or the next look at the line is due. A held lock is
-    /// judged as any contention is (false: try).
-    fn behind_the_head(&mut self) -> Result<bool> {
+    /// Whether this caller may try the link now: one that is not in line,
+    /// or at its head, may; one behind a live head may not. Behind a head,
+    /// at a free lock, it sleeps until a ticket or the lock file goes, the
+    /// head exits, or the next look at the line is due; at a lock that is
+    /// there, the lock is judged (held: the caller sleeps as any waiter).
+    fn line(&mut self) -> Result<Line> {
         let Some(t) = &mut self.ticket else {
-            return Ok(false);
+            return Ok(Line::Try);
         };
         let Some(head) = t.ahead(self.lock, self.deadline) else {
-            return Ok(false);
+            return Ok(Line::Try);
         };
         if self.lock.look()?.is_some() {
-            return Ok(false);
+            return Ok(Line::Held);
         }
+        // At the end of its wait, a free lock is better taken than given
+        // up.
         let now = Instant::now();
         let until = self.wait_until.unwrap_or(now);
         if now >= until {
-            return Ok(false);
+            return Ok(Line::Try);
         }
         self.temp = None;
         if let Some(w) = &self.waiter {
             w.wait(head, until.min(now + queue::LINE_POLL.min(t.grace_left())));
         }
-        Ok(true)
+        Ok(Line::Waited)
     }
 
     /// The command a ticket and the queue's place record: the lock's.
