@@ -137,10 +137,37 @@ fn a_skip_is_a_log_never_a_fail() {
     // precheck's skip too.
     oo(&sb, &["precheck", "-q", "--ping", &url, "job"]).expect(75);
     assert_eq!(hc.whats(), ["log", "log"], "{:?}", hc.requests());
+
+    // A fire skipped because one is already queued is a skip too, saying
+    // so; the queued one has pinged nothing yet.
+    let mut queued = sb.program(BIN);
+    queued
+        .env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "--queue", "job", "--", "true"]);
+    let waiter = sb.keep(queued);
+    wait_until("the queued fire waits", LIMIT, || {
+        oo(&sb, &["status", "--json", "job"]).json()["locks"][0]["waiters"][0]["pid"] == waiter
+    });
+    oo(
+        &sb,
+        &["run", "-q", "--queue", "--ping", &url, "job", "--", "true"],
+    )
+    .expect(75)
+    .quiet();
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["log", "log", "log"], "{reqs:?}");
+    let body = String::from_utf8_lossy(&reqs[2].body);
+    assert!(
+        body.contains("one already queued") && body.contains(&format!("pid {waiter}")),
+        "says who waits: {body:?}"
+    );
+
     // A free lock's precheck pings nothing (the fire's run will).
     sb.end_processes();
     oo(&sb, &["precheck", "-q", "--ping", &url, "job"]).expect(0);
-    assert_eq!(hc.whats(), ["log", "log"], "{:?}", hc.requests());
+    assert_eq!(hc.whats(), ["log", "log", "log"], "{:?}", hc.requests());
 }
 
 /// A server that answers 503 twice gets the ping a third time; the run is

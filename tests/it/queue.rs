@@ -394,3 +394,37 @@ fn planted_tickets_delay_a_hand_off_by_the_grace_at_most() {
     );
     kill9(&mut holder);
 }
+
+/// A queued waiter ended by TERM, INT, HUP or QUIT exits with the signal
+/// (nothing was taken) and leaves its place to the next fire, which waits
+/// in its stead.
+#[test]
+fn a_signalled_waiter_leaves_its_place_to_the_next_fire() {
+    let w = World::new();
+    let lock = w.lock_in(w.dir());
+    let held = lock.try_acquire().unwrap();
+    for (sig, n) in [("TERM", 15), ("INT", 2), ("HUP", 1), ("QUIT", 3)] {
+        let mut waiter = w.fire(&["--queue"], sig);
+        let pid = waiter.id();
+        wait_until("the fire queued", HANG, || line(&lock) == [(pid, true)]);
+        let kill = Command::new("kill")
+            .args([&format!("-{sig}"), &pid.to_string()])
+            .status();
+        assert!(kill.unwrap().success());
+        let (st, _, err) = wait_bounded(&mut waiter, Instant::now(), HANG, "the signalled waiter");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&st).or(st.code().map(|c| c - 128)),
+            Some(n),
+            "{sig}: {st:?} {err}"
+        );
+    }
+    let mut next = w.fire(&["--queue"], "next");
+    let pid = next.id();
+    wait_until("the next fire queued", HANG, || {
+        line(&lock) == [(pid, true)]
+    });
+    held.release().unwrap();
+    assert_eq!(ended(&mut next, "the next fire").0, 0);
+    assert_eq!(w.ran(w.dir()), ["next"]);
+    assert_eq!(line_files(w.dir()), Vec::<String>::new());
+}
