@@ -61,6 +61,14 @@ invariant_9_the_watchdog_keeps_the_deadline_when_the_wrapper_cannot.on_eof_only 
 invariant_9_the_watchdog_keeps_the_deadline_when_the_wrapper_cannot.no_watchdog | lease.pml | -DNO_WATCHDOG     | fails
 the_inequality_keeps_a_healthy_holder_running                 | lease.pml | -DHEALTHY                            | holds
 the_inequality_keeps_a_healthy_holder_running.broken          | lease.pml | -DHEALTHY -DG=1                      | fails
+invariant_10_11_12_queue_design                               | queue.pml |                                      | holds
+invariant_10_11_12_queue_design@four_fires                    | queue.pml | -DNFIRE=4                            | holds
+invariant_10_11_12_queue_design@two_crashes                   | queue.pml | -DMAXCRASH=2                         | holds
+invariant_10_11_12_queue_design@no_relook                     | queue.pml | -DNO_RELOOK                          | holds
+invariant_10_at_most_one_fire_waits.look_then_create          | queue.pml | -DLOOK_THEN_CREATE                   | fails
+invariant_11_a_dead_waiter_never_blocks_the_queue.no_probe    | queue.pml | -DNO_PROBE                           | fails
+invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it.slot_after_start | queue.pml | -DSLOT_AFTER_START | fails
+invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it.bounded_wait | queue.pml | -DBOUNDED_WAIT     | fails
 LIST
 )
 
