@@ -385,6 +385,8 @@ pub struct Run {
     /// For a sync job: whatever arrives during a run is picked up by
     /// exactly one more run, never by a pile of them (Temporal's
     /// BufferOne). A waiter that dies leaves its place to the next fire.
+    /// One that gives up (--wait ran out) leaves undone what the fires
+    /// that skipped on it came for: for a sync job, leave --wait out.
     /// Waiters, of --wait and --queue alike, get the lock in the order
     /// they began to wait.
     #[arg(long)]

@@ -249,6 +249,7 @@ fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
         "model/lock.pml",
         "model/run.pml",
         "model/lease.pml",
+        "model/queue.pml",
     ]
     .iter()
     .map(|p| read(p))

@@ -92,19 +92,26 @@ fn line_files(dir: &Path) -> Vec<String> {
 /// A fire that asks for the queue while the lock is held and nobody waits
 /// waits, and runs once the lock is free; the next fire, while that one
 /// waits, skips at once with 75, says why, and is journaled as a skip "one
-/// already queued". `status` shows the waiter, queued. Nothing of the line
-/// is left once the waiter has run.
+/// already queued". What the skipped fire came for (a change written just
+/// before it) is picked up by the waiter's run, which starts after it.
+/// `status` shows the waiter, queued. Nothing of the line is left once
+/// the waiter has run.
 #[test]
-fn one_fire_waits_and_the_next_skips() {
+fn invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it() {
     let w = World::new();
     let lock = w.lock_in(w.dir());
     let held = lock.try_acquire().unwrap();
-    let mut first = w.fire(&["--queue"], "first");
+    let change = w.path("change");
+    let mut first = w.fire(
+        &["--queue"],
+        &format!("first:$(cat '{}')", change.display()),
+    );
     let first_pid = first.id();
     wait_until("the first fire queued", HANG, || {
         line(&lock) == [(first_pid, true)]
     });
 
+    put(&change, "2");
     let t = Instant::now();
     let out = w.oo(&[
         "run",
@@ -141,7 +148,7 @@ fn one_fire_waits_and_the_next_skips() {
 
     held.release().unwrap();
     assert_eq!(ended(&mut first, "the queued fire").0, 0);
-    assert_eq!(w.ran(w.dir()), ["first"]);
+    assert_eq!(w.ran(w.dir()), ["first:2"]);
     assert_eq!(line_files(w.dir()), Vec::<String>::new());
 }
 
@@ -149,7 +156,7 @@ fn one_fire_waits_and_the_next_skips() {
 /// held: exactly one waits and the other skips, 50 times over; the one
 /// that waited runs once the lock is free.
 #[test]
-fn two_fires_racing_for_the_queue_leave_exactly_one_waiting() {
+fn invariant_10_at_most_one_fire_waits() {
     let w = World::new();
     let lock = w.lock_in(w.dir());
     for round in 0..50 {
@@ -195,7 +202,7 @@ fn two_fires_racing_for_the_queue_leave_exactly_one_waiting() {
 /// its place (it waits, not skips), and runs once the lock is free; the
 /// dead waiter's files are cleared.
 #[test]
-fn a_killed_waiter_leaves_its_place_to_the_next_fire() {
+fn invariant_11_a_dead_waiter_never_blocks_the_queue() {
     let w = World::new();
     let lock = w.lock_in(w.dir());
     let held = lock.try_acquire().unwrap();
