@@ -25,5 +25,6 @@ mod scripts;
 mod state;
 mod store;
 mod store_field;
+mod store_queue;
 mod tmux;
 mod usage;
