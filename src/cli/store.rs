@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History, LockNow};
 use onlyone::place::Kind;
-use onlyone::store::hold::LeaseHold;
+use onlyone::store::hold::{LeaseHold, Taking};
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
-use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError, StoreLog};
+use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError, StoreLog, Take};
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
 use super::place::{Found, Named, Place, Stopped};
 use super::run::{RunPlace, Taken};
-use super::view::{LockStatus, Seen, Shown, Whence};
+use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
 use super::{args, deadline_of, journal, say};
 
 /// How often a waiter looks at a held lease again.
@@ -285,8 +285,113 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
     }
 }
 
-/// Takes the lease of `name`, waiting as `--wait` and `--deadline` allow;
-/// the exit code when it stays held (the skip recorded) or the store fails.
+/// How long a waiter's row in the line lasts unless refreshed (at every
+/// look): a waiter killed with SIGKILL holds its place that long at most.
+fn waiter_ttl(timing: LeaseTiming) -> Duration {
+    (timing.call_timeout * 4).max(Duration::from_secs(3))
+}
+
+/// How long a fire that finds the queue's place held by a waiter that has
+/// just taken the lease waits for that waiter to let the place go.
+const PLACE_HANDOVER: Duration = Duration::from_secs(2);
+
+/// A waiter's place in the store's line: its row is removed when it is
+/// dropped (the take removes it itself; a timeout, a signal, a failure
+/// leave here), so that only a waiter killed outright leaves one, dead
+/// once its `until` has passed.
+struct Line<'s> {
+    store: &'s dyn LeaseStore,
+    /// The connection the waiter looks through, between its tries.
+    conn: Option<Box<dyn LeaseStore>>,
+    name: &'s str,
+    ticket: Option<i64>,
+}
+
+impl Line<'_> {
+    /// The store to speak through now: the waiter's connection, else the
+    /// store's own.
+    fn via(&self) -> &dyn LeaseStore {
+        self.conn.as_deref().unwrap_or(self.store)
+    }
+}
+
+impl Drop for Line<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            let _ = self.via().leave_line(self.name, t);
+        }
+    }
+}
+
+/// What took the queue's place from this fire.
+enum NoPlace {
+    /// This live waiter (not yet the lease's holder when last seen).
+    Waiter(Box<onlyone::store::WaiterRow>),
+    /// One that came and went while this fire looked.
+    Unknown,
+}
+
+/// Takes the queue's place of `name` for `who`: its ticket, or who has
+/// it. A place whose waiter is dead is taken over: a row past its end, or
+/// one of this host whose waiter's process is gone (at once, not after its
+/// end). A live waiter that has already taken the lease is letting the
+/// place go: that is waited for ([`PLACE_HANDOVER`]). Otherwise the fire
+/// gives up: the waiter it saw had not yet begun its run, which will pick
+/// up what this fire would have done.
+fn take_queue_place(
+    c: &dyn LeaseStore,
+    name: &str,
+    who: &Holder<'_>,
+    ttl: Duration,
+    signals: &onlyone::store::HeldSignals,
+) -> Result<Result<i64, NoPlace>, Code> {
+    let here = host();
+    let mut replacing: Option<String> = None;
+    for _ in 0..8 {
+        if let Some(t) = c
+            .take_queue_place(name, who, ttl, replacing.as_deref())
+            .map_err(super::fail)?
+        {
+            return Ok(Ok(t));
+        }
+        // The lease is looked at after the place (see the directory's
+        // queue: a fire gives up only while the waiter's run has not
+        // begun).
+        let Some(w) = c.queued(name).map_err(super::fail)? else {
+            continue;
+        };
+        if !w.is_live() || w.alive_on(&here) == Some(false) {
+            replacing = Some(w.token.clone());
+            continue;
+        }
+        let lease = c.inspect(name).map_err(super::fail)?;
+        if !lease.is_some_and(|l| l.is_live() && l.token == w.token) {
+            return Ok(Err(NoPlace::Waiter(Box::new(w))));
+        }
+        let until = Instant::now() + PLACE_HANDOVER;
+        while Instant::now() < until {
+            std::thread::sleep(WAIT_POLL / 2);
+            if let Some(sig) = signals.pending() {
+                return Err(Code::Signal(sig.as_raw()));
+            }
+            if let Some(t) = c
+                .take_queue_place(name, who, ttl, Some(&w.token))
+                .map_err(super::fail)?
+            {
+                return Ok(Ok(t));
+            }
+        }
+        return Ok(Err(match c.queued(name).map_err(super::fail)? {
+            Some(w) => NoPlace::Waiter(Box::new(w)),
+            None => NoPlace::Unknown,
+        }));
+    }
+    Ok(Err(NoPlace::Unknown))
+}
+
+/// Takes the lease of `name`, waiting as `--wait`, `--queue` and
+/// `--deadline` allow, in line behind those who waited first; the exit
+/// code when it stays held (the skip recorded) or the store fails.
 fn take(
     store: &dyn LeaseStore,
     name: &str,
@@ -297,50 +402,201 @@ fn take(
 ) -> Result<LeaseHold, Code> {
     let deadline = deadline_of(a.deadline);
     let wait_until = a.wait.map(|w| Instant::now() + w);
+    let waits = a.wait.is_some() || a.queue;
+    let ttl = waiter_ttl(timing);
+    let mut line = Line {
+        store,
+        conn: None,
+        name,
+        ticket: None,
+    };
+    let mut has_line = None;
+    let mut warned = false;
     loop {
-        // The connection may take longer than a call (nothing is held
-        // yet): up to what is left of --deadline, and at least a call's
-        // timeout.
-        let within = deadline.map_or(READ_TIMEOUT, |d| {
-            d.saturating_duration_since(Instant::now())
-                .min(READ_TIMEOUT)
-        });
-        match store
-            .fresh_connected(within)
-            .and_then(|s| LeaseHold::take(s, name, who, timing))
+        let conn = match line.conn.take() {
+            Some(c) => c,
+            // The connection may take longer than a call (nothing is held
+            // yet): up to what is left of --deadline, and at least a
+            // call's timeout.
+            None => {
+                let within = deadline.map_or(READ_TIMEOUT, |d| {
+                    d.saturating_duration_since(Instant::now())
+                        .min(READ_TIMEOUT)
+                });
+                store.fresh_connected(within).map_err(super::fail)?
+            }
+        };
+        let usable = match has_line {
+            Some(u) => u,
+            None => {
+                let u = conn.has_line().map_err(super::fail)?;
+                if a.queue && !u {
+                    return Err(super::fail(no_line_for_queue(store.url())));
+                }
+                has_line = Some(u);
+                u
+            }
+        };
+        // A waiter keeps its row fresh at every look; one found gone (its
+        // waiter paused past its end, and the row cleared or its place
+        // taken over) joins the line again, at its end.
+        if let Some(t) = line.ticket
+            && !conn.stay_in_line(name, t, ttl).map_err(super::fail)?
         {
-            Ok(Some(h)) => return Ok(h),
-            Ok(None) => {
-                let now = Instant::now();
-                let waiting =
-                    wait_until.is_some_and(|w| now < w) && deadline.is_none_or(|d| now < d);
-                if waiting {
-                    std::thread::sleep(WAIT_POLL);
-                    // A signal ends the wait, as it would end a waiting
-                    // onlyone without a store; nothing was taken.
-                    if let Some(sig) = signals.pending() {
-                        return Err(Code::Signal(sig.as_raw()));
-                    }
-                    continue;
-                }
-                let row = store.inspect(name).ok().flatten();
-                if let Some(r) = &row {
-                    let ev = Event::skip(Some(&r.token), r.pid, r.cmd.as_deref());
-                    record(store, name, &ev, a.quiet);
-                }
-                let who = row
-                    .as_ref()
-                    .map_or_else(|| "another holder".into(), describe);
-                super::ping::note_skip(format!("another run of `{name}` holds the lease as {who}"));
-                if !a.quiet {
-                    say(format_args!(
-                        "another run of `{name}` holds the lease as {who}; wait for it (--wait) \
-                         or stop it (onlyone --store URL stop {name})"
-                    ));
-                }
-                return Err(Code::Exit(a.held_exit));
+            line.ticket = Some(conn.join_line(name, who, ttl).map_err(super::fail)?);
+        }
+        let why = match LeaseHold::take_in_line(conn, name, who, timing, line.ticket) {
+            Ok(Taking::Taken(h)) => {
+                // The take removed the waiter's row in the same statement
+                // (only once it held the lease: a `--queue` fire that finds
+                // the place held looks at the lease next).
+                line.ticket = None;
+                return Ok(h);
+            }
+            Ok(Taking::Busy { store: c, why }) => {
+                line.conn = Some(c);
+                why
             }
             Err(e) => return Err(super::fail(e)),
+        };
+        let now = Instant::now();
+        let waiting =
+            waits && wait_until.is_none_or(|w| now < w) && deadline.is_none_or(|d| now < d);
+        if !waiting {
+            return Err(skip(line.via(), name, why, a));
+        }
+        if line.ticket.is_none() {
+            if !usable {
+                // Said once: on the first look that finds the lease held.
+                if !warned {
+                    warned = true;
+                    say(format_args!(
+                        "the store `{}` has no table onlyone_waiter that this role may use, so \
+                         the waiters of `{name}` are served in no order (the first to look once \
+                         it is free takes it); have it created with the SQL in doc/store.md \
+                         (\"Setup and the least privileges\")",
+                        store.url()
+                    ));
+                }
+            } else if a.queue {
+                match take_queue_place(line.via(), name, who, ttl, signals)? {
+                    Ok(t) => line.ticket = Some(t),
+                    Err(w) => return Err(skip_queued(line.via(), name, w, a)),
+                }
+            } else {
+                line.ticket = Some(line.via().join_line(name, who, ttl).map_err(super::fail)?);
+            }
+        }
+        if let Take::Behind { .. } = why {
+            clear_dead_ahead(line.via(), name, line.ticket);
+        }
+        std::thread::sleep(WAIT_POLL);
+        // A signal ends the wait, as it would end a waiting onlyone
+        // without a store; nothing was taken, and the place in line is
+        // left (the guard).
+        if let Some(sig) = signals.pending() {
+            return Err(Code::Signal(sig.as_raw()));
+        }
+    }
+}
+
+/// Why `--queue` cannot be given with a store that has no line.
+fn no_line_for_queue(url: &str) -> String {
+    format!(
+        "--queue needs the store's table onlyone_waiter, which the store `{url}` does not have \
+         or this role may not use (a store set up before it existed); have it created with:\n{}\
+         GRANT SELECT, INSERT, UPDATE, DELETE ON onlyone_waiter TO <the jobs' role>;\n\
+         GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq TO <the jobs' role>;\n\
+         (doc/store.md, \"Setup and the least privileges\"), or wait without the queue (--wait DUR)",
+        onlyone::store::WAITER_SQL.replace(" IF NOT EXISTS", "")
+    )
+}
+
+/// A fire that did not get the lease (held, or free but owed to waiters
+/// ahead): the skip recorded, pinged and said; the held exit code.
+fn skip(store: &dyn LeaseStore, name: &str, why: Take, a: &args::Run) -> Code {
+    let row = store.inspect(name).ok().flatten();
+    let (msg, ev) = match why {
+        Take::Behind { ahead } => {
+            let first = store.waiters(name).ok().and_then(|w| w.into_iter().next());
+            let ev = first
+                .as_ref()
+                .map(|w| Event::skip(Some(&w.token), w.pid, w.cmd.as_deref()));
+            let first = first.map_or_else(String::new, |w| format!(", first {}", w.describe()));
+            (
+                format!(
+                    "the lease of `{name}` is free, but {ahead} waiter(s) are ahead in line{first}; \
+                     it goes to them first: wait in line (--wait DUR)"
+                ),
+                ev,
+            )
+        }
+        _ => {
+            let ev = row
+                .as_ref()
+                .map(|r| Event::skip(Some(&r.token), r.pid, r.cmd.as_deref()));
+            let who = row
+                .as_ref()
+                .map_or_else(|| "another holder".into(), describe);
+            (
+                format!(
+                    "another run of `{name}` holds the lease as {who}; wait for it (--wait) or \
+                     stop it (onlyone --store URL stop {name})"
+                ),
+                ev,
+            )
+        }
+    };
+    if let Some(ev) = ev {
+        record(store, name, &ev, a.quiet);
+    }
+    super::ping::note_skip(msg.clone());
+    if !a.quiet {
+        say(format_args!("{msg}"));
+    }
+    Code::Exit(a.held_exit)
+}
+
+/// A `--queue` fire that found a waiter already queued: the skip recorded
+/// with why ([`super::QUEUED`]), pinged and said; the held exit code.
+fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoPlace, a: &args::Run) -> Code {
+    let row = store.inspect(name).ok().flatten();
+    let mut ev = match &row {
+        Some(r) => Event::skip(Some(&r.token), r.pid, r.cmd.as_deref()),
+        None => Event::skip(None, None, None),
+    };
+    ev.reason = Some(super::QUEUED.to_owned());
+    record(store, name, &ev, a.quiet);
+    let waiter = match &w {
+        NoPlace::Waiter(w) => w.describe(),
+        NoPlace::Unknown => "another fire".to_owned(),
+    };
+    let holder = row
+        .as_ref()
+        .filter(|r| r.is_live())
+        .map_or_else(|| "another holder".into(), describe);
+    let msg = super::queued_message(name, &waiter, &holder);
+    super::ping::note_skip(msg.clone());
+    if !a.quiet {
+        say(format_args!("{msg}"));
+    }
+    Code::Exit(a.held_exit)
+}
+
+/// Removes the rows ahead of `mine` in `name`'s line whose waiters were
+/// of this host and are gone (killed): they would keep the free lease from
+/// the line until their end. Another host's rows are left to their end.
+fn clear_dead_ahead(store: &dyn LeaseStore, name: &str, mine: Option<i64>) {
+    let here = host();
+    let Ok(waiters) = store.waiters(name) else {
+        return;
+    };
+    for w in waiters {
+        if mine.is_some_and(|t| w.ticket >= t) {
+            break;
+        }
+        if w.alive_on(&here) == Some(false) {
+            let _ = store.leave_line(name, w.ticket);
         }
     }
 }
@@ -360,7 +616,26 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
         .map(|r| {
             let h = history(store.as_ref(), &r.name)
                 .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
-            super::view::of_lease(r, &here, h)
+            let mut s = super::view::of_lease(r, &here, h);
+            // Who waits, first in line first; a waiter of this host that is
+            // gone is left out (its row only waits for its end).
+            s.waiters = store
+                .waiters(&r.name)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|w| w.alive_on(&here) != Some(false))
+                .map(|w| {
+                    WaiterStatus::new(
+                        w.pid.unwrap_or(0),
+                        w.host,
+                        w.uid,
+                        w.cmd,
+                        Some(w.since.max(0.0) as u64),
+                        w.queued,
+                    )
+                })
+                .collect();
+            s
         })
         .collect();
     let notes = locks

@@ -26,5 +26,6 @@ mod scripts;
 mod state;
 mod store;
 mod store_field;
+mod store_queue;
 mod tmux;
 mod usage;

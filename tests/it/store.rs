@@ -397,7 +397,7 @@ fn the_readme_schema_and_grants_are_enough() {
     let owners = w
         .pg
         .psql("SELECT string_agg(tableowner, ',') FROM pg_tables WHERE tablename LIKE 'onlyone_%'");
-    assert_eq!(owners, "onlyone,onlyone");
+    assert_eq!(owners, "onlyone,onlyone,onlyone");
 }
 
 /// Wrong credentials and an unreachable server: clear errors and 125; a

@@ -3,12 +3,27 @@
 
 use std::time::Duration;
 
-use super::{Holder, LeaseStore, Renewed, StoreError};
+use super::{Holder, LeaseStore, Renewed, StoreError, Take};
 use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
 use crate::store::watchdog::Link;
 
 /// How soon a call the end of a run needs is tried again.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+/// What [`LeaseHold::take_in_line`] came back with.
+#[derive(Debug)]
+pub enum Taking {
+    /// The lease, held.
+    Taken(LeaseHold),
+    /// Not taken ([`Take::Held`] or [`Take::Behind`]): the store, for the
+    /// next try.
+    Busy {
+        /// The store, its connection kept.
+        store: Box<dyn LeaseStore>,
+        /// Why it was not taken.
+        why: Take,
+    },
+}
 
 /// A lock held in a store of leases.
 #[derive(Debug)]
@@ -24,17 +39,38 @@ pub struct LeaseHold {
 }
 
 impl LeaseHold {
-    /// Takes `name`, or `Ok(None)` when it is held. The renewal thread
-    /// starts at once.
+    /// Takes `name`, or `Ok(None)` when it is held (or goes to a waiter in
+    /// line first). The renewal thread starts at once.
     pub fn take(
         store: Box<dyn LeaseStore>,
         name: &str,
         who: &Holder<'_>,
         timing: LeaseTiming,
     ) -> Result<Option<LeaseHold>, StoreError> {
+        Ok(
+            match LeaseHold::take_in_line(store, name, who, timing, None)? {
+                Taking::Taken(h) => Some(h),
+                Taking::Busy { .. } => None,
+            },
+        )
+    }
+
+    /// Takes `name` as the waiter of `ticket` in its line (see
+    /// [`LeaseStore::take`]; no ticket: a newcomer, behind every live
+    /// waiter). When it is not taken, the store comes back with why, for
+    /// the waiter's next try on the same connection.
+    pub fn take_in_line(
+        store: Box<dyn LeaseStore>,
+        name: &str,
+        who: &Holder<'_>,
+        timing: LeaseTiming,
+        ticket: Option<i64>,
+    ) -> Result<Taking, StoreError> {
+        // The deadline counts from the send (PROTOCOL.md invariant 6).
         let sent = boot_ns();
-        let Some(epoch) = store.acquire(name, who, timing.lease)? else {
-            return Ok(None);
+        let epoch = match store.take(name, who, timing.lease, ticket)? {
+            Take::Taken(epoch) => epoch,
+            why => return Ok(Taking::Busy { store, why }),
         };
         let renewer = store.fresh()?;
         let owned = name.to_owned();
@@ -44,7 +80,7 @@ impl LeaseHold {
             })
         })
         .map_err(|e| StoreError::Other(format!("cannot start the renewals: {e}")))?;
-        Ok(Some(LeaseHold {
+        Ok(Taking::Taken(LeaseHold {
             store,
             name: name.to_owned(),
             token: who.token.to_owned(),

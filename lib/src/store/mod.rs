@@ -6,6 +6,36 @@
 //! is told, how the lock names it, and what keeps the lock (a file whose
 //! owner lives; a lease renewed in time).
 
+/// The SQL of the line of waiters' table (part of the PostgreSQL store's `SCHEMA_SQL`): a
+/// waiter's row is its place in line (its ticket), kept while it waits; at
+/// most one per lock holds the queue's place (`queued`).
+macro_rules! waiter_sql {
+    () => {
+        "\
+CREATE TABLE IF NOT EXISTS onlyone_waiter (
+    ticket bigserial PRIMARY KEY,
+    name   text NOT NULL,
+    token  text NOT NULL,
+    host   text,
+    pid    integer,
+    uid    integer,
+    cmd    text,
+    since  timestamptz NOT NULL,
+    until  timestamptz NOT NULL,
+    queued boolean NOT NULL DEFAULT false
+);
+CREATE UNIQUE INDEX IF NOT EXISTS onlyone_waiter_queued ON onlyone_waiter (name) WHERE queued;
+CREATE INDEX IF NOT EXISTS onlyone_waiter_name ON onlyone_waiter (name, ticket);
+"
+    };
+}
+
+/// The SQL of the line's table alone: what a store set up before the line
+/// existed needs (with `GRANT SELECT, INSERT, UPDATE, DELETE ON
+/// onlyone_waiter` and `GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq`
+/// to the jobs' role).
+pub const WAITER_SQL: &str = waiter_sql!();
+
 pub mod hold;
 pub mod lease;
 #[cfg(feature = "postgres")]
@@ -181,6 +211,83 @@ impl LeaseRow {
     }
 }
 
+/// A waiter's row in a lock's line (`run --wait`, `run --queue` with a
+/// store), as the store keeps it: its place is its ticket, and it counts
+/// while the waiter keeps it fresh (a row past its end is dead).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WaiterRow {
+    /// The lock's name.
+    pub name: String,
+    /// Its place in line: smaller tickets go first.
+    pub ticket: i64,
+    /// The waiter's token (the one its run will have).
+    pub token: String,
+    /// The waiter's host.
+    pub host: Option<String>,
+    /// The waiter's pid (on its host).
+    pub pid: Option<u32>,
+    /// The waiter's uid.
+    pub uid: Option<u32>,
+    /// The command it will run.
+    pub cmd: Option<String>,
+    /// When it began to wait (Unix seconds, the server's clock).
+    pub since: f64,
+    /// Milliseconds until the row is dead unless refreshed (the server's
+    /// clock; negative: dead).
+    pub left_ms: i64,
+    /// It holds the queue's one place (`--queue`).
+    pub queued: bool,
+}
+
+impl WaiterRow {
+    /// True while the waiter keeps its row fresh.
+    pub fn is_live(&self) -> bool {
+        self.left_ms > 0
+    }
+
+    /// For a live row of this host (`here`): whether its waiter still
+    /// lives (its pid a process that started no later than it began to
+    /// wait). `None` for another host's row, or a dead one.
+    pub fn alive_on(&self, here: &str) -> Option<bool> {
+        if !self.is_live() || self.host.as_deref() != Some(here) {
+            return None;
+        }
+        let id = crate::ProcId::of(self.pid?);
+        Some(id.is_some_and(|id| {
+            id.is_alive()
+                && crate::procfs::start_to_unix(id.start)
+                    .is_none_or(|started| started as f64 <= self.since + 1.0)
+        }))
+    }
+
+    /// "pid 4242 on build-01 (`./sync.sh`)".
+    pub fn describe(&self) -> String {
+        format!(
+            "pid {} on {} (`{}`)",
+            self.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+            crate::text::for_terminal(self.host.as_deref().unwrap_or("?")),
+            crate::text::for_terminal(self.cmd.as_deref().unwrap_or("?")),
+        )
+    }
+}
+
+/// What a try at a lease found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Take {
+    /// Taken: the new epoch (the fence).
+    Taken(i64),
+    /// A live lease holds it.
+    Held,
+    /// The lease is free, but live waiters are ahead in line: it is theirs
+    /// first.
+    Behind {
+        /// How many.
+        ahead: u64,
+    },
+}
+
 /// What a renewal found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Renewed {
@@ -254,6 +361,79 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     fn events(&self, name: &str) -> Result<Vec<String>, StoreError>;
     /// Every name with a lease or a history.
     fn names(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Whether this store keeps a line of waiters (for the PostgreSQL
+    /// store: its table `onlyone_waiter` exists and this role may use it).
+    /// Without one, waiters are served in no order, and `--queue` cannot
+    /// be given.
+    fn has_line(&self) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    /// Takes `name` for `lease` if its last lease has run out and no live
+    /// waiter is ahead of `ticket` in its line (with no ticket, none at
+    /// all: a newcomer never goes ahead of those who wait). The line is
+    /// only a further condition: it never lets a lease be taken that
+    /// [`LeaseStore::acquire`] would not. On success the waiter's row of
+    /// `ticket` is gone, in the same step.
+    fn take(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        lease: Duration,
+        ticket: Option<i64>,
+    ) -> Result<Take, StoreError> {
+        let _ = ticket;
+        Ok(match self.acquire(name, who, lease)? {
+            Some(epoch) => Take::Taken(epoch),
+            None => Take::Held,
+        })
+    }
+    /// Joins the end of `name`'s line: the waiter's ticket. The row is
+    /// dead `ttl` from now unless [`LeaseStore::stay_in_line`] refreshes it.
+    fn join_line(&self, name: &str, who: &Holder<'_>, ttl: Duration) -> Result<i64, StoreError> {
+        let _ = (name, who, ttl);
+        Err(no_line())
+    }
+    /// Takes the queue's one place of `name` (a row of the line that
+    /// says so): its ticket, or `None` while a live waiter has it. A place
+    /// whose row is dead is taken over, and so is the one of the waiter
+    /// `replacing` (a token the caller found dead: a waiter of this host
+    /// whose process is gone).
+    fn take_queue_place(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        ttl: Duration,
+        replacing: Option<&str>,
+    ) -> Result<Option<i64>, StoreError> {
+        let _ = (name, who, ttl, replacing);
+        Err(no_line())
+    }
+    /// Keeps the waiter's row of `ticket` for `ttl` more from now (a dead
+    /// row that is still there comes back); false when it is gone.
+    fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
+        let _ = (name, ticket, ttl);
+        Err(no_line())
+    }
+    /// Leaves `name`'s line: the row of `ticket` is removed.
+    fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
+        let _ = (name, ticket);
+        Err(no_line())
+    }
+    /// The waiter that holds the queue's place of `name`, live or dead.
+    fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
+        let _ = name;
+        Err(no_line())
+    }
+    /// The live waiters of `name`, first in line first (a bounded number).
+    fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
+        let _ = name;
+        Ok(Vec::new())
+    }
+}
+
+fn no_line() -> StoreError {
+    StoreError::Other("this store keeps no line of waiters".to_owned())
 }
 
 /// The history of one name in a store, as an [`EventLog`]: the events

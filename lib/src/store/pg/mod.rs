@@ -11,6 +11,15 @@
 //! - **Release**: the same, setting `lock_until = clock_timestamp()`: the
 //!   next holder gets it at once.
 //!
+//! - **The line**: a waiter (`run --wait`, `run --queue`) keeps a row of
+//!   `onlyone_waiter`, its ticket its place, its `until` moved on at every
+//!   look (a row past it is dead); the take above succeeds only when no
+//!   live waiter has a smaller ticket (a newcomer has none: it is behind
+//!   them all), and removes the taker's row in the same statement. At most
+//!   one row per lock is `queued` (a partial unique index): the queue's
+//!   place. A store set up before this table existed works without it
+//!   ([`PgStore::has_line`]).
+//!
 //! The row outlives a server restart and needs no session, so it works
 //! through PgBouncer. Every call has a client-side timeout (the statement
 //! timeout T of the lease inequality, see [`crate::store::lease`]); a connection that
@@ -35,11 +44,12 @@ use tokio_postgres::types::Type;
 
 pub use conninfo::{ConnInfo, is_postgres_url};
 
-use super::{Holder, LeaseRow, LeaseStore, Renewed, StoreError};
+use super::{Holder, LeaseRow, LeaseStore, Renewed, StoreError, Take, WaiterRow};
 
 /// The SQL that creates the store's tables: run on first use when the role
 /// may, else by a DBA (doc/store.md gives it with the least privileges).
-pub const SCHEMA_SQL: &str = "\
+pub const SCHEMA_SQL: &str = concat!(
+    "\
 CREATE TABLE IF NOT EXISTS onlyone_lease (
     name           text PRIMARY KEY,
     epoch          bigint NOT NULL,
@@ -58,7 +68,18 @@ CREATE TABLE IF NOT EXISTS onlyone_event (
     event text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS onlyone_event_name ON onlyone_event (name, id);
-";
+",
+    waiter_sql!()
+);
+
+pub use super::WAITER_SQL;
+
+/// At most this many waiters of a lock are read back.
+pub const MAX_WAITERS: i64 = 100;
+
+/// A waiter's row past its end by more than this is removed by the next
+/// waiter that joins the line (its waiter was killed long ago).
+const DEAD_WAITER_KEPT: &str = "10 minutes";
 
 /// At most this many events are kept per lock (the oldest go, as a
 /// journal rotates), and read back.
@@ -77,6 +98,9 @@ pub struct PgStore {
     client: RefCell<Option<Client>>,
     timeout: std::cell::Cell<Duration>,
     schema_checked: RefCell<bool>,
+    /// The line's table exists and this role may use it (known once the
+    /// schema was checked).
+    line: std::cell::Cell<bool>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -152,6 +176,7 @@ impl PgStore {
             client: RefCell::new(None),
             timeout: std::cell::Cell::new(timeout),
             schema_checked: RefCell::new(false),
+            line: std::cell::Cell::new(false),
         })
     }
 
@@ -175,6 +200,7 @@ impl PgStore {
             client: RefCell::new(None),
             timeout: self.timeout.clone(),
             schema_checked: RefCell::new(*self.schema_checked.borrow()),
+            line: self.line.clone(),
         })
     }
 
@@ -280,43 +306,216 @@ impl PgStore {
         }
     }
 
-    /// Creates the tables when they are missing and the role may.
+    /// Creates the tables when they are missing and the role may. A store
+    /// set up before the line of waiters existed, whose role may not
+    /// create its table, still works: without the line
+    /// ([`PgStore::has_line`] is false).
     fn ensure_schema(&self) -> Result<(), StoreError> {
-        let present = self.with(|c| {
+        let look = || {
+            self.with(|c| {
+                Box::pin(async move {
+                    let row = c
+                        .query_typed_one(
+                            "SELECT to_regclass('onlyone_lease') IS NOT NULL \
+                             AND to_regclass('onlyone_event') IS NOT NULL, \
+                             to_regclass('onlyone_waiter') IS NOT NULL",
+                            &[],
+                        )
+                        .await?;
+                    Ok((row.try_get::<_, bool>(0)?, row.try_get::<_, bool>(1)?))
+                })
+            })
+        };
+        let (present, line) = look()?;
+        if !present {
+            match self.with(|c| Box::pin(async move { c.batch_execute(SCHEMA_SQL).await })) {
+                Ok(()) => {}
+                // Another process that made them at the same moment wins
+                // the race of the catalogue's unique names: then they are
+                // there.
+                Err(StoreError::Other(why)) => {
+                    if !look()?.0 {
+                        return Err(StoreError::Other(format!(
+                            "the store's tables do not exist and this role cannot create them \
+                             ({why}); have them created with the SQL in doc/store.md (\"Setup and \
+                             the least privileges\")"
+                        )));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        } else if !line {
+            // An older setup: the line's table is made when the role may.
+            match self.with(|c| Box::pin(async move { c.batch_execute(WAITER_SQL).await })) {
+                Ok(()) | Err(StoreError::Other(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let usable = self.with(|c| {
             Box::pin(async move {
                 let row = c
                     .query_typed_one(
-                        "SELECT to_regclass('onlyone_lease') IS NOT NULL \
-                         AND to_regclass('onlyone_event') IS NOT NULL",
+                        "SELECT CASE WHEN to_regclass('onlyone_waiter') IS NULL THEN false ELSE \
+                         coalesce(has_table_privilege('onlyone_waiter', 'SELECT') \
+                         AND has_table_privilege('onlyone_waiter', 'INSERT') \
+                         AND has_table_privilege('onlyone_waiter', 'UPDATE') \
+                         AND has_table_privilege('onlyone_waiter', 'DELETE') \
+                         AND has_sequence_privilege( \
+                               pg_get_serial_sequence('onlyone_waiter', 'ticket'), 'USAGE'), \
+                         false) END",
                         &[],
                     )
                     .await?;
                 row.try_get::<_, bool>(0)
             })
         })?;
-        if present {
-            return Ok(());
-        }
-        self.with(|c| Box::pin(async move { c.batch_execute(SCHEMA_SQL).await }))
-            .map_err(|e| match e {
-                StoreError::Other(why) => StoreError::Other(format!(
-                    "the store's tables do not exist and this role cannot create them ({why}); \
-                     have them created with the SQL in doc/store.md (\"Setup and the least privileges\")"
-                )),
-                e => e,
-            })
+        self.line.set(usable);
+        Ok(())
+    }
+
+    /// Whether the line of waiters can be used: its table exists and this
+    /// role may use it (connects to find out).
+    pub fn has_line(&self) -> Result<bool, StoreError> {
+        self.connect()?;
+        Ok(self.line.get())
     }
 
     /// Takes the lock `name` for `lease`, if its lease has run out (or it
-    /// never existed): the new epoch (the fence), or `None` when it is
-    /// held.
+    /// never existed) and no live waiter is in line: the new epoch (the
+    /// fence), or `None` when it is held (or goes to a waiter first).
     pub fn acquire(
         &self,
         name: &str,
         who: &Holder<'_>,
         lease: Duration,
     ) -> Result<Option<i64>, StoreError> {
-        let ms = lease.as_millis() as i64;
+        Ok(match self.take(name, who, lease, None)? {
+            Take::Taken(epoch) => Some(epoch),
+            _ => None,
+        })
+    }
+
+    /// Takes the lock `name` for `lease`, if its lease has run out (or it
+    /// never existed) and no live waiter is ahead of `ticket` in line (with
+    /// no ticket: no live waiter at all). The line only adds a condition
+    /// to the lease's: the `ON CONFLICT ... WHERE` the lease has run out
+    /// decides, on the latest row, as without a line. The waiter's row of
+    /// `ticket` goes in the same statement as the take.
+    pub fn take(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        lease: Duration,
+        ticket: Option<i64>,
+    ) -> Result<Take, StoreError> {
+        let ms = lease.as_millis() as f64;
+        let (name, token, host, cmd) = (
+            name.to_owned(),
+            who.token.to_owned(),
+            who.host.to_owned(),
+            who.cmd.to_owned(),
+        );
+        let (pid, uid) = (who.pid as i32, who.uid as i32);
+        self.connect()?;
+        if !self.line.get() {
+            return self.with(move |c| {
+                Box::pin(async move {
+                    let row = c
+                        .query_typed_opt(
+                            "INSERT INTO onlyone_lease AS l \
+                               (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
+                             VALUES ($1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
+                                     clock_timestamp() + $7 * interval '1 millisecond', false) \
+                             ON CONFLICT (name) DO UPDATE SET \
+                               epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
+                               pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
+                               since = clock_timestamp(), \
+                               lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
+                               stop_requested = false \
+                             WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
+                             RETURNING coalesce(epoch, 0)",
+                            &[
+                                (&name, Type::TEXT),
+                                (&token, Type::TEXT),
+                                (&host, Type::TEXT),
+                                (&pid, Type::INT4),
+                                (&uid, Type::INT4),
+                                (&cmd, Type::TEXT),
+                                (&ms, Type::FLOAT8),
+                            ],
+                        )
+                        .await?;
+                    Ok(match row {
+                        Some(r) => Take::Taken(r.try_get::<_, i64>(0)?),
+                        None => Take::Held,
+                    })
+                })
+            });
+        }
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_one(
+                        "WITH ahead AS ( \
+                           SELECT count(*) AS n FROM onlyone_waiter w \
+                           WHERE w.name = $1 AND w.until > clock_timestamp() \
+                             AND ($8::int8 IS NULL OR w.ticket < $8::int8) \
+                         ), took AS ( \
+                           INSERT INTO onlyone_lease AS l \
+                             (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
+                           SELECT $1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
+                                  clock_timestamp() + $7 * interval '1 millisecond', false \
+                           FROM ahead WHERE ahead.n = 0 \
+                           ON CONFLICT (name) DO UPDATE SET \
+                             epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
+                             pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
+                             since = clock_timestamp(), \
+                             lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
+                             stop_requested = false \
+                           WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
+                           RETURNING coalesce(epoch, 0) AS epoch \
+                         ), left_line AS ( \
+                           DELETE FROM onlyone_waiter \
+                           WHERE name = $1 AND ticket = $8::int8 AND EXISTS (SELECT 1 FROM took) \
+                         ) \
+                         SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
+                           coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
+                                     WHERE name = $1), false)",
+                        &[
+                            (&name, Type::TEXT),
+                            (&token, Type::TEXT),
+                            (&host, Type::TEXT),
+                            (&pid, Type::INT4),
+                            (&uid, Type::INT4),
+                            (&cmd, Type::TEXT),
+                            (&ms, Type::FLOAT8),
+                            (&ticket, Type::INT8),
+                        ],
+                    )
+                    .await?;
+                let epoch = row.try_get::<_, Option<i64>>(0)?;
+                let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
+                let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
+                Ok(match epoch {
+                    Some(e) => Take::Taken(e),
+                    None if !held && ahead > 0 => Take::Behind {
+                        ahead: ahead as u64,
+                    },
+                    None => Take::Held,
+                })
+            })
+        })
+    }
+
+    /// Joins the end of `name`'s line (see [`LeaseStore::join_line`]); rows
+    /// dead for long are cleared on the way.
+    pub fn join_line(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        ttl: Duration,
+    ) -> Result<i64, StoreError> {
+        let ms = ttl.as_millis() as f64;
         let (name, token, host, cmd) = (
             name.to_owned(),
             who.token.to_owned(),
@@ -326,20 +525,21 @@ impl PgStore {
         let (pid, uid) = (who.pid as i32, who.uid as i32);
         self.with(move |c| {
             Box::pin(async move {
+                c.query_typed(
+                    &format!(
+                        "DELETE FROM onlyone_waiter WHERE name = $1 \
+                         AND until < clock_timestamp() - interval '{DEAD_WAITER_KEPT}'"
+                    ),
+                    &[(&name, Type::TEXT)],
+                )
+                .await?;
                 let row = c
-                    .query_typed_opt(
-                        "INSERT INTO onlyone_lease AS l \
-                           (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
-                         VALUES ($1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
+                    .query_typed_one(
+                        "INSERT INTO onlyone_waiter \
+                           (name, token, host, pid, uid, cmd, since, until, queued) \
+                         VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
                                  clock_timestamp() + $7 * interval '1 millisecond', false) \
-                         ON CONFLICT (name) DO UPDATE SET \
-                           epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
-                           pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                           since = clock_timestamp(), \
-                           lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
-                           stop_requested = false \
-                         WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
-                         RETURNING coalesce(epoch, 0)",
+                         RETURNING coalesce(ticket, 0)",
                         &[
                             (&name, Type::TEXT),
                             (&token, Type::TEXT),
@@ -347,13 +547,157 @@ impl PgStore {
                             (&pid, Type::INT4),
                             (&uid, Type::INT4),
                             (&cmd, Type::TEXT),
-                            (&(ms as f64), Type::FLOAT8),
+                            (&ms, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                row.try_get::<_, i64>(0)
+            })
+        })
+    }
+
+    /// Takes the queue's place of `name` (see
+    /// [`LeaseStore::take_queue_place`]): one `INSERT ... ON CONFLICT` on
+    /// the partial unique index of queued rows, which takes over only a
+    /// dead row (or the one of `replacing`).
+    pub fn take_queue_place(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        ttl: Duration,
+        replacing: Option<&str>,
+    ) -> Result<Option<i64>, StoreError> {
+        let ms = ttl.as_millis() as f64;
+        let (name, token, host, cmd) = (
+            name.to_owned(),
+            who.token.to_owned(),
+            who.host.to_owned(),
+            who.cmd.to_owned(),
+        );
+        let (pid, uid) = (who.pid as i32, who.uid as i32);
+        let replacing = replacing.map(str::to_owned);
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        "INSERT INTO onlyone_waiter AS o \
+                           (name, token, host, pid, uid, cmd, since, until, queued) \
+                         VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
+                                 clock_timestamp() + $7 * interval '1 millisecond', true) \
+                         ON CONFLICT (name) WHERE queued DO UPDATE SET \
+                           ticket = EXCLUDED.ticket, token = EXCLUDED.token, host = EXCLUDED.host, \
+                           pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
+                           since = EXCLUDED.since, until = EXCLUDED.until \
+                         WHERE coalesce(o.until <= clock_timestamp(), true) \
+                           OR coalesce(o.token = $8, false) \
+                         RETURNING coalesce(ticket, 0)",
+                        &[
+                            (&name, Type::TEXT),
+                            (&token, Type::TEXT),
+                            (&host, Type::TEXT),
+                            (&pid, Type::INT4),
+                            (&uid, Type::INT4),
+                            (&cmd, Type::TEXT),
+                            (&ms, Type::FLOAT8),
+                            (&replacing, Type::TEXT),
                         ],
                     )
                     .await?;
                 row.map(|r| r.try_get::<_, i64>(0)).transpose()
             })
         })
+    }
+
+    /// Keeps the row of `ticket` for `ttl` more (see
+    /// [`LeaseStore::stay_in_line`]).
+    pub fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
+        let ms = ttl.as_millis() as f64;
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        "UPDATE onlyone_waiter \
+                         SET until = clock_timestamp() + $3 * interval '1 millisecond' \
+                         WHERE name = $1 AND ticket = $2 RETURNING ticket",
+                        &[
+                            (&name, Type::TEXT),
+                            (&ticket, Type::INT8),
+                            (&ms, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok(row.is_some())
+            })
+        })
+    }
+
+    /// Removes the row of `ticket` from `name`'s line.
+    pub fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed(
+                    "DELETE FROM onlyone_waiter WHERE name = $1 AND ticket = $2",
+                    &[(&name, Type::TEXT), (&ticket, Type::INT8)],
+                )
+                .await?;
+                Ok(())
+            })
+        })
+    }
+
+    /// A waiter's row, every text cut in SQL, the time left as
+    /// milliseconds by the server's clock.
+    const WAITER_ROW: &'static str = "SELECT left(name::text, 256), ticket, left(token::text, 256), \
+         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
+         extract(epoch from since)::float8, \
+         (extract(epoch from until) - extract(epoch from clock_timestamp()))::float8 * 1000, \
+         queued FROM onlyone_waiter";
+
+    fn waiter_row(&self, r: &tokio_postgres::Row) -> Result<WaiterRow, StoreError> {
+        read_waiter(r).map_err(|e| {
+            StoreError::Other(format!(
+                "the store `{}` has a waiter's row onlyone cannot read ({e}); its table was \
+                 changed: have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")",
+                self.info.display
+            ))
+        })
+    }
+
+    /// The row that holds the queue's place of `name`, live or dead.
+    pub fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
+        let name = name.to_owned();
+        let row = self.with(move |c| {
+            Box::pin(async move {
+                let sql = format!(
+                    "{} WHERE name = $1 AND queued ORDER BY ticket LIMIT 1",
+                    Self::WAITER_ROW
+                );
+                c.query_typed_opt(&sql, &[(&name, Type::TEXT)]).await
+            })
+        })?;
+        row.map(|r| self.waiter_row(&r)).transpose()
+    }
+
+    /// The live waiters of `name`, first in line first (at most
+    /// [`MAX_WAITERS`]); none when the store keeps no line.
+    pub fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
+        if !self.has_line()? {
+            return Ok(Vec::new());
+        }
+        let name = name.to_owned();
+        let rows = self.with(move |c| {
+            Box::pin(async move {
+                let sql = format!(
+                    "{} WHERE name = $1 AND until > clock_timestamp() \
+                     ORDER BY ticket LIMIT {MAX_WAITERS}",
+                    Self::WAITER_ROW
+                );
+                c.query_typed(&sql, &[(&name, Type::TEXT)]).await
+            })
+        })?;
+        rows.iter().map(|r| self.waiter_row(r)).collect()
     }
 
     /// Renews the lease of epoch `epoch` for `lease` more, from now by the
@@ -592,6 +936,32 @@ fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> 
     })
 }
 
+/// A waiter's row's values, each read with a fallible getter and checked
+/// (see [`read_row`]).
+fn read_waiter(r: &tokio_postgres::Row) -> Result<WaiterRow, tokio_postgres::Error> {
+    let left = r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan());
+    Ok(WaiterRow {
+        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+        ticket: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
+        token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
+        host: r.try_get(3)?,
+        pid: r
+            .try_get::<_, Option<i32>>(4)?
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0),
+        uid: r
+            .try_get::<_, Option<i32>>(5)?
+            .and_then(|u| u32::try_from(u).ok()),
+        cmd: r.try_get(6)?,
+        since: r
+            .try_get::<_, Option<f64>>(7)?
+            .filter(|t| t.is_finite() && (0.0..1e11).contains(t))
+            .unwrap_or(0.0),
+        left_ms: left.map_or(-1, |l| l.clamp(-1e15, 1e15) as i64),
+        queued: r.try_get::<_, Option<bool>>(9)?.unwrap_or(false),
+    })
+}
+
 /// The runtime of one connection: this thread's, plus the blocking threads
 /// it starts for name lookups, which block the supervisor's signals (see
 /// [`super::supervised_signals`]) as they start.
@@ -663,5 +1033,49 @@ impl LeaseStore for PgStore {
 
     fn names(&self) -> Result<Vec<String>, StoreError> {
         PgStore::names(self)
+    }
+
+    fn has_line(&self) -> Result<bool, StoreError> {
+        PgStore::has_line(self)
+    }
+
+    fn take(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        lease: Duration,
+        ticket: Option<i64>,
+    ) -> Result<Take, StoreError> {
+        PgStore::take(self, name, who, lease, ticket)
+    }
+
+    fn join_line(&self, name: &str, who: &Holder<'_>, ttl: Duration) -> Result<i64, StoreError> {
+        PgStore::join_line(self, name, who, ttl)
+    }
+
+    fn take_queue_place(
+        &self,
+        name: &str,
+        who: &Holder<'_>,
+        ttl: Duration,
+        replacing: Option<&str>,
+    ) -> Result<Option<i64>, StoreError> {
+        PgStore::take_queue_place(self, name, who, ttl, replacing)
+    }
+
+    fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
+        PgStore::stay_in_line(self, name, ticket, ttl)
+    }
+
+    fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
+        PgStore::leave_line(self, name, ticket)
+    }
+
+    fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
+        PgStore::queued(self, name)
+    }
+
+    fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
+        PgStore::waiters(self, name)
     }
 }
