@@ -30,7 +30,6 @@
 //!   waiter that dies leaves a stale place, which the next caller reclaims.
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -101,15 +100,14 @@ fn order_of(prefix: &[u8], name: &[u8]) -> Option<u64> {
 /// The ticket names of `lock`'s line with their order, oldest first.
 fn tickets(lock: &LockFile) -> Vec<(u64, OsString)> {
     let prefix = ticket_prefix(lock);
-    let dir = format!("/proc/self/fd/{}", lock.dir_fd().as_raw_fd());
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = rustix::fs::Dir::read_from(lock.dir_fd()) else {
         return Vec::new();
     };
     let mut line: Vec<(u64, OsString)> = entries
         .flatten()
         .filter_map(|e| {
-            let name = e.file_name();
-            order_of(&prefix, name.as_bytes()).map(|o| (o, name))
+            let name = e.file_name().to_bytes();
+            order_of(&prefix, name).map(|o| (o, OsString::from_vec(name.to_vec())))
         })
         .collect();
     line.sort();
@@ -134,6 +132,10 @@ pub(super) struct Ticket {
     /// The head this waiter stays behind while the lock is free, and
     /// since when.
     behind: Option<(OsString, Instant)>,
+    /// Nothing live was ahead at a look: this waiter is the head, and
+    /// stays it (a ticket is named by the time it was taken, so one taken
+    /// later sorts after this one), with no look at the line any more.
+    at_head: bool,
 }
 
 impl Ticket {
@@ -157,12 +159,16 @@ impl Ticket {
             _guard: guard,
             order: (nanos, name),
             behind: None,
+            at_head: false,
         })
     }
 
     /// The pid of the live waiter ahead of this one, while it is the
     /// free lock's turn to go to it; `None` when this one may try.
     pub(super) fn ahead(&mut self, lock: &LockFile, deadline: Option<Instant>) -> Option<u32> {
+        if self.at_head {
+            return None;
+        }
         let mut head = None;
         for (order, name) in tickets(lock).into_iter().take(MAX_TICKETS_LOOKED) {
             if (order, &name) >= (self.order.0, &self.order.1) {
@@ -190,6 +196,7 @@ impl Ticket {
         }
         let Some((name, pid)) = head else {
             self.behind = None;
+            self.at_head = true;
             return None;
         };
         match &self.behind {
