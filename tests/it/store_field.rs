@@ -25,16 +25,10 @@ derefs_to_sandbox!(World);
 
 impl World {
     fn new() -> Option<World> {
-        match Pg::start() {
-            Ok(pg) => Some(World {
-                sb: Sandbox::new("ONLYONE_STORE_FIELD_MARK"),
-                pg,
-            }),
-            Err(why) => {
-                eprintln!("skipped: {why}");
-                None
-            }
-        }
+        Some(World {
+            pg: Pg::start_or_skip()?,
+            sb: Sandbox::new("ONLYONE_STORE_FIELD_MARK"),
+        })
     }
 
     /// `onlyone --store URL ARGS...`, no libpq variable from the test's

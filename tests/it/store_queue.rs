@@ -26,16 +26,10 @@ derefs_to_sandbox!(World);
 
 impl World {
     fn new() -> Option<World> {
-        match Pg::start() {
-            Ok(pg) => Some(World {
-                sb: Sandbox::new("ONLYONE_STORE_QUEUE_MARK"),
-                pg,
-            }),
-            Err(why) => {
-                eprintln!("skipped: {why}");
-                None
-            }
-        }
+        Some(World {
+            pg: Pg::start_or_skip()?,
+            sb: Sandbox::new("ONLYONE_STORE_QUEUE_MARK"),
+        })
     }
 
     /// `onlyone --store URL ARGS...`, with `DIR` set to the sandbox.
@@ -55,6 +49,17 @@ impl World {
 
     /// Starts `onlyone --store URL ARGS...` in the background (killed at
     /// the end), its stderr in `DIR/TAG.err`: its pid.
+    /// A waiter of `job` (`run --wait DUR`) whose command appends `tag`
+    /// to the order file ([`appends`]).
+    fn start_waiter(&mut self, url: &str, tag: &str, wait: &str) -> u32 {
+        let script = appends(tag);
+        self.start(
+            url,
+            tag,
+            &["run", "--wait", wait, "job", "--", "sh", "-c", &script],
+        )
+    }
+
     fn start(&mut self, url: &str, tag: &str, args: &[&str]) -> u32 {
         let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
         let child = self
@@ -296,20 +301,7 @@ fn store_a_new_fire_does_not_go_ahead_of_the_line() {
     let Some(mut w) = World::new() else { return };
     let url = w.pg.url();
     let h = w.holder();
-    let waiter = w.start(
-        &url,
-        "waiter",
-        &[
-            "run",
-            "--wait",
-            "1m",
-            "job",
-            "--",
-            "sh",
-            "-c",
-            &appends("waiter"),
-        ],
-    );
+    let waiter = w.start_waiter(&url, "waiter", "1m");
     w.wait_for_line(&[waiter]);
     signal(waiter, rustix::process::Signal::STOP);
     wait_until("the waiter to stop", HANG, || state_of(waiter) == Some('T'));
@@ -333,20 +325,7 @@ fn fifo(n: usize) {
     let mut pids = Vec::new();
     for i in 0..n {
         let tag = format!("w{i:02}");
-        let pid = w.start(
-            &url,
-            &tag,
-            &[
-                "run",
-                "--wait",
-                "2m",
-                "job",
-                "--",
-                "sh",
-                "-c",
-                &appends(&tag),
-            ],
-        );
+        let pid = w.start_waiter(&url, &tag, "2m");
         pids.push(pid);
         w.wait_for_line(&pids);
     }
@@ -465,20 +444,7 @@ fn store_without_the_line_refuses_queue_and_warns_on_wait() {
     let h = w.start(&url, "holder", &["run", "job", "--", "sh", "-c", script]);
     let ready = w.path("holder.ready");
     wait_until("the holder's command", HANG, || ready.exists());
-    let waiter = w.start(
-        &url,
-        "waiter",
-        &[
-            "run",
-            "--wait",
-            "1m",
-            "job",
-            "--",
-            "sh",
-            "-c",
-            &appends("waiter"),
-        ],
-    );
+    let waiter = w.start_waiter(&url, "waiter", "1m");
     let warned = "no table onlyone_waiter";
     wait_until("the waiter's warning", HANG, || {
         w.read("waiter.err").contains(warned)

@@ -199,16 +199,35 @@ impl LeaseRow {
     /// later than the lease was taken (a later one has only reused the
     /// pid). `None` for another host's lease, or one that ran out.
     pub fn holder_alive_on(&self, here: &str) -> Option<bool> {
-        if !self.is_live() || self.host.as_deref() != Some(here) {
-            return None;
-        }
-        let id = crate::ProcId::of(self.pid?);
-        Some(id.is_some_and(|id| {
-            id.is_alive()
-                && crate::procfs::start_to_unix(id.start)
-                    .is_none_or(|started| started as f64 <= self.since + 1.0)
-        }))
+        alive_on(
+            self.is_live(),
+            self.host.as_deref(),
+            self.pid,
+            self.since,
+            here,
+        )
     }
+}
+
+/// For a live row of host `here`: whether its pid is a process that
+/// started no later than `since` (a later one has only reused the pid).
+/// `None` for another host's row, or one that is not live.
+fn alive_on(
+    live: bool,
+    host: Option<&str>,
+    pid: Option<u32>,
+    since: f64,
+    here: &str,
+) -> Option<bool> {
+    if !live || host != Some(here) {
+        return None;
+    }
+    let id = crate::ProcId::of(pid?);
+    Some(id.is_some_and(|id| {
+        id.is_alive()
+            && crate::procfs::start_to_unix(id.start)
+                .is_none_or(|started| started as f64 <= since + 1.0)
+    }))
 }
 
 /// A waiter's row in a lock's line (`run --wait`, `run --queue` with a
@@ -250,15 +269,13 @@ impl WaiterRow {
     /// lives (its pid a process that started no later than it began to
     /// wait). `None` for another host's row, or a dead one.
     pub fn alive_on(&self, here: &str) -> Option<bool> {
-        if !self.is_live() || self.host.as_deref() != Some(here) {
-            return None;
-        }
-        let id = crate::ProcId::of(self.pid?);
-        Some(id.is_some_and(|id| {
-            id.is_alive()
-                && crate::procfs::start_to_unix(id.start)
-                    .is_none_or(|started| started as f64 <= self.since + 1.0)
-        }))
+        alive_on(
+            self.is_live(),
+            self.host.as_deref(),
+            self.pid,
+            self.since,
+            here,
+        )
     }
 
     /// "pid 4242 on build-01 (`./sync.sh`)".

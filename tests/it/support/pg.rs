@@ -57,6 +57,12 @@ impl Pg {
         Pg::start_with(false)
     }
 
+    /// Starts one, or says on stderr why it cannot ("skipped: ..."): the
+    /// caller's test then skips.
+    pub fn start_or_skip() -> Option<Pg> {
+        Pg::start().map_err(|why| eprintln!("skipped: {why}")).ok()
+    }
+
     /// Starts one that speaks TLS, with a certificate for `localhost` and
     /// `127.0.0.1` signed by a throwaway CA: [`Pg::ca`] is the CA's
     /// certificate (for `sslrootcert`). Plain TCP connections are refused.

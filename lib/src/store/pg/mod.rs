@@ -900,12 +900,7 @@ impl PgStore {
 
 /// A lease row's values, each read with a fallible getter and checked.
 fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> {
-    // A time as Unix seconds, when it is one (not NULL, not infinite, not
-    // before 1970 or past the year 5000).
-    let time = |i: usize| -> Result<Option<f64>, tokio_postgres::Error> {
-        Ok(r.try_get::<_, Option<f64>>(i)?
-            .filter(|t| t.is_finite() && (0.0..1e11).contains(t)))
-    };
+    let time = |i: usize| unix_time(r, i);
     let (until, now) = (
         r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan()),
         time(9)?,
@@ -916,19 +911,15 @@ fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> 
         (Some(u), Some(n)) => ((u - n) * 1000.0).clamp(-1e15, 1e15) as i64,
         _ => -1,
     };
+    let (host, pid, uid, cmd) = read_who(r)?;
     Ok(LeaseRow {
         name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
         epoch: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
         token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
-        host: r.try_get(3)?,
-        pid: r
-            .try_get::<_, Option<i32>>(4)?
-            .and_then(|p| u32::try_from(p).ok())
-            .filter(|&p| p > 0),
-        uid: r
-            .try_get::<_, Option<i32>>(5)?
-            .and_then(|u| u32::try_from(u).ok()),
-        cmd: r.try_get(6)?,
+        host,
+        pid,
+        uid,
+        cmd,
         since: time(7)?.unwrap_or(0.0),
         until: until.map_or(0.0, |u| u.clamp(0.0, 1e11)),
         left_ms,
@@ -936,27 +927,43 @@ fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> 
     })
 }
 
+/// Column `i` as Unix seconds, when it is one (not NULL, not infinite,
+/// not before 1970 or past the year 5000).
+fn unix_time(r: &tokio_postgres::Row, i: usize) -> Result<Option<f64>, tokio_postgres::Error> {
+    Ok(r.try_get::<_, Option<f64>>(i)?
+        .filter(|t| t.is_finite() && (0.0..1e11).contains(t)))
+}
+
+/// Who a lease's or a waiter's row names: its host, pid, uid and command
+/// (columns 3 to 6), a pid or uid out of range read as unknown.
+type Who = (Option<String>, Option<u32>, Option<u32>, Option<String>);
+
+fn read_who(r: &tokio_postgres::Row) -> Result<Who, tokio_postgres::Error> {
+    Ok((
+        r.try_get(3)?,
+        r.try_get::<_, Option<i32>>(4)?
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0),
+        r.try_get::<_, Option<i32>>(5)?
+            .and_then(|u| u32::try_from(u).ok()),
+        r.try_get(6)?,
+    ))
+}
+
 /// A waiter's row's values, each read with a fallible getter and checked
 /// (see [`read_row`]).
 fn read_waiter(r: &tokio_postgres::Row) -> Result<WaiterRow, tokio_postgres::Error> {
     let left = r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan());
+    let (host, pid, uid, cmd) = read_who(r)?;
     Ok(WaiterRow {
         name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
         ticket: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
         token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
-        host: r.try_get(3)?,
-        pid: r
-            .try_get::<_, Option<i32>>(4)?
-            .and_then(|p| u32::try_from(p).ok())
-            .filter(|&p| p > 0),
-        uid: r
-            .try_get::<_, Option<i32>>(5)?
-            .and_then(|u| u32::try_from(u).ok()),
-        cmd: r.try_get(6)?,
-        since: r
-            .try_get::<_, Option<f64>>(7)?
-            .filter(|t| t.is_finite() && (0.0..1e11).contains(t))
-            .unwrap_or(0.0),
+        host,
+        pid,
+        uid,
+        cmd,
+        since: unix_time(r, 7)?.unwrap_or(0.0),
         left_ms: left.map_or(-1, |l| l.clamp(-1e15, 1e15) as i64),
         queued: r.try_get::<_, Option<bool>>(9)?.unwrap_or(false),
     })
