@@ -12,7 +12,7 @@
 //!   it does not try, and sleeps until a ticket or the lock file is
 //!   removed, the head's process exits, or [`LINE_POLL`] passes. A ticket
 //!   whose writer died is stale, passed over, and reclaimed (under the
-//!   removal guard) by a caller that may remove it.
+//!   removal guard, briefly) by a later caller of the same user.
 //! - **A head that does not come.** A live ticket ahead of a free lock for
 //!   [`HEAD_GRACE`] is passed over: a ticket is a file, and an account that
 //!   may write in a shared directory can keep a forged one alive; it then
@@ -48,6 +48,10 @@ pub const LINE_POLL: Duration = Duration::from_millis(50);
 /// How long a caller waits for the queue's place that a waiter lets go as
 /// its run begins.
 pub const PLACE_HANDOVER: Duration = Duration::from_secs(2);
+
+/// How long a waiter waits for its own removal guard to clear a dead
+/// ticket of its own (a guard is held for microseconds).
+const RECLAIM_WAIT: Duration = Duration::from_millis(100);
 
 /// Tickets looked at, oldest first, for a live one ahead: a directory full
 /// of dead or forged ones costs a bounded look.
@@ -184,11 +188,13 @@ impl Ticket {
                     break;
                 }
                 // A waiter that died: out of the line, and its ticket
-                // gone where this user may remove it.
+                // gone if it is this user's. Another user's is left to
+                // them: its removal would wait on their removal guard,
+                // which they may hold for ever.
                 Verdict::Stale(_) => {
-                    let me = rustix::process::geteuid().as_raw();
-                    if ev.owner == me || me == 0 {
-                        let _ = file.reclaim(&ev, deadline);
+                    if ev.owner == rustix::process::geteuid().as_raw() {
+                        let soon = Instant::now() + RECLAIM_WAIT;
+                        let _ = file.reclaim(&ev, Some(deadline.map_or(soon, |d| d.min(soon))));
                     }
                 }
                 Verdict::Unknown(_) => {}
