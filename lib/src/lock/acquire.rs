@@ -527,7 +527,7 @@ impl<'l> Attempt<'l> {
             }
             Some(w) => {
                 self.temp = None;
-                w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL));
+                let _ = w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL));
             }
         }
         Ok(Next::Retry)
@@ -578,8 +578,12 @@ impl<'l> Attempt<'l> {
             return Ok(Line::Try);
         }
         self.temp = None;
-        if let Some(w) = &self.waiter {
-            w.wait(head, until.min(now + queue::LINE_POLL.min(t.grace_left())));
+        // A release seen meanwhile is a hand-off gone by (the lock was
+        // taken and let go between two looks): the grace starts again.
+        if let Some(w) = &self.waiter
+            && w.wait(head, until.min(now + queue::LINE_POLL.min(t.grace_left())))
+        {
+            t.lock_seen_held();
         }
         Ok(Line::Waited)
     }

@@ -133,9 +133,12 @@ pub(super) struct Ticket {
     /// Held while the waiter waits; let go when it is dropped.
     _guard: LockGuard,
     order: (u64, OsString),
-    /// The head this waiter stays behind while the lock is free, and
-    /// since when.
-    behind: Option<(OsString, Instant)>,
+    /// Since when this waiter stays behind a live head while the lock is
+    /// free: counted from the free lock, not from each head (another
+    /// account may rename a forged head, or plant one that sorts first,
+    /// at every look), and started again only once the lock was seen
+    /// taken or let go meanwhile.
+    behind: Option<Instant>,
     /// Nothing live was ahead at a look: this waiter is the head, and
     /// stays it (a ticket is named by the time it was taken, so one taken
     /// later sorts after this one), with no look at the line any more.
@@ -184,7 +187,7 @@ impl Ticket {
             let Ok(Some(ev)) = file.look() else { continue };
             match crate::judge::judge(&ev, deadline) {
                 Verdict::Held(h) => {
-                    head = Some((name, h.pid()));
+                    head = Some(h.pid());
                     break;
                 }
                 // A waiter that died: out of the line, and its ticket
@@ -200,30 +203,26 @@ impl Ticket {
                 Verdict::Unknown(_) => {}
             }
         }
-        let Some((name, pid)) = head else {
+        let Some(pid) = head else {
             self.behind = None;
             self.at_head = true;
             return None;
         };
-        match &self.behind {
-            Some((n, since)) if *n == name => (since.elapsed() < HEAD_GRACE).then_some(pid),
-            _ => {
-                self.behind = Some((name, Instant::now()));
-                Some(pid)
-            }
-        }
+        let since = *self.behind.get_or_insert_with(Instant::now);
+        (since.elapsed() < HEAD_GRACE).then_some(pid)
     }
 
     /// How long this waiter may still stay behind the head before it
     /// passes it over.
     pub(super) fn grace_left(&self) -> Duration {
-        self.behind.as_ref().map_or(HEAD_GRACE, |(_, since)| {
+        self.behind.map_or(HEAD_GRACE, |since| {
             HEAD_GRACE.saturating_sub(since.elapsed())
         })
     }
 
-    /// The lock was seen held: the time behind a head counts only while
-    /// the lock is free.
+    /// The lock was seen held, or let go since the last look (a hand-off
+    /// went by): the time behind a head counts only while the lock stays
+    /// free.
     pub(super) fn lock_seen_held(&mut self) {
         self.behind = None;
     }

@@ -46,8 +46,9 @@ impl Waiter {
     }
 
     /// Waits until `until`, the removal of the lock file (or of a ticket of
-    /// its line), or the exit of `holder` (none for 0).
-    pub(super) fn wait(&self, holder: u32, until: Instant) {
+    /// its line), or the exit of `holder` (none for 0). True when the lock
+    /// file itself was seen removed (let go) meanwhile.
+    pub(super) fn wait(&self, holder: u32, until: Instant) -> bool {
         use rustix::event::{PollFd, PollFlags, Timespec};
         let pidfd = i32::try_from(holder)
             .ok()
@@ -58,7 +59,7 @@ impl Waiter {
         loop {
             let now = Instant::now();
             if now >= until {
-                return;
+                return false;
             }
             let left = until - now;
             let timeout = Timespec {
@@ -74,45 +75,53 @@ impl Waiter {
             }
             if fds.is_empty() {
                 std::thread::sleep(left.min(Duration::from_millis(10)));
-                return;
+                return false;
             }
             match rustix::event::poll(&mut fds, Some(&timeout)) {
-                Ok(0) => return,
+                Ok(0) => return false,
                 Ok(_) => {}
                 Err(Errno::INTR) => continue,
                 Err(_) => {
                     std::thread::sleep(left.min(Duration::from_millis(10)));
-                    return;
+                    return false;
                 }
             }
             let pid_exited = pidfd.is_some() && fds.last().is_some_and(|f| !f.revents().is_empty());
             drop(fds);
-            if pid_exited || self.drain_names_us() {
-                return;
+            let (ours, lock_gone) = self.drain_names_us();
+            if pid_exited || ours {
+                return lock_gone;
             }
         }
     }
 
-    /// Reads pending inotify events; true if one concerns the lock file, a
-    /// ticket of its line, or the directory itself.
-    fn drain_names_us(&self) -> bool {
+    /// Reads pending inotify events: whether one concerns the lock file, a
+    /// ticket of its line, or the directory itself; and whether the lock
+    /// file was removed.
+    fn drain_names_us(&self) -> (bool, bool) {
         use rustix::fs::inotify;
         let Some(fd) = &self.inotify else {
-            return false;
+            return (false, false);
         };
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
         let mut reader = inotify::Reader::new(fd, &mut buf);
-        let mut ours = false;
+        let (mut ours, mut lock_gone) = (false, false);
         while let Ok(ev) = reader.next() {
-            let name_matches = ev.file_name().is_some_and(|n| {
-                let n = n.to_bytes();
-                n == self.name.as_bytes() || self.line.as_ref().is_some_and(|p| n.starts_with(p))
-            });
+            let is_lock = ev
+                .file_name()
+                .is_some_and(|n| n.to_bytes() == self.name.as_bytes());
+            lock_gone |= is_lock;
+            let name_matches = is_lock
+                || ev.file_name().is_some_and(|n| {
+                    self.line
+                        .as_ref()
+                        .is_some_and(|p| n.to_bytes().starts_with(p))
+                });
             let self_event = ev
                 .events()
                 .intersects(inotify::ReadFlags::DELETE_SELF | inotify::ReadFlags::MOVE_SELF);
             ours |= name_matches || self_event;
         }
-        ours
+        (ours, lock_gone)
     }
 }
