@@ -401,3 +401,56 @@ fn forged_and_stale_tickets_of_another_account_are_passed_over_at_once() {
         assert_eq!(fingerprint(&w.at(&n)), f, "{n}");
     }
 }
+
+/// Nobody plants tickets ahead of root's waiter: a FIFO, a symlink to a
+/// file of root's, and a forged ticket naming its own live flock(1), which
+/// holds a kernel lock on it for ever. Root's waiter reads none of them as
+/// more than it is, follows no link, does not hang on the FIFO, and takes
+/// the free lock once the forged head has had its grace
+/// ([`onlyone::HEAD_GRACE`]), not before and not never.
+#[test]
+fn planted_tickets_delay_a_hand_off_by_the_grace_at_most() {
+    let Some(w) = World::new("planted_tickets_delay_a_hand_off_by_the_grace_at_most") else {
+        return;
+    };
+    let secret = w.sb.path("secret");
+    put(&secret, "root's\n");
+    let (fifo, link) = (World::ticket(1), World::ticket(2));
+    w.nobody_must(&format!(
+        "mkfifo '{fifo}' && ln -s '{}' '{link}'",
+        secret.display()
+    ));
+    let mut forged = w.live_forgery(&World::ticket(3), None, &"ab".repeat(16));
+
+    let lock = w.lock();
+    let held = lock.try_acquire().unwrap();
+    let mut waiter = w.fire(&["--wait", "60s"], "root");
+    let pid = waiter.id();
+    wait_until("root's waiter in line behind the forged head", HANG, || {
+        line(&lock) == [forged.id(), pid]
+    });
+    let t = Instant::now();
+    held.release().unwrap();
+    let (code, err) = ended(&mut waiter, "root's waiter");
+    let took = t.elapsed();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        took >= onlyone::HEAD_GRACE.mul_f64(0.9) && took < onlyone::HEAD_GRACE * 10,
+        "root's waiter took the free lock after {took:?}"
+    );
+    assert_eq!(w.ran(), ["root"]);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
+    assert!(
+        std::fs::symlink_metadata(w.at(&link))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::symlink_metadata(w.at(&fifo))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    kill9(&mut forged);
+}

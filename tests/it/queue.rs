@@ -2,8 +2,8 @@
 //! wait and skips the next, two fires racing for the queue leave exactly
 //! one waiting, a waiter killed with SIGKILL leaves its place to the next
 //! fire, and waiters (of `--wait` and `--queue`, of root and of nobody)
-//! get the lock in the order they began to wait, even past forged and
-//! hostile tickets in a shared directory.
+//! get the lock in the order they began to wait (attacks on the line:
+//! `attack_queue`).
 
 use crate::support;
 
@@ -310,96 +310,6 @@ fn root_s_and_nobody_s_waiters_share_one_line() {
         assert_eq!(code, 0, "{err}");
     }
     assert_eq!(w.ran(&sh.locks), ["w0", "w1", "w2", "w3"]);
-}
-
-/// Nobody plants tickets ahead of root's waiter in a shared directory: a
-/// FIFO, a symlink to a file of root's, and a forged ticket naming a live
-/// process of nobody's that holds a kernel lock on it for ever. Root's
-/// waiter reads none of them as more than it is, follows no link, does
-/// not hang on the FIFO, and takes the free lock once the forged head has
-/// had its grace ([`onlyone::HEAD_GRACE`]), not never.
-#[test]
-fn planted_tickets_delay_a_hand_off_by_the_grace_at_most() {
-    let w = World::new();
-    let Some(sh) = w.shared_with_nobody("planted_tickets_delay_a_hand_off_by_the_grace_at_most")
-    else {
-        return;
-    };
-    let ticket = |n: u32| sh.locks.join(format!(".j.lock.wait.{n:020}.0badf00d"));
-    let secret = w.path("secret");
-    put(&secret, "root's\n");
-    // setpriv execs (runuser forks): the pid it is spawned as is the
-    // process that ends up holding the kernel lock.
-    let as_nobody_sh = |script: &str| {
-        let mut c = w.program("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "sh",
-            "-c",
-            script,
-        ]);
-        c
-    };
-    finish(
-        as_nobody_sh(&format!(
-            "mkfifo '{}' && ln -s '{}' '{}'",
-            ticket(1).display(),
-            secret.display(),
-            ticket(2).display()
-        )),
-        HANG,
-    )
-    .expect(0);
-    // The forged head: a record naming a flock(1) of nobody's, which holds
-    // a kernel lock on the file for as long as it lives.
-    let forged = ticket(3);
-    let mut holder = Kid::new(
-        as_nobody_sh(&format!("exec flock '{}' sleep 1000", forged.display()))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("nobody's flock(1) under its kernel lock", HANG, || {
-        std::fs::read_to_string(format!("/proc/{}/comm", holder.id()))
-            .is_ok_and(|c| c.trim() == "flock")
-            && std::fs::read_to_string(format!("/proc/{}/task/{0}/children", holder.id()))
-                .is_ok_and(|c| !c.trim().is_empty())
-    });
-    let sleep = holder.id();
-    put(
-        &forged,
-        record_text(sleep, start_of(sleep), &"ab".repeat(16)),
-    );
-
-    let lock = w.lock_in(&sh.locks);
-    let held = lock.try_acquire().unwrap();
-    let mut c = w.program(BIN);
-    c.arg("--dir").arg(&sh.locks);
-    let mut waiter = w.fire_with(c, &["--wait", "60s"], "root", &sh.locks);
-    let pid = waiter.id();
-    wait_until("root's waiter in line behind the forged head", HANG, || {
-        line(&lock).iter().map(|x| x.0).collect::<Vec<_>>() == [sleep, pid]
-    });
-    let t = Instant::now();
-    held.release().unwrap();
-    let (code, err) = ended(&mut waiter, "root's waiter");
-    let took = t.elapsed();
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        took >= onlyone::HEAD_GRACE.mul_f64(0.9) && took < onlyone::HEAD_GRACE * 10,
-        "root's waiter took the free lock after {took:?}"
-    );
-    assert_eq!(w.ran(&sh.locks), ["root"]);
-    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
-    assert!(
-        std::fs::symlink_metadata(ticket(2))
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-    kill9(&mut holder);
 }
 
 /// A queued waiter ended by TERM, INT, HUP or QUIT exits with the signal
