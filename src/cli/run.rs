@@ -381,7 +381,10 @@ impl Ctx {
                 }
                 stop::stop(lock, GracefulStop::term(a.kill_after), deadline).map_err(fail)?;
                 journal::stopped(&self.journal(lock), &h.record, Some("TERM"), a.quiet);
-                let again = opts.clone().wait(a.kill_after + REPLACE_SLACK);
+                // Out of line: the run that replaces goes before the
+                // waiters (it supersedes what they wait for), as it did
+                // before there was a line.
+                let again = opts.clone().wait(a.kill_after + REPLACE_SLACK).fifo(false);
                 lock.acquire(&again)
                     .map_err(|e| self.refused(lock, e, name, a.quiet, held_exit))
             }
