@@ -100,6 +100,34 @@ impl World {
         (it.next().unwrap(), it.next().unwrap())
     }
 
+    /// The user, later, on the fire's server: a session of their own, its
+    /// shell's pid and start. Opened once the boot clock is two ticks past
+    /// the command's exit that the lock's record gives (`lingered=`): a
+    /// process started within the same tick could be the run's, and is
+    /// judged so (start times have a 10 ms grain).
+    fn user_session_later(&self) -> (u32, u64) {
+        let record = std::fs::read_to_string(self.locks.join("agent.lock")).unwrap();
+        let exited: u64 = record
+            .lines()
+            .find_map(|l| l.strip_prefix("lingered="))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no lingered= in the record:\n{record}"));
+        let hz = rustix::param::clock_ticks_per_second();
+        let now = || {
+            let up = std::fs::read_to_string("/proc/uptime").unwrap();
+            let secs: f64 = up.split_whitespace().next().unwrap().parse().unwrap();
+            (secs * hz as f64) as u64
+        };
+        wait_until("the clock past the command's exit", LIMIT, || {
+            now() > exited + 2
+        });
+        let out = self.tmux_out(&["new-session", "-d", "-s", "user", "sleep 100002"]);
+        assert!(out.status.success(), "{out:?}");
+        let out = self.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
+        let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        (user, start_of(user))
+    }
+
     fn server_pid(&self) -> u32 {
         let out = self.tmux_out(&["display-message", "-p", "#{pid}"]);
         assert!(out.status.success(), "{out:?}");
@@ -174,11 +202,7 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     assert!(carries(server, "ONLYONE_TOKEN"), "the server is the run's");
 
     // The user, later, on the same server: their own session, their shell.
-    let out = w.tmux_out(&["new-session", "-d", "-s", "user", "sleep 100002"]);
-    assert!(out.status.success(), "{out:?}");
-    let out = w.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
-    let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let user_start = start_of(user);
+    let (user, user_start) = w.user_session_later();
     // The premise: tmux gave the user's session the run's token.
     assert!(
         carries(user, "ONLYONE_TOKEN"),
@@ -283,11 +307,7 @@ fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     let server = w.server_pid();
     let (agent_start, child_start, server_start) =
         (start_of(agent), start_of(child), start_of(server));
-    let out = w.tmux_out(&["new-session", "-d", "-s", "user", "sleep 100002"]);
-    assert!(out.status.success(), "{out:?}");
-    let out = w.tmux_out(&["list-panes", "-t", "user:", "-F", "#{pane_pid}"]);
-    let user: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let user_start = start_of(user);
+    let (user, user_start) = w.user_session_later();
     // stop ends the agent's work; the user's session, which carries the
     // token, keeps the lock held, and stop says so rather than claim it
     // stopped the run.
