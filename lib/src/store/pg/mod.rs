@@ -408,14 +408,7 @@ impl PgStore {
         lease: Duration,
         ticket: Option<i64>,
     ) -> Result<Take, StoreError> {
-        let ms = lease.as_millis() as f64;
-        let (name, token, host, cmd) = (
-            name.to_owned(),
-            who.token.to_owned(),
-            who.host.to_owned(),
-            who.cmd.to_owned(),
-        );
-        let (pid, uid) = (who.pid as i32, who.uid as i32);
+        let named = Named::new(name, who, lease);
         self.connect()?;
         if !self.line.get() {
             return self.with(move |c| {
@@ -434,15 +427,7 @@ impl PgStore {
                                stop_requested = false \
                              WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
                              RETURNING coalesce(epoch, 0)",
-                            &[
-                                (&name, Type::TEXT),
-                                (&token, Type::TEXT),
-                                (&host, Type::TEXT),
-                                (&pid, Type::INT4),
-                                (&uid, Type::INT4),
-                                (&cmd, Type::TEXT),
-                                (&ms, Type::FLOAT8),
-                            ],
+                            &named.params(&[]),
                         )
                         .await?;
                     Ok(match row {
@@ -481,16 +466,7 @@ impl PgStore {
                          SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
                            coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
                                      WHERE name = $1), false)",
-                        &[
-                            (&name, Type::TEXT),
-                            (&token, Type::TEXT),
-                            (&host, Type::TEXT),
-                            (&pid, Type::INT4),
-                            (&uid, Type::INT4),
-                            (&cmd, Type::TEXT),
-                            (&ms, Type::FLOAT8),
-                            (&ticket, Type::INT8),
-                        ],
+                        &named.params(&[(&ticket, Type::INT8)]),
                     )
                     .await?;
                 let epoch = row.try_get::<_, Option<i64>>(0)?;
@@ -515,14 +491,7 @@ impl PgStore {
         who: &Holder<'_>,
         ttl: Duration,
     ) -> Result<i64, StoreError> {
-        let ms = ttl.as_millis() as f64;
-        let (name, token, host, cmd) = (
-            name.to_owned(),
-            who.token.to_owned(),
-            who.host.to_owned(),
-            who.cmd.to_owned(),
-        );
-        let (pid, uid) = (who.pid as i32, who.uid as i32);
+        let named = Named::new(name, who, ttl);
         self.with(move |c| {
             Box::pin(async move {
                 c.query_typed(
@@ -530,7 +499,7 @@ impl PgStore {
                         "DELETE FROM onlyone_waiter WHERE name = $1 \
                          AND until < clock_timestamp() - interval '{DEAD_WAITER_KEPT}'"
                     ),
-                    &[(&name, Type::TEXT)],
+                    &[(&named.name, Type::TEXT)],
                 )
                 .await?;
                 let row = c
@@ -540,15 +509,7 @@ impl PgStore {
                          VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
                                  clock_timestamp() + $7 * interval '1 millisecond', false) \
                          RETURNING coalesce(ticket, 0)",
-                        &[
-                            (&name, Type::TEXT),
-                            (&token, Type::TEXT),
-                            (&host, Type::TEXT),
-                            (&pid, Type::INT4),
-                            (&uid, Type::INT4),
-                            (&cmd, Type::TEXT),
-                            (&ms, Type::FLOAT8),
-                        ],
+                        &named.params(&[]),
                     )
                     .await?;
                 row.try_get::<_, i64>(0)
@@ -567,14 +528,7 @@ impl PgStore {
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<i64>, StoreError> {
-        let ms = ttl.as_millis() as f64;
-        let (name, token, host, cmd) = (
-            name.to_owned(),
-            who.token.to_owned(),
-            who.host.to_owned(),
-            who.cmd.to_owned(),
-        );
-        let (pid, uid) = (who.pid as i32, who.uid as i32);
+        let named = Named::new(name, who, ttl);
         let replacing = replacing.map(str::to_owned);
         self.with(move |c| {
             Box::pin(async move {
@@ -591,16 +545,7 @@ impl PgStore {
                          WHERE coalesce(o.until <= clock_timestamp(), true) \
                            OR coalesce(o.token = $8, false) \
                          RETURNING coalesce(ticket, 0)",
-                        &[
-                            (&name, Type::TEXT),
-                            (&token, Type::TEXT),
-                            (&host, Type::TEXT),
-                            (&pid, Type::INT4),
-                            (&uid, Type::INT4),
-                            (&cmd, Type::TEXT),
-                            (&ms, Type::FLOAT8),
-                            (&replacing, Type::TEXT),
-                        ],
+                        &named.params(&[(&replacing, Type::TEXT)]),
                     )
                     .await?;
                 row.map(|r| r.try_get::<_, i64>(0)).transpose()
@@ -926,6 +871,52 @@ fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> 
         stop_requested: r.try_get::<_, Option<bool>>(10)?.unwrap_or(false),
     })
 }
+
+/// What every statement that writes a holder or a waiter binds first:
+/// `$1` the name, `$2` the token, `$3` the host, `$4` the pid, `$5` the
+/// uid, `$6` the command and `$7` a duration in milliseconds (the lease,
+/// or the waiter's row's life).
+struct Named {
+    name: String,
+    token: String,
+    host: String,
+    pid: i32,
+    uid: i32,
+    cmd: String,
+    ms: f64,
+}
+
+impl Named {
+    fn new(name: &str, who: &Holder<'_>, d: Duration) -> Named {
+        Named {
+            name: name.to_owned(),
+            token: who.token.to_owned(),
+            host: who.host.to_owned(),
+            pid: who.pid as i32,
+            uid: who.uid as i32,
+            cmd: who.cmd.to_owned(),
+            ms: d.as_millis() as f64,
+        }
+    }
+
+    /// `$1` to `$7`, then `more` (`$8`...).
+    fn params<'a>(&'a self, more: &[Param<'a>]) -> Vec<Param<'a>> {
+        let mut p: Vec<Param<'a>> = vec![
+            (&self.name, Type::TEXT),
+            (&self.token, Type::TEXT),
+            (&self.host, Type::TEXT),
+            (&self.pid, Type::INT4),
+            (&self.uid, Type::INT4),
+            (&self.cmd, Type::TEXT),
+            (&self.ms, Type::FLOAT8),
+        ];
+        p.extend_from_slice(more);
+        p
+    }
+}
+
+/// A statement's parameter and its type.
+type Param<'a> = (&'a (dyn tokio_postgres::types::ToSql + Sync), Type);
 
 /// Column `i` as Unix seconds, when it is one (not NULL, not infinite,
 /// not before 1970 or past the year 5000).
