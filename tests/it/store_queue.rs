@@ -60,6 +60,17 @@ impl World {
         )
     }
 
+    /// A fire of `job` asking for the queue (`run --queue`) whose command
+    /// appends `tag` to the order file.
+    fn start_queued(&mut self, url: &str, tag: &str) -> u32 {
+        let script = appends(tag);
+        self.start(
+            url,
+            tag,
+            &["run", "--queue", "job", "--", "sh", "-c", &script],
+        )
+    }
+
     fn start(&mut self, url: &str, tag: &str, args: &[&str]) -> u32 {
         let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
         let child = self
@@ -166,11 +177,7 @@ fn store_one_waits_and_the_next_skips() {
     let Some(mut w) = World::new() else { return };
     let url = w.pg.url();
     let h = w.holder();
-    let q1 = w.start(
-        &url,
-        "q1",
-        &["run", "--queue", "job", "--", "sh", "-c", &appends("q1")],
-    );
+    let q1 = w.start_queued(&url, "q1");
     w.wait_for_line(&[q1]);
     let line = w.waiters();
     assert_eq!(line[0]["queued"], true, "{line:#?}");
@@ -257,11 +264,7 @@ fn store_a_sigkilled_queued_waiter_is_replaced_by_the_next_fire() {
     let Some(mut w) = World::new() else { return };
     let url = w.pg.url();
     let h = w.holder();
-    let q1 = w.start(
-        &url,
-        "q1",
-        &["run", "--queue", "job", "--", "sh", "-c", &appends("q1")],
-    );
+    let q1 = w.start_queued(&url, "q1");
     w.wait_for_line(&[q1]);
     signal(q1, rustix::process::Signal::KILL);
     assert_eq!(w.exit(q1, HANG), 128 + 9);
@@ -271,11 +274,7 @@ fn store_a_sigkilled_queued_waiter_is_replaced_by_the_next_fire() {
         w.pg.psql("SELECT count(*) FROM onlyone_waiter WHERE until > clock_timestamp()");
     assert_eq!(live, "1");
     let started = Instant::now();
-    let q2 = w.start(
-        &url,
-        "q2",
-        &["run", "--queue", "job", "--", "sh", "-c", &appends("q2")],
-    );
+    let q2 = w.start_queued(&url, "q2");
     w.wait_for_line(&[q2]);
     assert!(
         started.elapsed() < Duration::from_secs(8),
