@@ -352,9 +352,6 @@ pub struct Keeper {
     /// The acquisition's token.
     #[arg(long)]
     pub token: String,
-    /// The owner's pid.
-    #[arg(long)]
-    pub owner: u32,
 }
 
 #[derive(Debug, Args)]

@@ -89,7 +89,7 @@ impl Ctx {
                 let token = g.token().to_owned();
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
-                    start_keeper(lock.path(), &token, owner);
+                    start_keeper(lock.path(), &token);
                 }
                 Ok(Exported {
                     path: lock.path().to_owned(),
@@ -261,7 +261,7 @@ impl Ctx {
 /// group of its own (the script's group must not count it), with nothing
 /// of the script's output (a command substitution waits for its pipe to
 /// close) and without the run's token (it is not the run).
-fn start_keeper(lock: &Path, token: &str, owner: u32) {
+fn start_keeper(lock: &Path, token: &str) {
     use std::os::unix::process::CommandExt;
     let Ok(exe) = std::env::current_exe() else {
         return;
@@ -270,8 +270,6 @@ fn start_keeper(lock: &Path, token: &str, owner: u32) {
         .arg("keeper")
         .arg("--token")
         .arg(token)
-        .arg("--owner")
-        .arg(owner.to_string())
         .arg("--")
         .arg(lock)
         .env_remove(onlyone::LOCK_VAR)
@@ -292,7 +290,7 @@ fn start_keeper(lock: &Path, token: &str, owner: u32) {
 
 /// `onlyone keeper`: keeps a lock fresh while it is held.
 pub(super) fn keeper(a: args::Keeper) -> Code {
-    match LockFile::open(&a.lock).and_then(|l| l.keep_fresh(&a.token, a.owner)) {
+    match LockFile::open(&a.lock).and_then(|l| l.keep_fresh(&a.token)) {
         Ok(()) => Code::Exit(0),
         Err(_) => Code::Exit(exit::FAILURE),
     }

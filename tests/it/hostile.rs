@@ -843,20 +843,6 @@ fn age_based_cleaning_of_tmp_never_removes_a_live_lock() {
     });
 }
 
-/// The `onlyone keeper` processes of a lock file.
-fn keepers_of(lock: &Path) -> Vec<u32> {
-    let needle = lock.to_string_lossy().into_owned();
-    onlyone::procfs::all_pids()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|&p| {
-            onlyone::procfs::command_line(p)
-                .is_some_and(|c| c.contains(" keeper ") && c.contains(&needle))
-        })
-        .filter(|&p| matches!(state_of(p), Some(s) if s != 'Z'))
-        .collect()
-}
-
 /// Removes a file when the test ends.
 struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {

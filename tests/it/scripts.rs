@@ -92,3 +92,69 @@ fn a_second_acquire_by_the_holding_shell_names_it_as_this_shell() {
     out.says(&format!("already held by this shell (pid {shell})"));
     assert!(!out.stderr.contains("another run"), "{out:#?}");
 }
+
+/// A script's lock in `/tmp` has a keeper, which keeps it young while it
+/// is held and must end with the run however the run ends: when the
+/// script exits without `release`, and when a worker that carried the run
+/// on after the script is killed. Nothing touches the lock file then; a
+/// keeper that waited for that would linger for its day-long refresh
+/// interval.
+#[test]
+fn a_keeper_ends_with_the_run_it_keeps() {
+    let mut sb = Sandbox::new("ONLYONE_SCRIPTS_MARK");
+    assert!(
+        sb.dir().starts_with("/tmp"),
+        "the test needs a directory under /tmp, where scripts' locks get a keeper"
+    );
+    let dir = sb.dir().to_str().unwrap().to_owned();
+    let acquire =
+        format!("vars=$('{BIN}' --dir '{dir}' acquire job --export) || exit; eval \"$vars\"");
+    // The script ends at once, its lock not released.
+    let mut c = sb.program("sh");
+    c.args(["-c", &format!("{acquire}; exit 0")]);
+    finish(c, LIMIT).expect(0);
+    wait_until(
+        "the keeper of a script that has exited to end",
+        LIMIT,
+        || keepers_of(&sb.lock("job")).is_empty(),
+    );
+
+    // A worker carries the run on after the script.
+    let pidfile = sb.path("worker.pid");
+    let mut c = sb.program("sh");
+    c.args([
+        "-c",
+        &format!(
+            "{acquire}; sleep 100000 >/dev/null 2>&1 & echo $! > '{pid}.tmp'; mv '{pid}.tmp' '{pid}'; exit 0",
+            pid = pidfile.display()
+        ),
+    ]);
+    finish(c, LIMIT).expect(0);
+    let worker: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    sb.foreign.push(worker);
+    let keepers = keepers_of(&sb.lock("job"));
+    assert_eq!(keepers.len(), 1, "the held lock has its keeper");
+    sb.foreign.extend(&keepers);
+    let oo = |args: &[&str]| {
+        let mut c = sb.program(BIN);
+        c.arg("--dir").arg(&dir).args(args);
+        finish(c, LIMIT)
+    };
+    oo(&["precheck", "job"]).expect(75);
+    assert!(
+        running(keepers[0]),
+        "the keeper keeps the lock while the worker holds it"
+    );
+    kill9_pid(worker);
+    wait_gone(worker);
+    wait_until(
+        "the keeper of a run whose worker was killed to end",
+        LIMIT,
+        || keepers_of(&sb.lock("job")).is_empty(),
+    );
+    oo(&["run", "job", "--", "true"]).expect(0);
+}

@@ -8,7 +8,7 @@ use rustix::fs::{Mode as FsMode, OFlags};
 
 use super::LockFile;
 use super::read::Read;
-use super::waiter::Waiter;
+use super::waiter::{self, Waiter};
 use crate::error::{Error, Result};
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
@@ -191,12 +191,15 @@ impl LockFile {
     /// long as it holds `token` and is held, for an owner that is not this
     /// process (a shell script that called `onlyone acquire`): no process
     /// of onlyone's would otherwise live to do it. Wakes when the lock file
-    /// is removed, when `owner` exits, and at each interval; returns once
-    /// the lock is released, taken over or stale.
-    pub fn keep_fresh(&self, token: &str, owner: u32) -> Result<()> {
+    /// is removed, when the process that proves it held (the owner, then
+    /// each worker that carries the run on) exits, and at each interval;
+    /// returns once the lock is released, taken over or stale.
+    pub fn keep_fresh(&self, token: &str) -> Result<()> {
         let waiter = Waiter::new(self, false);
-        let mut owner = owner;
         let mut refresh_at = Instant::now() + refresh_interval();
+        // A holder found gone as it was to be watched: the next look should
+        // not name it again; if it does, it is watched by looking again.
+        let mut gone = None;
         loop {
             let Some(ev) = self.read_at_path(Read::Look)? else {
                 return Ok(());
@@ -205,10 +208,12 @@ impl LockFile {
                 .record
                 .as_ref()
                 .is_ok_and(|r| r.token.as_deref() == Some(token))
-                || !matches!(crate::judge::judge(&ev, None), Verdict::Held(_))
             {
                 return Ok(());
             }
+            let Verdict::Held(held) = crate::judge::judge(&ev, None) else {
+                return Ok(());
+            };
             // The file was just written when this began: the first refresh
             // is due an interval later.
             if Instant::now() >= refresh_at {
@@ -222,16 +227,46 @@ impl LockFile {
                 }
                 refresh_at = Instant::now() + refresh_interval();
             }
-            // Once the owner has exited (its workers may hold the run on),
-            // its pid is no reason to wake any more.
-            if !procfs::probe(owner, None).is_alive() {
-                owner = 0;
-            }
-            if waiter.inotify.is_none() {
-                std::thread::sleep(refresh_at.saturating_duration_since(Instant::now()));
-            } else {
-                waiter.wait(owner, refresh_at);
+            let watched = watchable(&held).filter(|&p| gone != Some(p));
+            match watched.map(waiter::pidfd) {
+                // Gone between the look and now: look again.
+                Some(Err(rustix::io::Errno::SRCH)) => {
+                    gone = watched;
+                    continue;
+                }
+                Some(Ok(fd)) => {
+                    gone = None;
+                    waiter.wait_on(Some(&fd), refresh_at);
+                }
+                // Nothing here to watch (a holder in another PID namespace,
+                // a foreign kernel lock): look again now and then.
+                _ => {
+                    let relook = refresh_at.min(Instant::now() + KEEPER_RELOOK);
+                    if waiter.inotify.is_none() {
+                        std::thread::sleep(relook.saturating_duration_since(Instant::now()));
+                    } else {
+                        waiter.wait_on(None, relook);
+                    }
+                }
             }
         }
+    }
+}
+
+/// How often [`LockFile::keep_fresh`] looks again at a lock whose holder
+/// it cannot watch exit.
+const KEEPER_RELOOK: Duration = Duration::from_secs(60);
+
+/// The pid of a holder that is a live process of this PID namespace, whose
+/// exit a pidfd tells.
+fn watchable(holder: &crate::verdict::Holder) -> Option<u32> {
+    use crate::verdict::Holder;
+    match holder {
+        Holder::KernelLock { pid }
+        | Holder::Owner { pid }
+        | Holder::OwnerUnverified { pid }
+        | Holder::Command { pid }
+        | Holder::Member { pid, .. } => Some(*pid),
+        Holder::OtherKernelLock { .. } | Holder::OtherNamespace { .. } | Holder::Outside => None,
     }
 }

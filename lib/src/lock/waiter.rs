@@ -49,13 +49,14 @@ impl Waiter {
     /// its line), or the exit of `holder` (none for 0). True when the lock
     /// file itself was seen removed (let go) meanwhile.
     pub(super) fn wait(&self, holder: u32, until: Instant) -> bool {
+        self.wait_on(pidfd(holder).ok().as_ref(), until)
+    }
+
+    /// Waits until `until`, the removal of the lock file (or of a ticket of
+    /// its line), or the exit of the process `pidfd` refers to. True when
+    /// the lock file itself was seen removed meanwhile.
+    pub(super) fn wait_on(&self, pidfd: Option<&OwnedFd>, until: Instant) -> bool {
         use rustix::event::{PollFd, PollFlags, Timespec};
-        let pidfd = i32::try_from(holder)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-            .and_then(|p| {
-                rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
-            });
         loop {
             let now = Instant::now();
             if now >= until {
@@ -70,7 +71,7 @@ impl Waiter {
             if let Some(fd) = &self.inotify {
                 fds.push(PollFd::new(fd, PollFlags::IN));
             }
-            if let Some(fd) = &pidfd {
+            if let Some(fd) = pidfd {
                 fds.push(PollFd::new(fd, PollFlags::IN));
             }
             if fds.is_empty() {
@@ -124,4 +125,14 @@ impl Waiter {
         }
         (ours, lock_gone)
     }
+}
+
+/// A pidfd of `pid` (`Errno::SRCH` once it has exited; `Errno::INVAL` for
+/// pid 0).
+pub(super) fn pidfd(pid: u32) -> rustix::io::Result<OwnedFd> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or(Errno::INVAL)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
 }

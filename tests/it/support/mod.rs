@@ -57,6 +57,20 @@ pub fn state_of(pid: u32) -> Option<char> {
         .map(|s| s.state)
 }
 
+/// The `onlyone keeper` processes of a lock file.
+pub fn keepers_of(lock: &Path) -> Vec<u32> {
+    let needle = lock.to_string_lossy().into_owned();
+    onlyone::procfs::all_pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&p| {
+            onlyone::procfs::command_line(p)
+                .is_some_and(|c| c.contains(" keeper ") && c.contains(&needle))
+        })
+        .filter(|&p| matches!(state_of(p), Some(s) if s != 'Z'))
+        .collect()
+}
+
 /// True while `pid` is alive and not a zombie.
 pub fn running(pid: u32) -> bool {
     matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X')
