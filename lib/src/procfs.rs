@@ -1071,28 +1071,38 @@ pub fn runs_as(pid: u32, uid: u32) -> Option<bool> {
 /// (`hidepid=1`, `2`, `4`, or their names `noaccess`, `invisible`,
 /// `ptraceable`), as `/proc/self/mountinfo` says of the mount at `/proc`.
 pub fn proc_hides_processes() -> bool {
-    // One read(2) for the common sizes, not read_to_string's growing ones
-    // (a /proc file has no size to start from).
-    let mut buf = vec![0u8; 64 * 1024];
-    let Ok(n) = read_small("/proc/self/mountinfo", &mut buf) else {
+    use std::io::BufRead;
+    // Line by line through a small buffer: a host's mount table may be
+    // long (containers), and the last mount at /proc is the one that
+    // counts.
+    let Ok(file) = fs::File::open("/proc/self/mountinfo") else {
         return false;
     };
-    let text = String::from_utf8_lossy(&buf[..n]);
-    text.lines()
-        .filter_map(|line| {
-            // "36 25 0:22 / /proc rw,... shared:12 - proc proc rw,hidepid=2"
-            let (left, right) = line.split_once(" - ")?;
-            let point = left.split_whitespace().nth(4)?;
-            let mut r = right.split_whitespace();
-            (point == "/proc" && r.next()? == "proc").then(|| r.nth(1).unwrap_or("").to_owned())
-        })
-        .next_back()
-        .is_some_and(|opts| {
-            opts.split(',').any(|o| {
+    let mut reader = io::BufReader::with_capacity(4096, file);
+    let mut line = Vec::new();
+    let mut hides = false;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return hides,
+            Ok(_) => {}
+        }
+        if let Some(opts) = proc_mount_options(&String::from_utf8_lossy(&line)) {
+            hides = opts.split(',').any(|o| {
                 o.strip_prefix("hidepid=")
                     .is_some_and(|v| !matches!(v, "0" | "off"))
-            })
-        })
+            });
+        }
+    }
+}
+
+/// The superblock options of a mountinfo line that mounts proc at `/proc`
+/// ("36 25 0:22 / /proc rw,... shared:12 - proc proc rw,hidepid=2").
+fn proc_mount_options(line: &str) -> Option<&str> {
+    let (left, right) = line.trim_end().split_once(" - ")?;
+    let point = left.split_whitespace().nth(4)?;
+    let mut r = right.split_whitespace();
+    (point == "/proc" && r.next()? == "proc").then(|| r.nth(1).unwrap_or(""))
 }
 
 /// The processes that hold a flock on the file `dev`:`ino`, from
@@ -1433,6 +1443,21 @@ pub fn run_members(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proc_mount_is_found_with_its_options() {
+        let hid = "36 25 0:22 / /proc rw,nosuid shared:12 - proc proc rw,hidepid=invisible\n";
+        assert_eq!(proc_mount_options(hid), Some("rw,hidepid=invisible"));
+        let plain = "22 27 0:21 / /proc rw,relatime - proc proc rw";
+        assert_eq!(proc_mount_options(plain), Some("rw"));
+        for other in [
+            "40 22 0:40 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw",
+            "41 27 0:41 / /proc rw - tmpfs tmpfs rw,hidepid=2",
+            "not a mountinfo line",
+        ] {
+            assert_eq!(proc_mount_options(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn stat_is_split_at_the_last_paren() {

@@ -1788,3 +1788,36 @@ fn field_line1(path: &Path) -> Option<u32> {
         .parse()
         .ok()
 }
+
+/// Every start pays for each shared library the binary needs: built where
+/// the C library is glibc and the GCC runtime's unwinder archive is there,
+/// `onlyone` needs libc alone (build.rs links libgcc_eh in; libgcc_s.so.1
+/// cost every `onlyone run` 0.25-0.5 ms, BENCHMARKS.md). A panic still
+/// unwinds: the library's and the command's tests that catch one pass.
+#[test]
+fn the_binary_needs_no_shared_library_but_libc() {
+    let archive = Command::new("cc")
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .expect("cc, which links onlyone, runs");
+    let archive = PathBuf::from(String::from_utf8_lossy(&archive.stdout).trim());
+    if !(cfg!(target_env = "gnu") && archive.is_absolute()) {
+        eprintln!("skipped: not a glibc build with libgcc_eh.a ({archive:?})");
+        return;
+    }
+    let out = Command::new("readelf")
+        .args(["-d", BIN])
+        .output()
+        .expect("readelf (binutils, which links onlyone) runs");
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(needed.contains(&"libc.so.6"), "{dynamic}");
+    assert!(
+        !needed.iter().any(|n| n.starts_with("libgcc_s")),
+        "onlyone needs libgcc_s: {needed:?}"
+    );
+}
