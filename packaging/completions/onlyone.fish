@@ -157,6 +157,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l store -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'

@@ -78,6 +78,69 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// A subcommand's arguments, defined only once that subcommand is the one
+/// given ([`clap::Command::defer`]): every start of `onlyone` would
+/// otherwise build every subcommand's options, most of its start-up's
+/// memory. Manual pages and completions ask for them all
+/// ([`full_command`]).
+#[derive(Debug)]
+pub struct Lazy<T>(pub T);
+
+impl<T> std::ops::Deref for Lazy<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+thread_local! {
+    /// Set while [`full_command`] builds: every subcommand's options
+    /// defined at once.
+    static EAGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The whole command line with every subcommand's options defined, for
+/// what reads them without parsing (manual pages, completions).
+pub fn full_command() -> clap::Command {
+    use clap::CommandFactory;
+    EAGER.set(true);
+    let cmd = Cli::command();
+    EAGER.set(false);
+    cmd
+}
+
+impl<T: Args> Args for Lazy<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        if EAGER.get() {
+            T::augment_args(cmd)
+        } else {
+            cmd.defer(T::augment_args)
+        }
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        if EAGER.get() {
+            T::augment_args_for_update(cmd)
+        } else {
+            cmd.defer(T::augment_args_for_update)
+        }
+    }
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+}
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Lazy<T> {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(m).map(Lazy)
+    }
+    fn from_arg_matches_mut(m: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(m).map(Lazy)
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(m)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command holding the lock for exactly its life.
@@ -97,7 +160,7 @@ Examples:
   onlyone run --linger agent -- sh -c \
     'tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
                                             # the agent in tmux holds the lock")]
-    Run(Run),
+    Run(Lazy<Run>),
     /// Take a lock for the calling shell (for scripts; pair with release).
     #[command(after_help = "\
 The owner is the calling shell (onlyone's parent) unless --owner says
@@ -120,7 +183,7 @@ Example (a script run by cron):
   eval \"$vars\"
   trap 'onlyone release sync --exit $?' EXIT
   ./worker &                 # carries the token: part of the run")]
-    Acquire(Acquire),
+    Acquire(Lazy<Acquire>),
     /// Release a lock taken with acquire.
     #[command(after_help = "\
 Removes the lock only if it is held by the calling shell (or --owner), by
@@ -151,7 +214,7 @@ records the run as abandoned, exit unknown.
 Examples:
   onlyone release sync --exit $?
   onlyone release --force sync")]
-    Release(Release),
+    Release(Lazy<Release>),
     /// Should this fire run? 75 on proof of a live run, else 0 (fail open).
     #[command(after_help = "\
 Exits 75 only when a live run provably holds the lock, and 0 otherwise, even on
@@ -163,7 +226,7 @@ Examples:
             ExecStart=/usr/bin/onlyone run sync -- /usr/local/bin/sync.sh
             (exit 1-254 skips the unit without failing it)
   reaper:   onlyone reap sync && onlyone precheck sync")]
-    Precheck(Precheck),
+    Precheck(Lazy<Precheck>),
     /// Show every lock (or the named ones): free, held, stale or unknown.
     #[command(after_help = "\
 Every lock in DIR (a lock file, or a journal: a free lock with a history), or
@@ -177,7 +240,7 @@ terminal and tab-separated otherwise.
 Examples:
   onlyone status
   onlyone status sync --json")]
-    Status(Status),
+    Status(Lazy<Status>),
     /// End the live run: signal, grace, KILL, then wait until the lock is free.
     #[command(after_help = "\
 Sends --signal (default TERM) to the run's onlyone wrapper, which forwards it
@@ -192,7 +255,7 @@ succeeds; a stale one is cleared.
 Examples:
   onlyone stop sync
   onlyone stop --signal INT --kill-after 30s sync")]
-    Stop(Stop),
+    Stop(Lazy<Stop>),
     /// End the lingering processes of finished or idle runs of the named jobs.
     #[command(after_help = "\
 A process is ended only when all three hold:
@@ -229,7 +292,7 @@ signal and writes no state. -q is not for --json.
 Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
   onlyone reap --dry-run --json sync")]
-    Reap(Reap),
+    Reap(Lazy<Reap>),
     /// The runs of a lock, newest first, from its journal.
     #[command(after_help = "\
 Newest first: when each run started, how long it took, what it used (CPU:
@@ -246,7 +309,7 @@ Examples:
   onlyone history sync
   onlyone history sync -n 5 --since 7d
   onlyone history sync --json | jq .")]
-    History(History),
+    History(Lazy<History>),
     /// A monitoring check (Nagios, Icinga, Sensu): 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     #[command(after_help = "\
 CRITICAL: no success within --max-age (a lock that never succeeded counts; a
@@ -263,7 +326,7 @@ after `|`, then one line per lock.
 Examples:
   onlyone check sync --max-age 25h --max-runtime 2h --max-skips 12
   onlyone check backup sync --max-age 2d")]
-    Check(Check),
+    Check(Lazy<Check>),
     /// Prometheus metrics (text format) for every lock (or the named ones).
     #[command(after_help = "\
 Every lock in DIR (or the ones named), each sample labelled lock=\"NAME\"
@@ -280,7 +343,7 @@ textfile collector.
 Examples:
   onlyone metrics
   onlyone metrics --textfile /var/lib/node_exporter/textfile/onlyone.prom")]
-    Metrics(Metrics),
+    Metrics(Lazy<Metrics>),
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell)
     #[command(after_help = "\
 Install:
@@ -290,22 +353,23 @@ Install:
 
 Commands and options complete; lock names do not (`onlyone status` lists
 them).")]
-    Completions(Completions),
+    Completions(Lazy<Completions>),
     /// Write the manual pages (onlyone.1, onlyone-COMMAND.1) into DIR
     #[command(after_help = "\
 Example:
   onlyone manpages /usr/local/share/man/man1 && man onlyone")]
-    Manpages(Manpages),
+    Manpages(Lazy<Manpages>),
     /// (internal) Keep a lock taken by `acquire` fresh while it is held.
     #[command(hide = true)]
-    Keeper(Keeper),
+    Keeper(Lazy<Keeper>),
     /// (internal) End a leased run if its wrapper dies first.
     #[command(hide = true)]
-    LeaseWatchdog(LeaseWatchdog),
+    LeaseWatchdog(Lazy<LeaseWatchdog>),
 }
 
-/// `run --store` starts this beside its command: it ends the run if the
-/// wrapper dies (nothing would renew the lease).
+// `run --store` starts this beside its command: it ends the run if the
+// wrapper dies (nothing would renew the lease). (A doc comment here would
+// be its help's about, over the variant's.)
 #[derive(Debug, Args)]
 pub struct LeaseWatchdog {
     /// The run's token.
@@ -338,12 +402,14 @@ pub struct Completions {
 #[derive(Debug, Args)]
 pub struct Manpages {
     /// Where to write the pages (created if missing).
-    #[arg(value_name = "DIR")]
+    // Its id is not `dir`: the global --dir has that one.
+    #[arg(id = "pages_dir", value_name = "DIR")]
     pub dir: PathBuf,
 }
 
-/// `acquire` starts this for a lock in a directory that age-based cleaners
-/// empty (/tmp): no other process of onlyone's lives to refresh it.
+// `acquire` starts this for a lock in a directory that age-based cleaners
+// empty (/tmp): no other process of onlyone's lives to refresh it. (A doc
+// comment here would be its help's about, over the variant's.)
 #[derive(Debug, Args)]
 pub struct Keeper {
     /// The lock file.
@@ -770,6 +836,55 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `onlyone ARGS` prints for help or a usage error, parsed the
+    /// way the command parses (each subcommand's options defined once it
+    /// is given) or from the full definitions.
+    fn rendered(full: bool, args: &[&str]) -> String {
+        use clap::CommandFactory;
+        let cmd = if full { full_command() } else { Cli::command() };
+        let argv = std::iter::once("onlyone").chain(args.iter().copied());
+        match cmd.try_get_matches_from(argv) {
+            Ok(_) => "parsed".to_owned(),
+            Err(e) => format!("{:?}: {}", e.kind(), e.render()),
+        }
+    }
+
+    /// Options defined only once their subcommand is given change nothing
+    /// a user sees: the help of every subcommand, and the errors, are
+    /// those of the full definitions that the manual pages show.
+    #[test]
+    fn lazy_subcommands_say_what_the_full_definitions_say() {
+        let full = full_command();
+        let names: Vec<String> = full
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        assert!(names.len() > 10, "{names:?}");
+        assert!(
+            full.find_subcommand("run")
+                .unwrap()
+                .get_arguments()
+                .any(|a| a.get_id() == "wait"),
+            "the full definitions have run's options"
+        );
+        for args in [&["--help"][..], &["-h"], &["--version"], &["nosuch"], &[]] {
+            assert_eq!(rendered(false, args), rendered(true, args), "{args:?}");
+        }
+        for name in &names {
+            for tail in [
+                &["--help"][..],
+                &["-h"],
+                &["--no-such-option"],
+                &["--wiat", "1s", "j"],
+            ] {
+                let args: Vec<&str> = std::iter::once(name.as_str())
+                    .chain(tail.iter().copied())
+                    .collect();
+                assert_eq!(rendered(false, &args), rendered(true, &args), "{args:?}");
+            }
+        }
+    }
 
     #[test]
     fn durations() {

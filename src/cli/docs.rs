@@ -3,15 +3,13 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
-
-use super::args::{self, Cli};
+use super::args;
 use super::exit::Code;
 
 /// `onlyone completions SHELL`: the script, on stdout. The hidden
 /// (internal) commands are left out: not every generator skips them.
 pub fn completions(a: &args::Completions) -> Code {
-    let full = Cli::command();
+    let full = args::full_command();
     let shown = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
     let mut cmd = clap::Command::new("onlyone")
         .version(env!("CARGO_PKG_VERSION"))
@@ -113,7 +111,7 @@ pub fn manpages(a: &args::Manpages) -> Code {
 
 fn write_pages(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let cmd = Cli::command();
+    let cmd = args::full_command();
     let mut page = Vec::new();
     // The exit codes have a section of their own here, not a place in the
     // text after the options as in `--help`.

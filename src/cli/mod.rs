@@ -74,15 +74,15 @@ pub fn main() -> Code {
                     }
                     code
                 }
-                None => ctx.acquire(a),
+                None => ctx.acquire(a.0),
             }
         }
         Command::Release(a) => {
             place::refuse(place, Feature::ScriptHold, "release", SCRIPTS_WITH_A_STORE)
-                .unwrap_or_else(|| ctx.release(a))
+                .unwrap_or_else(|| ctx.release(a.0))
         }
         Command::Precheck(a) => place::precheck(place, &a),
-        Command::Status(a) => status::status(place, a),
+        Command::Status(a) => status::status(place, a.0),
         Command::Stop(a) => {
             let mut refused = None;
             if a.signal.0 != rustix::process::Signal::TERM {
@@ -96,11 +96,11 @@ pub fn main() -> Code {
             }
             refused.unwrap_or_else(|| place::stop(place, &a))
         }
-        Command::Reap(a) => reap::reap(&ctx, a),
-        Command::History(a) => history::history(place, a),
-        Command::Check(a) => monitor::check(place, a),
-        Command::Metrics(a) => monitor::metrics(place, a),
-        Command::Keeper(a) => script::keeper(a),
+        Command::Reap(a) => reap::reap(&ctx, a.0),
+        Command::History(a) => history::history(place, a.0),
+        Command::Check(a) => monitor::check(place, a.0),
+        Command::Metrics(a) => monitor::metrics(place, a.0),
+        Command::Keeper(a) => script::keeper(a.0),
         Command::Completions(a) => docs::completions(&a),
         Command::Manpages(a) => docs::manpages(&a),
         Command::LeaseWatchdog(a) => store::watchdog(&a),
