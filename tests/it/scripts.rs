@@ -31,11 +31,7 @@ fn a_scripts_release_never_frees_the_lock_under_its_workers() {
     c.args(["-c", &script]);
     let out = finish(c, LIMIT);
     out.expect(0);
-    let worker: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let worker = pid_in(&pidfile);
     sb.foreign.push(worker);
     assert!(running(worker));
     let said = std::fs::read_to_string(&errfile).unwrap();
@@ -130,11 +126,7 @@ fn a_keeper_ends_with_the_run_it_keeps() {
         ),
     ]);
     finish(c, LIMIT).expect(0);
-    let worker: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let worker = pid_in(&pidfile);
     sb.foreign.push(worker);
     let keepers = keepers_of(&sb.lock("job"));
     assert_eq!(keepers.len(), 1, "the held lock has its keeper");
@@ -157,4 +149,12 @@ fn a_keeper_ends_with_the_run_it_keeps() {
         || keepers_of(&sb.lock("job")).is_empty(),
     );
     oo(&["run", "job", "--", "true"]).expect(0);
+}
+
+/// The pid a script wrote to `path` (written whole: renamed into place).
+fn pid_in(path: &std::path::Path) -> u32 {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {text:?}: {e}", path.display()))
 }
