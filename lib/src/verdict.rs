@@ -112,6 +112,23 @@ impl Holder {
             Holder::Outside => 0,
         }
     }
+
+    /// The pid of the holder when it is a live process of this PID
+    /// namespace, whose exit a pidfd tells: not the exited owner of
+    /// [`Holder::OtherKernelLock`], nor a pid of another namespace's
+    /// numbering.
+    pub(crate) fn watchable_pid(&self) -> Option<u32> {
+        match self {
+            Holder::KernelLock { pid }
+            | Holder::Owner { pid }
+            | Holder::OwnerUnverified { pid }
+            | Holder::Command { pid }
+            | Holder::Member { pid, .. } => Some(*pid),
+            Holder::OtherKernelLock { .. } | Holder::OtherNamespace { .. } | Holder::Outside => {
+                None
+            }
+        }
+    }
 }
 
 /// Why a lock is stale. Each renders as a sentence a user understands.

@@ -527,7 +527,10 @@ impl<'l> Attempt<'l> {
             }
             Some(w) => {
                 self.temp = None;
-                let _ = w.wait(held.holder.pid(), until.min(now + REPROBE_INTERVAL));
+                // A holder that is no process of this namespace is looked at
+                // again at the interval.
+                let holder = held.holder.watchable_pid().unwrap_or(0);
+                let _ = w.wait(holder, until.min(now + REPROBE_INTERVAL));
             }
         }
         Ok(Next::Retry)

@@ -227,7 +227,7 @@ impl LockFile {
                 }
                 refresh_at = Instant::now() + refresh_interval();
             }
-            let watched = watchable(&held).filter(|&p| gone != Some(p));
+            let watched = held.watchable_pid().filter(|&p| gone != Some(p));
             match watched.map(waiter::pidfd) {
                 // Gone between the look and now: look again.
                 Some(Err(rustix::io::Errno::SRCH)) => {
@@ -256,17 +256,3 @@ impl LockFile {
 /// How often [`LockFile::keep_fresh`] looks again at a lock whose holder
 /// it cannot watch exit.
 const KEEPER_RELOOK: Duration = Duration::from_secs(60);
-
-/// The pid of a holder that is a live process of this PID namespace, whose
-/// exit a pidfd tells.
-fn watchable(holder: &crate::verdict::Holder) -> Option<u32> {
-    use crate::verdict::Holder;
-    match holder {
-        Holder::KernelLock { pid }
-        | Holder::Owner { pid }
-        | Holder::OwnerUnverified { pid }
-        | Holder::Command { pid }
-        | Holder::Member { pid, .. } => Some(*pid),
-        Holder::OtherKernelLock { .. } | Holder::OtherNamespace { .. } | Holder::Outside => None,
-    }
-}
