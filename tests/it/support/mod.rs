@@ -850,3 +850,77 @@ pub fn finish_checked(cmd: Command, limit: Duration, what: &str) -> Out {
     assert_ne!(out.code(), 101, "{what}: panicked: {out:#?}");
     out
 }
+
+/// Watches, from a thread of its own that wakes every 5 ms, whether this
+/// machine stopped running the test's processes for a while (a virtual
+/// machine paused or snapshotted, a host starved) or stepped its wall
+/// clock: the longest such stall seen since it started. A timing bound that
+/// holds only while processes run within a margin (a kill landing within
+/// the store's M) cannot be judged across a stall longer than that margin.
+pub struct StallWatch {
+    worst_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallWatch {
+    pub fn start() -> StallWatch {
+        use std::sync::atomic::Ordering;
+        let worst_us = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (w, s) = (worst_us.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let tick = Duration::from_millis(5);
+            let (mut mono, mut wall) = (Instant::now(), std::time::SystemTime::now());
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                let (m, t) = (Instant::now(), std::time::SystemTime::now());
+                let walked = t.duration_since(wall).map_err(|e| e.duration());
+                let stall = stall_of(tick, m - mono, walked);
+                w.fetch_max(stall.as_micros() as u64, Ordering::Relaxed);
+                (mono, wall) = (m, t);
+            }
+        });
+        StallWatch { worst_us, stop }
+    }
+
+    /// The longest stall seen so far.
+    pub fn worst(&self) -> Duration {
+        Duration::from_micros(self.worst_us.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Asserts `held` (a timing bound that allows processes `margin` of
+    /// lateness), unless this machine stalled for longer than `margin`
+    /// meanwhile: then the bound could not be judged, and that is said.
+    pub fn assert_within(&self, held: bool, margin: Duration, what: &str) {
+        if held {
+            return;
+        }
+        let worst = self.worst();
+        if worst > margin {
+            eprintln!(
+                "inconclusive: {what}; but this machine stalled for {worst:?} (more than the \
+                 margin of {margin:?}), so the bound could not hold"
+            );
+            return;
+        }
+        panic!("{what} (longest stall seen: {worst:?})");
+    }
+}
+
+/// How long a sleep of `tick` stalled, that took `ran` by the monotonic
+/// clock and `walked` by the wall clock (`Err`: the wall clock went back
+/// by that much): late beyond the tick on either clock, or the two clocks
+/// apart (the wall clock stepped).
+pub fn stall_of(tick: Duration, ran: Duration, walked: Result<Duration, Duration>) -> Duration {
+    let late = ran.saturating_sub(tick);
+    match walked {
+        Ok(w) => late.max(w.saturating_sub(tick)).max(w.abs_diff(ran)),
+        Err(back) => late.max(ran + back),
+    }
+}
+
+impl Drop for StallWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
