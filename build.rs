@@ -13,6 +13,14 @@
 //!
 //! Nothing changes where the archive is not found (the build says so), for
 //! musl, and for a static build (`+crt-static`), which links it already.
+//!
+//! It also hands the linker the order of the start's code,
+//! `build/start-order.txt` (written by `bench/order.sh`): the functions a
+//! fire runs, placed side by side, so that a start faults in a few blocks of
+//! code rather than one for each function (BENCHMARKS.md, "The start's code
+//! side by side"). Only a linker that takes `--symbol-ordering-file` (LLD,
+//! rustc's default for x86_64 glibc) gets it: the build tries it on an empty
+//! program first.
 
 use std::env;
 use std::path::PathBuf;
@@ -21,6 +29,7 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    order_the_start();
     let var = |k: &str| env::var(k).unwrap_or_default();
     let glibc = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
     let static_crt = var("CARGO_CFG_TARGET_FEATURE")
@@ -50,4 +59,68 @@ fn main() {
             linker.to_string_lossy()
         ),
     }
+}
+
+/// Passes `build/start-order.txt` to the linker of `onlyone` where the
+/// linker takes it. Names it does not find (another toolchain's hashes) are
+/// left out quietly: the order costs speed when stale, never correctness.
+fn order_the_start() {
+    println!("cargo:rerun-if-changed=build/start-order.txt");
+    let list = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("build/start-order.txt");
+    if !list.is_file() {
+        return;
+    }
+    let args = [
+        format!("-Wl,--symbol-ordering-file={}", list.display()),
+        "-Wl,--no-warn-symbol-ordering".to_owned(),
+    ];
+    if !links_with(&args) {
+        if env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu") {
+            println!(
+                "cargo:warning=the linker takes no --symbol-ordering-file: onlyone's start \
+                 faults in its code in more blocks (LLD takes it)"
+            );
+        }
+        return;
+    }
+    for arg in args {
+        println!("cargo:rustc-link-arg-bin=onlyone={arg}");
+    }
+}
+
+/// Whether rustc links an empty program for the target, with the flags the
+/// build gives it (RUSTFLAGS, a configured linker), and `args` besides.
+fn links_with(args: &[String]) -> bool {
+    let (Some(rustc), Some(out)) = (env::var_os("RUSTC"), env::var_os("OUT_DIR")) else {
+        return false;
+    };
+    let out = PathBuf::from(out);
+    let source = out.join("order_probe.rs");
+    if std::fs::write(&source, "fn main() {}\n").is_err() {
+        return false;
+    }
+    let mut cmd = Command::new(rustc);
+    cmd.arg("--crate-type=bin")
+        .arg("--edition=2021")
+        .arg("-o")
+        .arg(out.join("order_probe"))
+        .arg(&source);
+    if let Ok(target) = env::var("TARGET") {
+        cmd.arg("--target").arg(target);
+    }
+    if let Some(linker) = env::var_os("RUSTC_LINKER") {
+        cmd.arg("-C")
+            .arg(format!("linker={}", linker.to_string_lossy()));
+    }
+    if let Ok(flags) = env::var("CARGO_ENCODED_RUSTFLAGS") {
+        cmd.args(flags.split('\x1f').filter(|f| !f.is_empty()));
+    }
+    for arg in args {
+        cmd.arg("-C").arg(format!("link-arg={arg}"));
+    }
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
