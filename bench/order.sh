@@ -80,7 +80,7 @@ grind() {
 grind 1 --dir "$D/locks" run j -- true
 grind 2 --dir "$D/locks" status
 grind 3 --version
-python3 - "$BIN" "$D"/cg.1 "$D"/cg.2 "$D"/cg.3 > "$LIST" <<'EOF'
+python3 - "$BIN" "$D"/cg.1 "$D"/cg.2 "$D"/cg.3 > "$D/list" <<'EOF'
 import re, sys
 binary, outs = sys.argv[1], sys.argv[2:]
 seen, order = set(), []
@@ -107,4 +107,6 @@ for out in outs:
 # the order within the list matters little once its functions are together.
 print('\n'.join(sorted(order)))
 EOF
+# Replaced whole, never left half written.
+mv "$D/list" "$LIST"
 echo "order: $(grep -c . "$LIST") functions in $LIST" >&2
