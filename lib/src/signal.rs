@@ -145,6 +145,16 @@ pub fn die_by(sig: i32) {
     crate::sys::reraise(sig);
 }
 
+/// Ignores SIGPIPE, as Rust's own start does before `main`: a write to a
+/// closed pipe then fails with EPIPE instead of ending the process, so that
+/// a wrapper whose output went away still ends its run cleanly. For a
+/// program that starts without Rust's start (`#![no_main]`, as the
+/// `onlyone` command does). The command a run starts gets SIGPIPE back at
+/// its default.
+pub fn ignore_broken_pipe() {
+    crate::sys::ignore(Signal::PIPE.as_raw());
+}
+
 /// A stopped process acts on no signal but KILL until it is continued:
 /// after a signal that should end it, continue it.
 pub(crate) fn needs_continue(sig: Signal) -> bool {

@@ -5,8 +5,6 @@
 //! holds equal to the help). The library returns kinds of outcome; this
 //! file alone turns them into numbers.
 
-use std::process::ExitCode;
-
 use onlyone::supervise::{Exit, RunError};
 use rustix::process::Signal;
 
@@ -155,10 +153,11 @@ pub enum Code {
 }
 
 impl Code {
-    /// Exits the process as described.
-    pub fn finish(self) -> ExitCode {
+    /// The process's exit status, as described; first, for a signal that
+    /// ends a process without a core dump, dies of it.
+    pub fn finish(self) -> u8 {
         match self {
-            Code::Exit(c) => ExitCode::from(c),
+            Code::Exit(c) => c,
             Code::Signal(n) => {
                 // Only signals that end a process without a core dump are
                 // raised again; the rest become 128+N.
@@ -168,7 +167,7 @@ impl Code {
                 {
                     onlyone::signal::die_by(n);
                 }
-                ExitCode::from((128 + n).clamp(0, 255) as u8)
+                (128 + n).clamp(0, 255) as u8
             }
         }
     }

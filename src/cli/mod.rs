@@ -34,10 +34,10 @@ use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact
 use args::{Cli, Command};
 use exit::Code;
 
-/// Runs the command line and returns how to exit.
-pub fn main() -> Code {
+/// Runs the command line `argv` (the program's name first) and returns how
+/// to exit.
+pub fn main(argv: Vec<OsString>) -> Code {
     use clap::{CommandFactory, FromArgMatches};
-    let argv: Vec<OsString> = std::env::args_os().collect();
     let parsed = Cli::command()
         .try_get_matches_from(&argv)
         .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (m, cli)));
