@@ -44,9 +44,26 @@ Examples:
     after_long_help = after_help(&super::exit::help_text())
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub globals: Globals,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// The options of `onlyone` that every subcommand takes too, before or
+// after its name (`onlyone --dir D status`, `onlyone status --dir D`).
+// They are defined on each subcommand as it is built, rather than as
+// clap's global options: clap copies each global option into every
+// subcommand at every start (4 options into 15 subcommands, some 50 KB of
+// heap that every `run` faults in). (A doc comment here would be every
+// subcommand's about.)
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct Globals {
     /// The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root,
     /// or /tmp/onlyone-$UID).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
     /// Where the journals (the history of runs) are kept, apart from the
@@ -54,28 +71,71 @@ pub struct Cli {
     /// else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or
     /// ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written
     /// only when it is this user's and writable by no one else.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
     /// Write locks even on a network or FUSE filesystem (NFS, SMB, 9p,
     /// FUSE...), which onlyone otherwise refuses: only for one that this
     /// host alone uses.
-    #[arg(long, global = true, env = "ONLYONE_ALLOW_SHARED_FS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
+    #[arg(long, env = "ONLYONE_ALLOW_SHARED_FS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     pub allow_shared_fs: bool,
 
     /// Keep the locks in a PostgreSQL database that several hosts share
     /// (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass).
     #[arg(
         long,
-        global = true,
         env = "ONLYONE_STORE",
         value_name = "URL",
         hide_env_values = true
     )]
     pub store: Option<String>,
+}
 
-    #[command(subcommand)]
-    pub command: Command,
+impl Globals {
+    /// These options as given to the subcommand (`sub`), where typed
+    /// there, else as given before it (`self`).
+    pub fn with_subcommand(self, sub: &clap::ArgMatches) -> Result<Globals, clap::Error> {
+        use clap::FromArgMatches;
+        let typed = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let theirs = Globals::from_arg_matches(sub)?;
+        Ok(Globals {
+            dir: if typed("dir") { theirs.dir } else { self.dir },
+            state_dir: if typed("state_dir") {
+                theirs.state_dir
+            } else {
+                self.state_dir
+            },
+            allow_shared_fs: if typed("allow_shared_fs") {
+                theirs.allow_shared_fs
+            } else {
+                self.allow_shared_fs
+            },
+            store: if typed("store") {
+                theirs.store
+            } else {
+                self.store
+            },
+        })
+    }
+}
+
+/// Parses `argv` (the program's name first) as the command does.
+pub fn parse(argv: &[OsString]) -> Result<(clap::ArgMatches, Cli), clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let m = Cli::command().try_get_matches_from(argv)?;
+    let mut cli = Cli::from_arg_matches(&m)?;
+    if let Some((_, sub)) = m.subcommand() {
+        cli.globals = cli.globals.with_subcommand(sub)?;
+    }
+    Ok((m, cli))
+}
+
+/// Whether the option `id` of [`Globals`] was typed on the command line,
+/// before the subcommand or after it.
+pub fn typed_global(m: &clap::ArgMatches, id: &str) -> bool {
+    let typed =
+        |m: &clap::ArgMatches| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    typed(m) || m.subcommand().is_some_and(|(_, sub)| typed(sub))
 }
 
 /// A subcommand's arguments, defined only once that subcommand is the one
@@ -111,17 +171,23 @@ pub fn full_command() -> clap::Command {
 
 impl<T: Args> Args for Lazy<T> {
     fn augment_args(cmd: clap::Command) -> clap::Command {
+        fn define<T: Args>(cmd: clap::Command) -> clap::Command {
+            Globals::augment_args(T::augment_args(cmd))
+        }
         if EAGER.get() {
-            T::augment_args(cmd)
+            define::<T>(cmd)
         } else {
-            cmd.defer(T::augment_args)
+            cmd.defer(define::<T>)
         }
     }
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        fn define<T: Args>(cmd: clap::Command) -> clap::Command {
+            Globals::augment_args_for_update(T::augment_args_for_update(cmd))
+        }
         if EAGER.get() {
-            T::augment_args_for_update(cmd)
+            define::<T>(cmd)
         } else {
-            cmd.defer(T::augment_args_for_update)
+            cmd.defer(define::<T>)
         }
     }
     fn group_id() -> Option<clap::Id> {
@@ -884,6 +950,49 @@ mod tests {
                 assert_eq!(rendered(false, &args), rendered(true, &args), "{args:?}");
             }
         }
+    }
+
+    fn parsed(args: &[&str]) -> (clap::ArgMatches, Cli) {
+        let argv: Vec<OsString> = std::iter::once("onlyone")
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect();
+        parse(&argv).unwrap()
+    }
+
+    /// The global options work before the subcommand and after it, the
+    /// later one winning, as clap's global options did.
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        let dir = |args: &[&str]| parsed(args).1.globals.dir;
+        assert_eq!(dir(&["--dir", "/a", "status"]), Some("/a".into()));
+        assert_eq!(dir(&["status", "--dir", "/b"]), Some("/b".into()));
+        assert_eq!(
+            dir(&["--dir", "/a", "status", "--dir", "/b"]),
+            Some("/b".into())
+        );
+        assert_eq!(dir(&["status"]), None);
+        let (m, cli) = parsed(&["run", "j", "--state-dir", "/s", "--", "true", "--dir", "/x"]);
+        assert_eq!(cli.globals.state_dir, Some("/s".into()));
+        assert_eq!(cli.globals.dir, None, "after `--` it is the command's");
+        let Command::Run(run) = &cli.command else {
+            panic!("{cli:?}")
+        };
+        assert_eq!(run.command, ["true", "--dir", "/x"]);
+        assert!(typed_global(&m, "state_dir"));
+        assert!(!typed_global(&m, "dir"));
+        let (m, cli) = parsed(&[
+            "--store",
+            "postgres://h/d",
+            "stop",
+            "--allow-shared-fs",
+            "j",
+        ]);
+        assert_eq!(cli.globals.store.as_deref(), Some("postgres://h/d"));
+        assert!(cli.globals.allow_shared_fs);
+        assert!(typed_global(&m, "store") && typed_global(&m, "allow_shared_fs"));
+        let (m, _) = parsed(&["--store", "postgres://h/d", "status"]);
+        assert!(typed_global(&m, "store") && !typed_global(&m, "dir"));
     }
 
     #[test]

@@ -37,11 +37,7 @@ use exit::Code;
 /// Runs the command line `argv` (the program's name first) and returns how
 /// to exit.
 pub fn main(argv: Vec<OsString>) -> Code {
-    use clap::{CommandFactory, FromArgMatches};
-    let parsed = Cli::command()
-        .try_get_matches_from(&argv)
-        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (m, cli)));
-    let (matches, cli) = match parsed {
+    let (matches, cli) = match args::parse(&argv) {
         Ok(x) => x,
         Err(e) => {
             let _ = e.print();
@@ -141,8 +137,8 @@ fn usage_failure(argv: &[OsString]) -> Code {
 /// `run`'s own combinations are [`args::Run::refused_combination`].
 fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
     use clap::parser::ValueSource;
-    let typed = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
-    let store = cli.store.as_deref().is_some_and(|s| !s.is_empty());
+    let typed = |id: &str| args::typed_global(m, id);
+    let store = cli.globals.store.as_deref().is_some_and(|s| !s.is_empty());
     let store_command = match &cli.command {
         Command::Run(_) => Some("run"),
         Command::Precheck(_) => Some("precheck"),
@@ -336,13 +332,14 @@ fn deadline_of(d: Option<Duration>) -> Option<Instant> {
 
 impl Ctx {
     fn new(cli: &Cli) -> Ctx {
-        let (dir, source) = names::lock_dir(cli.dir.as_deref());
+        let g = &cli.globals;
+        let (dir, source) = names::lock_dir(g.dir.as_deref());
         Ctx {
             dir,
             source,
-            state: StateDir::resolve(cli.state_dir.as_deref()),
-            allow_shared_fs: cli.allow_shared_fs,
-            store: cli.store.clone().filter(|s| !s.is_empty()),
+            state: StateDir::resolve(g.state_dir.as_deref()),
+            allow_shared_fs: g.allow_shared_fs,
+            store: g.store.clone().filter(|s| !s.is_empty()),
         }
     }
 
