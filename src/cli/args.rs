@@ -40,8 +40,7 @@ Examples:
     name = "onlyone",
     version,
     propagate_version = true,
-    after_help = after_help("Exit codes: `onlyone --help` lists them."),
-    after_long_help = after_help(&super::exit::help_text())
+    after_help = after_help("Exit codes: `onlyone --help` lists them.")
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -121,8 +120,8 @@ impl Globals {
 
 /// Parses `argv` (the program's name first) as the command does.
 pub fn parse(argv: &[OsString]) -> Result<(clap::ArgMatches, Cli), clap::Error> {
-    use clap::{CommandFactory, FromArgMatches};
-    let m = Cli::command().try_get_matches_from(argv)?;
+    use clap::FromArgMatches;
+    let m = command_for(argv).try_get_matches_from(argv)?;
     let mut cli = Cli::from_arg_matches(&m)?;
     if let Some((_, sub)) = m.subcommand() {
         cli.globals = cli.globals.with_subcommand(sub)?;
@@ -162,11 +161,37 @@ thread_local! {
 /// The whole command line with every subcommand's options defined, for
 /// what reads them without parsing (manual pages, completions).
 pub fn full_command() -> clap::Command {
-    use clap::CommandFactory;
     EAGER.set(true);
-    let cmd = Cli::command();
+    let cmd = with_long_help(true);
     EAGER.set(false);
     cmd
+}
+
+/// The command line, with the exit-code table after `onlyone --help` when
+/// `long_help`: it is rendered only for a command line that may show it.
+/// (Without it, `-h`'s text stands in, unseen: clap offers "see more with
+/// '--help'" only where a long help is set.)
+fn with_long_help(long_help: bool) -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    if long_help {
+        cmd.after_long_help(after_help(&super::exit::help_text()))
+    } else {
+        let short = cmd.get_after_help().cloned().unwrap_or_default();
+        cmd.after_long_help(short)
+    }
+}
+
+/// The command line that parses `argv`: `onlyone --help` and `onlyone
+/// help` show the exit codes, so any `--help` or `help` before `--` asks
+/// for them.
+fn command_for(argv: &[OsString]) -> clap::Command {
+    let long_help = argv
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help" || a == "help");
+    with_long_help(long_help)
 }
 
 impl<T: Args> Args for Lazy<T> {
@@ -907,9 +932,15 @@ mod tests {
     /// way the command parses (each subcommand's options defined once it
     /// is given) or from the full definitions.
     fn rendered(full: bool, args: &[&str]) -> String {
-        use clap::CommandFactory;
-        let cmd = if full { full_command() } else { Cli::command() };
-        let argv = std::iter::once("onlyone").chain(args.iter().copied());
+        let argv: Vec<OsString> = std::iter::once("onlyone")
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect();
+        let cmd = if full {
+            full_command()
+        } else {
+            command_for(&argv)
+        };
         match cmd.try_get_matches_from(argv) {
             Ok(_) => "parsed".to_owned(),
             Err(e) => format!("{:?}: {}", e.kind(), e.render()),
@@ -934,7 +965,14 @@ mod tests {
                 .any(|a| a.get_id() == "wait"),
             "the full definitions have run's options"
         );
-        for args in [&["--help"][..], &["-h"], &["--version"], &["nosuch"], &[]] {
+        for args in [
+            &["--help"][..],
+            &["help"],
+            &["-h"],
+            &["--version"],
+            &["nosuch"],
+            &[],
+        ] {
             assert_eq!(rendered(false, args), rendered(true, args), "{args:?}");
         }
         for name in &names {
