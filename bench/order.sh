@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The order of onlyone's code at start-up: build/start-order.txt names the
 # functions of the release binary that a fire runs (`onlyone run j --
-# true`, `onlyone status`, `onlyone --version`, under callgrind). build.rs
+# sleep 0.2` and `-- true` first, then what `onlyone status` and `onlyone
+# --version` add, under callgrind). build.rs
 # hands the list to the linker (--symbol-ordering-file), which puts those
 # functions side by side at the start of .text. A run then faults in a few
 # 64 KiB blocks of code instead of one for each function it touches

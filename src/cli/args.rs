@@ -95,6 +95,10 @@ impl Globals {
     /// there, else as given before it (`self`).
     pub fn with_subcommand(self, sub: &clap::ArgMatches) -> Result<Globals, clap::Error> {
         use clap::FromArgMatches;
+        // A subcommand defined without them (none is: each is `Lazy`).
+        if sub.try_contains_id("dir").is_err() {
+            return Ok(self);
+        }
         let typed = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
         let theirs = Globals::from_arg_matches(sub)?;
         Ok(Globals {
@@ -132,8 +136,10 @@ pub fn parse(argv: &[OsString]) -> Result<(clap::ArgMatches, Cli), clap::Error> 
 /// Whether the option `id` of [`Globals`] was typed on the command line,
 /// before the subcommand or after it.
 pub fn typed_global(m: &clap::ArgMatches, id: &str) -> bool {
-    let typed =
-        |m: &clap::ArgMatches| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    let typed = |m: &clap::ArgMatches| {
+        m.try_contains_id(id).is_ok()
+            && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+    };
     typed(m) || m.subcommand().is_some_and(|(_, sub)| typed(sub))
 }
 
