@@ -100,24 +100,19 @@ impl Globals {
             return Ok(self);
         }
         let typed = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        fn pick<T>(theirs_typed: bool, theirs: T, ours: T) -> T {
+            if theirs_typed { theirs } else { ours }
+        }
         let theirs = Globals::from_arg_matches(sub)?;
         Ok(Globals {
-            dir: if typed("dir") { theirs.dir } else { self.dir },
-            state_dir: if typed("state_dir") {
-                theirs.state_dir
-            } else {
-                self.state_dir
-            },
-            allow_shared_fs: if typed("allow_shared_fs") {
-                theirs.allow_shared_fs
-            } else {
-                self.allow_shared_fs
-            },
-            store: if typed("store") {
-                theirs.store
-            } else {
-                self.store
-            },
+            dir: pick(typed("dir"), theirs.dir, self.dir),
+            state_dir: pick(typed("state_dir"), theirs.state_dir, self.state_dir),
+            allow_shared_fs: pick(
+                typed("allow_shared_fs"),
+                theirs.allow_shared_fs,
+                self.allow_shared_fs,
+            ),
+            store: pick(typed("store"), theirs.store, self.store),
         })
     }
 }
