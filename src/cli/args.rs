@@ -91,51 +91,75 @@ pub struct Globals {
 }
 
 impl Globals {
-    /// These options as given to the subcommand (`sub`), where typed
-    /// there, else as given before it (`self`).
-    pub fn with_subcommand(self, sub: &clap::ArgMatches) -> Result<Globals, clap::Error> {
-        use clap::FromArgMatches;
-        // A subcommand defined without them (none is: each is `Lazy`).
-        if sub.try_contains_id("dir").is_err() {
-            return Ok(self);
+    /// These options as given to the subcommand (`sub`), where `typed`
+    /// says they were typed there, else as given before it (`self`). Only
+    /// those are read, each a small clone (clap's `from_arg_matches` would
+    /// copy all of `sub`).
+    fn with_subcommand(self, sub: &clap::ArgMatches, typed: &Typed) -> Globals {
+        fn theirs<T: Clone + Send + Sync + 'static>(
+            sub: &clap::ArgMatches,
+            typed: &Typed,
+            id: &str,
+        ) -> Option<T> {
+            typed
+                .has(id)
+                .then(|| sub.get_one::<T>(id).cloned())
+                .flatten()
         }
-        let typed = |id: &str| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
-        fn pick<T>(theirs_typed: bool, theirs: T, ours: T) -> T {
-            if theirs_typed { theirs } else { ours }
+        Globals {
+            dir: theirs(sub, typed, "dir").or(self.dir),
+            state_dir: theirs(sub, typed, "state_dir").or(self.state_dir),
+            allow_shared_fs: theirs(sub, typed, "allow_shared_fs").unwrap_or(self.allow_shared_fs),
+            store: theirs(sub, typed, "store").or(self.store),
         }
-        let theirs = Globals::from_arg_matches(sub)?;
-        Ok(Globals {
-            dir: pick(typed("dir"), theirs.dir, self.dir),
-            state_dir: pick(typed("state_dir"), theirs.state_dir, self.state_dir),
-            allow_shared_fs: pick(
-                typed("allow_shared_fs"),
-                theirs.allow_shared_fs,
-                self.allow_shared_fs,
-            ),
-            store: pick(typed("store"), theirs.store, self.store),
-        })
     }
 }
 
-/// Parses `argv` (the program's name first) as the command does.
-pub fn parse(argv: &[OsString]) -> Result<(clap::ArgMatches, Cli), clap::Error> {
+/// The options typed on the command line, before the subcommand or after
+/// it (not those from the environment or defaults), by their ids
+/// (`state_dir`, `kill_after`): read before the values are taken out of
+/// clap's matches.
+#[derive(Debug, Default)]
+pub struct Typed(Vec<clap::Id>);
+
+impl Typed {
+    fn of(m: &clap::ArgMatches) -> Typed {
+        Typed(
+            m.ids()
+                .filter(|id| {
+                    m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// Whether the option `id` was typed.
+    pub fn has(&self, id: &str) -> bool {
+        self.0.iter().any(|t| t == id)
+    }
+}
+
+/// Parses `argv` (the program's name first) as the command does, and
+/// says which options were typed. The values are moved out of clap's
+/// matches rather than copied (clap's `from_arg_matches` clones them all,
+/// some 170 allocations at every start).
+pub fn parse(argv: &[OsString]) -> Result<(Typed, Cli), clap::Error> {
     use clap::FromArgMatches;
-    let m = command_for(argv).try_get_matches_from(argv)?;
-    let mut cli = Cli::from_arg_matches(&m)?;
+    let mut m = command_for(argv).try_get_matches_from(argv)?;
+    let mut typed = Typed::of(&m);
+    let mut globals = Globals::from_arg_matches_mut(&mut m)?;
+    // A subcommand defined without the global options (none is: each is
+    // `Lazy`) has none of its own to merge.
     if let Some((_, sub)) = m.subcommand() {
-        cli.globals = cli.globals.with_subcommand(sub)?;
+        let typed_there = Typed::of(sub);
+        if sub.try_contains_id("dir").is_ok() {
+            globals = globals.with_subcommand(sub, &typed_there);
+        }
+        typed.0.extend(typed_there.0);
     }
-    Ok((m, cli))
-}
-
-/// Whether the option `id` of [`Globals`] was typed on the command line,
-/// before the subcommand or after it.
-pub fn typed_global(m: &clap::ArgMatches, id: &str) -> bool {
-    let typed = |m: &clap::ArgMatches| {
-        m.try_contains_id(id).is_ok()
-            && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
-    };
-    typed(m) || m.subcommand().is_some_and(|(_, sub)| typed(sub))
+    let command = Command::from_arg_matches_mut(&mut m)?;
+    Ok((typed, Cli { globals, command }))
 }
 
 /// A subcommand's arguments, defined only once that subcommand is the one
@@ -991,7 +1015,7 @@ mod tests {
         }
     }
 
-    fn parsed(args: &[&str]) -> (clap::ArgMatches, Cli) {
+    fn parsed(args: &[&str]) -> (Typed, Cli) {
         let argv: Vec<OsString> = std::iter::once("onlyone")
             .chain(args.iter().copied())
             .map(OsString::from)
@@ -1018,8 +1042,8 @@ mod tests {
             panic!("{cli:?}")
         };
         assert_eq!(run.command, ["true", "--dir", "/x"]);
-        assert!(typed_global(&m, "state_dir"));
-        assert!(!typed_global(&m, "dir"));
+        assert!(m.has("state_dir"));
+        assert!(!m.has("dir"));
         let (m, cli) = parsed(&[
             "--store",
             "postgres://h/d",
@@ -1029,9 +1053,9 @@ mod tests {
         ]);
         assert_eq!(cli.globals.store.as_deref(), Some("postgres://h/d"));
         assert!(cli.globals.allow_shared_fs);
-        assert!(typed_global(&m, "store") && typed_global(&m, "allow_shared_fs"));
+        assert!(m.has("store") && m.has("allow_shared_fs"));
         let (m, _) = parsed(&["--store", "postgres://h/d", "status"]);
-        assert!(typed_global(&m, "store") && !typed_global(&m, "dir"));
+        assert!(m.has("store") && !m.has("dir"));
     }
 
     #[test]

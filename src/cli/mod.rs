@@ -37,7 +37,7 @@ use exit::Code;
 /// Runs the command line `argv` (the program's name first) and returns how
 /// to exit.
 pub fn main(argv: Vec<OsString>) -> Code {
-    let (matches, cli) = match args::parse(&argv) {
+    let (typed, cli) = match args::parse(&argv) {
         Ok(x) => x,
         Err(e) => {
             let _ = e.print();
@@ -50,7 +50,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
             };
         }
     };
-    if let Some(msg) = ignored_options(&matches, &cli) {
+    if let Some(msg) = ignored_options(&typed, &cli) {
         say(msg);
         return usage_failure(&argv);
     }
@@ -135,9 +135,8 @@ fn usage_failure(argv: &[OsString]) -> Code {
 /// and the fix. With a store, `--dir` and `--allow-shared-fs` mean nothing
 /// but to `reap` (the store's commands never look at a lock directory);
 /// `run`'s own combinations are [`args::Run::refused_combination`].
-fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
-    use clap::parser::ValueSource;
-    let typed = |id: &str| args::typed_global(m, id);
+fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> {
+    let typed = |id: &str| typed.has(id);
     let store = cli.globals.store.as_deref().is_some_and(|s| !s.is_empty());
     let store_command = match &cli.command {
         Command::Run(_) => Some("run"),
@@ -176,11 +175,8 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
             ));
         }
     }
-    let stop_grace = m
-        .subcommand_matches("stop")
-        .is_some_and(|r| r.value_source("kill_after") == Some(ValueSource::CommandLine));
     if store
-        && stop_grace
+        && typed("kill_after")
         && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
         && let Command::Stop(a) = &cli.command
     {
@@ -197,11 +193,8 @@ fn ignored_options(m: &clap::ArgMatches, cli: &Cli) -> Option<String> {
     if let Some(refused) = a.refused_combination() {
         return Some(refused);
     }
-    let grace_typed = m
-        .subcommand_matches("run")
-        .is_some_and(|r| r.value_source("kill_after") == Some(ValueSource::CommandLine));
     if store {
-        return lease_misfit(a, grace_typed);
+        return lease_misfit(a, typed("kill_after"));
     }
     None
 }
