@@ -177,7 +177,12 @@ fn child_entry() {
                 .acquire(&AcquireOptions::new().run_mode().token(token.clone()))
                 .unwrap();
             let sh = Command::new("sh")
-                .args(["-c", "sleep 1000 & echo $! > \"$1\"; wait", "sh"])
+                .args([
+                    "-c",
+                    // Written whole, then renamed: the parent waits for the name.
+                    "sleep 1000 & echo $! > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"; wait",
+                    "sh",
+                ])
                 .arg(ready.with_extension("grandchild"))
                 .env("ONLYONE_TOKEN", &token)
                 .stdin(Stdio::null())
