@@ -83,13 +83,14 @@ impl LockFile {
             let size = usize::try_from(st.st_size).unwrap_or(usize::MAX);
             (size.min(MAX_RECORD_BYTES + 1), st.st_mtime, st.st_uid)
         };
-        let mut bytes = vec![0u8; want];
-        let mut len = 0;
-        while len < want {
-            match rustix::io::read(&fd, &mut bytes[len..]) {
+        // Read into the vector's spare room, never zeroed first: a
+        // read-back sizes it for the largest record, and a start reads
+        // its record back twice.
+        let mut bytes = Vec::with_capacity(want);
+        while bytes.len() < want {
+            match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut bytes)) {
                 Ok(0) => break,
-                Ok(n) => {
-                    len += n;
+                Ok(_) => {
                     if how == Read::Own {
                         break;
                     }
@@ -102,7 +103,7 @@ impl LockFile {
                 Err(e) => return Err(Error::io("read", path, e)),
             }
         }
-        bytes.truncate(len);
+        let len = bytes.len();
         let record = if len > MAX_RECORD_BYTES {
             Err(NotARecord::TooLarge)
         } else if how == Read::Own {

@@ -5,7 +5,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use crate::procfs::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR};
@@ -35,7 +35,7 @@ impl Exec {
         vars: &[(&'static str, OsString)],
     ) -> io::Result<Exec> {
         let resolved = resolve(program)?;
-        let cstr = |b: &[u8]| {
+        let cstr = |b: Vec<u8>| {
             CString::new(b).map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -43,25 +43,37 @@ impl Exec {
                 )
             })
         };
-        let path = cstr(resolved.as_os_str().as_bytes())?;
-        let mut all_args = vec![cstr(program.as_bytes())?];
+        // Copied with room for the NUL, which CString::new adds in place.
+        let copy = |b: &[u8]| {
+            let mut v = Vec::with_capacity(b.len() + 1);
+            v.extend_from_slice(b);
+            cstr(v)
+        };
+        let path = copy(resolved.as_os_str().as_bytes())?;
+        let mut all_args = Vec::with_capacity(1 + args.len());
+        all_args.push(copy(program.as_bytes())?);
         for a in args {
-            all_args.push(cstr(a.as_bytes())?);
+            all_args.push(copy(a.as_bytes())?);
         }
-        let mut env = Vec::new();
-        for (k, v) in std::env::vars_os() {
+        // Each `KEY=value` built once, with room for its NUL: a start
+        // copies the whole environment.
+        let entry = |k: &[u8], v: &[u8]| {
+            let mut kv = Vec::with_capacity(k.len() + v.len() + 2);
+            kv.extend_from_slice(k);
+            kv.push(b'=');
+            kv.extend_from_slice(v);
+            cstr(kv)
+        };
+        let inherited = std::env::vars_os();
+        let mut env = Vec::with_capacity(inherited.size_hint().0 + vars.len());
+        for (k, v) in inherited {
             if k == LOCK_VAR || k == TOKEN_VAR || k == FENCE_VAR || k == RUN_ID_VAR {
                 continue;
             }
-            let mut kv = k.into_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            env.push(cstr(&kv)?);
+            env.push(entry(k.as_bytes(), v.as_bytes())?);
         }
         for (k, v) in vars {
-            let mut kv = format!("{k}=").into_bytes();
-            kv.extend_from_slice(v.as_bytes());
-            env.push(cstr(&kv)?);
+            env.push(entry(k.as_bytes(), v.as_bytes())?);
         }
         Ok(Exec {
             path,
