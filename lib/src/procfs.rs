@@ -253,27 +253,37 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         return None;
     }
     let comm = text[open + 1..close].to_owned();
-    // Fields after the name start at field 3.
-    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
-    let field = |n: usize| rest.get(n - 3).copied();
-    let num = |n: usize| field(n)?.parse::<u64>().ok();
-    let state = field(3)?.chars().next()?;
+    // The fields after the name, from field 3, read in one pass: a census
+    // parses one line per process on the host.
+    let mut f = text[close + 1..].split_ascii_whitespace();
+    let signed =
+        |v: Option<&str>| -> Option<u32> { Some(v?.parse::<i64>().ok()?.try_into().unwrap_or(0)) };
+    let num = |v: Option<&str>| v?.parse::<u64>().ok();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = signed(f.next())?;
+    let session = signed(f.next())?;
+    let tty = signed(f.next())?;
+    let flags = num(f.nth(1))?; // field 9
+    let utime = num(f.nth(4))?; // field 14
+    let cpu_ticks = utime.checked_add(num(f.next())?)?;
+    let start = num(f.nth(6))?; // field 22
+    let mut image = [0u64; 4]; // fields 48-51
+    image[0] = num(f.nth(25)).unwrap_or(0);
+    for v in &mut image[1..] {
+        *v = num(f.next()).unwrap_or(0);
+    }
     Some(ProcStat {
         comm,
         state,
-        ppid: field(4)?.parse().ok()?,
-        pgrp: field(5)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
-        session: field(6)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
-        tty: field(7)?.parse::<i64>().ok()?.try_into().unwrap_or(0),
-        flags: num(9)?,
-        cpu_ticks: num(14)?.checked_add(num(15)?)?,
-        start: num(22)?,
-        image: Image::new(
-            num(48).unwrap_or(0),
-            num(49).unwrap_or(0),
-            num(50).unwrap_or(0),
-            num(51).unwrap_or(0),
-        ),
+        ppid,
+        pgrp,
+        session,
+        tty,
+        flags,
+        cpu_ticks,
+        start,
+        image: Image::new(image[0], image[1], image[2], image[3]),
     })
 }
 
@@ -687,11 +697,21 @@ pub fn own_timens() -> Option<u64> {
     })
 }
 
+/// The inode of the host's own (initial) time namespace, as the kernel
+/// numbers it (`PROC_TIME_INIT_INO` in `include/linux/proc_ns.h`).
+const INITIAL_TIMENS_INODE: u64 = 0xEFFF_FFFA;
+
 /// This process's time namespace boot-time offset, nanoseconds (the
 /// `boottime` line of `/proc/self/timens_offsets`; 0 without one).
 pub fn own_boottime_offset_ns() -> i64 {
     static OFF: OnceLock<i64> = OnceLock::new();
     *OFF.get_or_init(|| {
+        // The host's own time namespace has no offsets, and its inode is
+        // fixed (`PROC_TIME_INIT_INO`; a namespace made later gets one from
+        // 0xF0000000 up): no need to read them there.
+        if own_timens() == Some(INITIAL_TIMENS_INODE) {
+            return 0;
+        }
         // Two short lines: one read.
         let mut buf = [0u8; 256];
         read_small("/proc/self/timens_offsets", &mut buf)
@@ -1081,43 +1101,71 @@ pub fn runs_as(pid: u32, uid: u32) -> Option<bool> {
 /// That table costs the kernel less to write than `mountinfo` (about half,
 /// 24 against 43 µs with this host's 21 mounts) and holds the same options.
 pub fn proc_hides_processes() -> bool {
-    use std::io::BufRead;
-    // Line by line through a small buffer: a host's mount table may be
-    // long (containers), and the last mount at /proc is the one that
-    // counts.
-    let Ok(file) = fs::File::open("/proc/self/mounts") else {
-        return false;
-    };
-    let mut reader = io::BufReader::with_capacity(4096, file);
-    let mut line = Vec::new();
-    let mut hides = false;
+    fs::File::open("/proc/self/mounts").is_ok_and(mount_table_hides_processes)
+}
+
+/// Whether a mount table, as `/proc/self/mounts` gives it, mounts proc at
+/// `/proc` hiding other users' processes. Read through a buffer on the
+/// stack, line by line: a host's table may be long (containers), and the
+/// last mount at /proc is the one that counts. A line longer than the
+/// buffer (an overlay's layers) is not proc's and is skipped to its end.
+fn mount_table_hides_processes(mut table: impl io::Read) -> bool {
+    let mut buf = [0u8; 4096];
+    let (mut len, mut skipping, mut hides) = (0, false, false);
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return hides,
-            Ok(_) => {}
+        let n = match table.read(&mut buf[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return hides,
+        };
+        len += n;
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&b| b == b'\n') {
+            let line = &buf[start..start + nl];
+            if !std::mem::take(&mut skipping)
+                && let Some(opts) = proc_mount_options(line)
+            {
+                hides = hidepid_in(opts);
+            }
+            start += nl + 1;
         }
-        if let Some(opts) = proc_mount_options(&String::from_utf8_lossy(&line)) {
-            hides = hidepid_in(opts);
+        if n == 0 {
+            // A last line without its newline.
+            if !skipping && let Some(opts) = proc_mount_options(&buf[start..len]) {
+                hides = hidepid_in(opts);
+            }
+            return hides;
+        }
+        buf.copy_within(start..len, 0);
+        len -= start;
+        if len == buf.len() {
+            (len, skipping) = (0, true);
         }
     }
 }
 
 /// Whether a proc mount's options hide other users' processes.
-fn hidepid_in(options: &str) -> bool {
-    options.split(',').any(|o| {
-        o.strip_prefix("hidepid=")
-            .is_some_and(|v| !matches!(v, "0" | "off"))
+fn hidepid_in(options: &[u8]) -> bool {
+    options.split(|&b| b == b',').any(|o| {
+        o.strip_prefix(b"hidepid=")
+            .is_some_and(|v| !matches!(v, b"0" | b"off"))
     })
 }
 
 /// The options of a line of the mount table (`/proc/self/mounts`, as
 /// fstab has it) that mounts proc at `/proc` ("proc /proc proc
-/// rw,nosuid,relatime,hidepid=invisible 0 0").
-fn proc_mount_options(line: &str) -> Option<&str> {
-    let mut f = line.split_whitespace();
-    let (_source, point, fs_type, options) = (f.next()?, f.next()?, f.next()?, f.next()?);
-    (point == "/proc" && fs_type == "proc").then_some(options)
+/// rw,nosuid,relatime,hidepid=invisible 0 0"). The kernel separates the
+/// fields with one space and writes a space within one as `\040`; the
+/// line is looked at as bytes, most of them skipped: a start of onlyone
+/// reads this table for every new record.
+fn proc_mount_options(line: &[u8]) -> Option<&[u8]> {
+    let source_end = line.iter().position(|&b| b == b' ')?;
+    let rest = line[source_end + 1..].strip_prefix(b"/proc proc ")?;
+    let end = rest
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|o| !o.is_empty())
 }
 
 /// The processes that hold a flock on the file `dev`:`ino`, from
@@ -1461,20 +1509,67 @@ mod tests {
 
     #[test]
     fn the_proc_mount_is_found_with_its_options() {
-        let hid = "proc /proc proc rw,nosuid,nodev,noexec,relatime,hidepid=invisible 0 0\n";
+        let hid = b"proc /proc proc rw,nosuid,nodev,noexec,relatime,hidepid=invisible 0 0\n";
         assert_eq!(
             proc_mount_options(hid),
-            Some("rw,nosuid,nodev,noexec,relatime,hidepid=invisible")
+            Some(&b"rw,nosuid,nodev,noexec,relatime,hidepid=invisible"[..])
         );
-        let plain = "proc /proc proc rw,relatime 0 0";
-        assert_eq!(proc_mount_options(plain), Some("rw,relatime"));
+        let plain = b"proc /proc proc rw,relatime 0 0";
+        assert_eq!(proc_mount_options(plain), Some(&b"rw,relatime"[..]));
+        let named = b"none /proc proc rw,hidepid=2 0 0";
+        assert_eq!(proc_mount_options(named), Some(&b"rw,hidepid=2"[..]));
         for other in [
             "binfmt_misc /proc/sys/fs/binfmt_misc binfmt_misc rw 0 0",
             "tmpfs /proc tmpfs rw,hidepid=2 0 0",
+            "proc /proc procfs rw,hidepid=2 0 0",
             "/dev/vda /proc\\040x ext4 rw,hidepid=2 0 0",
+            "proc /proc/ proc rw,hidepid=2 0 0",
+            "proc /proc proc ",
             "not a mount line",
+            "",
         ] {
-            assert_eq!(proc_mount_options(other), None, "{other}");
+            assert_eq!(proc_mount_options(other.as_bytes()), None, "{other}");
+        }
+    }
+
+    /// Gives what it holds a few bytes at a time, as a slow reader may.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_last_proc_mount_of_the_table_is_the_one_that_counts() {
+        let hidden = "proc /proc proc rw,relatime,hidepid=invisible 0 0";
+        let plain = "proc /proc proc rw,relatime 0 0";
+        // An overlay line longer than the reader's buffer, whose layers
+        // name "/proc proc hidepid=2" where a short line would have them.
+        let long = format!(
+            "overlay / overlay rw,lowerdir={}x /proc proc hidepid=2 0 0",
+            "/l".repeat(3000)
+        );
+        let hides = |table: &str| {
+            [1, 7, 4096, 10_000]
+                .map(|step| mount_table_hides_processes(Trickle(table.as_bytes(), step)))
+        };
+        let cases = [
+            (format!("{hidden}\n"), true),
+            (format!("tmpfs /run tmpfs rw 0 0\n{hidden}"), true),
+            (format!("{hidden}\n{plain}\n"), false),
+            (format!("{plain}\n{long}\n{hidden}\n"), true),
+            (format!("{plain}\n{long}\n"), false),
+            (format!("{plain}\n{long}"), false),
+            (format!("{hidden}\n{long}\n{plain}\n"), false),
+            (String::new(), false),
+        ];
+        for (table, want) in cases {
+            assert_eq!(hides(&table), [want; 4], "{:.200}", table);
         }
     }
 
@@ -1486,7 +1581,7 @@ mod tests {
             "rw,hidepid=1",
             "hidepid=ptraceable",
         ] {
-            assert!(hidepid_in(hides), "{hides}");
+            assert!(hidepid_in(hides.as_bytes()), "{hides}");
         }
         for shows in [
             "",
@@ -1495,7 +1590,7 @@ mod tests {
             "gid=4,hidepid=off",
             "nohidepid=2",
         ] {
-            assert!(!hidepid_in(shows), "{shows}");
+            assert!(!hidepid_in(shows.as_bytes()), "{shows}");
         }
     }
 
@@ -1510,6 +1605,36 @@ mod tests {
         assert_eq!(st.pgrp, 4242);
         assert_eq!(st.cpu_ticks, 10);
         assert_eq!(st.start, 987_654);
+    }
+
+    #[test]
+    fn every_field_read_is_the_one_the_kernel_numbers() {
+        // Field n holds n (field 3, the state, is `S`); 52 fields in all.
+        let rest: Vec<String> = (4..=52).map(|n| n.to_string()).collect();
+        let line = format!("1 (x y) S {}", rest.join(" "));
+        let st = parse_stat(&line).unwrap();
+        assert_eq!(
+            (st.state, st.ppid, st.pgrp, st.session, st.tty, st.flags),
+            ('S', 4, 5, 6, 7, 9)
+        );
+        assert_eq!((st.cpu_ticks, st.start), (14 + 15, 22));
+        let image = st.image.unwrap();
+        assert_eq!(
+            (
+                image.arg_start,
+                image.arg_end,
+                image.env_start,
+                image.env_end
+            ),
+            (48, 49, 50, 51)
+        );
+        // A kernel that shows no image (before 3.5): the rest still reads.
+        let short = format!("1 (x) S {}", rest[..19].join(" "));
+        let st = parse_stat(&short).unwrap();
+        assert_eq!((st.start, st.image), (22, None));
+        // A negative tty or group (-1: none) reads as 0.
+        let line = line.replace(" 7 8 ", " -1 8 ");
+        assert_eq!(parse_stat(&line).unwrap().tty, 0);
     }
 
     #[test]
