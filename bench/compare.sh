@@ -30,6 +30,8 @@ esac
 EX=$A/examples
 D=$(mktemp -d /dev/shm/b22.XXXX)
 mkdir -p $D/b $D/a $D/s
+# The runs' journals go with the rest, not to the state directory of whoever runs this.
+export ONLYONE_STATE_DIR=$D/state
 cmds() {
   printf '%s\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$LABEL" "$B/onlyone" "$D/b"
   printf 'this tree (dynamic, as shipped)\t%s\t--dir\t%s\trun\tj\t--\ttrue\n' "$A/onlyone" "$D/a"
