@@ -719,8 +719,8 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), tokens.len());
-        // Both digits of each byte are written: all 16 digits turn up in
-        // 2,048 random ones, in the high and the low place alike.
+        // Both digits of each byte are written: all 16 digits turn up
+        // among the 1,024 high digits and among the 1,024 low ones.
         for place in [0, 1] {
             let mut seen: Vec<u8> = tokens
                 .iter()

@@ -35,45 +35,37 @@ impl Exec {
         vars: &[(&'static str, OsString)],
     ) -> io::Result<Exec> {
         let resolved = resolve(program)?;
-        let cstr = |b: Vec<u8>| {
-            CString::new(b).map_err(|_| {
+        // Each C string built once from its parts, with room for the NUL
+        // that CString::new adds in place: a start copies the whole
+        // environment.
+        let cstr = |parts: &[&[u8]]| {
+            let mut v = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 1);
+            for p in parts {
+                v.extend_from_slice(p);
+            }
+            CString::new(v).map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
                     "an argument contains a NUL byte",
                 )
             })
         };
-        // Copied with room for the NUL, which CString::new adds in place.
-        let copy = |b: &[u8]| {
-            let mut v = Vec::with_capacity(b.len() + 1);
-            v.extend_from_slice(b);
-            cstr(v)
-        };
-        let path = copy(resolved.as_os_str().as_bytes())?;
+        let path = cstr(&[resolved.as_os_str().as_bytes()])?;
         let mut all_args = Vec::with_capacity(1 + args.len());
-        all_args.push(copy(program.as_bytes())?);
+        all_args.push(cstr(&[program.as_bytes()])?);
         for a in args {
-            all_args.push(copy(a.as_bytes())?);
+            all_args.push(cstr(&[a.as_bytes()])?);
         }
-        // Each `KEY=value` built once, with room for its NUL: a start
-        // copies the whole environment.
-        let entry = |k: &[u8], v: &[u8]| {
-            let mut kv = Vec::with_capacity(k.len() + v.len() + 2);
-            kv.extend_from_slice(k);
-            kv.push(b'=');
-            kv.extend_from_slice(v);
-            cstr(kv)
-        };
         let inherited = std::env::vars_os();
         let mut env = Vec::with_capacity(inherited.size_hint().0 + vars.len());
         for (k, v) in inherited {
             if k == LOCK_VAR || k == TOKEN_VAR || k == FENCE_VAR || k == RUN_ID_VAR {
                 continue;
             }
-            env.push(entry(k.as_bytes(), v.as_bytes())?);
+            env.push(cstr(&[k.as_bytes(), b"=", v.as_bytes()])?);
         }
         for (k, v) in vars {
-            env.push(entry(k.as_bytes(), v.as_bytes())?);
+            env.push(cstr(&[k.as_bytes(), b"=", v.as_bytes()])?);
         }
         Ok(Exec {
             path,
