@@ -126,6 +126,9 @@ pub struct ProcStat {
 /// not exec'd: a subshell worker of a script, or a worker between its fork
 /// and its exec, whose environment does not carry the token the script
 /// exported (a shell's exports reach a process only through an exec).
+/// Any process may also be given any image on purpose (`prctl(PR_SET_MM,
+/// PR_SET_MM_MAP)`, unprivileged): an image speaks only for processes of
+/// the record's own user (`RunSpec::may_carry`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Image {
     /// Field 48, `arg_start`.
@@ -972,13 +975,16 @@ pub struct RunSpec<'a> {
     pub since_start: Option<u64>,
     /// A process group whose members (started no earlier than
     /// `since_start`) belong: a run's command leads its own group, whose
-    /// id is its pid.
+    /// id is its pid. Once its leader is gone, only its members of the
+    /// record's user (see [`run_members`]).
     pub group: Option<Group>,
     /// The uid that owns the record's file: the only user whose processes
-    /// it may name (root's may name anyone's) and whose token carriers
-    /// count (see [`RunSpec::may_name`]).
+    /// it may name (root's may name anyone's), and whose processes alone
+    /// count by a token, an image or a leaderless group (see
+    /// [`RunSpec::may_name`], [`RunSpec::may_carry`]).
     pub uid: Option<u32>,
-    /// A script owner's image: its forks that have not exec'd belong.
+    /// A script owner's image: its forks that have not exec'd belong
+    /// (those of the record's user).
     pub image: Option<Image>,
     /// The owner's systemd cgroup when it acquired (escaped as in the
     /// record): a process outside it was not started by the run.
@@ -995,11 +1001,16 @@ impl RunSpec<'_> {
         may_name_in(self.uid, self.cgroup, pid)
     }
 
-    /// Whether a live process that carries the run's token is of the run:
-    /// only with the record's user as its real uid, root's included (the
-    /// token is readable by anyone who can read the record, and anyone can
-    /// put it in an environment of its own; a setuid program keeps its
-    /// caller's real uid, so nobody's `passwd` is nobody's).
+    /// Whether evidence that another account can copy or reuse may make
+    /// the live process `pid` one of the run's: only with the record's
+    /// user as its real uid, root's included. That evidence is the token
+    /// and the owner's image (both are in the 0644 record: anyone can put
+    /// the token in an environment of its own, and give a process of its
+    /// own the image with `PR_SET_MM_MAP`, which needs no privilege), and
+    /// the id of a process group whose leader is gone (anyone can fork
+    /// until it has that pid, then lead a group of that id). A setuid
+    /// program keeps its caller's real uid, so nobody's `passwd` is
+    /// nobody's.
     pub fn may_carry(&self, pid: u32) -> bool {
         self.uid
             .is_none_or(|uid| uid_of(pid).is_none_or(|real| real == uid))
@@ -1044,6 +1055,32 @@ pub struct Group {
     pub pgid: u32,
     /// The leader's start time.
     pub leader_start: Option<u64>,
+}
+
+/// Who holds a recorded group's id now (see [`run_members`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupId {
+    /// The recorded leader (its pid and start time; a zombie too): the id
+    /// is still the run's group's, whoever is in it.
+    Led,
+    /// No live process has the leader's pid, or its start time was never
+    /// recorded: the group's processes are the run's only by an id that
+    /// another process may have taken since.
+    Leaderless,
+    /// Another live process has the leader's pid: the run's group is
+    /// empty (a pid is never handed out while a group of that id has a
+    /// member), and a group of that id now is another's.
+    Reused,
+}
+
+impl GroupId {
+    fn of(g: Group) -> GroupId {
+        match (g.leader_start, read_stat(g.pgid)) {
+            (Some(start), Ok(Some(st))) if st.start == start => GroupId::Led,
+            (_, Ok(Some(st))) if g.leader_start.is_some() && !st.is_dead() => GroupId::Reused,
+            _ => GroupId::Leaderless,
+        }
+    }
 }
 
 /// The processes of a run found in `/proc`, and those that could not be
@@ -1435,22 +1472,38 @@ fn token_seen(id: ProcId) -> TokenSeen {
 /// Finds the live processes of a run: members of the command's process
 /// group, processes whose environment carries `ONLYONE_TOKEN=token`, and a
 /// script owner's forks that have not exec'd. Zombies are not members, and
-/// neither is anything that started before the run. A group counts only
-/// while its leader is the recorded command or is gone: a reused pid
-/// leading a new group is not the run. With `first_only`, stops at the
-/// first member found. Inside [`with_census`], one listing serves every
-/// search.
+/// neither is anything that started before the run.
+///
+/// What another account can copy or reuse counts only for processes of
+/// the record's own user ([`RunSpec::may_carry`]): the token, the owner's
+/// image, and a group's id once its leader is gone. A group's id is proven
+/// to be the run's group only while the run's own process holds it:
+///
+/// - While the recorded leader (pid and start time) lives, or is a zombie,
+///   its group is the run's: every member the record may name
+///   ([`RunSpec::may_name`]) counts, of any user (a root job's command
+///   may change user).
+/// - Once the leader is gone, nothing proves that a group of that id is
+///   still the run's: the kernel keeps the id while the group has a
+///   member, so a command that exits leaving a background child keeps it
+///   (invariant 4), but an emptied group's id goes back to the pool, and
+///   any account can fork until it has that pid and lead a fresh group of
+///   that id. The members count then only as the record's user's: another
+///   account's fresh group holds nothing and is never signalled. (A later
+///   group of the record's own user with that id is taken for the run's;
+///   it cannot be told from the run's own without its leader.)
+/// - While another process has the leader's pid, the run's group is empty
+///   and that process's group is not the run.
+///
+/// With `first_only`, stops at the first member found. Inside
+/// [`with_census`], one listing serves every search.
 pub fn run_members(
     spec: &RunSpec<'_>,
     skip: &[u32],
     first_only: bool,
     deadline: Option<std::time::Instant>,
 ) -> io::Result<RunScan> {
-    let leader_reused = spec.group.is_some_and(|g| {
-        g.leader_start.is_some_and(
-            |start| matches!(read_stat(g.pgid), Ok(Some(st)) if st.start != start && !st.is_dead()),
-        )
-    });
+    let group = spec.group.map(|g| (g.pgid, GroupId::of(g)));
     let mut scan = RunScan::default();
     each_process(deadline, |pid, stat| {
         if skip.contains(&pid)
@@ -1464,11 +1517,17 @@ pub fn run_members(
             pid,
             start: stat.start,
         };
-        let in_group =
-            !leader_reused && spec.group.is_some_and(|g| stat.pgrp == g.pgid) && spec.may_name(pid);
+        let in_group = match group {
+            Some((pgid, held)) if stat.pgrp == pgid => match held {
+                GroupId::Led => spec.may_name(pid),
+                GroupId::Leaderless => spec.may_carry(pid),
+                GroupId::Reused => false,
+            },
+            _ => false,
+        };
         let why = if in_group {
             Some(Membership::ProcessGroup)
-        } else if spec.image.is_some() && stat.image == spec.image {
+        } else if spec.image.is_some() && stat.image == spec.image && spec.may_carry(pid) {
             Some(Membership::OwnerFork)
         } else if let Some(token) = spec.token {
             match token_seen(id).check(token) {

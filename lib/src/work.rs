@@ -16,7 +16,11 @@
 //!   [`MAX_LINGER`](crate::record::MAX_LINGER) names), or
 //! - it started later and is in the session of a lingerer that leads one
 //!   (a session outlives the parents in it, and its id is never reused
-//!   while a member lives), or descends, parent by parent, from the work,
+//!   while a member lives; once the lingerer is gone, only while a process
+//!   that was in the session at that moment still holds it: after that, a
+//!   session of that id may be another's, made with `setsid` by a process
+//!   that reused the pid, as any account can by forking until it has it),
+//!   or descends, parent by parent, from the work,
 //!
 //! except what a **terminal server** of the run opened later: a process
 //! that started after the moment, leads a session of its own on a terminal
@@ -154,6 +158,12 @@ impl Work {
                 );
             }
         }
+        Ok(Work::of_table(l, table))
+    }
+
+    /// Works out, from the host's processes as `table` lists them, which
+    /// of them are the work of the run that left `l`.
+    fn of_table(l: &Lingered, table: HashMap<u32, Node>) -> Work {
         let lingerers: HashSet<u32> = l
             .linger
             .iter()
@@ -173,20 +183,33 @@ impl Work {
             .filter(|(pid, n)| w.later_session(**pid, n))
             .map(|(_, n)| n.ppid)
             .collect();
-        // A lingerer's pid is a session of the work when it leads one (a
-        // dead leader's session lives on in its members; its id cannot be
-        // reused while one lives).
         w.sessions = l
             .linger
             .iter()
             .map(|id| id.pid)
             .filter(|p| !w.servers.contains(p))
-            .filter(|p| match w.table.get(p) {
-                Some(n) => w.lingerers.contains(p) && n.session == *p,
-                None => true,
-            })
+            .filter(|p| w.holds_session(*p))
             .collect();
-        Ok(w)
+        w
+    }
+
+    /// Whether the session of id `sid` (a lingerer's pid) is the work's
+    /// now: the lingerer leads it, or, once the lingerer is gone, a process
+    /// that was already in it when the lingerers were named still holds
+    /// it. A session's id is not handed out again while the session has a
+    /// member, and at that moment pid `sid` was the lingerer, so a session
+    /// of that id then was the lingerer's. Once only later processes are
+    /// left in it, nothing tells it from a session that another process,
+    /// which reused the pid (any account can fork until it has it), made
+    /// with `setsid`: its processes are the work then only by descent.
+    fn holds_session(&self, sid: u32) -> bool {
+        match self.table.get(&sid) {
+            Some(n) => self.lingerers.contains(&sid) && n.session == sid,
+            None => self
+                .table
+                .values()
+                .any(|n| n.session == sid && n.start <= self.since),
+        }
     }
 
     /// A session that a lingerer without a terminal (a terminal server)
@@ -264,5 +287,69 @@ impl Work {
             .collect();
         out.sort_by_key(|id| id.start);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that started at `start`, child of `ppid`, in session
+    /// `session`, without a terminal.
+    fn node(ppid: u32, session: u32, start: u64) -> Node {
+        Node {
+            ppid,
+            session,
+            tty: 0,
+            start,
+        }
+    }
+
+    fn id(pid: u32, start: u64) -> ProcId {
+        ProcId { pid, start }
+    }
+
+    /// A run that left the lingerer 500 (started at 10, leading its own
+    /// session) at 100, and the host as `table` lists it now. Pid 1 is
+    /// init, 20 a process outside the run.
+    fn work(table: &[(u32, Node)]) -> Work {
+        let l = Lingered {
+            linger: vec![id(500, 10)],
+            since: 100,
+        };
+        let mut all: HashMap<u32, Node> = table.iter().copied().collect();
+        all.insert(1, node(0, 1, 0));
+        all.insert(20, node(1, 20, 5));
+        Work::of_table(&l, all)
+    }
+
+    #[test]
+    fn a_lingerers_session_is_the_works_while_the_lingerer_leads_it() {
+        let w = work(&[(500, node(1, 500, 10)), (600, node(1, 500, 200))]);
+        assert_eq!(w.judge(id(600, 200)), Ok(()));
+        assert_eq!(w.members(), vec![id(500, 10), id(600, 200)]);
+    }
+
+    #[test]
+    fn a_gone_lingerers_session_is_the_works_while_a_process_of_that_moment_holds_it() {
+        // 510 was in the lingerer's session when the run's command exited.
+        let w = work(&[(510, node(1, 500, 50)), (600, node(1, 500, 200))]);
+        assert_eq!(w.judge(id(600, 200)), Ok(()));
+        assert!(w.members().contains(&id(600, 200)));
+    }
+
+    #[test]
+    fn a_session_that_reused_a_gone_lingerers_id_is_not_the_works() {
+        // Only later processes have session 500: one that took pid 500
+        // after the lingerer and its session were gone made it (setsid),
+        // then exited.
+        let w = work(&[(600, node(1, 500, 200)), (601, node(600, 500, 201))]);
+        assert_eq!(w.judge(id(600, 200)), Err(NotWork::Outside));
+        assert_eq!(w.judge(id(601, 201)), Err(NotWork::Outside));
+        assert!(w.members().is_empty());
+        // The same while pid 500 is that other process, leading it.
+        let w = work(&[(500, node(1, 500, 150)), (600, node(500, 500, 200))]);
+        assert_eq!(w.judge(id(600, 200)), Err(NotWork::Outside));
+        assert!(w.members().is_empty());
     }
 }

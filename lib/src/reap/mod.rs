@@ -382,8 +382,8 @@ fn judge(
 
 /// Why a marked process is not of a named job.
 fn not_named(m: &Marked) -> String {
-    match (&m.lock, m.foreign) {
-        (Some(l), Some(why)) => format!("it names the lock `{l}`, but {why}"),
+    match (&m.lock, &m.foreign) {
+        (_, Some(why)) => why.clone(),
         (Some(l), None) => format!("it belongs to the lock `{l}`, which was not named"),
         (None, _) => "it carries a run token but names no lock".into(),
     }

@@ -2,6 +2,17 @@
 //! job: those whose environment carries `ONLYONE_TOKEN` or `ONLYONE_LOCK`,
 //! and the processes of the named jobs' live runs (owners, lingering
 //! processes, process groups), whatever their environment.
+//!
+//! An environment is its process's own word: any account can put a token
+//! it read in a 0644 record, or any lock path, in one of its own. So a
+//! marked process is a job's only when it runs (by its real uid) as the
+//! user whose record the lock holds, or as this reaper's user when the
+//! lock holds none; what another user's process carries makes nothing of
+//! a job's live or active, and is never ended (a record's own evidence, a
+//! lingerer named by pid and start time, still counts for any user its
+//! record may name). The lock path it names is never looked up in a way
+//! that can block: it may lie on a filesystem another user mounted (FUSE)
+//! that never answers.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -23,8 +34,9 @@ pub(super) struct Marked {
     pub(super) lock: Option<String>,
     pub(super) token: Option<String>,
     pub(super) counters: Counters,
-    /// Why it is not of a named job although it names one's path.
-    pub(super) foreign: Option<&'static str>,
+    /// Why it is not of a named job although it names one's lock or
+    /// carries its live token, as a sentence.
+    pub(super) foreign: Option<String>,
 }
 
 /// A named job, with its lock as this reap sees it.
@@ -32,9 +44,16 @@ pub(super) struct JobView<'a> {
     pub(super) job: &'a Job,
     /// The lock path, absolute, its directory's symlinks resolved.
     pub(super) key: PathBuf,
+    /// The lock path as the reaper was given it, absolute, `.` and `..`
+    /// taken lexically: what a run started with that path names, where
+    /// its directory's names are not in the kernel's cache.
+    named: PathBuf,
     /// The token the lock names now (`Ok(None)`: free), or why the lock
     /// cannot be read.
     pub(super) live: Result<Option<String>, String>,
+    /// The user whose marked processes may be the job's: the owner of the
+    /// lock's record, or this reaper's user when the lock holds none.
+    pub(super) user: u32,
     /// The live run's processes could not all be measured.
     pub(super) unmeasurable: bool,
     /// The live run lingers (its command exited): what it left, and which
@@ -44,10 +63,13 @@ pub(super) struct JobView<'a> {
 
 impl<'a> JobView<'a> {
     pub(super) fn new(job: &'a Job, here: &Path) -> JobView<'a> {
+        let (live, owner) = live_run(&job.lock);
         JobView {
             job,
             key: canonical(&job.lock, here),
-            live: live_token(&job.lock),
+            named: lexical(&absolute(&job.lock, here)),
+            live,
+            user: owner.unwrap_or_else(|| rustix::process::geteuid().as_raw()),
             unmeasurable: false,
             work: None,
         }
@@ -57,32 +79,100 @@ impl<'a> JobView<'a> {
 /// The token a lock names now: `Ok(None)` when it is free, an error when it
 /// cannot be read (then its runs count as live).
 pub(super) fn live_token(lock: &Path) -> Result<Option<String>, String> {
-    let l = LockFile::open(lock).map_err(|e| e.to_string())?;
+    live_run(lock).0
+}
+
+/// [`live_token`], and the owner of the lock's record when it holds one.
+fn live_run(lock: &Path) -> (Result<Option<String>, String>, Option<u32>) {
+    let l = match LockFile::open(lock) {
+        Ok(l) => l,
+        Err(e) => return (Err(e.to_string()), None),
+    };
     match l.inspect() {
-        Ok(None) => Ok(None),
+        Ok(None) => (Ok(None), None),
         Ok(Some(seen)) => match seen.record {
-            Ok(r) => Ok(r.token),
-            Err(why) => Err(why.to_string()),
+            Ok(r) => (Ok(r.token), r.uid),
+            Err(why) => (Err(why.to_string()), None),
         },
-        Err(crate::Error::MissingDir { .. }) => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(crate::Error::MissingDir { .. }) => (Ok(None), None),
+        Err(e) => (Err(e.to_string()), None),
     }
 }
 
-/// The path `p`, absolute, with its directory's symlinks resolved, as seen
-/// from the directory `cwd` (another process's `/proc/PID/cwd`).
+/// The path `p` of a lock this reaper was named, absolute, with its
+/// directory's symlinks resolved, as seen from the directory `cwd`.
 fn canonical(p: &Path, cwd: &Path) -> PathBuf {
-    let abs = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        cwd.join(p)
-    };
+    let abs = absolute(p, cwd);
     match (abs.parent(), abs.file_name()) {
         (Some(dir), Some(name)) => fs::canonicalize(dir)
             .map(|d| d.join(name))
             .unwrap_or(abs.clone()),
         _ => abs,
     }
+}
+
+/// `p`, absolute, as seen from the directory `cwd`.
+fn absolute(p: &Path, cwd: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// The lock path `p` that another process's environment names, as
+/// [`canonical`] would make it, from that process's directory `cwd`
+/// (`/proc/PID/cwd`), but without any lookup that reaches a filesystem:
+/// its directory is resolved only from the names the kernel has cached
+/// (`openat2` with `RESOLVE_CACHED`), and where that is not enough, `p`
+/// is compared as written, `.` and `..` taken lexically. Its writer chose
+/// the path: it may lie on a filesystem another user mounted (FUSE) that
+/// never answers, where a `stat` would wait for ever. A job's own lock
+/// directory has just been looked up by this reaper, so its names are
+/// cached.
+fn canonical_theirs(p: &Path, cwd: &Path) -> PathBuf {
+    let abs = absolute(p, cwd);
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => cached_real_path(dir)
+            .unwrap_or_else(|| lexical(dir))
+            .join(name),
+        _ => lexical(&abs),
+    }
+}
+
+/// The directory `dir` resolved (symlinks and `..`) from the kernel's
+/// cache of names alone; `None` when a name is not cached, or the kernel
+/// cannot resolve that way (before Linux 5.12).
+fn cached_real_path(dir: &Path) -> Option<PathBuf> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::CACHED,
+    )
+    .ok()?;
+    // What the descriptor names, from the kernel's own record of it: no
+    // lookup.
+    use std::os::fd::AsRawFd;
+    fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+}
+
+/// `p` with `.` and `..` taken lexically.
+fn lexical(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 fn mount_ns(pid: &str) -> Option<u64> {
@@ -149,11 +239,13 @@ fn marked_processes(
         let mut foreign = None;
         let by_path = lock.as_deref().and_then(|l| {
             let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_else(|_| "/".into());
-            let key = canonical(Path::new(l), &cwd);
-            let i = views.iter().position(|v| v.key == key)?;
+            let key = canonical_theirs(Path::new(l), &cwd);
+            let i = views.iter().position(|v| v.key == key || v.named == key)?;
             if mount_ns(&pid.to_string()) != my_mnt {
-                foreign =
-                    Some("it runs in another mount namespace, where that path is another file");
+                foreign = Some(format!(
+                    "it names the lock `{l}`, but it runs in another mount namespace, where that \
+                     path is another file"
+                ));
                 return None;
             }
             Some(i)
@@ -166,6 +258,14 @@ fn marked_processes(
             views
                 .iter()
                 .position(|v| matches!(&v.live, Ok(Some(live)) if live == t))
+        });
+        // Both are the process's own word: only the job's user's count.
+        let job = job.filter(|&i| match procfs::uid_of(pid) {
+            Some(uid) if uid == views[i].user => true,
+            uid => {
+                foreign = Some(another_users(&views[i], uid));
+                false
+            }
         });
         out.push(Marked {
             id: ProcId {
@@ -183,6 +283,17 @@ fn marked_processes(
         });
     }
     out
+}
+
+/// Why a marked process of user `uid` is not of `view`'s job.
+fn another_users(view: &JobView<'_>, uid: Option<u32>) -> String {
+    let who = uid.map_or_else(|| "an unknown user".to_owned(), crate::text::user_name);
+    format!(
+        "it names `{}` or carries its run's token, but it runs as {who} and the job's run is \
+         {}'s: what another user's environment says is not the run's",
+        view.job.name,
+        crate::text::user_name(view.user)
+    )
 }
 
 /// The other processes of job `i`'s live run: the owner of a lock taken by
@@ -204,7 +315,17 @@ fn live_run_processes(
         return;
     };
     let push = |id: ProcId, counters: Option<Counters>, out: &mut Vec<Marked>| {
-        if id.pid == me || out.iter().any(|o| o.id == id) {
+        if id.pid == me {
+            return;
+        }
+        if let Some(o) = out.iter_mut().find(|o| o.id == id) {
+            // Marked, but of another user than the record's: the record's
+            // own evidence (its lingerers, its group) makes it the run's.
+            if o.job.is_none() && o.foreign.is_some() {
+                o.job = Some(i);
+                o.token = Some(token.clone());
+                o.foreign = None;
+            }
             return;
         }
         if let Some(counters) = counters.or_else(|| crate::idle::counters(id)) {
@@ -284,4 +405,31 @@ fn live_record(job: &Job, token: &str) -> Option<Record> {
         .pidns
         .is_some_and(|ns| procfs::own_pidns().is_some_and(|ours| ours != ns));
     (rec.token.as_deref() == Some(token) && !foreign_ns).then_some(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_another_process_names_is_resolved_from_cached_names_or_as_written() {
+        let d = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(d.path()).unwrap();
+        fs::create_dir(base.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", base.join("link")).unwrap();
+        // Just made: its names are cached, its symlink resolved.
+        assert_eq!(
+            canonical_theirs(Path::new("link/j.lock"), &base),
+            base.join("real/j.lock")
+        );
+        assert_eq!(
+            canonical_theirs(&base.join("real/../link/./j.lock"), Path::new("/")),
+            base.join("real/j.lock")
+        );
+        // Names the kernel does not know: as written, lexically.
+        assert_eq!(
+            canonical_theirs(Path::new("gone/../x/./y/j.lock"), &base),
+            base.join("x/y/j.lock")
+        );
+    }
 }
