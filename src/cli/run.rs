@@ -13,7 +13,7 @@ use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
 use super::exit::{self, Code};
-use super::ping::{End, Pings};
+use super::ping::{self, End, Pings};
 use super::tail::{Capture, Delivery, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
@@ -92,7 +92,8 @@ pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) 
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released: [`ping`]).
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
-    let mut pings = match Pings::new(&a.ping, a.quiet, deadline_of(a.deadline)) {
+    let urls = ping::urls(&a.ping, a.ping_file.as_deref());
+    let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -166,6 +167,7 @@ fn run_taken(
     let started = Instant::now();
     let mut opts = a.run_options();
     opts.linger = a.linger;
+    opts.withheld_env = ping::WITHHELD;
     let outcome = match supervise::run(taken.hold(), &a.command, &opts) {
         Ok(o) => o,
         Err(e) => {
