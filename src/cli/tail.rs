@@ -49,10 +49,10 @@ const TAIL_WAIT: Duration = Duration::from_secs(1);
 /// How often [`Delivery::wait`] looks for a signal.
 const SIGNAL_LOOK: Duration = Duration::from_millis(100);
 /// The most read at once.
-const CHUNK: usize = 16 * 1024;
-/// The most written at once to a destination that may block (a pipe, a
-/// socket): once `poll` says a pipe has room, a write of up to `PIPE_BUF`
-/// takes it without blocking.
+const CHUNK: usize = 64 * 1024;
+/// The most written at once to a destination that may block (a socket,
+/// a pipe whose room is unknown): once `poll` says a pipe has room (a
+/// page at least), a write of up to `PIPE_BUF` takes it without blocking.
 const PIPE_BUF: usize = 4096;
 
 /// The last bytes written, at most `cap`, and how many came before them.
@@ -254,6 +254,8 @@ struct Relay {
     /// `to` is a regular file or a block device, which takes any write
     /// without waiting for a reader.
     whole_writes: bool,
+    /// `to` is a pipe (or a FIFO) of this size, whose room is known.
+    pipe_size: Option<usize>,
     ring: Arc<Mutex<Ring>>,
     notes: mpsc::Sender<Note>,
     /// Read, not yet written out.
@@ -281,17 +283,18 @@ impl Relay {
         use rustix::fs::{FileType, OFlags};
         let flags = rustix::fs::fcntl_getfl(&from)?;
         rustix::fs::fcntl_setfl(&from, flags | OFlags::NONBLOCK)?;
-        let whole_writes = rustix::fs::fstat(&to).is_ok_and(|st| {
-            matches!(
-                FileType::from_raw_mode(st.st_mode),
-                FileType::RegularFile | FileType::BlockDevice
-            )
-        });
+        let kind = rustix::fs::fstat(&to).map(|st| FileType::from_raw_mode(st.st_mode));
+        let whole_writes = matches!(kind, Ok(FileType::RegularFile | FileType::BlockDevice));
+        let pipe_size = match kind {
+            Ok(FileType::Fifo) => rustix::pipe::fcntl_getpipe_size(&to).ok(),
+            _ => None,
+        };
         let relay = Relay {
             from,
             to,
             over: Some(over),
             whole_writes,
+            pipe_size,
             ring: ring.clone(),
             notes: notes.clone(),
             pending: Vec::new(),
@@ -416,6 +419,24 @@ impl Relay {
         }
     }
 
+    /// What `to` takes now without blocking: for a pipe, its size less
+    /// what it holds and two pages (its first and last buffers may be
+    /// partly used: each takes a page of the size), else [`PIPE_BUF`].
+    /// (Another writer of the same pipe can take that room first; the
+    /// write then waits for the reader.)
+    fn room(&self) -> usize {
+        let held = self
+            .pipe_size
+            .and_then(|size| Some((size, rustix::io::ioctl_fionread(&self.to).ok()?)));
+        match held {
+            Some((size, used)) => size
+                .saturating_sub(usize::try_from(used).unwrap_or(usize::MAX))
+                .saturating_sub(2 * PIPE_BUF)
+                .max(PIPE_BUF),
+            None => PIPE_BUF,
+        }
+    }
+
     /// Writes out what `to` takes now; a destination that fails (its
     /// reader gone) is written no more.
     fn write_once(&mut self) {
@@ -423,7 +444,7 @@ impl Relay {
         let n = if self.whole_writes {
             rest.len()
         } else {
-            rest.len().min(PIPE_BUF)
+            rest.len().min(self.room())
         };
         match rustix::io::write(&self.to, &rest[..n]) {
             Ok(k) => self.sent += k,

@@ -614,17 +614,16 @@ fn runs_deadline_never_drops_the_end_ping() {
     assert_eq!(hc.whats(), ["start", "0"], "{:?}", hc.requests());
 }
 
-/// The 120,000 bytes the item-9 tests' commands print: 15,000 numbered
-/// lines, so that a byte lost or out of order shows.
-fn numbered_lines() -> Vec<u8> {
-    let all: Vec<u8> = (1..=15_000)
+/// What `seq -f %07g 1 N` prints, as the item-9 tests' commands print
+/// it: N numbered lines of 8 bytes, so that a byte lost or out of order
+/// shows.
+fn numbered_lines(n: u32) -> Vec<u8> {
+    (1..=n)
         .flat_map(|i| format!("{i:07}\n").into_bytes())
-        .collect();
-    assert_eq!(all.len(), 120_000);
-    all
+        .collect()
 }
 
-/// The command that prints [`numbered_lines`].
+/// The command that prints [`numbered_lines`]`(15_000)`: 120,000 bytes.
 const PRINT_LINES: &str = "seq -f %07g 1 15000";
 
 /// Issue 34, item 9: a reader that lags (it reads one byte, then sleeps
@@ -665,7 +664,8 @@ fn a_lagging_reader_gets_all_the_output_with_and_without_ping() {
         .collect();
         runs.into_iter().map(|r| r.join().unwrap()).collect()
     });
-    let expected = numbered_lines();
+    let expected = numbered_lines(15_000);
+    assert_eq!(expected.len(), 120_000);
     for (got, out) in &outs {
         out.expect(0).quiet();
         let got_bytes = std::fs::read(got).unwrap();
@@ -686,26 +686,31 @@ fn a_lagging_reader_gets_all_the_output_with_and_without_ping() {
     );
 }
 
-/// Item 9, a reader that does not read at all until the run is over: the
-/// lock is free and the end ping (with the whole tail) sent while onlyone
-/// still holds output the reader has not taken; onlyone waits for it, as
-/// the command would have waited on its own writes, and the reader then
-/// gets every byte in order. The exit code is the command's.
+/// Item 9, a reader that stops reading (10,000 bytes, then nothing until
+/// the run is over; the command's 120,000 bytes fit in the pipes and the
+/// relay, so it ends): the lock is free and the end ping sent, its tail
+/// whole, while onlyone still holds output the reader has not taken;
+/// onlyone waits for it, as the command would have waited on its own
+/// writes, and the reader then gets every byte in order. The exit code is
+/// the command's.
 #[test]
-fn a_reader_that_does_not_read_holds_neither_the_lock_nor_the_end_ping() {
+fn a_reader_that_stops_reading_holds_neither_the_lock_nor_the_end_ping() {
     use std::io::Read;
     let sb = Sandbox::new("ONLYONE_PINGS_MARK");
     let hc = PingServer::start();
     let url = hc.url("c");
-    let script = format!("{PRINT_LINES}; exit 3");
     let mut c = sb.program(BIN);
     c.env_remove("ONLYONE_PING")
         .arg("--dir")
         .arg(sb.dir())
-        .args(["run", "--ping", &url, "job", "--", "sh", "-c", &script])
+        .args(["run", "--ping", &url, "job", "--", "sh", "-c"])
+        .arg(format!("{PRINT_LINES}; exit 3"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut run = Kid::new(c.spawn().unwrap());
+    let mut out = run.stdout.take().unwrap();
+    let mut got = vec![0u8; 10_000];
+    out.read_exact(&mut got).unwrap();
     wait_until("the end ping", LIMIT, || {
         hc.whats().iter().any(|w| w == "3")
     });
@@ -721,9 +726,8 @@ fn a_reader_that_does_not_read_holds_neither_the_lock_nor_the_end_ping() {
         "the tail is whole: {:?}",
         String::from_utf8_lossy(&body)
     );
-    let mut got = Vec::new();
-    run.stdout.take().unwrap().read_to_end(&mut got).unwrap();
-    let expected = numbered_lines();
+    out.read_to_end(&mut got).unwrap();
+    let expected = numbered_lines(15_000);
     assert!(
         got == expected,
         "{} of {} bytes arrived, in order: {}",
