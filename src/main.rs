@@ -9,6 +9,13 @@
 //! so that no lock or journal file is ever opened as fd 1), SIGPIPE is
 //! ignored, a panic exits with 101, and stdout is flushed at the end. A
 //! stack overflow is then a plain SIGSEGV, without Rust's message.
+//!
+//! Once the arguments are copied, the secrets among them are masked in
+//! place ([`mask_secrets`]): a ping URL's key and a store URL's password
+//! are overwritten with `*` in the memory that `/proc/PID/cmdline` (what
+//! `ps` shows every user) reads, for the rest of the run. Until then
+//! (the exec, the dynamic loader, a fraction of a millisecond) they show:
+//! the environment and `--ping-file` never do.
 #![cfg_attr(not(test), no_main)]
 
 mod cli;
@@ -20,10 +27,133 @@ use std::os::unix::ffi::OsStringExt;
 /// The program's entry, as the C library calls it.
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
-extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
+extern "C" fn main(argc: c_int, argv: *const *mut c_char) -> c_int {
     // SAFETY: the C library passes `argc` valid, NUL-terminated strings.
-    let args = unsafe { args(argc, argv) };
+    let args = unsafe { args(argc, argv.cast()) };
+    // SAFETY: the same strings, which C lets a program modify; `args`
+    // holds copies, and nothing else refers to them.
+    unsafe { mask_secrets(argc, argv) };
     c_int::from(start(args))
+}
+
+/// Overwrites, in `argv`'s own strings, the secrets the arguments carry
+/// ([`mask`]), so that `/proc/PID/cmdline` no longer shows them.
+///
+/// # Safety
+///
+/// `argv` points to `argc` pointers to writable NUL-terminated strings,
+/// which nothing else refers to meanwhile.
+#[cfg(not(test))]
+unsafe fn mask_secrets(argc: c_int, argv: *const *mut c_char) {
+    let n = usize::try_from(argc).unwrap_or(0);
+    mask((0..n).map(|i| {
+        // SAFETY: `i < argc`, each entry a writable C string (the
+        // contract), its length up to its NUL; the slices are disjoint,
+        // and each is made once.
+        unsafe {
+            let p = *argv.add(i);
+            let len = CStr::from_ptr(p).count_bytes();
+            std::slice::from_raw_parts_mut(p.cast::<u8>(), len)
+        }
+    }));
+}
+
+/// A secret an option's value carries.
+#[derive(Clone, Copy)]
+enum Secret {
+    /// A ping URL (`--ping`): all but its scheme and host (its path is
+    /// the check's key; its user and password too).
+    Ping,
+    /// A store URL (`--store`): its password.
+    Store,
+}
+
+/// The options whose values carry a secret.
+const SECRET_OPTIONS: [(&[u8], Secret); 2] =
+    [(b"--ping", Secret::Ping), (b"--store", Secret::Store)];
+
+/// Masks the secrets of onlyone's own options in `args` (the program's
+/// name first), up to the `--` before the command, whose arguments are
+/// its own: `--ping URL`, `--ping=URL`, `--store URL`, `--store=URL`.
+/// The strings keep their lengths; what is masked becomes `*`.
+fn mask<'a>(args: impl Iterator<Item = &'a mut [u8]>) {
+    let mut next: Option<Secret> = None;
+    for arg in args.skip(1) {
+        if let Some(secret) = next.take() {
+            mask_value(arg, secret);
+            continue;
+        }
+        if *arg == *b"--" {
+            break;
+        }
+        for (flag, secret) in SECRET_OPTIONS {
+            if *arg == *flag {
+                next = Some(secret);
+            } else if arg.starts_with(flag) && arg.get(flag.len()) == Some(&b'=') {
+                mask_value(&mut arg[flag.len() + 1..], secret);
+            }
+        }
+    }
+}
+
+/// Masks `value`'s secret in place.
+fn mask_value(value: &mut [u8], secret: Secret) {
+    let Some(scheme_end) = value.windows(3).position(|w| w == b"://") else {
+        // Not a URL (refused later): all of it, as it may be a key.
+        if matches!(secret, Secret::Ping) {
+            value.fill(b'*');
+        }
+        mask_password_params(value);
+        return;
+    };
+    let start = scheme_end + 3;
+    let end = value[start..]
+        .iter()
+        .position(|b| matches!(b, b'/' | b'?' | b'#'))
+        .map_or(value.len(), |i| start + i);
+    let at = value[start..end].iter().rposition(|b| *b == b'@');
+    match secret {
+        Secret::Ping => {
+            if let Some(at) = at {
+                value[start..start + at].fill(b'*');
+            }
+            let rest = if value.get(end) == Some(&b'/') {
+                end + 1
+            } else {
+                end
+            };
+            value[rest..].fill(b'*');
+        }
+        Secret::Store => {
+            if let Some(at) = at
+                && let Some(colon) = value[start..start + at].iter().position(|b| *b == b':')
+            {
+                value[start + colon + 1..start + at].fill(b'*');
+            }
+            mask_password_params(&mut value[end..]);
+        }
+    }
+}
+
+/// Masks the value of every `password=` parameter in `text` (a URL's
+/// query, or libpq's `key=value` words).
+fn mask_password_params(text: &mut [u8]) {
+    const KEY: &[u8] = b"password=";
+    let mut i = 0;
+    while i + KEY.len() <= text.len() {
+        let starts = i == 0 || matches!(text[i - 1], b'?' | b'&' | b' ');
+        if starts && text[i..].starts_with(KEY) {
+            let from = i + KEY.len();
+            let to = text[from..]
+                .iter()
+                .position(|b| matches!(b, b'&' | b'#' | b' '))
+                .map_or(text.len(), |j| from + j);
+            text[from..to].fill(b'*');
+            i = to;
+        } else {
+            i += 1;
+        }
+    }
 }
 
 /// The arguments `argv[0..argc]`, which C's start passes `main` (Rust's
@@ -101,6 +231,64 @@ fn standard_fds_open() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `args` after [`mask`], as text.
+    fn masked(args: &[&str]) -> Vec<String> {
+        let mut owned: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        mask(owned.iter_mut().map(Vec::as_mut_slice));
+        owned
+            .into_iter()
+            .map(|a| String::from_utf8(a).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn secrets_are_masked_in_place_up_to_the_command() {
+        let uuid = "https://hc-ping.com/0f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f";
+        let given = [
+            "onlyone",
+            "run",
+            "--ping",
+            uuid,
+            "--ping=http://u:pw@h:8000/ping/KEY/slug?create=1",
+            "--ping-file",
+            "/etc/onlyone/sync.ping",
+            "job",
+            "--",
+            "cmd",
+            "--ping",
+            "https://keep.example/KEY",
+        ];
+        let got = masked(&given);
+        assert_eq!(got[2], "--ping");
+        assert_eq!(got[3], format!("https://hc-ping.com/{}", "*".repeat(36)));
+        assert_eq!(
+            got[4],
+            format!("--ping=http://****@h:8000/{}", "*".repeat(22))
+        );
+        assert_eq!(got[6], "/etc/onlyone/sync.ping", "a path is no secret");
+        assert_eq!(got[11], "https://keep.example/KEY", "the command's own");
+        for (a, b) in got.iter().zip(given) {
+            assert_eq!(a.len(), b.len(), "lengths kept: {a}");
+        }
+        let got = masked(&[
+            "onlyone",
+            "--store",
+            "postgres://jobs:S3cret@db:5432/ops?sslmode=verify-full&password=Two",
+            "--store=postgresql://jobs@db/ops",
+            "status",
+            "--ping",
+            "not a url",
+        ]);
+        assert_eq!(
+            got[2],
+            "postgres://jobs:******@db:5432/ops?sslmode=verify-full&password=***"
+        );
+        assert_eq!(got[3], "--store=postgresql://jobs@db/ops");
+        assert_eq!(got[6], "*********");
+        // A flag at the end, with no value: nothing to mask.
+        assert_eq!(masked(&["onlyone", "run", "--ping"])[2], "--ping");
+    }
 
     #[test]
     fn the_arguments_are_read_from_argv_as_given() {

@@ -51,6 +51,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l lease -d 'With -
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l held-exit -d 'Exit code for a skip' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l deadline -d 'One budget for acquiring (waiting and stopping included)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l ping -d 'Ping URL with the healthchecks.io protocol (repeatable)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
@@ -67,6 +68,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l wait -d 'Wai
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l held-exit -d 'Exit code when the lock is held' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l ping -d 'Ping URL with the healthchecks.io protocol: URL/start?rid=RID now, the end at `release --exit CODE` (repeatable)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
@@ -79,6 +81,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -s V -l version
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l owner -d 'The owner\'s pid (default: the calling shell)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l exit -d 'How the script ended, for the journal: its exit code, 0 to 255 (`trap \'onlyone release L --exit $?\' EXIT`). Without it the run is recorded as "released, exit unknown": neither a success nor a failure' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l ping -d 'Ping URL with the run\'s end once the lock is released: URL/CODE?rid=RID with --exit CODE, URL/log?rid=RID without (the exit is unknown)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), as `run --ping-file` does; with --ping, both are pinged. Not with --force' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
@@ -90,6 +93,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s h -l help -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l deadline -d 'One budget for the whole call; when it runs out, exit 0' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping -d 'Ping URL with the healthchecks.io protocol when the lock is held: URL/log?rid=RID, its body saying who holds it (a skip is not a failure); a free lock pings nothing (the fire\'s `run --ping` does). Repeatable; bounded and failing open as `run --ping`' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged); checked as `run --ping-file` checks it' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r

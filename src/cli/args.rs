@@ -158,7 +158,16 @@ pub fn parse(argv: &[OsString]) -> Result<(Typed, Cli), clap::Error> {
         }
         typed.0.extend(typed_there.0);
     }
-    let command = Command::from_arg_matches_mut(&mut m)?;
+    // A ping file given takes the place of $ONLYONE_PING, as a typed
+    // --ping does (clap reads the variable whenever --ping is not typed).
+    let env_ping = m.subcommand().is_some_and(|(_, sub)| {
+        sub.try_contains_id("ping_file").is_ok_and(|has| has)
+            && sub.value_source("ping") == Some(clap::parser::ValueSource::EnvVariable)
+    });
+    let mut command = Command::from_arg_matches_mut(&mut m)?;
+    if env_ping {
+        command.forget_env_ping();
+    }
     Ok((typed, Cli { globals, command }))
 }
 
@@ -645,7 +654,9 @@ pub struct Run {
     /// -q), the URL shown as its host only. A sentry+https:// URL (Sentry's
     /// cron check-in URL with `sentry+` before it) sends Sentry's check-ins
     /// instead: in_progress, then ok or error with the duration, RID as the
-    /// check_in_id, nothing for a skip.
+    /// check_in_id, nothing for a skip. The URL is the check's key: a URL
+    /// here shows in `ps` until onlyone starts and masks it; --ping-file
+    /// or $ONLYONE_PING never shows.
     #[arg(
         long = "ping",
         value_name = "URL",
@@ -653,6 +664,16 @@ pub struct Run {
         hide_env_values = true
     )]
     pub ping: Vec<String>,
+    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
+    /// place of $ONLYONE_PING (with --ping, both are pinged).
+    ///
+    /// A URL on the command line shows in `ps` for a moment (onlyone
+    /// masks it once it starts); in a file only you and root can read, it
+    /// never does. Refused before anything runs unless FILE (a link is
+    /// followed) is a regular file of yours or root's that no one else
+    /// may write and others may not read (chmod 600).
+    #[arg(long, value_name = "FILE")]
+    pub ping_file: Option<PathBuf>,
     /// No message on a skip or a takeover (cron mails whatever a job
     /// prints).
     #[arg(short, long)]
@@ -701,6 +722,14 @@ pub struct Acquire {
         hide_env_values = true
     )]
     pub ping: Vec<String>,
+    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
+    /// place of $ONLYONE_PING (with --ping, both are pinged).
+    ///
+    /// Checked as `run --ping-file` checks it. With --export, the
+    /// assignments add ONLYONE_RELEASE_PING_FILE (the file's path, not
+    /// its URLs), which `release` reads again.
+    #[arg(long, value_name = "FILE")]
+    pub ping_file: Option<PathBuf>,
     /// No message when the lock is held or a stale lock is taken over.
     #[arg(short, long)]
     pub quiet: bool,
@@ -726,11 +755,17 @@ pub struct Release {
     /// Ping URL with the run's end once the lock is released: URL/CODE?rid=RID
     /// with --exit CODE, URL/log?rid=RID without (the exit is unknown).
     ///
-    /// Repeatable; without it, the URLs `acquire --export --ping` exported
-    /// for this lock ($ONLYONE_RELEASE_PING), else $ONLYONE_PING. RID is
-    /// the run's, from the lock's record. Not with --force.
+    /// Repeatable; without it (and --ping-file), the URLs `acquire
+    /// --export --ping` exported for this lock ($ONLYONE_RELEASE_PING,
+    /// $ONLYONE_RELEASE_PING_FILE), else $ONLYONE_PING. RID is the run's,
+    /// from the lock's record. Not with --force.
     #[arg(long = "ping", value_name = "URL", conflicts_with = "force")]
     pub ping: Vec<String>,
+    /// Read ping URLs from FILE, one a line (`#` starts a comment), as
+    /// `run --ping-file` does; with --ping, both are pinged. Not with
+    /// --force.
+    #[arg(long, value_name = "FILE", conflicts_with = "force")]
+    pub ping_file: Option<PathBuf>,
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
@@ -758,6 +793,11 @@ pub struct Precheck {
         hide_env_values = true
     )]
     pub ping: Vec<String>,
+    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
+    /// place of $ONLYONE_PING (with --ping, both are pinged); checked as
+    /// `run --ping-file` checks it.
+    #[arg(long, value_name = "FILE")]
+    pub ping_file: Option<PathBuf>,
     /// No message when the lock is held.
     #[arg(short, long)]
     pub quiet: bool,
@@ -908,6 +948,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(s)
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 10m, 1h30m or 500ms"))
+}
+
+impl Command {
+    /// Drops the URLs `--ping` took from $ONLYONE_PING.
+    fn forget_env_ping(&mut self) {
+        match self {
+            Command::Run(a) => a.0.ping.clear(),
+            Command::Acquire(a) => a.0.ping.clear(),
+            Command::Precheck(a) => a.0.ping.clear(),
+            _ => {}
+        }
+    }
 }
 
 impl Run {

@@ -39,7 +39,7 @@ absolute path, else \fI~/.local/state/onlyone\fR when \fBHOME\fR is the user's.
 .TP
 \fBONLYONE_STORE\fR
 A postgres:// URL: keep the locks in a PostgreSQL database that several hosts
-share (\fB\-\-store\fR).
+share (\fB\-\-store\fR). Not passed on to the command.
 .TP
 \fBPGPASSWORD\fR, \fBPGPASSFILE\fR
 The store's password, as libpq reads them (else \fI~/.pgpass\fR).
@@ -55,12 +55,14 @@ as its journal events (\fBrid\fR) and its pings name it.
 .TP
 \fBONLYONE_PING\fR
 A ping URL (healthchecks.io protocol) for \fBrun\fR, \fBacquire\fR,
-\fBprecheck\fR and \fBrelease\fR, when \fB\-\-ping\fR is not given.
+\fBprecheck\fR and \fBrelease\fR, when neither \fB\-\-ping\fR nor
+\fB\-\-ping\-file\fR is given. Not passed on to the command.
 .TP
-\fBONLYONE_RELEASE_PING\fR
-Printed by \fBacquire \-\-export \-\-ping\fR (with \fBONLYONE_RUN_ID\fR):
-the URLs \fBrelease\fR pings with the run's end, when \fBONLYONE_LOCK\fR names
-the lock it releases.
+\fBONLYONE_RELEASE_PING\fR, \fBONLYONE_RELEASE_PING_FILE\fR
+Printed by \fBacquire \-\-export \-\-ping\fR and \fB\-\-ping\-file\fR (with
+\fBONLYONE_RUN_ID\fR): the URLs, and the ping file's path, that \fBrelease\fR
+pings with the run's end, when \fBONLYONE_LOCK\fR names the lock it releases.
+Not passed on to the command of a \fBrun\fR.
 .TP
 \fBONLYONE_FENCE\fR
 With a store: the lease's epoch, which grows with every acquisition. Pass it

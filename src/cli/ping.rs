@@ -24,10 +24,17 @@
 //! stderr (never with `-q`), with the URL masked to its scheme and host
 //! (a ping URL's path is its secret: the check's UUID or ping key).
 //!
+//! A ping URL is its check's key, so where it comes from matters: a file
+//! only its owner can read (`--ping-file`, checked by [`urls_of_file`]),
+//! the environment (`$ONLYONE_PING`), or the command line (`--ping`,
+//! which `main` masks in onlyone's own argv once it starts). The
+//! variables that carry a secret ([`WITHHELD`]) never reach the command.
+//!
 //! The protocol lives here, in the command, not in the library: it is what
 //! the command tells a person, over a client (ureq) the library has no use
 //! for, and a run without `--ping` never touches it.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -55,21 +62,157 @@ const MAX_TAIL: usize = 1 << 20;
 /// Where `acquire --export --ping` leaves its URLs for `release`.
 pub(super) const RELEASE_VAR: &str = "ONLYONE_RELEASE_PING";
 
+/// Where `acquire --export --ping-file` leaves the file's path for
+/// `release` (the path, so that the URLs stay out of the script's
+/// environment).
+pub(super) const RELEASE_FILE_VAR: &str = "ONLYONE_RELEASE_PING_FILE";
+
 /// The variable `--ping` falls back to.
 const PING_VAR: &str = "ONLYONE_PING";
 
-/// The URLs `release` pings: its `--ping`s, else those `acquire --export`
-/// left for the lock `exported` says this environment's `ONLYONE_LOCK`
-/// is, else `$ONLYONE_PING`.
-pub(super) fn release_urls(given: &[String], exported: bool) -> Vec<String> {
-    if !given.is_empty() {
-        return given.to_vec();
+/// The variables of onlyone's own environment that carry a secret of its
+/// (a ping URL is its check's key, a store URL may hold a password), or
+/// what a script's `release` is to ping: never passed on to a command,
+/// which may run as another user (`runuser`, `setpriv`) or hand its
+/// environment to anyone.
+pub(super) const WITHHELD: &[&str] = &[PING_VAR, RELEASE_VAR, RELEASE_FILE_VAR, "ONLYONE_STORE"];
+
+/// The most a ping file may hold.
+const MAX_PING_FILE: u64 = 64 * 1024;
+
+/// The URLs to ping: `given` (`--ping`, or `$ONLYONE_PING` when neither
+/// option was typed) and those of `file` (`--ping-file`).
+pub(super) fn urls(given: &[String], file: Option<&Path>) -> Result<Vec<String>, String> {
+    let mut all = given.to_vec();
+    if let Some(f) = file {
+        all.extend(urls_of_file(f, "--ping-file")?);
     }
-    let from = |var| std::env::var(var).ok().filter(|v| !v.is_empty());
-    if exported && let Some(v) = from(RELEASE_VAR) {
-        return v.split_whitespace().map(str::to_owned).collect();
+    Ok(all)
+}
+
+/// The URLs `release` pings: its `--ping`s and `--ping-file`'s, else those
+/// `acquire --export` left for the lock `exported` says this
+/// environment's `ONLYONE_LOCK` is (its URLs and its file's), else
+/// `$ONLYONE_PING`.
+pub(super) fn release_urls(
+    given: &[String],
+    file: Option<&Path>,
+    exported: bool,
+) -> Result<Vec<String>, String> {
+    if !given.is_empty() || file.is_some() {
+        return urls(given, file);
     }
-    from(PING_VAR).into_iter().collect()
+    let from = |var| std::env::var_os(var).filter(|v| !v.is_empty());
+    if exported {
+        let mut left: Vec<String> = from(RELEASE_VAR)
+            .map(|v| {
+                v.to_string_lossy()
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(f) = from(RELEASE_FILE_VAR) {
+            left.extend(urls_of_file(Path::new(&f), RELEASE_FILE_VAR)?);
+        }
+        if !left.is_empty() {
+            return Ok(left);
+        }
+    }
+    Ok(from(PING_VAR)
+        .map(|v| v.to_string_lossy().into_owned())
+        .into_iter()
+        .collect())
+}
+
+/// The ping URLs in `path` (named `what` in errors), one a line, blank
+/// lines and `#` comments skipped. The file's text decides where the
+/// run's output goes (an end ping's body is its tail), so it is read only
+/// from a regular file that its owner alone, this user or root, can
+/// write; and, as it holds the check's secret, that others cannot read.
+/// The checks are made on the descriptor read, so a link leads only to a
+/// file that passes them. Errors name the file and the fix, never what
+/// it holds.
+pub(super) fn urls_of_file(path: &Path, what: &str) -> Result<Vec<String>, String> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::io::Read;
+    let shown = path.display();
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        format!(
+            "{what} {shown}: cannot open it ({}); give a file holding the check's ping URL",
+            std::io::Error::from(e)
+        )
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| {
+        format!(
+            "{what} {shown}: cannot read its owner and mode ({})",
+            std::io::Error::from(e)
+        )
+    })?;
+    let mode = st.st_mode & 0o7777;
+    let me = rustix::process::geteuid().as_raw();
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(format!(
+            "{what} {shown}: not a regular file; give a file holding the check's ping URL, \
+             one a line"
+        ));
+    }
+    if st.st_uid != me && st.st_uid != 0 {
+        return Err(format!(
+            "{what} {shown}: it belongs to {} (uid {}), not to you or root, and whoever writes \
+             it chooses where the run's output is sent; keep the URL in a file of your own \
+             (`install -m 600 /dev/null FILE`, then write the URL into it)",
+            onlyone::user_name(st.st_uid),
+            st.st_uid
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{what} {shown}: others may write it (mode {mode:04o}), and whoever writes it \
+             chooses where the run's output is sent; `chmod go-w {shown}`"
+        ));
+    }
+    if mode & 0o004 != 0 {
+        return Err(format!(
+            "{what} {shown}: every user may read it (mode {mode:04o}), and its URL is the \
+             check's secret; `chmod 600 {shown}`"
+        ));
+    }
+    let mut text = Vec::new();
+    std::fs::File::from(fd)
+        .take(MAX_PING_FILE + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("{what} {shown}: cannot read it ({e})"))?;
+    if text.len() as u64 > MAX_PING_FILE {
+        return Err(format!(
+            "{what} {shown}: over {} KiB, which no list of ping URLs is; give a file holding \
+             the check's ping URL, one a line",
+            MAX_PING_FILE / 1024
+        ));
+    }
+    let text = String::from_utf8(text)
+        .map_err(|_| format!("{what} {shown}: not text; write the check's ping URL into it"))?;
+    let mut urls = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let source = format!("{what} {shown}, line {}", n + 1);
+        parse_as(line, &source)?;
+        urls.push(line.to_owned());
+    }
+    if urls.is_empty() {
+        return Err(format!(
+            "{what} {shown}: holds no URL; write the check's ping URL into it"
+        ));
+    }
+    Ok(urls)
 }
 
 /// Set once a failure was said: one line per process is enough.
@@ -89,8 +232,6 @@ pub(super) fn note_skip(why: String) {
 /// A ping URL, checked.
 #[derive(Debug, Clone)]
 struct Target {
-    /// The URL as given.
-    given: String,
     /// The URL before its query, without a trailing `/`.
     base: String,
     /// Its query (without `?`), kept on every ping (`create=1`).
@@ -189,16 +330,6 @@ impl Pings {
         }
         let body = b"released without --exit: the script's exit code is unknown".to_vec();
         self.send("log", body, END_BOUND);
-    }
-
-    /// The URLs as given, separated by spaces (a URL holds none), for
-    /// [`RELEASE_VAR`].
-    pub(super) fn joined(&self) -> String {
-        self.targets
-            .iter()
-            .map(|t| t.given.as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
     }
 
     /// The run ended (its lock released): `URL/N` or `URL/fail`.
@@ -426,14 +557,19 @@ fn tail_body(tail: &Tail, limit: usize) -> Vec<u8> {
 /// Checks a ping URL: `http://` or `https://`, a host; the error names the
 /// flag and the fix, and never shows what could be a secret.
 fn parse(url: &str) -> Result<Target, String> {
-    let fix = "give the check's ping URL, e.g. --ping https://hc-ping.com/UUID";
+    parse_as(url, "--ping (or $ONLYONE_PING)")
+}
+
+/// [`parse`], its errors naming `source`: where the URL was given.
+fn parse_as(url: &str, source: &str) -> Result<Target, String> {
+    let fix = "give the check's ping URL, e.g. https://hc-ping.com/UUID";
     let (scheme, rest) = match url.split_once("://") {
         Some((s, r))
             if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') =>
         {
             (s, r)
         }
-        _ => return Err(format!("--ping (or $ONLYONE_PING): not a URL; {fix}")),
+        _ => return Err(format!("{source}: not a URL; {fix}")),
     };
     let scheme = scheme.to_ascii_lowercase();
     let (sentry, scheme) = match scheme.strip_prefix("sentry+") {
@@ -442,13 +578,13 @@ fn parse(url: &str) -> Result<Target, String> {
     };
     if scheme != "http" && scheme != "https" {
         return Err(format!(
-            "--ping (or $ONLYONE_PING): {scheme}:// is not a scheme pings use (http:// or \
+            "{source}: {scheme}:// is not a scheme pings use (http:// or \
              https://, or sentry+https:// for Sentry's cron check-ins); {fix}"
         ));
     }
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
         return Err(format!(
-            "--ping (or $ONLYONE_PING): the URL holds a space or a control character; {fix}"
+            "{source}: the URL holds a space or a control character; {fix}"
         ));
     }
     let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
@@ -459,13 +595,10 @@ fn parse(url: &str) -> Result<Target, String> {
     let authority = before_q.split('/').next().unwrap_or_default();
     let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if host.is_empty() || host.starts_with(':') {
-        return Err(format!(
-            "--ping (or $ONLYONE_PING): the URL names no host; {fix}"
-        ));
+        return Err(format!("{source}: the URL names no host; {fix}"));
     }
     let path = before_q[authority.len()..].trim_end_matches('/');
     Ok(Target {
-        given: url.to_owned(),
         base: format!("{scheme}://{authority}{path}"),
         query,
         shown: format!("{scheme}://{host}/…"),

@@ -142,7 +142,9 @@ pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
     match place.precheck(&a.lock, deadline) {
         Ok((name, Found::Held(why))) => {
             // Fail open: a bad URL is said, and the answer stays 75.
-            match Pings::new(&a.ping, a.quiet, deadline) {
+            match super::ping::urls(&a.ping, a.ping_file.as_deref())
+                .and_then(|u| Pings::new(&u, a.quiet, deadline))
+            {
                 Ok(mut p) => {
                     let held = format!("`{name}` is held");
                     p.skipped(why.as_deref().unwrap_or(&held));

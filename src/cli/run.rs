@@ -13,8 +13,8 @@ use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
 use super::exit::{self, Code};
-use super::ping::{End, Pings};
-use super::tail::{Capture, Tail};
+use super::ping::{self, End, Pings};
+use super::tail::{Capture, Delivery, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
 /// How much longer than its grace a replaced run is given to let go.
@@ -92,25 +92,37 @@ pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) 
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released: [`ping`]).
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
-    let mut pings = match Pings::new(&a.ping, a.quiet, deadline_of(a.deadline)) {
+    let urls = ping::urls(&a.ping, a.ping_file.as_deref());
+    let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let (code, end) = run_pinged(place, a, &mut pings);
-    if let Some((end, tail)) = end {
-        pings.end_with(&end, tail.as_ref());
+    let (code, ended) = run_pinged(place, a, &mut pings);
+    if let Some(e) = ended {
+        pings.end_with(&e.end, e.tail.as_ref());
+        // The output is written out before onlyone exits, however slow its
+        // reader: the lock is free and the end pinged by now.
+        if let Some(d) = e.delivery {
+            d.wait();
+        }
     }
     code
 }
 
+/// How a run that started ended, for its end ping.
+struct Ended {
+    end: End,
+    /// The tail of what it printed, when that was captured.
+    tail: Option<Tail>,
+    /// What of it is still to be written out.
+    delivery: Option<Delivery>,
+}
+
 /// `run`: its exit code, and how a ping tells its end, with the tail of
-/// what it printed when that was captured ([`super::tail`]); no end when
-/// it did not start (the refusal is pinged here).
-fn run_pinged(
-    place: &dyn RunPlace,
-    a: &args::Run,
-    pings: &mut Pings,
-) -> (Code, Option<(End, Option<Tail>)>) {
+/// what it printed when that was captured ([`super::tail`]) and what of
+/// it is still to be written out; no end when it did not start (the
+/// refusal is pinged here).
+fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, Option<Ended>) {
     if let Some(why) = unsupported(place.kind(), a) {
         return (fail(why), None);
     }
@@ -128,13 +140,20 @@ fn run_pinged(
         .then(|| Capture::begin(pings.tail_cap()))
         .flatten();
     let (code, ended_by, exit) = run_taken(taken, a);
-    let tail = capture.map(Capture::finish);
+    let (tail, delivery) = capture.map(Capture::finish).unzip();
     let end = match (exit, ended_by) {
         (_, Some(EndedBy::Idle(_))) => End::Exit(0),
         (_, Some(EndedBy::LeaseLost)) | (None | Some(Exit::Signal(_)), _) => End::Fail,
         (Some(Exit::Code(c)), _) => End::Exit(c.clamp(0, 255) as u8),
     };
-    (code, Some((end, tail)))
+    (
+        code,
+        Some(Ended {
+            end,
+            tail,
+            delivery,
+        }),
+    )
 }
 
 /// `run` once the lock is taken: its exit code, and what onlyone ended
@@ -148,6 +167,7 @@ fn run_taken(
     let started = Instant::now();
     let mut opts = a.run_options();
     opts.linger = a.linger;
+    opts.withheld_env = ping::WITHHELD;
     let outcome = match supervise::run(taken.hold(), &a.command, &opts) {
         Ok(o) => o,
         Err(e) => {

@@ -13,7 +13,8 @@ use super::{
 
 impl Ctx {
     pub(super) fn acquire(&self, a: args::Acquire) -> Code {
-        let mut pings = match Pings::new(&a.ping, a.quiet, deadline_of(a.deadline)) {
+        let urls = ping::urls(&a.ping, a.ping_file.as_deref());
+        let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
             Ok(p) => p,
             Err(e) => {
                 if a.export {
@@ -26,9 +27,22 @@ impl Ctx {
         match &mut code {
             Ok(e) => {
                 pings.start(&e.token);
-                if !pings.is_empty() {
-                    e.pings = Some(pings.joined());
+                // What `release` pings: the URLs given here, and the file
+                // by its path (its URLs stay out of the script's
+                // environment, which its workers inherit).
+                let given: Vec<&str> = a
+                    .ping
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|u| !u.is_empty())
+                    .collect();
+                if !given.is_empty() {
+                    e.pings = Some(given.join(" "));
                 }
+                e.ping_file = a
+                    .ping_file
+                    .as_deref()
+                    .and_then(|f| std::path::absolute(f).ok());
             }
             Err(_) => pings.refused(),
         }
@@ -95,6 +109,7 @@ impl Ctx {
                     path: lock.path().to_owned(),
                     token,
                     pings: None,
+                    ping_file: None,
                 })
             }
             // The owner holds it already (a second acquire in one script):
@@ -125,11 +140,11 @@ impl Ctx {
         };
         let exported = exported_token_for(lock.path()).is_some();
         let urls = if a.force {
-            Vec::new()
+            Ok(Vec::new())
         } else {
-            ping::release_urls(&a.ping, exported)
+            ping::release_urls(&a.ping, a.ping_file.as_deref(), exported)
         };
-        let mut pings = match Pings::new(&urls, a.quiet, deadline_of(a.deadline)) {
+        let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
@@ -260,13 +275,18 @@ impl Ctx {
 /// and exits once it is released, taken over or stale. It runs in a process
 /// group of its own (the script's group must not count it), with nothing
 /// of the script's output (a command substitution waits for its pipe to
-/// close) and without the run's token (it is not the run).
+/// close), without the run's token (it is not the run) and without the
+/// pings' secrets (it has no use for them).
 fn start_keeper(lock: &Path, token: &str) {
     use std::os::unix::process::CommandExt;
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let spawned = std::process::Command::new(exe)
+    let mut keeper = std::process::Command::new(exe);
+    for var in ping::WITHHELD {
+        keeper.env_remove(var);
+    }
+    let spawned = keeper
         .arg("keeper")
         .arg("--token")
         .arg(token)
@@ -302,6 +322,8 @@ struct Exported {
     token: String,
     /// The ping URLs, for `release` (`acquire --ping`).
     pings: Option<String>,
+    /// The ping file, for `release` (`acquire --ping-file`).
+    ping_file: Option<PathBuf>,
 }
 
 /// `ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK
@@ -314,11 +336,16 @@ fn export_line(e: &Exported) -> String {
         (onlyone::TOKEN_VAR, sh_quote(e.token.as_bytes())),
     ];
     // The line a script without pings gets stays what it was.
+    if (e.pings.is_some() || e.ping_file.is_some())
+        && let Some(rid) = onlyone::journal::run_id(&e.token)
+    {
+        vars.push((onlyone::RUN_ID_VAR, sh_quote(rid.as_bytes())));
+    }
     if let Some(p) = &e.pings {
-        if let Some(rid) = onlyone::journal::run_id(&e.token) {
-            vars.push((onlyone::RUN_ID_VAR, sh_quote(rid.as_bytes())));
-        }
         vars.push((ping::RELEASE_VAR, sh_quote(p.as_bytes())));
+    }
+    if let Some(f) = &e.ping_file {
+        vars.push((ping::RELEASE_FILE_VAR, sh_quote(f.as_os_str().as_bytes())));
     }
     let mut line = String::new();
     for (k, v) in &vars {

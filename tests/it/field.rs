@@ -63,20 +63,24 @@ fn readme_script_forms() -> Vec<String> {
 
 /// A form's `--ping URL`s pointed at a closed loopback port: the test
 /// never reaches a monitor on another host (the ping fails open, said
-/// once, as it would with that monitor down).
+/// once, as it would with that monitor down). A `--ping-file` is the work
+/// dir's `sync.ping`, which names that port ([`script_dir`]).
 fn local_pings(block: &str) -> String {
     let mut out = Vec::new();
     let mut words = block.split(' ').peekable();
     while let Some(w) = words.next() {
         out.push(w.to_owned());
-        if w == "--ping"
-            && let Some(url) = words.next()
-        {
-            let tail: String = url
+        let local = match w {
+            "--ping" => "http://127.0.0.1:1/check",
+            "--ping-file" => "sync.ping",
+            _ => continue,
+        };
+        if let Some(given) = words.next() {
+            let tail: String = given
                 .chars()
                 .skip_while(|c| !matches!(c, ')' | '"'))
                 .collect();
-            out.push(format!("http://127.0.0.1:1/check{tail}"));
+            out.push(format!("{local}{tail}"));
         }
     }
     out.join(" ")
@@ -115,6 +119,9 @@ fn script_dir(sb: &Sandbox, n: usize, form: &str) -> PathBuf {
         std::fs::write(&p, "#!/bin/sh\ntouch worked\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    let pings = work.join("sync.ping");
+    std::fs::write(&pings, "http://127.0.0.1:1/check\n").unwrap();
+    std::fs::set_permissions(&pings, std::fs::Permissions::from_mode(0o600)).unwrap();
     let script = work.join("job.sh");
     std::fs::write(&script, format!("{form}\ntouch worked\n")).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();

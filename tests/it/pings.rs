@@ -613,3 +613,156 @@ fn runs_deadline_never_drops_the_end_ping() {
     oo(&sb, &args).expect(0).quiet();
     assert_eq!(hc.whats(), ["start", "0"], "{:?}", hc.requests());
 }
+
+/// What `seq -f %07g 1 N` prints, as the item-9 tests' commands print
+/// it: N numbered lines of 8 bytes, so that a byte lost or out of order
+/// shows.
+fn numbered_lines(n: u32) -> Vec<u8> {
+    (1..=n)
+        .flat_map(|i| format!("{i:07}\n").into_bytes())
+        .collect()
+}
+
+/// The command that prints [`numbered_lines`]`(15_000)`: 120,000 bytes.
+const PRINT_LINES: &str = "seq -f %07g 1 15000";
+
+/// Issue 34, item 9: a reader that lags (it reads one byte, then sleeps
+/// 3 s before it reads the rest) gets every byte of the output, in order,
+/// with --ping as without it; the end ping's tail ends with the last line.
+#[test]
+fn a_lagging_reader_gets_all_the_output_with_and_without_ping() {
+    if !have_python3() {
+        return;
+    }
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let reader = "import sys, time\n\
+                  b = sys.stdin.buffer\n\
+                  first = b.read(1)\n\
+                  time.sleep(3)\n\
+                  sys.stdout.buffer.write(first + b.read())\n";
+    let dir = sb.dir().display().to_string();
+    let outs: Vec<(String, Out)> = std::thread::scope(|s| {
+        let runs: Vec<_> = [
+            ("plain", String::new()),
+            ("pinged", format!("--ping '{url}'")),
+        ]
+        .into_iter()
+        .map(|(lock, ping)| {
+            let got = sb.path(lock).display().to_string();
+            let script = format!(
+                "'{BIN}' --dir '{dir}' run {ping} {lock} -- {PRINT_LINES} \
+                     | python3 -c \"$READER\" > '{got}'"
+            );
+            let mut c = sb.program("sh");
+            c.env_remove("ONLYONE_PING")
+                .env("READER", reader)
+                .args(["-c", &script]);
+            s.spawn(move || (got, finish(c, LIMIT)))
+        })
+        .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let expected = numbered_lines(15_000);
+    assert_eq!(expected.len(), 120_000);
+    for (got, out) in &outs {
+        out.expect(0).quiet();
+        let got_bytes = std::fs::read(got).unwrap();
+        assert!(
+            got_bytes == expected,
+            "{got}: {} of {} bytes arrived, in order: {}",
+            got_bytes.len(),
+            expected.len(),
+            expected.starts_with(&got_bytes)
+        );
+    }
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "0"], "{reqs:?}");
+    assert!(
+        reqs[1].body.ends_with(b"0014999\n0015000\n"),
+        "the tail is whole: {:?}",
+        String::from_utf8_lossy(&reqs[1].body)
+    );
+}
+
+/// Item 9, a reader that stops reading (10,000 bytes, then nothing until
+/// the run is over; the command's 120,000 bytes fit in the pipes and the
+/// relay, so it ends): the lock is free and the end ping sent, its tail
+/// whole, while onlyone still holds output the reader has not taken;
+/// onlyone waits for it, as the command would have waited on its own
+/// writes, and the reader then gets every byte in order. The exit code is
+/// the command's.
+#[test]
+fn a_reader_that_stops_reading_holds_neither_the_lock_nor_the_end_ping() {
+    use std::io::Read;
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let mut c = sb.program(BIN);
+    c.env_remove("ONLYONE_PING")
+        .arg("--dir")
+        .arg(sb.dir())
+        .args(["run", "--ping", &url, "job", "--", "sh", "-c"])
+        .arg(format!("{PRINT_LINES}; exit 3"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut run = Kid::new(c.spawn().unwrap());
+    let mut out = run.stdout.take().unwrap();
+    let mut got = vec![0u8; 10_000];
+    out.read_exact(&mut got).unwrap();
+    wait_until("the end ping", LIMIT, || {
+        hc.whats().iter().any(|w| w == "3")
+    });
+    oo(&sb, &["precheck", "-q", "job"]).expect(0);
+    oo(&sb, &["run", "job", "--", "true"]).expect(0).quiet();
+    assert!(
+        run.try_wait().unwrap().is_none(),
+        "onlyone still holds output its reader has not read"
+    );
+    let body = hc.requests()[1].body.clone();
+    assert!(
+        body.ends_with(b"0014999\n0015000\n"),
+        "the tail is whole: {:?}",
+        String::from_utf8_lossy(&body)
+    );
+    out.read_to_end(&mut got).unwrap();
+    let expected = numbered_lines(15_000);
+    assert!(
+        got == expected,
+        "{} of {} bytes arrived, in order: {}",
+        got.len(),
+        expected.len(),
+        expected.starts_with(&got)
+    );
+    let mut status = None;
+    wait_until("onlyone exits", LIMIT, || {
+        status = run.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.unwrap().code(), Some(3));
+}
+
+/// Item 9, a reader that is gone: onlyone is not held (the copy to the
+/// tail goes on, the command is not stopped by SIGPIPE), it keeps the
+/// command's exit code, and the end ping has the whole tail.
+#[test]
+fn a_reader_that_is_gone_holds_nothing() {
+    let sb = Sandbox::new("ONLYONE_PINGS_MARK");
+    let hc = PingServer::start();
+    let url = hc.url("c");
+    let dir = sb.dir().display().to_string();
+    let script = format!(
+        "'{BIN}' --dir '{dir}' run --ping '{url}' job -- sh -c '{PRINT_LINES}; exit 3' \
+         | head -c 10 >/dev/null"
+    );
+    // pipefail: the pipeline's status is onlyone's.
+    let mut c = sb.program("bash");
+    c.env_remove("ONLYONE_PING")
+        .args(["-c", &format!("set -o pipefail; {script}")]);
+    let out = finish(c, LIMIT);
+    out.expect(3).within(Duration::from_secs(20));
+    let reqs = hc.requests();
+    assert_eq!(hc.whats(), ["start", "3"], "{reqs:?}");
+    assert!(reqs[1].body.ends_with(b"0014999\n0015000\n"));
+}

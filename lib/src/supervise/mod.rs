@@ -90,6 +90,10 @@ pub struct RunOptions {
     pub linger: bool,
     /// End the run once all its processes have been idle this long.
     pub idle_timeout: Option<Duration>,
+    /// Variables of the caller's environment that the command does not
+    /// inherit: the caller's secrets, which a command that runs as
+    /// another user would otherwise hand on.
+    pub withheld_env: &'static [&'static str],
 }
 
 impl Default for RunOptions {
@@ -100,6 +104,7 @@ impl Default for RunOptions {
             keep_strays: false,
             linger: false,
             idle_timeout: None,
+            withheld_env: &[],
         }
     }
 }
@@ -369,8 +374,8 @@ impl<'g> Supervision<'g> {
         opts: &'g RunOptions,
         signals: &'g SignalReader,
     ) -> Result<Supervision<'g>, RunError> {
-        let exec =
-            Exec::new(program, args, &guard.vars()).map_err(|e| RunError::spawn(program, e))?;
+        let exec = Exec::new(program, args, &guard.vars(), opts.withheld_env)
+            .map_err(|e| RunError::spawn(program, e))?;
         let theirs = match crate::sys::children() {
             crate::sys::Children::None => Vec::new(),
             _ => crate::procfs::children_of(std::process::id()),

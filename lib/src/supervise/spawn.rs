@@ -1,6 +1,7 @@
 //! Starting the command: found as `execvp(3)` would find it, but never run
 //! through `/bin/sh` on ENOEXEC, with the run's token and lock in its
-//! environment, and started by `posix_spawn(3)` in a process group of its
+//! environment (and without the variables the caller withholds, its
+//! secrets), and started by `posix_spawn(3)` in a process group of its
 //! own.
 
 use std::ffi::{CString, OsString};
@@ -33,6 +34,7 @@ impl Exec {
         program: &OsString,
         args: &[OsString],
         vars: &[(&'static str, OsString)],
+        withheld: &[&str],
     ) -> io::Result<Exec> {
         let resolved = resolve(program)?;
         // Each C string built once from its parts, with room for the NUL
@@ -59,7 +61,12 @@ impl Exec {
         let inherited = std::env::vars_os();
         let mut env = Vec::with_capacity(inherited.size_hint().0 + vars.len());
         for (k, v) in inherited {
-            if k == LOCK_VAR || k == TOKEN_VAR || k == FENCE_VAR || k == RUN_ID_VAR {
+            if k == LOCK_VAR
+                || k == TOKEN_VAR
+                || k == FENCE_VAR
+                || k == RUN_ID_VAR
+                || withheld.iter().any(|w| k == *w)
+            {
                 continue;
             }
             env.push(cstr(&[k.as_bytes(), b"=", v.as_bytes()])?);
