@@ -389,15 +389,17 @@ impl Ctx {
         &self.dir
     }
 
-    /// The journal of `lock`, in the state directory.
+    /// The journal of `lock`, in the state directory. An earlier
+    /// version's journal beside the lock that a read sets aside is said
+    /// on stderr, once per read.
     pub fn journal(&self, lock: &LockFile) -> Journal {
-        Journal::of(lock, &self.state)
+        Journal::of(lock, &self.state).on_set_aside(|s| say(s))
     }
 
     /// The journal of the lock file `path`, found even when neither it nor
     /// its directory exists (`/run` after a reboot).
     pub fn journal_at(&self, path: &Path) -> Journal {
-        Journal::at(path, &self.state)
+        Journal::at(path, &self.state).on_set_aside(|s| say(s))
     }
 
     /// True when the lock directory exists (the reaper keeps its state

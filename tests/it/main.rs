@@ -7,6 +7,7 @@ mod support;
 mod attack;
 mod attack_files;
 mod attack_journal;
+mod attack_paths;
 mod attack_queue;
 mod attack_store;
 mod cli_misc;
