@@ -38,7 +38,8 @@ pub(crate) struct Seen {
     /// Where it is: the directories reached, their names appended.
     pub path: PathBuf,
     pub uid: u32,
-    #[allow(dead_code)]
+    /// Read by the store's socket check.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub gid: u32,
     pub mode: u32,
 }
@@ -50,8 +51,8 @@ pub(crate) struct Walked {
     /// Every directory an entry was looked up in, the last one included,
     /// in order.
     pub dirs: Vec<Seen>,
-    /// Every link followed, in order.
-    #[allow(dead_code)]
+    /// Every link followed, in order (read by the store's socket check).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub links: Vec<Seen>,
 }
 
