@@ -212,6 +212,21 @@ pub enum Error {
         fix: String,
     },
 
+    /// The lock's directory is reached through a symbolic link that
+    /// another account owns: that account chose where it leads (which of
+    /// this user's locks it would share), so it is not followed.
+    #[error("{}", foreign_link(.dir, .link, .owner, .me))]
+    ForeignLink {
+        /// The directory, as given.
+        dir: PathBuf,
+        /// The link, where the path reaches it.
+        link: PathBuf,
+        /// The link's owner's name.
+        owner: String,
+        /// This process's user's name.
+        me: String,
+    },
+
     /// This user may not remove the lock file.
     #[error(
         "{}you ({me}) may not remove `{}`: {why}; {} must clear it (`sudo onlyone release \
@@ -415,6 +430,23 @@ fn unknown_remedy(path: &std::path::Path, reason: &UnknownReason) -> String {
     }
 }
 
+fn foreign_link(dir: &std::path::Path, link: &std::path::Path, owner: &str, me: &str) -> String {
+    let l = link.display();
+    let what = if dir == link {
+        format!("the lock directory `{l}` is a symbolic link")
+    } else {
+        format!(
+            "the lock directory `{}` is reached through the symbolic link `{l}`",
+            dir.display()
+        )
+    };
+    format!(
+        "{what}, owned by {owner}, not by you ({me}) or root: whoever owns a link chooses \
+         where it leads, so onlyone does not follow it; give the directory's own path if you \
+         trust where it leads, or remove the link (sudo rm {l})"
+    )
+}
+
 fn who_can_stop(owner: &str) -> String {
     if owner == "root" {
         "only root can stop it (sudo onlyone stop ...)".to_owned()
@@ -437,6 +469,16 @@ impl Error {
             op,
             path: path.into(),
             source: source.into(),
+        }
+    }
+
+    /// [`Error::ForeignLink`]: the lock directory `dir` reaches `link`.
+    pub(crate) fn foreign_link(dir: &std::path::Path, link: &crate::walk::Seen) -> Error {
+        Error::ForeignLink {
+            dir: dir.to_path_buf(),
+            link: link.path.clone(),
+            owner: crate::text::user_name(link.uid),
+            me: crate::text::user_name(rustix::process::geteuid().as_raw()),
         }
     }
 

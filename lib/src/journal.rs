@@ -52,7 +52,21 @@
 //! (an earlier version's), then both in the state directory, oldest first,
 //! each in the order the events were appended (not by their rounded
 //! times); a last line still being written, and any line that is not an
-//! event, are skipped. [`Journal::history`] pairs them into runs. What is read is
+//! event, are skipped.
+//!
+//! **An earlier version's journal is believed only from its writer.** It
+//! sits in the lock's directory, which other accounts may write in
+//! (`/run/lock`, `/tmp`), where anyone could have made one that vouches
+//! for a run that never happened. An earlier version appended only to a
+//! journal of its own user's, so one is read only when it is the caller's
+//! or root's (not the lock file's owner's: whoever holds the lock may be
+//! the forger), no one else may write to it (group and others have no
+//! write bit), and it has no other name (a hard link could be any file of
+//! the caller's). It is opened as every journal is (no link followed, a
+//! regular file, without blocking). One that fails this is set aside, not
+//! an error (a forger must not be able to blind `check` either): the
+//! reading goes on without it, and [`Journal::on_set_aside`] is told which
+//! file and why ([`SetAside`]), so the command can say so. [`Journal::history`] pairs them into runs. What is read is
 //! input (another user's journal in a shared directory is too): a line
 //! longer than [`MAX_LINE`] is skipped, and so is an event whose time is
 //! not a time (before 1970, past the year 9999, not a number); a duration
@@ -587,6 +601,39 @@ pub struct Journal {
     legacy_older: OsString,
     deadline: Option<Instant>,
     lock_path: std::path::PathBuf,
+    on_set_aside: Option<Notice>,
+}
+
+/// An earlier version's journal beside a lock that is not read (see "An
+/// earlier version's journal" in the module docs): which file, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetAside {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Why it is not believed.
+    pub why: String,
+}
+
+impl std::fmt::Display for SetAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}`, an earlier version's journal beside the lock, is not read: {}",
+            self.path.display(),
+            self.why
+        )
+    }
+}
+
+/// What [`Journal::on_set_aside`] calls.
+#[derive(Clone)]
+struct Notice(std::sync::Arc<dyn Fn(&SetAside) + Send + Sync>);
+
+impl std::fmt::Debug for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notice")
+    }
 }
 
 impl Journal {
@@ -623,7 +670,15 @@ impl Journal {
             legacy_older,
             deadline: None,
             lock_path: lock.to_owned(),
+            on_set_aside: None,
         }
+    }
+
+    /// Calls `notice` for each earlier version's journal beside the lock
+    /// that a read sets aside (see [`SetAside`]).
+    pub fn on_set_aside(mut self, notice: impl Fn(&SetAside) + Send + Sync + 'static) -> Journal {
+        self.on_set_aside = Some(Notice(std::sync::Arc::new(notice)));
+        self
     }
 
     /// The path of the lock file whose journal this is.
@@ -774,22 +829,35 @@ impl Journal {
     }
 
     /// Every generation, oldest first: the two beside the lock (an earlier
-    /// version's), then the two in the state directory.
+    /// version's, when they are believed), then the two in the state
+    /// directory.
     fn each_generation(&self, mut f: impl FnMut(&[u8])) -> io::Result<()> {
         if let Some(lock) = &self.lock {
             for name in [&self.legacy_older, &self.legacy] {
-                self.each_chunk(lock.dir_fd(), name, &mut f).map_err(|e| {
-                    let path = lock.dir().join(name);
+                let path = lock.dir().join(name);
+                let in_place = |e: io::Error| {
                     io::Error::new(
                         e.kind(),
                         format!("{e} (`{}`, an earlier version's journal)", path.display()),
                     )
-                })?;
+                };
+                let Some((file, st)) = self.open(lock.dir_fd(), name).map_err(in_place)? else {
+                    continue;
+                };
+                if let Some(why) = not_believed(&st) {
+                    if let Some(Notice(notice)) = &self.on_set_aside {
+                        notice(&SetAside { path, why });
+                    }
+                    continue;
+                }
+                read_chunks(file, st.st_size as u64, &mut f).map_err(in_place)?;
             }
         }
         if let Some(dir) = self.state.readable()? {
             for name in [&self.older, &self.name] {
-                self.each_chunk(dir, name, &mut f)?;
+                if let Some((file, st)) = self.open(dir, name)? {
+                    read_chunks(file, st.st_size as u64, &mut f)?;
+                }
             }
         }
         Ok(())
@@ -804,9 +872,13 @@ impl Journal {
     }
 
     /// Opens a generation for reading: `None` when it does not exist.
-    fn open(&self, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<(std::fs::File, u64)>> {
+    fn open(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+    ) -> io::Result<Option<(std::fs::File, rustix::fs::Stat)>> {
         match open_regular(dir, name, OFlags::RDONLY, 0) {
-            Ok((fd, st)) => Ok(Some((std::fs::File::from(fd), st.st_size as u64))),
+            Ok((fd, st)) => Ok(Some((std::fs::File::from(fd), st))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 Err(self.unreadable(dir, name, e))
@@ -830,70 +902,62 @@ impl Journal {
             _ => e,
         }
     }
+}
 
-    /// Reads a generation in chunks of [`CHUNK`], handing each run of
-    /// complete lines to `f`: a journal of many megabytes costs a buffer
-    /// of one (page faults are most of what reading costs otherwise). Only
-    /// the last [`MAX_READ`] bytes are read; a line longer than a buffer is
-    /// dropped whole.
-    fn each_chunk(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
-        f: &mut impl FnMut(&[u8]),
-    ) -> io::Result<()> {
-        let Some((mut file, size)) = self.open(dir, name)? else {
-            return Ok(());
+/// Reads a generation in chunks of [`CHUNK`], handing each run of
+/// complete lines to `f`: a journal of many megabytes costs a buffer
+/// of one (page faults are most of what reading costs otherwise). Only
+/// the last [`MAX_READ`] bytes are read; a line longer than a buffer is
+/// dropped whole.
+fn read_chunks(mut file: std::fs::File, size: u64, f: &mut impl FnMut(&[u8])) -> io::Result<()> {
+    // Past the cap, reading starts mid-line: that line is dropped.
+    let mut discarding = false;
+    if size > MAX_READ {
+        io::Seek::seek(&mut file, io::SeekFrom::Start(size - MAX_READ))?;
+        discarding = true;
+    }
+    let mut buf = vec![0u8; CHUNK];
+    let mut filled = 0;
+    loop {
+        let n = match io::Read::read(&mut file, &mut buf[filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         };
-        // Past the cap, reading starts mid-line: that line is dropped.
-        let mut discarding = false;
-        if size > MAX_READ {
-            io::Seek::seek(&mut file, io::SeekFrom::Start(size - MAX_READ))?;
-            discarding = true;
+        filled += n;
+        let mut start = 0;
+        if discarding {
+            match buf[..filled].iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    start = i + 1;
+                    discarding = false;
+                }
+                None => filled = 0,
+            }
         }
-        let mut buf = vec![0u8; CHUNK];
-        let mut filled = 0;
-        loop {
-            let n = match io::Read::read(&mut file, &mut buf[filled..]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            filled += n;
-            let mut start = 0;
-            if discarding {
-                match buf[..filled].iter().position(|&b| b == b'\n') {
-                    Some(i) => {
-                        start = i + 1;
-                        discarding = false;
-                    }
-                    None => filled = 0,
-                }
+        let end = buf[start..filled]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map(|i| start + i + 1);
+        match end {
+            Some(end) => {
+                f(&buf[start..end]);
+                buf.copy_within(end..filled, 0);
+                filled -= end;
             }
-            let end = buf[start..filled]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map(|i| start + i + 1);
-            match end {
-                Some(end) => {
-                    f(&buf[start..end]);
-                    buf.copy_within(end..filled, 0);
-                    filled -= end;
-                }
-                // A full buffer without a newline is no event: dropped, up
-                // to the newline that ends it.
-                None if filled == buf.len() => {
-                    filled = 0;
-                    discarding = true;
-                }
-                None => {
-                    buf.copy_within(start..filled, 0);
-                    filled -= start;
-                }
+            // A full buffer without a newline is no event: dropped, up
+            // to the newline that ends it.
+            None if filled == buf.len() => {
+                filled = 0;
+                discarding = true;
             }
-            if n == 0 {
-                return Ok(());
+            None => {
+                buf.copy_within(start..filled, 0);
+                filled -= start;
             }
+        }
+        if n == 0 {
+            return Ok(());
         }
     }
 }
@@ -963,6 +1027,36 @@ fn owned_by_us(st: &rustix::fs::Stat) -> io::Result<()> {
             crate::text::user_name(me)
         ),
     ))
+}
+
+/// Why an earlier version's journal beside a lock is not believed (see
+/// "An earlier version's journal" in the module docs): `None` when it is
+/// the caller's or root's, no one else may write to it, and it has no
+/// other name.
+fn not_believed(st: &rustix::fs::Stat) -> Option<String> {
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me && st.st_uid != 0 {
+        return Some(format!(
+            "it is {}'s, not yours ({}) or root's, and anyone who may write in the lock's \
+             directory could have made it; remove it",
+            crate::text::user_name(st.st_uid),
+            crate::text::user_name(me)
+        ));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Some(format!(
+            "others may write to it (mode {:04o}), so anyone could have added to it; make it \
+             yours alone (chmod go-w) if you trust what it holds, or remove it",
+            st.st_mode & 0o7777
+        ));
+    }
+    if st.st_nlink != 1 {
+        return Some(format!(
+            "it has {} names (hard links), so it may be another file; remove this one",
+            st.st_nlink
+        ));
+    }
+    None
 }
 
 /// Takes a `flock` without blocking, trying again until `until`: false
@@ -1709,5 +1803,49 @@ mod tests {
         let mut out = Vec::new();
         parse_lines(&bytes, &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    /// An earlier version's journal of this user's is read; one that
+    /// others may write to, or that has another name (a hard link could
+    /// be any file of this user's), is set aside and said, and the rest is
+    /// still read. (Another user's is the attack tests' part.)
+    #[test]
+    fn an_earlier_journal_is_read_only_when_believed() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path().join("state"), crate::names::StateSource::Flag);
+        let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
+        let legacy = dir.path().join("j.lock.journal");
+        let older = dir.path().join("j.lock.journal.1");
+        std::fs::write(&older, ev(Kind::Start, "a", 1.0).to_line()).unwrap();
+        std::fs::write(&legacy, ev(Kind::Start, "b", 2.0).to_line()).unwrap();
+        let said: Arc<Mutex<Vec<SetAside>>> = Arc::default();
+        let log = said.clone();
+        let journal =
+            Journal::of(&lock, &state).on_set_aside(move |s| log.lock().unwrap().push(s.clone()));
+        let tokens = || -> Vec<String> {
+            let events = journal.events().unwrap();
+            events.into_iter().filter_map(|e| e.token).collect()
+        };
+        for mode in [0o600, 0o644] {
+            std::fs::set_permissions(&legacy, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(tokens(), ["a", "b"], "{mode:o}");
+        }
+        assert!(said.lock().unwrap().is_empty());
+        for mode in [0o620, 0o602] {
+            std::fs::set_permissions(&legacy, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(tokens(), ["a"], "{mode:o}");
+            let s = said.lock().unwrap().pop().unwrap();
+            assert_eq!(s.path, legacy);
+            assert!(s.why.contains(&format!("mode 0{mode:o}")), "{s}");
+        }
+        std::fs::set_permissions(&legacy, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::hard_link(&older, dir.path().join("elsewhere")).unwrap();
+        assert_eq!(tokens(), ["b"]);
+        let s = said.lock().unwrap().pop().unwrap();
+        assert_eq!(s.path, older);
+        assert!(s.why.contains("2 names (hard links)"), "{s}");
+        assert!(said.lock().unwrap().is_empty());
     }
 }

@@ -48,6 +48,7 @@ pub mod supervise;
 mod sys;
 pub mod text;
 pub mod verdict;
+mod walk;
 mod work;
 
 // Internals: `/proc` parsing, idleness, the judge, pause points. Public

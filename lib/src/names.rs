@@ -9,6 +9,10 @@
 //! descriptors ([`ensure_dir`]). Anyone may take the name
 //! `/tmp/onlyone-UID` first, so every command refuses a default directory
 //! that another account made or could change ([`check_default_dir`]).
+//! Whoever owns a symbolic link chooses where it leads, so no lock
+//! directory, whatever its source, is reached through another account's
+//! link anywhere on its path ([`check_links`]; opening a lock and making
+//! its directory follow the same rule, `walk.rs`).
 //!
 //! **The state directory.** Journals live apart from the locks, in a
 //! directory that survives a reboot (`/run` is a tmpfs, and `/tmp` often
@@ -207,6 +211,19 @@ pub fn check_default_dir(dir: &Path) -> Result<(), Error> {
     }
 }
 
+/// Refuses a lock directory whose path passes a symbolic link that
+/// another account owns (neither this user nor root): whoever owns a link
+/// chooses where it leads. Every command checks this before it looks in
+/// the directory, whatever its source (`--dir`, `$ONLYONE_DIR`, the
+/// default); opening a lock checks it again on descriptors. A missing
+/// directory, or one that cannot be walked, is left to the command.
+pub fn check_links(dir: &Path) -> Result<(), Error> {
+    match crate::walk::open_dir(dir, rustix::fs::OFlags::PATH) {
+        Err(crate::walk::WalkError::Refused(link)) => Err(Error::foreign_link(dir, &link)),
+        _ => Ok(()),
+    }
+}
+
 /// [`check_default_dir`] on the directory `lock` holds open, for a lock in
 /// the default directory: what is read there is what was checked, even
 /// when the name was taken between the look by path and the open.
@@ -290,20 +307,18 @@ pub(crate) fn others_can_change(uid: u32, mode: u32, me: u32) -> Option<Risk> {
 /// umask: never by path. A parent in which another account may rename
 /// entries (its owner, or anyone when it is writable without the sticky
 /// bit) is refused, since no descriptor can tell the directory made from
-/// one put in its place.
+/// one put in its place. A symbolic link on the way is followed only when
+/// it is this user's or root's ([`check_links`]).
 pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
-    match fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => return Ok(()),
-        Ok(m) if m.file_type().is_symlink() => {
-            // A link to a directory (`/var/run -> /run`) is fine.
-            if fs::metadata(dir).is_ok_and(|t| t.is_dir()) {
-                return Ok(());
-            }
-            return Err(not_a_dir(dir, source));
-        }
-        Ok(_) => return Err(not_a_dir(dir, source)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("inspect the lock directory", dir, e)),
+    use crate::walk::WalkError;
+    match crate::walk::open_dir(dir, rustix::fs::OFlags::PATH) {
+        // A link to a directory (`/var/run -> /run`) is fine, when it is
+        // this user's or root's.
+        Ok(_) => return Ok(()),
+        Err(WalkError::Missing(_)) => {}
+        Err(WalkError::NotDir(_)) => return Err(not_a_dir(dir, source)),
+        Err(WalkError::Refused(link)) => return Err(Error::foreign_link(dir, &link)),
+        Err(WalkError::Io(at, e)) => return Err(Error::io("inspect the lock directory", at, e)),
     }
     let mode = if rustix::process::geteuid().is_root() {
         0o755
@@ -317,13 +332,18 @@ pub fn ensure_dir(dir: &Path, source: DirSource) -> Result<(), Error> {
         {
             Ok(())
         }
+        // Something that is no directory (a dangling link, say).
+        Err(Error::Io { source: e, .. }) if e.kind() == io::ErrorKind::AlreadyExists => {
+            Err(not_a_dir(dir, source))
+        }
         done => done,
     }
 }
 
 /// Makes `dir` with exactly `mode`, on descriptors.
 fn create_dir(dir: &Path, source: DirSource, mode: u32) -> Result<(), Error> {
-    use rustix::fs::{CWD, Mode, OFlags};
+    use crate::walk::WalkError;
+    use rustix::fs::{Mode, OFlags};
     use rustix::io::Errno;
     let name = dir.file_name().ok_or_else(|| not_a_dir(dir, source))?;
     let parent = match dir.parent() {
@@ -331,11 +351,12 @@ fn create_dir(dir: &Path, source: DirSource, mode: u32) -> Result<(), Error> {
         _ => Path::new("."),
     };
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let parent_fd = match rustix::fs::openat(CWD, parent, flags, Mode::empty()) {
+    let parent_fd = match crate::walk::open_dir(parent, OFlags::RDONLY) {
         Ok(fd) => fd,
-        Err(Errno::NOENT) => return Err(missing_parent(dir, parent, source)),
-        Err(Errno::NOTDIR) => return Err(not_a_dir(dir, source)),
-        Err(e) => {
+        Err(WalkError::Missing(_)) => return Err(missing_parent(dir, parent, source)),
+        Err(WalkError::NotDir(_)) => return Err(not_a_dir(dir, source)),
+        Err(WalkError::Refused(link)) => return Err(Error::foreign_link(dir, &link)),
+        Err(WalkError::Io(_, e)) => {
             return Err(Error::io(
                 "open the parent of the lock directory",
                 parent,

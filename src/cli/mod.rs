@@ -336,12 +336,13 @@ impl Ctx {
         }
     }
 
-    /// Refuses, before anything is read or signalled, a default lock
-    /// directory that another account made or could change, for every
-    /// command that looks in it; each command fails its own way (a precheck
-    /// and a reap exit 0, a check is UNKNOWN, `acquire --export` prints its
-    /// `exit N`). An explicit `--dir` or `$ONLYONE_DIR` is the caller's
-    /// choice: readers read it, writers refuse it when they write.
+    /// Refuses, before anything is read or signalled, a lock directory
+    /// reached through another account's symbolic link, and a default
+    /// one that another account made or could change, for every command
+    /// that looks in it; each command fails its own way (a precheck and a
+    /// reap exit 0, a check is UNKNOWN, `acquire --export` prints its
+    /// `exit N`). Otherwise an explicit `--dir` or `$ONLYONE_DIR` is the
+    /// caller's choice: readers read it, writers refuse it when they write.
     fn refuse_untrusted_dir(&self, command: &Command) -> Option<Code> {
         // With a store, only the reaper works in the directory.
         let local = self.store.is_none() || matches!(command, Command::Reap(_));
@@ -358,10 +359,14 @@ impl Ctx {
                 | Command::Check(_)
                 | Command::Metrics(_)
         );
-        if self.source != DirSource::Default || !local || !looks {
+        if !local || !looks {
             return None;
         }
-        let e = names::check_default_dir(&self.dir).err()?;
+        let default = self.source == DirSource::Default;
+        let e = default
+            .then(|| names::check_default_dir(&self.dir).err())
+            .flatten()
+            .or_else(|| names::check_links(&self.dir).err())?;
         Some(match command {
             Command::Precheck(_) => {
                 say(format_args!(
@@ -389,15 +394,17 @@ impl Ctx {
         &self.dir
     }
 
-    /// The journal of `lock`, in the state directory.
+    /// The journal of `lock`, in the state directory. An earlier
+    /// version's journal beside the lock that a read sets aside is said
+    /// on stderr, once per read.
     pub fn journal(&self, lock: &LockFile) -> Journal {
-        Journal::of(lock, &self.state)
+        Journal::of(lock, &self.state).on_set_aside(|s| say(s))
     }
 
     /// The journal of the lock file `path`, found even when neither it nor
     /// its directory exists (`/run` after a reboot).
     pub fn journal_at(&self, path: &Path) -> Journal {
-        Journal::at(path, &self.state)
+        Journal::at(path, &self.state).on_set_aside(|s| say(s))
     }
 
     /// True when the lock directory exists (the reaper keeps its state

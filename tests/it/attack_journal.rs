@@ -284,9 +284,11 @@ fn hostile_journal() -> String {
         + "\n"
 }
 
-/// Item 14: a journal nobody wrote in a shared directory, full of hostile
-/// values: root's `history`, `status`, `check` and `metrics` exit normally
-/// (no panic, no signal) and say something sensible.
+/// Item 14: an earlier version's journal in a shared directory, full of
+/// hostile values: root's `history`, `status`, `check` and `metrics` exit
+/// normally (no panic, no signal) and say something sensible. It is
+/// root's: one nobody wrote is not read at all (`attack_paths`), but what
+/// a journal holds is input all the same.
 #[test]
 fn hostile_journal_values_crash_no_reader() {
     let Some(ns) = Ns::new("hostile_journal_values_crash_no_reader") else {
@@ -294,7 +296,7 @@ fn hostile_journal_values_crash_no_reader() {
     };
     std::fs::write(ns.host_path("/run/.oo-test/hostile"), hostile_journal()).unwrap();
     ns.must(
-        Some(NOBODY),
+        None,
         "cp /run/.oo-test/hostile /run/lock/job.lock.journal && \
          cp /run/.oo-test/hostile /run/lock/job.lock.journal.1",
     );
@@ -325,7 +327,9 @@ fn hostile_journal_values_crash_no_reader() {
 /// Item 15: a journal whose host, command and signal carry terminal
 /// escapes (a title change, a screen clear, a bidi override): root's
 /// `history`, `status` and `check` print no ESC, BEL or override; the JSON
-/// stays JSON.
+/// stays JSON. An earlier version's journal of root's (one nobody wrote is
+/// not read at all, `attack_paths`): a command line's and a host's text
+/// come from elsewhere.
 #[test]
 fn terminal_escapes_in_a_journal_never_reach_the_terminal() {
     let Some(ns) = Ns::new("terminal_escapes_in_a_journal_never_reach_the_terminal") else {
@@ -338,10 +342,7 @@ fn terminal_escapes_in_a_journal_never_reach_the_terminal() {
          {{\"v\":1,\"time\":1700000001,\"event\":\"end\",\"token\":\"t\",\"signal\":\"{bad}\"}}\n"
     );
     std::fs::write(ns.host_path("/run/.oo-test/escapes"), journal).unwrap();
-    ns.must(
-        Some(NOBODY),
-        "cp /run/.oo-test/escapes /run/lock/job.lock.journal",
-    );
+    ns.must(None, "cp /run/.oo-test/escapes /run/lock/job.lock.journal");
     let raw = ['\x1b', '\x07', '\u{9b}', '\u{202e}'];
     for args in [
         &["history", "job"][..],

@@ -2,9 +2,10 @@
 //! store (a proxy that strips TLS and asks for the password in clear),
 //! from the store's rows (NULLs and huge values where onlyone wrote
 //! values, as a role that owns the table can leave them), through the
-//! messages (a password in the URL, in every form), and from another role
-//! with the README's grants. Each test skips, saying why, where PostgreSQL
-//! is not installed.
+//! messages (a password in the URL, in every form), from another role
+//! with the README's grants, and from another account on the host that
+//! squats the server's Unix socket. Each test skips, saying why, where
+//! PostgreSQL is not installed.
 
 use crate::support;
 
@@ -468,4 +469,168 @@ fn pg_bin(name: &str) -> String {
         .collect();
     found.sort();
     found.pop().unwrap().display().to_string()
+}
+
+/// A squatter of a PostgreSQL socket, as `nobody` runs it: it listens on
+/// upstream's default socket `/tmp/.s.PGSQL.5432`, asks every client for
+/// its password in clear (AuthenticationCleartextPassword) after the first
+/// bytes it sends, and logs everything it receives in `/tmp/seen`,
+/// between `<conn>` and `<end>`.
+const SQUATTER: &str = r#"
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.bind("/tmp/.s.PGSQL.5432")
+s.listen(16)
+open("/tmp/listening", "w").close()
+log = open("/tmp/seen", "ab", buffering=0)
+while True:
+    c, _ = s.accept()
+    log.write(b"<conn>")
+    c.settimeout(10)
+    asked = False
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            log.write(b)
+            if not asked:
+                asked = True
+                c.sendall(b"R\0\0\0\x08\0\0\0\x03")
+    except Exception:
+        pass
+    c.close()
+    log.write(b"<end>")
+"#;
+
+/// Issue 34, item 10: nobody squats `/tmp/.s.PGSQL.5432` (upstream's
+/// default socket directory, which anyone may write in). Root's `run
+/// --store 'postgres://jobs:PW@%2Ftmp/ops'` fails with an error that names
+/// the socket, its server's user and the fix; with `requirepeer=postgres`
+/// (in the URL or `PGREQUIREPEER`) it fails saying who answered; `precheck`
+/// fails open. The squatter never receives a byte: no startup packet, no
+/// password.
+#[test]
+fn a_squatted_socket_never_gets_the_password() {
+    use support::ns::{NOBODY, Ns};
+    if !have_python3() {
+        return;
+    }
+    let Some(mut ns) = Ns::new("a_squatted_socket_never_gets_the_password") else {
+        return;
+    };
+    std::fs::write(ns.host_path("/tmp/squat.py"), SQUATTER).unwrap();
+    ns.attacker(NOBODY, "exec python3 /tmp/squat.py", "/tmp/listening");
+    let url = "postgres://jobs:S3cretPW@%2Ftmp/ops";
+    let root = |url: &str, env: &[(&str, &str)], args: &[&str]| {
+        let mut all = vec!["--store", url];
+        all.extend_from_slice(args);
+        let mut c = ns.oo(None, &all);
+        c.env_remove("PGREQUIREPEER").envs(env.iter().copied());
+        ns.run(c, HANG, &all.join(" "))
+    };
+    let out = root(url, &[], &["run", "j", "--", "true"]);
+    out.expect(125)
+        .says("`/tmp/.s.PGSQL.5432`")
+        .says("nobody")
+        .says("requirepeer=")
+        .says("/tmp");
+    root(url, &[], &["precheck", "j"])
+        .expect(0)
+        .says("fail open")
+        .says("`/tmp/.s.PGSQL.5432`");
+    let named = format!("{url}?requirepeer=postgres");
+    for (url, env) in [
+        (named.as_str(), &[][..]),
+        (url, &[("PGREQUIREPEER", "postgres")][..]),
+    ] {
+        root(url, env, &["run", "j", "--", "true"])
+            .expect(125)
+            .says("`/tmp/.s.PGSQL.5432`")
+            .says("requirepeer")
+            .says("postgres")
+            .says("nobody");
+    }
+    let seen = ns.host_path("/tmp/seen");
+    let log = || std::fs::read(&seen).unwrap_or_default();
+    wait_until("the squatter to log every connection", HANG, || {
+        let l = String::from_utf8_lossy(&log()).into_owned();
+        l.matches("<conn>").count() == l.matches("<end>").count()
+    });
+    let log = String::from_utf8_lossy(&log()).into_owned();
+    assert!(!log.contains("S3cretPW"), "the password leaked: {log:?}");
+    assert_eq!(
+        log.replace("<conn>", "").replace("<end>", ""),
+        "",
+        "the squatter was sent nothing"
+    );
+}
+
+/// Issue 34, item 10: a real server's socket. In a directory of its own
+/// (no directory on its path that another account may write in), it works
+/// with and without `requirepeer` naming the server's user (in the URL or
+/// `PGREQUIREPEER`); `requirepeer` naming another user is refused. In a
+/// world-writable sticky directory (as upstream's `/tmp`) a server that is
+/// neither root nor the caller is trusted only with `requirepeer`.
+#[test]
+fn a_servers_own_socket_works_with_and_without_requirepeer() {
+    let pg = match Pg::start_with_shared_socket_dir() {
+        Ok(pg) => pg,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let sb = Sandbox::new("ONLYONE_ATTACK_STORE_MARK");
+    let server = if is_root() {
+        "nobody".to_owned()
+    } else {
+        onlyone::user_name(rustix::process::geteuid().as_raw())
+    };
+    let other = if server == "nobody" { "root" } else { "nobody" };
+    let url = |dir: &std::path::Path, query: &str| {
+        format!(
+            "postgres://onlyone@{}:{}/postgres{query}",
+            dir.display().to_string().replace('/', "%2F"),
+            pg.port
+        )
+    };
+    let own = url(pg.data(), "");
+    let run = |url: &str, env: &[(&str, &str)]| {
+        let mut c = sb.program(BIN);
+        c.arg("--store")
+            .arg(url)
+            .args(["run", "job", "--", "true"])
+            .env_remove("ONLYONE_STORE")
+            .env_remove("PGREQUIREPEER")
+            .envs(env.iter().copied());
+        finish(c, HANG)
+    };
+    run(&own, &[]).expect(0);
+    run(&url(pg.data(), &format!("?requirepeer={server}")), &[]).expect(0);
+    run(&own, &[("PGREQUIREPEER", &server)]).expect(0);
+    let socket = format!("`{}/.s.PGSQL.{}`", pg.data().display(), pg.port);
+    for (u, env) in [
+        (url(pg.data(), &format!("?requirepeer={other}")), vec![]),
+        (own.clone(), vec![("PGREQUIREPEER", other)]),
+    ] {
+        run(&u, &env)
+            .expect(125)
+            .says(&socket)
+            .says(&format!("requirepeer={other}"))
+            .says(&server);
+    }
+
+    let shared = url(pg.shared_socket_dir(), "");
+    let out = run(&shared, &[]);
+    if is_root() {
+        out.expect(125)
+            .says(&format!("`{}", pg.shared_socket_dir().display()))
+            .says("requirepeer=");
+    } else {
+        // The server is the caller's own.
+        out.expect(0);
+    }
+    run(
+        &url(pg.shared_socket_dir(), &format!("?requirepeer={server}")),
+        &[],
+    )
+    .expect(0);
 }

@@ -9,6 +9,7 @@ mod attack_files;
 mod attack_journal;
 mod attack_members;
 mod attack_pings;
+mod attack_paths;
 mod attack_queue;
 mod attack_store;
 mod cli_misc;

@@ -47,8 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustix::fs::{Mode as FsMode, OFlags};
-use rustix::io::Errno;
+use rustix::fs::OFlags;
 
 use crate::error::{Error, HeldBy, Result};
 use crate::record::{NotARecord, Record};
@@ -359,22 +358,21 @@ fn split_lock_path(given: &Path) -> Result<(PathBuf, PathBuf, OsString)> {
     Ok((path, dir_path, name))
 }
 
-/// Opens a lock's directory, with an error that says what is wrong.
+/// Opens a lock's directory, with an error that says what is wrong:
+/// following no symbolic link on its path that another account owns
+/// ([`crate::walk`]), which would choose whose locks this one shares.
 fn open_dir(path: &Path, dir_path: &Path) -> Result<OwnedFd> {
-    rustix::fs::open(
-        dir_path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        FsMode::empty(),
-    )
-    .map_err(|e| match e {
-        Errno::NOENT => Error::MissingDir {
+    use crate::walk::WalkError;
+    crate::walk::open_dir(dir_path, OFlags::RDONLY).map_err(|e| match e {
+        WalkError::Missing(_) => Error::MissingDir {
             dir: dir_path.to_path_buf(),
         },
-        Errno::NOTDIR => Error::BadPath {
+        WalkError::NotDir(at) => Error::BadPath {
             path: path.to_path_buf(),
-            why: format!("`{}` is not a directory", dir_path.display()),
+            why: format!("`{}` is not a directory", at.display()),
         },
-        e => Error::io("open the lock directory", dir_path, e),
+        WalkError::Refused(link) => Error::foreign_link(dir_path, &link),
+        WalkError::Io(_, e) => Error::io("open the lock directory", dir_path, e),
     })
 }
 

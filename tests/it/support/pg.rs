@@ -3,6 +3,13 @@
 //! a free port on 127.0.0.1, torn down when dropped. Nothing depends on a
 //! server someone started by hand. And a TCP proxy that can black-hole a
 //! connection (stop forwarding without closing).
+//!
+//! The server also listens on a Unix socket in its data directory. Under
+//! root that directory is made in `/run`, so that no directory on the
+//! socket's path is one another account can write in: onlyone trusts a
+//! socket whose server is neither root nor its caller only there (or with
+//! `requirepeer`). [`Pg::start_with_shared_socket_dir`] adds a socket in a
+//! world-writable sticky directory, as upstream's default `/tmp` is.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -48,13 +55,27 @@ pub struct Pg {
     as_nobody: bool,
     /// More server settings (`-c` options): TLS, for one.
     extra: String,
+    /// A world-writable sticky directory it listens in too, if any.
+    shared_socket_dir: Option<PathBuf>,
 }
 
 impl Pg {
     /// Starts one, or says why it cannot (no PostgreSQL installed): the
     /// caller skips then.
     pub fn start() -> Result<Pg, String> {
-        Pg::start_with(false)
+        Pg::start_with(false, false)
+    }
+
+    /// Starts one that also listens in a world-writable sticky directory
+    /// of its own ([`Pg::shared_socket_dir`]), as a server does in `/tmp`.
+    pub fn start_with_shared_socket_dir() -> Result<Pg, String> {
+        Pg::start_with(false, true)
+    }
+
+    /// The world-writable sticky directory a server started by
+    /// [`Pg::start_with_shared_socket_dir`] listens in.
+    pub fn shared_socket_dir(&self) -> &Path {
+        self.shared_socket_dir.as_deref().unwrap()
     }
 
     /// Starts one, or says on stderr why it cannot ("skipped: ..."): the
@@ -67,7 +88,7 @@ impl Pg {
     /// `127.0.0.1` signed by a throwaway CA: [`Pg::ca`] is the CA's
     /// certificate (for `sslrootcert`). Plain TCP connections are refused.
     pub fn start_tls() -> Result<Pg, String> {
-        Pg::start_with(true)
+        Pg::start_with(true, false)
     }
 
     /// The throwaway CA's certificate of a server started by
@@ -76,11 +97,11 @@ impl Pg {
         self.data.parent().unwrap().join("ca.crt")
     }
 
-    fn start_with(tls: bool) -> Result<Pg, String> {
+    fn start_with(tls: bool, shared: bool) -> Result<Pg, String> {
         let bin = bin_dir().ok_or("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin)")?;
-        let tmp = super::open_tempdir();
-        let data = tmp.path().join("data");
         let as_nobody = super::is_root();
+        let tmp = cluster_dir(as_nobody);
+        let data = tmp.path().join("data");
         std::fs::create_dir(&data).unwrap();
         let pwfile = tmp.path().join("pw");
         std::fs::write(&pwfile, PASSWORD).unwrap();
@@ -103,6 +124,13 @@ impl Pg {
                 return Err("cannot give the cluster's directory to nobody".into());
             }
         }
+        let shared_socket_dir = shared.then(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let d = tmp.path().join("shared");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+            d
+        });
         let pg = Pg {
             _tmp: tmp,
             data,
@@ -110,6 +138,7 @@ impl Pg {
             port: free_port(),
             as_nobody,
             extra,
+            shared_socket_dir,
         };
         let out = pg
             .tool("initdb")
@@ -164,6 +193,10 @@ impl Pg {
     /// Starts the server (again), on the same port; waits until it accepts.
     pub fn start_again(&self) -> Result<(), String> {
         let log = self.data.parent().unwrap().join("log");
+        let mut sockets = self.data.display().to_string();
+        if let Some(shared) = &self.shared_socket_dir {
+            sockets = format!("{sockets},{}", shared.display());
+        }
         let out = self
             .tool("pg_ctl")
             .arg("-D")
@@ -173,9 +206,7 @@ impl Pg {
             .arg("-o")
             .arg(format!(
                 "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200{}",
-                self.port,
-                self.data.display(),
-                self.extra
+                self.port, sockets, self.extra
             ))
             .args(["-w", "-t", "60", "start"])
             .stdout(Stdio::null())
@@ -250,6 +281,25 @@ impl Drop for Pg {
     fn drop(&mut self) {
         self.stop_immediate();
     }
+}
+
+/// The cluster's temp dir: under root in `/run` (root's, 0755, where no
+/// other account may make or rename entries), so that the socket's path
+/// passes no directory others can write; else where the tests keep
+/// theirs. Nobody can enter it.
+fn cluster_dir(as_nobody: bool) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let in_run = as_nobody
+        .then(|| {
+            tempfile::Builder::new()
+                .prefix("onlyone-test-pg-")
+                .tempdir_in("/run")
+                .ok()
+        })
+        .flatten();
+    let d = in_run.unwrap_or_else(super::open_tempdir);
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
 }
 
 /// A throwaway CA and a server certificate it signed (for `localhost` and

@@ -10,8 +10,9 @@
 //! (TLS, the certificate's chain and name checked), libpq's `prefer` and
 //! `allow` (TLS only if the peer offers it, nothing checked) are refused
 //! with the fix named, and only an explicit `sslmode=disable` talks
-//! without TLS. A Unix socket needs no TLS (its directory's permissions
-//! guard it): `sslmode` is ignored for it, as libpq does.
+//! without TLS. A Unix socket needs no TLS: `sslmode` is ignored for it,
+//! as libpq does; who listens on it is checked instead (`requirepeer`, and
+//! the socket's directory: see `socket.rs`).
 //!
 //! **No password in messages.** The URL shown anywhere is
 //! [`ConnInfo::display`], rebuilt from the parsed parts without the
@@ -63,6 +64,9 @@ pub struct ConnInfo {
     /// `sslrootcert`: the CA file for `verify-ca`/`verify-full` (else
     /// the system's roots).
     pub root_cert: Option<PathBuf>,
+    /// `requirepeer` (or `PGREQUIREPEER`): the user a Unix socket's
+    /// server must run as (see `socket.rs`).
+    pub require_peer: Option<String>,
     /// The URL without its password, for messages.
     pub display: String,
 }
@@ -92,6 +96,7 @@ struct Own {
     /// `PGSSLMODE`.
     sslmode_from: &'static str,
     root_cert: Option<PathBuf>,
+    require_peer: Option<String>,
 }
 
 /// `PGPORT`: a port, or a list of them separated by commas (one per
@@ -186,6 +191,9 @@ fn from_env(
     if own.root_cert.is_none() {
         own.root_cert = env("PGSSLROOTCERT").map(PathBuf::from);
     }
+    if own.require_peer.is_none() {
+        own.require_peer = env("PGREQUIREPEER");
+    }
     Ok(())
 }
 
@@ -195,8 +203,8 @@ impl ConnInfo {
     /// (`PGPASSFILE`, else `~/.pgpass`). What the URL leaves out is read
     /// from the environment as libpq reads it: `PGHOST` (a path is a
     /// socket directory), `PGPORT`, `PGUSER`, `PGDATABASE`, `PGSSLMODE`
-    /// (refused like the URL's when it would allow a downgrade) and
-    /// `PGSSLROOTCERT`.
+    /// (refused like the URL's when it would allow a downgrade),
+    /// `PGSSLROOTCERT` and `PGREQUIREPEER`.
     pub fn parse(url: &str) -> Result<ConnInfo, String> {
         ConnInfo::parse_with(url, &|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
     }
@@ -236,6 +244,7 @@ impl ConnInfo {
             match &*percent_decode(k) {
                 b"sslmode" => own.sslmode = Some(v()),
                 b"sslrootcert" => own.root_cert = Some(PathBuf::from(v())),
+                b"requirepeer" => own.require_peer = Some(v()).filter(|u| !u.is_empty()),
                 b"password" => {
                     own.password = Some(percent_decode(pair.split_once('=').map_or("", |p| p.1)))
                 }
@@ -291,6 +300,7 @@ impl ConnInfo {
             config,
             tls,
             root_cert: own.root_cert,
+            require_peer: own.require_peer,
             display,
         })
     }

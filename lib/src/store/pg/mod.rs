@@ -34,13 +34,15 @@
 //! out of range read as unknown. A row never makes a reader panic or grow.
 
 mod conninfo;
+mod socket;
 
 use std::cell::RefCell;
 use std::time::Duration;
 
-use tokio_postgres::Client;
+use tokio_postgres::config::{Host, LoadBalanceHosts, SslMode, TargetSessionAttrs};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
+use tokio_postgres::{Client, Config, NoTls};
 
 pub use conninfo::{ConnInfo, is_postgres_url};
 
@@ -230,32 +232,11 @@ impl PgStore {
         let mut config = self.info.config.clone();
         let timeout = self.timeout.get();
         config.connect_timeout(timeout);
+        let require = self.info.require_peer.clone();
         let client = self.rt.block_on(async move {
-            let made = match tls {
-                None => {
-                    let (client, conn) =
-                        tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
-                            .await
-                            .map_err(|_| timed_out(&url, timeout))?
-                            .map_err(|e| classify(&e, &url))?;
-                    tokio::spawn(async move {
-                        let _ = conn.await;
-                    });
-                    client
-                }
-                Some(tls) => {
-                    let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
-                    let (client, conn) = tokio::time::timeout(timeout, config.connect(connector))
-                        .await
-                        .map_err(|_| timed_out(&url, timeout))?
-                        .map_err(|e| classify(&e, &url))?;
-                    tokio::spawn(async move {
-                        let _ = conn.await;
-                    });
-                    client
-                }
-            };
-            Ok::<Client, StoreError>(made)
+            tokio::time::timeout(timeout, open(&config, tls, require.as_deref(), &url))
+                .await
+                .map_err(|_| timed_out(&url, timeout))?
         })?;
         *self.client.borrow_mut() = Some(client);
         if !*self.schema_checked.borrow() {
@@ -963,6 +944,195 @@ fn read_waiter(r: &tokio_postgres::Row) -> Result<WaiterRow, tokio_postgres::Err
 /// The runtime of one connection: this thread's, plus the blocking threads
 /// it starts for name lookups, which block the supervisor's signals (see
 /// [`super::supervised_signals`]) as they start.
+/// Connects to the first of `config`'s hosts that answers, in their order
+/// (shuffled with `load_balance_hosts=random`), as tokio-postgres does;
+/// but a Unix socket is connected here, and its server checked before
+/// anything is sent to it (`socket.rs`, with `require`: `requirepeer`).
+/// When none answers, a refusal is the error given: it says more than an
+/// unreachable host.
+async fn open(
+    config: &Config,
+    tls: Option<rustls::ClientConfig>,
+    require: Option<&str>,
+    url: &str,
+) -> Result<Client, StoreError> {
+    let hosts = config.get_hosts();
+    // A host with an address (`hostaddr`) is reached by TCP, whatever it
+    // names.
+    let unix = |i: usize| {
+        matches!(hosts.get(i), Some(Host::Unix(_))) && config.get_hostaddrs().get(i).is_none()
+    };
+    if !(0..hosts.len()).any(unix) {
+        return open_tcp(config, tls, url).await;
+    }
+    let mut order: Vec<usize> = (0..hosts.len()).collect();
+    if config.get_load_balance_hosts() == LoadBalanceHosts::Random {
+        shuffle(&mut order);
+    }
+    let (mut refused, mut last) = (None, None);
+    for i in order {
+        let made = match &hosts[i] {
+            Host::Unix(dir) if unix(i) => {
+                let ports = config.get_ports();
+                let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+                open_unix(config, &socket::socket_path(dir, port), require, url).await
+            }
+            _ => open_tcp(&one_host(config, i), tls.clone(), url).await,
+        };
+        match made {
+            Ok(client) => return Ok(client),
+            Err(e @ StoreError::Auth(_)) => {
+                refused.get_or_insert(e);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(refused.or(last).unwrap_or_else(|| {
+        StoreError::Unreachable(format!("cannot reach the store `{url}`: it names no host"))
+    }))
+}
+
+/// Connects through tokio-postgres, which finds the hosts itself.
+async fn open_tcp(
+    config: &Config,
+    tls: Option<rustls::ClientConfig>,
+    url: &str,
+) -> Result<Client, StoreError> {
+    let client = match tls {
+        None => {
+            let (client, conn) = config.connect(NoTls).await.map_err(|e| classify(&e, url))?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            client
+        }
+        Some(tls) => {
+            let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
+            let (client, conn) = config
+                .connect(connector)
+                .await
+                .map_err(|e| classify(&e, url))?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            client
+        }
+    };
+    Ok(client)
+}
+
+/// Connects to the Unix socket `path`, its server checked first
+/// (`socket.rs`), then hands the connection to tokio-postgres (no TLS on
+/// a socket, as libpq) and checks `target_session_attrs` as it would.
+async fn open_unix(
+    config: &Config,
+    path: &std::path::Path,
+    require: Option<&str>,
+    url: &str,
+) -> Result<Client, StoreError> {
+    let stream = socket::connect(path, require).await.map_err(|e| match e {
+        Ok(why) => StoreError::Auth(format!("cannot use the store `{url}`: {why}")),
+        Err(e) => StoreError::Unreachable(format!(
+            "cannot reach the store `{url}`: `{}`: {e}",
+            path.display()
+        )),
+    })?;
+    let mut config = config.clone();
+    config.ssl_mode(SslMode::Disable);
+    let (client, conn) = config
+        .connect_raw(stream, NoTls)
+        .await
+        .map_err(|e| classify(&e, url))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let want = config.get_target_session_attrs();
+    if want != TargetSessionAttrs::Any {
+        let rows = client
+            .simple_query("SHOW transaction_read_only")
+            .await
+            .map_err(|e| classify(&e, url))?;
+        let read_only = rows.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(|v| v == "on"),
+            _ => None,
+        });
+        let (fits, what) = match want {
+            TargetSessionAttrs::ReadWrite => (read_only != Some(true), "read-write"),
+            TargetSessionAttrs::ReadOnly => (read_only != Some(false), "read-only"),
+            _ => (true, ""),
+        };
+        if !fits {
+            return Err(StoreError::Unreachable(format!(
+                "the store `{url}` at `{}` is not {what}, as target_session_attrs={what} asks",
+                path.display()
+            )));
+        }
+    }
+    Ok(client)
+}
+
+/// `config` with its `i`th host alone (and that host's port and address),
+/// every other setting kept.
+fn one_host(config: &Config, i: usize) -> Config {
+    let mut c = Config::new();
+    if let Some(v) = config.get_user() {
+        c.user(v);
+    }
+    if let Some(v) = config.get_password() {
+        c.password(v);
+    }
+    if let Some(v) = config.get_dbname() {
+        c.dbname(v);
+    }
+    if let Some(v) = config.get_options() {
+        c.options(v);
+    }
+    if let Some(v) = config.get_application_name() {
+        c.application_name(v);
+    }
+    match &config.get_hosts()[i] {
+        Host::Tcp(h) => c.host(h),
+        Host::Unix(p) => c.host_path(p),
+    };
+    if let Some(&a) = config.get_hostaddrs().get(i) {
+        c.hostaddr(a);
+    }
+    let ports = config.get_ports();
+    if let Some(&p) = ports.get(i).or(ports.first()) {
+        c.port(p);
+    }
+    if let Some(&t) = config.get_connect_timeout() {
+        c.connect_timeout(t);
+    }
+    if let Some(&t) = config.get_tcp_user_timeout() {
+        c.tcp_user_timeout(t);
+    }
+    if let Some(t) = config.get_keepalives_interval() {
+        c.keepalives_interval(t);
+    }
+    if let Some(n) = config.get_keepalives_retries() {
+        c.keepalives_retries(n);
+    }
+    c.ssl_mode(config.get_ssl_mode())
+        .ssl_negotiation(config.get_ssl_negotiation())
+        .keepalives(config.get_keepalives())
+        .keepalives_idle(config.get_keepalives_idle())
+        .target_session_attrs(config.get_target_session_attrs())
+        .channel_binding(config.get_channel_binding())
+        .load_balance_hosts(config.get_load_balance_hosts());
+    c
+}
+
+/// Shuffles `v` (Fisher-Yates, from the kernel's random numbers).
+fn shuffle(v: &mut [usize]) {
+    for i in (1..v.len()).rev() {
+        let mut b = [0u8; 8];
+        let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+        let j = (u64::from_ne_bytes(b) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, StoreError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -1075,5 +1245,38 @@ impl LeaseStore for PgStore {
 
     fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
         PgStore::waiters(self, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host taken alone keeps every other setting: for a URL of one
+    /// host, it is the URL's own configuration (`Config` compares every
+    /// field), so a setting tokio-postgres adds and `one_host` misses
+    /// fails here.
+    #[test]
+    fn one_host_keeps_every_setting() {
+        let url = "postgres://u:pw@db.example:6432/jobs?sslmode=require&options=-c%20x%3Dy\
+                   &application_name=a&target_session_attrs=read-write&channel_binding=require\
+                   &keepalives_idle=7&tcp_user_timeout=3&load_balance_hosts=random\
+                   &hostaddr=10.0.0.1&sslnegotiation=direct";
+        let mut info = ConnInfo::parse(url).unwrap();
+        info.config.connect_timeout(Duration::from_secs(4));
+        info.config.keepalives_interval(Duration::from_secs(2));
+        info.config.keepalives_retries(5);
+        assert_eq!(one_host(&info.config, 0), info.config);
+        let two = ConnInfo::parse("postgres://u@a:1,%2Frun%2Fpg:2/db").unwrap();
+        let first = one_host(&two.config, 0);
+        assert_eq!(first.get_hosts(), &[Host::Tcp("a".into())]);
+        assert_eq!(first.get_ports(), &[1]);
+        let second = one_host(&two.config, 1);
+        assert_eq!(second.get_hosts(), &[Host::Unix("/run/pg".into())]);
+        assert_eq!(second.get_ports(), &[2]);
+        let mut order: Vec<usize> = (0..10).collect();
+        shuffle(&mut order);
+        order.sort_unstable();
+        assert_eq!(order, (0..10).collect::<Vec<_>>());
     }
 }
