@@ -17,6 +17,7 @@ mod docs;
 mod engine;
 mod faults;
 mod field;
+mod field_four;
 mod hostile;
 mod journal;
 mod outcomes;
