@@ -35,16 +35,18 @@ impl HeldBy {
     }
 
     /// "pid 4242 (`./sync.sh --all`, for 3m12s)", or, when a leftover
-    /// process keeps a run alive, "pid 812, a leftover of the run of pid
-    /// 4242 (`sleep 300`, for 3m12s)".
+    /// process keeps a run alive, "pid 812 (`sleep 300`), a leftover process
+    /// of the run started by pid 4242 (`./sync.sh --all`, for 3m12s)": each
+    /// command beside its own pid.
     pub fn describe(&self) -> String {
         let age = self.age().map(|a| format!(", for {}", compact_duration(a)));
         let age = age.unwrap_or_default();
         match &self.holder {
             Holder::Member { pid, cmd } => format!(
-                "pid {pid}, a leftover process of the run started by pid {} (`{}`{age})",
+                "pid {pid} (`{}`), a leftover process of the run started by pid {} (`{}`{age})",
+                cmd.as_deref().unwrap_or("?"),
                 self.record.pid,
-                cmd.as_deref().unwrap_or("?")
+                self.record.cmd.as_deref().unwrap_or("?")
             ),
             Holder::Command { pid } => format!(
                 "pid {pid}, the command of the run started by pid {} (`{}`{age})",

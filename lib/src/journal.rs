@@ -1445,7 +1445,12 @@ impl Pairing {
                         ..
                     }
                 );
-                if run.outcome.is_over() && !(stopped && ev.event == Kind::End) {
+                // A script's hold that its workers carried on after the
+                // release ends when the last of them exits: a second
+                // `release`, written then, gives its whole duration.
+                let carried_on =
+                    matches!(run.outcome, Outcome::Released { .. }) && ev.event == Kind::Release;
+                if run.outcome.is_over() && !(stopped && ev.event == Kind::End) && !carried_on {
                     return;
                 }
                 run.outcome = match ev.event {

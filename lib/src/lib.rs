@@ -78,8 +78,9 @@ mod test_hooks;
 
 pub use error::{Error, HeldBy, Result};
 pub use lock::{
-    AcquireOptions, HEAD_GRACE, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner,
-    REFRESH_INTERVAL, REPROBE_INTERVAL, Released, Releaser, TakeOver, Waiting, new_token,
+    AcquireOptions, Active, HEAD_GRACE, Inspection, LockFile, LockGuard, MAX_TAKEOVER_TRIES, Owner,
+    REFRESH_INTERVAL, REPROBE_INTERVAL, Released, Releaser, TakeOver, Waiting, active_pid,
+    new_token,
 };
 pub use procfs::{
     FENCE_VAR, Group, Image, LOCK_VAR, ProcId, RUN_ID_VAR, TOKEN_VAR, host_name, with_census,

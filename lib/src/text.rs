@@ -47,7 +47,8 @@ pub fn user_name(uid: u32) -> String {
     crate::sys::user_name(uid).unwrap_or_else(|| format!("uid {uid}"))
 }
 
-/// Formats a duration as `3m12s`, `2h5m`, `450ms`.
+/// Formats a duration as `3m12s`, `2h5m`, `450ms`: two units at most (the
+/// rest cut off), the second left out when it is 0 (`1h`, not `1h0m`).
 pub fn compact_duration(d: Duration) -> String {
     let secs = d.as_secs();
     if secs == 0 {
@@ -58,11 +59,15 @@ pub fn compact_duration(d: Duration) -> String {
     }
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
     let days = h / 24;
-    match (days, h, m) {
-        (d, h, _) if d > 0 => format!("{d}d{}h", h % 24),
-        (_, h, m) if h > 0 => format!("{h}h{m}m"),
-        (_, _, m) if m > 0 => format!("{m}m{s}s"),
-        _ => format!("{s}s"),
+    let (big, small) = match (days, h, m) {
+        (d, h, _) if d > 0 => ((d, 'd'), (h % 24, 'h')),
+        (_, h, m) if h > 0 => ((h, 'h'), (m, 'm')),
+        (_, _, m) if m > 0 => ((m, 'm'), (s, 's')),
+        _ => return format!("{s}s"),
+    };
+    match small {
+        (0, _) => format!("{}{}", big.0, big.1),
+        (n, unit) => format!("{}{}{n}{unit}", big.0, big.1),
     }
 }
 
@@ -256,6 +261,10 @@ mod tests {
         assert_eq!(compact_duration(Duration::from_millis(450)), "450ms");
         assert_eq!(compact_duration(Duration::from_secs(192)), "3m12s");
         assert_eq!(compact_duration(Duration::from_secs(7500)), "2h5m");
+        assert_eq!(compact_duration(Duration::from_secs(3600)), "1h");
+        assert_eq!(compact_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(compact_duration(Duration::from_secs(2 * 86400)), "2d");
+        assert_eq!(compact_duration(Duration::from_secs(3600 + 1)), "1h");
         assert_eq!(
             compact_duration(Duration::from_secs(3 * 86400 + 3600)),
             "3d1h"

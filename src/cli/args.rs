@@ -324,9 +324,10 @@ trap releases while a worker that carries the token still runs (`./worker &`
 and the script ends), the lock stays held by that worker: release says so
 (`sync` stays held by pid 4321, still working for the run (carrying its
 token): it is free once the last one exits), exits 0, and records the run's
-end then. The record is marked released=, the next fire skips (75) while a
-worker lives, and once the last one exits the lock is free to the next fire,
-which records no abandoned run. flock(1) gives the same guarantee through the
+end then; once the last worker exits, it is recorded again, with a duration
+that covers the workers. The record is marked released=, the next fire skips
+(75) while a worker lives, and once the last one exits the lock is free to the
+next fire, which records no abandoned run and takes nothing over. flock(1) gives the same guarantee through the
 inherited descriptor.
 
 --exit CODE records how the script ended (the trap's `$?`): the run counts as
@@ -533,8 +534,10 @@ pub struct Manpages {
 }
 
 // `acquire` starts this for a lock in a directory that age-based cleaners
-// empty (/tmp): no other process of onlyone's lives to refresh it. (A doc
-// comment here would be its help's about, over the variant's.)
+// empty (/tmp): no other process of onlyone's lives to refresh it; and
+// `release`, when the script's workers hold the lock on, to record the
+// run's end once they have all exited. (A doc comment here would be its
+// help's about, over the variant's.)
 #[derive(Debug, Args)]
 pub struct Keeper {
     /// The lock file.
@@ -543,6 +546,13 @@ pub struct Keeper {
     /// The acquisition's token.
     #[arg(long)]
     pub token: String,
+    /// Once the hold ends, record the end of the script's run (a second
+    /// `release` event, whose duration covers the workers).
+    #[arg(long)]
+    pub record_end: bool,
+    /// With --record-end: the code the script gave `release --exit`.
+    #[arg(long, value_name = "CODE")]
+    pub exit: Option<u8>,
 }
 
 #[derive(Debug, Args)]

@@ -24,7 +24,7 @@ pub fn completions(a: &args::Completions) -> Code {
 
 /// The sections clap does not write, for `onlyone(1)`, in roff, after
 /// EXIT STATUS (which is [`super::exit::roff`]).
-const EXTRA: &str = r#".SH ENVIRONMENT
+const TOP_SECTIONS: &str = r#".SH ENVIRONMENT
 .TP
 \fBONLYONE_DIR\fR
 The lock directory, when \fB\-\-dir\fR is not given.
@@ -113,24 +113,200 @@ pub fn manpages(a: &args::Manpages) -> Code {
 
 fn write_pages(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let cmd = args::full_command();
-    let mut page = Vec::new();
+    // No `help` command: it would be listed as a page that is not written.
+    let cmd = args::full_command().disable_help_subcommand(true);
     // The exit codes have a section of their own here, not a place in the
-    // text after the options as in `--help`.
+    // text after the options as in `--help`; the examples are in
+    // TOP_SECTIONS.
     let top = cmd
         .clone()
         .after_long_help(args::after_help("Exit codes: see EXIT STATUS below."));
-    clap_mangen::Man::new(top).render(&mut page)?;
-    page.write_all(super::exit::roff().as_bytes())?;
-    page.write_all(EXTRA.as_bytes())?;
+    let mut page = render(top, false)?;
+    page.extend_from_slice(super::exit::roff().as_bytes());
+    page.extend_from_slice(TOP_SECTIONS.as_bytes());
     std::fs::write(dir.join("onlyone.1"), page)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         // A one-shot command: the page names live to its end.
         let name: &'static str = Box::leak(format!("onlyone-{}", sub.get_name()).into_boxed_str());
         let sub = sub.clone().name(name).version(env!("CARGO_PKG_VERSION"));
-        let mut page = Vec::new();
-        clap_mangen::Man::new(sub).render(&mut page)?;
+        let mut page = render(sub, true)?;
+        page.extend_from_slice(b".SH \"SEE ALSO\"\n\\fBonlyone\\fR(1)\n");
         std::fs::write(dir.join(format!("{name}.1")), page)?;
     }
     Ok(())
+}
+
+/// One page: NAME, a SYNOPSIS with every option's argument, DESCRIPTION
+/// (the text after the options in `--help` too), OPTIONS, SUBCOMMANDS,
+/// EXAMPLES (from that text, when `examples`) and VERSION.
+fn render(cmd: clap::Command, examples: bool) -> std::io::Result<Vec<u8>> {
+    let mut cmd = cmd;
+    cmd.build();
+    let man = clap_mangen::Man::new(cmd.clone());
+    let after = cmd
+        .get_after_long_help()
+        .or_else(|| cmd.get_after_help())
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let (more, example_lines) = split_examples(&after);
+    let mut page = Vec::new();
+    man.render_title(&mut page)?;
+    let mut part = |f: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>| {
+        let mut buf = Vec::new();
+        f(&mut buf)?;
+        page.extend_from_slice(without_preamble(&buf));
+        Ok::<(), std::io::Error>(())
+    };
+    part(&|w| man.render_name_section(w))?;
+    part(&|w| {
+        w.write_all(b".SH SYNOPSIS\n")?;
+        w.write_all(synopsis(&cmd).as_bytes())
+    })?;
+    part(&|w| {
+        man.render_description_section(w)?;
+        if !more.trim().is_empty() {
+            w.write_all(b".PP\n")?;
+            w.write_all(paragraphs(more).as_bytes())?;
+        }
+        Ok(())
+    })?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        part(&|w| man.render_options_section(w))?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        part(&|w| man.render_subcommands_section(w))?;
+    }
+    if examples && let Some(lines) = example_lines {
+        part(&|w| {
+            w.write_all(b".SH EXAMPLES\n")?;
+            w.write_all(paragraphs(lines).as_bytes())
+        })?;
+    }
+    part(&|w| man.render_version_section(w))?;
+    Ok(page)
+}
+
+/// A rendered part without the apostrophe preamble that the roff crate
+/// writes before each (the title's, first, defines it for the page).
+fn without_preamble(part: &[u8]) -> &[u8] {
+    let mut rest = part;
+    while rest.starts_with(b".ie ") || rest.starts_with(b".el ") {
+        match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => rest = &rest[i + 1..],
+            None => return &[],
+        }
+    }
+    rest
+}
+
+/// The text after the options, and its examples: from a line `Examples:`,
+/// `Example:` or `Example (...):` on.
+fn split_examples(after: &str) -> (&str, Option<&str>) {
+    let mut at = 0;
+    for line in after.split_inclusive('\n') {
+        let l = line.trim_end();
+        if l.starts_with("Example") && l.ends_with(':') {
+            return (&after[..at], Some(&after[at..]));
+        }
+        at += line.len();
+    }
+    (after, None)
+}
+
+/// Plain text as roff: a blank line starts a paragraph, lines indented by
+/// two spaces (commands, assignments) are kept as they are, a line `Examples:`
+/// (the section's own title) is left out.
+fn paragraphs(text: &str) -> String {
+    let mut out = String::new();
+    let mut verbatim = false;
+    for line in text.lines() {
+        let code = line.starts_with("  ");
+        if code != verbatim {
+            out.push_str(if code { ".nf\n" } else { ".fi\n" });
+            verbatim = code;
+        }
+        match line.trim_end() {
+            "" if !verbatim => out.push_str(".PP\n"),
+            "" => out.push('\n'),
+            "Examples:" | "Example:" => {}
+            l => {
+                out.push_str(&roff_text(if code { &l[2..] } else { l }));
+                out.push('\n');
+            }
+        }
+    }
+    if verbatim {
+        out.push_str(".fi\n");
+    }
+    out
+}
+
+/// A line of text, escaped for roff: `\`, `-` and `'`, and a `.` or `'`
+/// that would start a control line.
+fn roff_text(line: &str) -> String {
+    let escaped = line
+        .replace('\\', "\\e")
+        .replace('-', "\\-")
+        .replace('\'', "\\*(Aq");
+    if escaped.starts_with('.') || escaped.starts_with("\\*(Aq") {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
+}
+
+/// The synopsis, every option with its argument: `onlyone-run [--wait
+/// <DUR>] ... [-q|--quiet] <LOCK> -- <COMMAND>...`.
+fn synopsis(cmd: &clap::Command) -> String {
+    let bold = |s: &str| format!("\\fB{}\\fR", roff_text(s));
+    let value = |s: &str| format!("\\fI{}\\fR", roff_text(s));
+    let mut words = vec![bold(cmd.get_name())];
+    // The options first, then the operands, as the usage line has them.
+    let (operands, options): (Vec<&clap::Arg>, Vec<&clap::Arg>) = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .partition(|a| a.is_positional());
+    for arg in options.into_iter().chain(operands) {
+        let takes = arg.get_num_args().is_some_and(|n| n.takes_values());
+        let names = arg
+            .get_value_names()
+            .map(|v| v.join(" "))
+            .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+        let (open, close) = if arg.is_required_set() {
+            ("<", ">")
+        } else {
+            ("[", "]")
+        };
+        if arg.is_positional() {
+            let many = arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+            let dashes = if arg.is_last_set() { "\\-\\- " } else { "" };
+            words.push(format!(
+                "{dashes}{open}{}{close}{}",
+                value(&names),
+                if many { "..." } else { "" }
+            ));
+            continue;
+        }
+        let flag = match (arg.get_short(), arg.get_long()) {
+            (Some(s), Some(l)) => format!("{}|{}", bold(&format!("-{s}")), bold(&format!("--{l}"))),
+            (Some(s), None) => bold(&format!("-{s}")),
+            (None, Some(l)) => bold(&format!("--{l}")),
+            (None, None) => continue,
+        };
+        let arg_text = if takes {
+            format!(" {}", value(&format!("<{names}>")))
+        } else {
+            String::new()
+        };
+        let (open, close) = if arg.is_required_set() {
+            ("", "")
+        } else {
+            (open, close)
+        };
+        words.push(format!("{open}{flag}{arg_text}{close}"));
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        words.push(format!("<{}>", value("command")));
+    }
+    words.join(" ") + "\n"
 }

@@ -21,7 +21,7 @@ use onlyone::text::for_terminal;
 use super::exit::Code;
 use super::format::{ago, now, took};
 use super::place::Place;
-use super::view::{UsageJson, outcome_word};
+use super::view::{Seen, UsageJson, no_such_lock, nothing_in, outcome_word};
 use super::{args, fail, print_stdout};
 
 /// One run, as `--json` prints it.
@@ -86,6 +86,21 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
+    // Nothing at all: a typo (or the wrong user or directory) is an
+    // error, as `check` makes it UNKNOWN, not an empty history.
+    if nothing_in(&h)
+        && let Ok(seen) = place.seen(std::slice::from_ref(&a.lock))
+        && let Some((
+            _,
+            Ok(Seen {
+                name,
+                missing: Some(looked),
+                ..
+            }),
+        )) = seen.into_iter().next()
+    {
+        return fail(no_such_lock(&name, &looked));
+    }
     let since = a.since.map(|d| now() - d.as_secs_f64());
     let shown: Vec<&Run> = h
         .runs

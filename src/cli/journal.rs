@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use onlyone::journal::{Event, EventLog};
+use onlyone::journal::{Event, EventLog, Journal};
 use onlyone::{HeldBy, LockGuard, Record, StaleReason};
 
 use super::say;
@@ -114,6 +114,29 @@ pub(super) fn released(log: &dyn EventLog, record: &Record, exit: Option<u8>, qu
         exit.map(i32::from),
     );
     write(log, &ev, quiet);
+}
+
+/// A script's hold that its workers carried on after its `release` has
+/// ended: the last of them exited now. Its duration is counted from the
+/// run's start as its journal has it (to the millisecond), else from the
+/// record's `since`.
+pub(super) fn carried_on(journal: &Journal, record: &Record, exit: Option<u8>) {
+    let start = record.token.as_deref().and_then(|t| {
+        let h = journal.history().ok()?;
+        h.runs.iter().rev().find(|r| r.token == t).map(|r| r.start)
+    });
+    let took = match start {
+        Some(s) => Some((super::format::now() - s).max(0.0)),
+        None => age(record),
+    };
+    let ev = Event::release(
+        record.token.as_deref(),
+        record.pid,
+        record.cmd.as_deref(),
+        took,
+        exit.map(i32::from),
+    );
+    write(journal, &ev, true);
 }
 
 /// `reap` ended the lingering processes of a run (by its token).

@@ -96,7 +96,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
         Command::History(a) => history::history(place, a.0),
         Command::Check(a) => monitor::check(place, a.0),
         Command::Metrics(a) => monitor::metrics(place, a.0),
-        Command::Keeper(a) => script::keeper(a.0),
+        Command::Keeper(a) => script::keeper(&ctx, a.0),
         Command::Completions(a) => docs::completions(&a),
         Command::Manpages(a) => docs::manpages(&a),
         Command::LeaseWatchdog(a) => store::watchdog(&a),

@@ -10,7 +10,7 @@ use onlyone::journal::{Class, Outcome};
 use super::exit::Code;
 use super::format::{now, took};
 use super::place::{Named, Place};
-use super::view::{Seen, nothing_in};
+use super::view::{Seen, no_such_lock, nothing_in};
 use super::{Ctx, args, fail, print_stdout, say};
 
 /// The plugin exit codes.
@@ -244,13 +244,7 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
                 name,
                 missing: Some(looked),
                 ..
-            }) => (
-                UNKNOWN,
-                format!(
-                    "{name}: no such lock: {looked} (is the name right, and the lock \
-                     directory, --dir, and the user the job runs as?)"
-                ),
-            ),
+            }) => (UNKNOWN, no_such_lock(&name, &looked)),
             Ok(s) => {
                 let v = judge(&s, &a);
                 perf.extend(v.perf);

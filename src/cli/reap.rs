@@ -12,6 +12,18 @@ use super::{Ctx, args, journal, say};
 
 pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
     let deadline = Instant::now() + a.deadline;
+    // A store holds no run reap could end (a store's run leaves nothing to
+    // linger): reap works in a lock directory all the same, and says which
+    // when the store may have made the user think otherwise.
+    if ctx.store.is_some() && ctx.source == names::DirSource::Default && !a.quiet {
+        say(format_args!(
+            "reap: a store is set (--store or $ONLYONE_STORE), but reap works on this host's \
+             processes of the runs whose locks are in a lock directory, not on the store's \
+             leases (a store's run leaves no lingering process: --linger is refused there); it \
+             looks in the default lock directory `{}` (--dir or $ONLYONE_DIR names another)",
+            ctx.dir().display()
+        ));
+    }
     let mut jobs = Vec::new();
     for l in &a.locks {
         match names::lock_path(l, ctx.dir()) {

@@ -103,7 +103,7 @@ impl Ctx {
                 let token = g.token().to_owned();
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
-                    start_keeper(lock.path(), &token);
+                    start_keeper(lock.path(), &token, None);
                 }
                 Ok(Exported {
                     path: lock.path().to_owned(),
@@ -235,6 +235,15 @@ impl Ctx {
                 if let Some(r) = &held {
                     journal::released(&self.journal(&lock), r, a.exit, a.quiet);
                     released.clone_from(&r.token);
+                    // The run goes on in its workers: its end is when the
+                    // last of them exits, which a keeper records.
+                    if let Some(t) = &r.token {
+                        let end = RecordEnd {
+                            state: self.state.path(),
+                            exit: a.exit,
+                        };
+                        start_keeper(lock.path(), t, Some(&end));
+                    }
                 }
                 if !a.quiet {
                     let more = match others {
@@ -269,27 +278,44 @@ impl Ctx {
     }
 }
 
+/// What a keeper records when the hold it keeps ends: the end of a
+/// script's run that its workers carried on after `release`, in the
+/// journal of this state directory.
+struct RecordEnd<'a> {
+    state: &'a Path,
+    /// The code the script gave `release --exit`.
+    exit: Option<u8>,
+}
+
 /// Starts `onlyone keeper` for a lock that `acquire` left to a script in a
 /// directory that age-based cleaners empty: it refreshes the lock file's
 /// times while the lock is held (no other process of onlyone's lives to),
-/// and exits once it is released, taken over or stale. It runs in a process
-/// group of its own (the script's group must not count it), with nothing
-/// of the script's output (a command substitution waits for its pipe to
-/// close), without the run's token (it is not the run) and without the
-/// pings' secrets (it has no use for them).
-fn start_keeper(lock: &Path, token: &str) {
+/// and exits once it is released, taken over or stale; with `end`, it then
+/// records the run's end. It runs in a process group of its own (the
+/// script's group must not count it), with nothing of the script's output
+/// (a command substitution waits for its pipe to close), without the run's
+/// token (it is not the run) and without the pings' secrets (it has no use
+/// for them).
+fn start_keeper(lock: &Path, token: &str, end: Option<&RecordEnd<'_>>) {
     use std::os::unix::process::CommandExt;
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let mut keeper = std::process::Command::new(exe);
+    let mut cmd = std::process::Command::new(exe);
     for var in ping::WITHHELD {
-        keeper.env_remove(var);
+        cmd.env_remove(var);
     }
-    let spawned = keeper
-        .arg("keeper")
-        .arg("--token")
-        .arg(token)
+    if let Some(end) = end {
+        cmd.arg("--state-dir").arg(end.state);
+    }
+    cmd.arg("keeper").arg("--token").arg(token);
+    if let Some(end) = end {
+        cmd.arg("--record-end");
+        if let Some(code) = end.exit {
+            cmd.arg("--exit").arg(code.to_string());
+        }
+    }
+    let spawned = cmd
         .arg("--")
         .arg(lock)
         .env_remove(onlyone::LOCK_VAR)
@@ -308,9 +334,25 @@ fn start_keeper(lock: &Path, token: &str) {
     }
 }
 
-/// `onlyone keeper`: keeps a lock fresh while it is held.
-pub(super) fn keeper(a: args::Keeper) -> Code {
-    match LockFile::open(&a.lock).and_then(|l| l.keep_fresh(&a.token)) {
+/// `onlyone keeper`: keeps a lock fresh while it is held; with
+/// `--record-end`, then records the end of the script's run it was held
+/// for.
+pub(super) fn keeper(ctx: &Ctx, a: args::Keeper) -> Code {
+    let Ok(lock) = LockFile::open(&a.lock) else {
+        return Code::Exit(exit::FAILURE);
+    };
+    // The run's record, read while it is still there.
+    let held = lock
+        .inspect()
+        .ok()
+        .flatten()
+        .and_then(|seen| seen.record.ok())
+        .filter(|r| a.record_end && r.token.as_deref() == Some(a.token.as_str()));
+    let kept = lock.keep_fresh(&a.token);
+    if let Some(r) = &held {
+        journal::carried_on(&ctx.journal(&lock), r, a.exit);
+    }
+    match kept {
         Ok(()) => Code::Exit(0),
         Err(_) => Code::Exit(exit::FAILURE),
     }

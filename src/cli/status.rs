@@ -459,12 +459,14 @@ fn print_leases(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> st
 }
 
 /// Who waits for a lock, as the table adds it to the command: `  [waiting:
-/// pid N (queued) for AGE, ...]`, or nothing.
+/// pid N (queued) for AGE, ...]`, or nothing. A store's waiters may be of
+/// any host: each is named with its host.
 fn waiting_cell(l: &LockStatus) -> String {
     if l.waiters.is_empty() {
         return String::new();
     }
-    let w: Vec<String> = l.waiters.iter().map(WaiterStatus::cell).collect();
+    let with_host = l.lease.is_some();
+    let w: Vec<String> = l.waiters.iter().map(|w| w.cell(with_host)).collect();
     format!("  [waiting: {}]", w.join(", "))
 }
 
@@ -511,13 +513,10 @@ fn write_table(
     Ok(())
 }
 
-/// "exit 0, 3h ago (2m5s)".
+/// "exit 0, 3h ago (2m5s)", "released, exit 0, 1m ago (5s)": how it
+/// ended in the words of `history`.
 fn last_run_cell(r: &LastRun) -> String {
-    let how = match (r.outcome, r.exit, &r.signal) {
-        ("exit", Some(c), _) => format!("exit {c}"),
-        ("signal", _, Some(sig)) => format!("signal {sig}"),
-        (word, _, _) => word.to_owned(),
-    };
+    let how = &r.described;
     let took = r
         .duration_seconds
         .map(|d| format!(" ({})", took(d)))

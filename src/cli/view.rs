@@ -114,8 +114,14 @@ impl WaiterStatus {
         }
     }
 
-    /// How the table shows it: `pid N (queued) for AGE`.
-    pub fn cell(&self) -> String {
+    /// How the table shows it: `pid N (queued) for AGE`; `pid N on HOST
+    /// ...` with `host` (a store's waiters, whose pids are their hosts').
+    pub fn cell(&self, host: bool) -> String {
+        let on = match (&self.host, host) {
+            (Some(h), true) => format!(" on {h}"),
+            (None, true) => " on an unknown host".to_owned(),
+            _ => String::new(),
+        };
         let queued = if self.queued { " (queued)" } else { "" };
         let age = self
             .since_unix
@@ -126,7 +132,7 @@ impl WaiterStatus {
                 )
             })
             .unwrap_or_default();
-        format!("pid {}{queued}{age}", self.pid)
+        format!("pid {}{on}{queued}{age}", self.pid)
     }
 }
 
@@ -163,6 +169,9 @@ pub struct LastRun {
     /// What it used.
     #[serde(flatten)]
     pub usage: UsageJson,
+    /// How it ended, in the words `history` uses (`released, exit 0`).
+    #[serde(skip)]
+    pub described: String,
 }
 
 /// What a run used, as `history --json` and `status --json` print it:
@@ -293,6 +302,7 @@ pub fn apply_history(s: &mut LockStatus, h: Result<onlyone::journal::History, St
             signal,
             duration_seconds: r.duration,
             usage: UsageJson::of(r.usage.as_ref()),
+            described: r.outcome.describe(),
         });
     }
     s.last_success_unix = h.last_success().map(|r| r.end.unwrap_or(r.start));
@@ -341,6 +351,16 @@ pub(super) fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
             _ => LockNow::CannotTell,
         },
     }
+}
+
+/// What `check` and `history` say of a name that is nowhere: neither a
+/// lock nor an event of it where they `looked` (a typo, the wrong user or
+/// directory).
+pub(super) fn no_such_lock(name: &str, looked: &str) -> String {
+    format!(
+        "{name}: no such lock: {looked} (is the name right, and the lock directory, --dir, and \
+         the user the job runs as?)"
+    )
 }
 
 /// True when a place's event log has nothing of a lock: no run, no skip,

@@ -184,7 +184,8 @@ fn store_one_waits_and_the_next_skips() {
     assert!(line[0]["host"].is_string(), "{line:#?}");
     assert!(line[0]["since_unix"].is_u64(), "{line:#?}");
     let table = w.oo(&["status", "job"]);
-    let cell = format!("[waiting: pid {q1} (queued)");
+    let host = line[0]["host"].as_str().unwrap();
+    let cell = format!("[waiting: pid {q1} on {host} (queued)");
     assert!(table.expect(0).stdout.contains(&cell), "{table:#?}");
     let started = Instant::now();
     let out = w.oo(&["run", "--queue", "job", "--", "sh", "-c", &appends("q2")]);

@@ -554,7 +554,11 @@ impl<'l> Attempt<'l> {
             .lock
             .reclaim(&ev, self.deadline)
             .map_err(|e| with_state(e, &reason))?;
-        if removed {
+        // A script's record that its owner released while its workers
+        // worked on (`released=`) ended cleanly once the last of them
+        // exited: clearing it takes nothing over from a crashed holder.
+        let released = ev.record.as_ref().is_ok_and(|r| r.released.is_some());
+        if removed && !released {
             self.took_over = Some(TakeOver {
                 record: ev.record.ok(),
                 reason,

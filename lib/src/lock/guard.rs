@@ -24,6 +24,24 @@ pub struct TakeOver {
     pub reason: crate::StaleReason,
 }
 
+/// "a stale lock of pid 4242 (`./sync.sh --all`): pid 4242 has exited", or,
+/// when the stale file could not be read as a record, "a stale lock: the
+/// record is torn (...)".
+impl std::fmt::Display for TakeOver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.record {
+            Some(r) => write!(
+                f,
+                "a stale lock of pid {} (`{}`): {}",
+                r.pid,
+                r.cmd.as_deref().unwrap_or("?"),
+                self.reason
+            ),
+            None => write!(f, "a stale lock: {}", self.reason),
+        }
+    }
+}
+
 /// How often a holder refreshes its lock file's times (`futimens`), so that
 /// age-based cleaning of `/tmp` (systemd-tmpfiles, tmpreaper) never takes
 /// a live lock: cleaners remove files whose times are all older than days.

@@ -137,9 +137,72 @@ impl Inspection {
     }
 }
 
+/// Who holds a lock, as [`active_pid`] tells it without taking anything:
+/// the seed's `ActivePID`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Active {
+    /// The process to name: the one that proves the lock held (its owner,
+    /// or, once the owner is gone, the run's command or a leftover process
+    /// of the run), else the owner the record names. `None` when no
+    /// process can be named: the file is not a record (a process outside
+    /// onlyone may hold a kernel lock on it, as `flock(1)` does).
+    pub pid: Option<u32>,
+    /// True when a live process holds the lock: a run is active.
+    pub alive: bool,
+    /// The verdict behind the answer. [`Verdict::Unknown`] is neither alive
+    /// nor provably dead: a caller that would clean up after a run leaves
+    /// that lock's state alone.
+    pub verdict: Verdict,
+}
+
+impl Active {
+    fn of(seen: &Inspection) -> Active {
+        let pid = match &seen.verdict {
+            Verdict::Held(h) => Some(h.pid()).filter(|&p| p != 0),
+            _ => seen.record.as_ref().ok().map(|r| r.pid),
+        };
+        Active {
+            pid,
+            alive: matches!(seen.verdict, Verdict::Held(_)),
+            verdict: seen.verdict.clone(),
+        }
+    }
+}
+
+/// Who holds the lock at `path`, read-only (the seed's `ActivePID`): for a
+/// sibling command (`status`, a cleanup) that must report or avoid the
+/// active run without taking the lock. `None` when nothing is running: no
+/// lock file, or no lock directory yet (before the first run, or `/run`
+/// after a reboot). Nothing is created, written or removed, not even a
+/// stale lock: the next acquisition takes that over.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("state/sync.lock"); // its directory does not exist
+/// assert_eq!(onlyone::active_pid(&path)?, None);
+///
+/// std::fs::create_dir(dir.path().join("state"))?;
+/// let guard = onlyone::LockFile::open(&path)?.try_acquire()?;
+/// let active = onlyone::active_pid(&path)?.expect("a lock file");
+/// assert_eq!((active.pid, active.alive), (Some(std::process::id()), true));
+/// guard.release()?;
+/// assert_eq!(onlyone::active_pid(&path)?, None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn active_pid(path: impl AsRef<Path>) -> Result<Option<Active>> {
+    let lock = match LockFile::open(path) {
+        Ok(l) => l,
+        Err(Error::MissingDir { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(lock.inspect()?.as_ref().map(Active::of))
+}
+
 impl LockFile {
     /// Names a lock file and opens its directory. The directory must exist;
-    /// the file need not.
+    /// the file need not. To ask who holds a lock whose directory may not
+    /// exist yet, without taking it, see [`active_pid`].
     ///
     /// ```
     /// let dir = tempfile::tempdir()?;
@@ -229,7 +292,9 @@ impl LockFile {
     }
 
     /// Reports the owner and the verdict without taking anything: `None`
-    /// when the lock is free. This is what `onlyone status` shows.
+    /// when the lock is free. This is what `onlyone status` shows;
+    /// [`active_pid`] is its shortcut (a pid and whether it is alive), which
+    /// needs no directory.
     ///
     /// ```
     /// use onlyone::{LockFile, Verdict};
