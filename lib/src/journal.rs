@@ -824,14 +824,18 @@ impl Journal {
     /// one, in the order they were appended.
     pub fn events(&self) -> io::Result<Vec<Event>> {
         let mut out = Vec::new();
-        self.each_generation(|lines| parse_lines(lines, &mut out))?;
+        self.each_generation(|lines| parse_lines(lines, &mut out), &mut Vec::new())?;
         Ok(out)
     }
 
     /// Every generation, oldest first: the two beside the lock (an earlier
     /// version's, when they are believed), then the two in the state
     /// directory.
-    fn each_generation(&self, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+    fn each_generation(
+        &self,
+        mut f: impl FnMut(&[u8]),
+        set_aside: &mut Vec<SetAside>,
+    ) -> io::Result<()> {
         if let Some(lock) = &self.lock {
             for name in [&self.legacy_older, &self.legacy] {
                 let path = lock.dir().join(name);
@@ -845,9 +849,11 @@ impl Journal {
                     continue;
                 };
                 if let Some(why) = not_believed(&st) {
+                    let aside = SetAside { path, why };
                     if let Some(Notice(notice)) = &self.on_set_aside {
-                        notice(&SetAside { path, why });
+                        notice(&aside);
                     }
+                    set_aside.push(aside);
                     continue;
                 }
                 read_chunks(file, st.st_size as u64, &mut f).map_err(in_place)?;
@@ -867,7 +873,9 @@ impl Journal {
     /// line by line, without an [`Event`] for each.
     pub fn history(&self) -> io::Result<History> {
         let mut p = Pairing::default();
-        self.each_generation(|lines| p.add_lines(lines))?;
+        let mut set_aside = Vec::new();
+        self.each_generation(|lines| p.add_lines(lines), &mut set_aside)?;
+        p.h.set_aside = set_aside;
         Ok(p.h)
     }
 
@@ -1321,6 +1329,9 @@ pub struct History {
     pub skips_of_unknown_runs: u64,
     /// Those skips, by the token of the run they found holding the lock.
     unknown_run_skips: std::collections::HashMap<String, u64>,
+    /// An earlier version's journals beside the lock that were not read
+    /// (not believed): the lock is not unknown, its history is refused.
+    pub set_aside: Vec<SetAside>,
 }
 
 /// What pairing needs of an event, borrowed from a line of the journal

@@ -364,9 +364,9 @@ pub(super) fn no_such_lock(name: &str, looked: &str) -> String {
 }
 
 /// True when a place's event log has nothing of a lock: no run, no skip,
-/// no takeover.
+/// no takeover, and no earlier journal set aside (one refused is not a typo).
 pub(super) fn nothing_in(h: &History) -> bool {
-    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0
+    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0 && h.set_aside.is_empty()
 }
 
 impl Seen {
