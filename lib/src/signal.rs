@@ -277,11 +277,12 @@ fn wait_exit(fds: &[(u32, OwnedFd)], until: Instant) -> Vec<usize> {
             .iter()
             .map(|&i| PollFd::new(&fds[i].1, PollFlags::IN))
             .collect();
-        let now = Instant::now();
-        if polls.is_empty() || now >= until {
+        if polls.is_empty() {
             return alive;
         }
-        let left = until - now;
+        // Once the time is up, one look without waiting: a process that
+        // has exited by now is not reported alive.
+        let left = until.saturating_duration_since(Instant::now());
         let ts = Timespec {
             tv_sec: left.as_secs() as _,
             tv_nsec: left.subsec_nanos() as _,
@@ -294,5 +295,8 @@ fn wait_exit(fds: &[(u32, OwnedFd)], until: Instant) -> Vec<usize> {
             .zip(done)
             .filter_map(|(i, d)| (!d).then_some(i))
             .collect();
+        if left.is_zero() {
+            return alive;
+        }
     }
 }

@@ -307,7 +307,7 @@ fn the_deadline_caps_a_reap_with_many_candidates() {
     let lock = d.path.join("sync.lock");
     let tok = "e".repeat(32);
     // Forty idle processes that ignore TERM: ending them would take the
-    // whole 60 s grace.
+    // whole 60 s grace, which a 1 s deadline cuts short.
     let procs: Vec<Proc> = (0..40)
         .map(|_| marked(&["sh", "-c", "trap '' TERM; exec sleep 1000"], &lock, &tok))
         .collect();
@@ -333,10 +333,13 @@ fn the_deadline_caps_a_reap_with_many_candidates() {
     let took = t.elapsed();
     assert_eq!(out.status.code(), Some(0));
     assert!(took < Duration::from_millis(1800), "took {took:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("deadline"),
-        "{out:?}"
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
+    assert!(said.contains("deadline"), "{out:?}");
+    drop(procs);
 }
 
 #[test]

@@ -25,7 +25,10 @@
 //! Ending is TERM, the grace, KILL, then a wait (up to 5 s) until the
 //! processes are really gone, and for a run whose wrapper still lives, until
 //! the wrapper has released the lock: a precheck right after must not see a
-//! finished run as alive.
+//! finished run as alive. The deadline caps the grace, a second kept for
+//! the KILL and the look after it; with less than that second left,
+//! nothing is started (the processes are kept for the next reap). What is
+//! ended is ended: never reported failed for want of time to see it go.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -50,6 +53,12 @@ pub use state::{STATE_FILE, STATE_LOCK, note_lingering};
 /// How long to wait, after the processes are gone, for a live wrapper to
 /// release its lock.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// What ending needs beyond the grace: time for a KILL to take effect and
+/// for the processes to be seen gone. A graceful stop is started only
+/// when this is left of the deadline, and its grace is cut so that this
+/// is left after it.
+const KILL_RESERVE: Duration = Duration::from_secs(1);
 
 /// A job to reap: its name and its lock file.
 #[derive(Debug, Clone)]
@@ -90,6 +99,9 @@ pub enum Fate {
     KeptNotWork,
     /// Idle, but not yet for the whole window (or seen for the first time).
     KeptIdleTooShort,
+    /// Idle for the window, but too little is left of the deadline to end
+    /// it and see it gone (a second): left for the next reap.
+    KeptNoTime,
     /// It was ended (with `--dry-run`: it would be).
     Ended,
     /// Ending it failed, or it would not die in time.
@@ -192,7 +204,8 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
         opts.deadline,
         &mut report.errors,
     );
-    let (mut candidates, to_end) = judge(&views, &marked, &looks, opts.idle, &works);
+    let (mut candidates, mut to_end) = judge(&views, &marked, &looks, opts.idle, &works);
+    keep_without_time(&mut candidates, &mut to_end, opts);
     if !opts.dry_run && !to_end.is_empty() {
         end_candidates(&mut candidates, &to_end, opts);
         wait_releases(&views, &candidates, &to_end, opts.deadline);
@@ -451,11 +464,44 @@ fn over_run_fate(
     }
 }
 
+/// Never starts a graceful stop without the time to finish it: what is
+/// left of the deadline must hold at least the KILL and the wait to see
+/// the processes gone ([`KILL_RESERVE`]), or its TERM would be left
+/// unfinished, the processes alive or dying unseen and the run's end
+/// unrecorded. Such candidates are kept, and the next reap, with a fresh
+/// deadline, ends them.
+fn keep_without_time(candidates: &mut [Candidate], to_end: &mut Vec<usize>, opts: &ReapOptions) {
+    let left = opts.deadline.saturating_duration_since(Instant::now());
+    if to_end.is_empty() || left >= KILL_RESERVE {
+        return;
+    }
+    let text = crate::text::compact_duration;
+    for &i in to_end.iter() {
+        let c = &mut candidates[i];
+        c.verdict = Fate::KeptNoTime;
+        c.reason = format!(
+            "{}; the deadline leaves {}, less than the {} it takes to end it and see it gone: \
+             left for the next reap",
+            c.reason,
+            text(left),
+            text(KILL_RESERVE)
+        );
+    }
+    to_end.clear();
+}
+
 /// Ends the candidates chosen (a graceful stop, within the deadline), and
-/// notes what did not die or had already gone.
+/// notes what did not die or had already gone. The grace is what is left
+/// of the deadline once the KILL and the wait to see the processes gone
+/// are kept aside, if that is shorter: the deadline caps every call, and
+/// what the KILL ends is ended, and recorded so, never reported as a
+/// failure for want of a look after it.
 fn end_candidates(candidates: &mut [Candidate], to_end: &[usize], opts: &ReapOptions) {
     let targets: Vec<ProcId> = to_end.iter().map(|&i| candidates[i].id()).collect();
-    let ended = GracefulStop::term(opts.grace).end(&targets, Some(opts.deadline));
+    let left = opts.deadline.saturating_duration_since(Instant::now());
+    let grace = opts.grace.min(left.saturating_sub(KILL_RESERVE));
+    let ended = GracefulStop::term(grace).end(&targets, Some(opts.deadline));
+    let text = crate::text::compact_duration;
     for &i in to_end {
         let c = &mut candidates[i];
         if ended.survivors.contains(&c.pid) {
@@ -464,6 +510,13 @@ fn end_candidates(candidates: &mut [Candidate], to_end: &[usize], opts: &ReapOpt
         } else if ended.skipped.contains(&c.pid) {
             // Gone before it could be signalled: ended all the same.
             c.reason = format!("{}; it had already exited", c.reason);
+        } else if ended.killed.contains(&c.pid) && grace < opts.grace {
+            c.reason = format!(
+                "{}; KILL after {} of its {} grace, which the deadline cut short",
+                c.reason,
+                text(grace),
+                text(opts.grace)
+            );
         }
     }
 }
