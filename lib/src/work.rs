@@ -128,6 +128,9 @@ pub(crate) struct Work {
     servers: HashSet<u32>,
     /// The sessions of the work: led by a lingerer (not a server in use).
     sessions: HashSet<u32>,
+    /// Lingerers that are terminal servers: without a terminal, with a
+    /// child that leads a session on a terminal of its own (a pane).
+    terminal_servers: HashSet<u32>,
     table: HashMap<u32, Node>,
 }
 
@@ -175,8 +178,17 @@ impl Work {
             lingerers,
             servers: HashSet::new(),
             sessions: HashSet::new(),
+            terminal_servers: HashSet::new(),
             table,
         };
+        w.terminal_servers = w
+            .table
+            .iter()
+            .filter(|(pid, n)| n.session == **pid && n.tty != 0)
+            .map(|(_, n)| n.ppid)
+            .filter(|p| w.lingerers.contains(p))
+            .filter(|p| w.table.get(p).is_some_and(|s| s.tty == 0))
+            .collect();
         w.servers = w
             .table
             .iter()
@@ -271,6 +283,18 @@ impl Work {
         Err(NotWork::Outside)
     }
 
+    /// Whether the process `id` is one of the run's terminal servers (a
+    /// lingerer without a terminal whose children lead sessions on
+    /// terminals of their own: tmux's, screen's server). What it does on
+    /// its own is housekeeping for whoever looks at it (a status line
+    /// redrawn for an attached client every few seconds, an answer to
+    /// `tmux ls`), not the run's work: what the agent in a pane prints
+    /// goes through its terminal, and counts as the pane's own writes.
+    pub(crate) fn is_terminal_server(&self, id: ProcId) -> bool {
+        self.terminal_servers.contains(&id.pid)
+            && self.table.get(&id.pid).is_some_and(|n| n.start == id.start)
+    }
+
     /// The live processes that are the run's work by the lingerers: the
     /// lingerers (but a server in use) and what started after them under
     /// them or in their sessions, whatever their environment.
@@ -351,5 +375,51 @@ mod tests {
         let w = work(&[(500, node(1, 500, 150)), (600, node(500, 500, 200))]);
         assert_eq!(w.judge(id(600, 200)), Err(NotWork::Outside));
         assert!(w.members().is_empty());
+    }
+
+    /// `/dev/pts/N` as `/proc/PID/stat` gives it (major 136, minor N).
+    const PTS: u32 = 136 << 8;
+
+    /// A process on a terminal, leading its own session.
+    fn on_pts(ppid: u32, pid: u32, n: u32, start: u64) -> (u32, Node) {
+        let tty = PTS | n;
+        (
+            pid,
+            Node {
+                ppid,
+                session: pid,
+                tty,
+                start,
+            },
+        )
+    }
+
+    #[test]
+    fn a_lingerer_without_a_terminal_whose_children_lead_sessions_on_terminals_is_a_server() {
+        // 500: tmux's server, lingering, its pane 501 on /dev/pts/3.
+        let w = work(&[(500, node(1, 500, 10)), on_pts(500, 501, 3, 50)]);
+        assert!(w.is_terminal_server(id(500, 10)));
+        assert!(!w.is_terminal_server(id(500, 11)), "another process");
+        assert!(!w.is_terminal_server(id(501, 50)), "a pane is not");
+        // A lingerer on a terminal of its own is not one, nor one whose
+        // children share its session.
+        let mut pane = on_pts(500, 501, 3, 50).1;
+        let w = work(&[
+            (
+                500,
+                Node {
+                    tty: PTS | 2,
+                    ..node(1, 500, 10)
+                },
+            ),
+            (501, pane),
+        ]);
+        assert!(!w.is_terminal_server(id(500, 10)));
+        pane.session = 500;
+        let w = work(&[(500, node(1, 500, 10)), (501, pane)]);
+        assert!(!w.is_terminal_server(id(500, 10)));
+        // Nor is a process outside the run that looks the same.
+        let w = work(&[(700, node(1, 700, 10)), on_pts(700, 701, 3, 50)]);
+        assert!(!w.is_terminal_server(id(700, 10)));
     }
 }

@@ -22,6 +22,12 @@
 //!    state file is replaced atomically and guarded by a flock on
 //!    `.onlyone-reap.lock` against a concurrent reap.
 //!
+//! A lingering run's terminal server (a lingerer without a terminal whose
+//! children lead sessions on terminals of their own: tmux's server) is
+//! judged by its panes, not by its own counters: redrawing a status line
+//! for an attached client, answering `tmux ls`, is housekeeping for
+//! whoever watches, not the run's work.
+//!
 //! Ending is TERM, the grace, KILL, then a wait (up to 5 s) until the
 //! processes are really gone, and for a run whose wrapper still lives, until
 //! the wrapper has released the lock: a precheck right after must not see a
@@ -336,6 +342,13 @@ fn judge(
         Some(w) => w.judge(m.id),
         None => Ok(()),
     };
+    // Whether a process is one of its run's terminal servers.
+    let server = |m: &Marked| {
+        m.token
+            .as_ref()
+            .and_then(|t| works.get(t))
+            .is_some_and(|w| w.is_terminal_server(m.id))
+    };
     let window_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
     let idle_enough = |l: &Look| !l.first && !l.busy && l.idle_ms >= window_ms;
     let window = crate::text::compact_duration(idle);
@@ -371,13 +384,17 @@ fn judge(
                     Ok(live) if live.is_some() && *live == m.token => {
                         // A live run: every process of it must have been
                         // idle for the window, and all must be measurable.
-                        let run: Vec<Look> = marked
-                            .iter()
-                            .filter(|o| o.job == m.job && o.token == m.token)
-                            .filter(|o| work_of(o).is_ok())
-                            .map(|o| looks[&o.id])
-                            .collect();
-                        live_run_fate(&run, view.unmeasurable, &idle_enough, &window)
+                        let (run, aside) = run_looks(m, marked, looks, &work_of, &server);
+                        let (fate, why) =
+                            run_fate(&run, view.unmeasurable, &idle_enough, &window, true);
+                        (fate, with_servers_aside(why, aside))
+                    }
+                    // A terminal server goes with its panes: judged by
+                    // them, its own housekeeping aside.
+                    Ok(_) if server(m) => {
+                        let (run, aside) = run_looks(m, marked, looks, &work_of, &server);
+                        let (fate, why) = run_fate(&run, false, &idle_enough, &window, false);
+                        (fate, with_servers_aside(why, aside))
                     }
                     Ok(_) => over_run_fate(&look, &idle_enough, &window),
                 }
@@ -393,6 +410,43 @@ fn judge(
     (candidates, to_end)
 }
 
+/// How the processes of `m`'s run that are its work look, its terminal
+/// servers set aside (true when one was) unless nothing else of the run
+/// is left: a server's own CPU time and I/O are housekeeping for whoever
+/// watches (see [`work::Work::is_terminal_server`]).
+fn run_looks(
+    m: &Marked,
+    marked: &[Marked],
+    looks: &HashMap<ProcId, Look>,
+    work_of: &impl Fn(&Marked) -> Result<(), work::NotWork>,
+    server: &impl Fn(&Marked) -> bool,
+) -> (Vec<Look>, bool) {
+    let run: Vec<&Marked> = marked
+        .iter()
+        .filter(|o| o.job == m.job && o.token == m.token)
+        .filter(|o| work_of(o).is_ok())
+        .collect();
+    let panes: Vec<Look> = run
+        .iter()
+        .filter(|o| !server(o))
+        .map(|o| looks[&o.id])
+        .collect();
+    if panes.is_empty() || panes.len() == run.len() {
+        (run.iter().map(|o| looks[&o.id]).collect(), false)
+    } else {
+        (panes, true)
+    }
+}
+
+/// `why`, saying that the run's terminal server was set aside.
+fn with_servers_aside(why: String, aside: bool) -> String {
+    if aside {
+        format!("{why} (its terminal server's own housekeeping aside)")
+    } else {
+        why
+    }
+}
+
 /// Why a marked process is not of a named job.
 fn not_named(m: &Marked) -> String {
     match (&m.lock, &m.foreign) {
@@ -402,32 +456,39 @@ fn not_named(m: &Marked) -> String {
     }
 }
 
-/// The fate of a process of a live run, from how every process of the run
-/// looks.
-fn live_run_fate(
+/// The fate of a process that goes with its whole run (any process of a
+/// live run; a terminal server of a run that is over), from how every
+/// process of the run looks.
+fn run_fate(
     run: &[Look],
     unmeasurable: bool,
     idle_enough: &impl Fn(&Look) -> bool,
     window: &str,
+    live: bool,
 ) -> (Fate, String) {
+    let (its_run, yet) = if live {
+        ("its run is live", "but")
+    } else {
+        ("its run is over", "and")
+    };
     if !unmeasurable && run.iter().all(idle_enough) {
         (
             Fate::Ended,
-            format!("its run is live but every process of it has been idle for {window}"),
+            format!("{its_run} {yet} every process of it has been idle for {window}"),
         )
     } else if unmeasurable {
         (
             Fate::KeptBusy,
-            "its run is live and not all its processes can be measured".into(),
+            format!("{its_run} and not all its processes can be measured"),
         )
     } else if run.iter().any(|l| l.busy) {
-        (Fate::KeptBusy, "its run is live and active".into())
+        (Fate::KeptBusy, format!("{its_run} and active"))
     } else {
         let least = run.iter().map(|l| l.idle_ms).min().unwrap_or(0);
         (
             Fate::KeptIdleTooShort,
             format!(
-                "its run is live and has been idle for {} of {window}",
+                "{its_run} and has been idle for {} of {window}",
                 crate::text::compact_duration(Duration::from_millis(least))
             ),
         )
