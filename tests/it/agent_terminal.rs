@@ -1,8 +1,10 @@
 //! The seed's scheduled agent in a terminal that is never closed, run as
 //! the README says: each fire is the README's tmux recipe, read from the
 //! README itself (`readme-test: tmux`), around an agent that works in
-//! steps, then sits at a prompt; `reap` ends it once idle. A person
-//! watching it (a client attached, `tmux ls`) must not keep the agent from
+//! steps, then sits at a prompt; `reap` ends it once idle. What a user of
+//! the same host does meanwhile (their own `tmux new-session`, opened
+//! before or after the first fire; a client attached to watch the agent;
+//! `tmux ls`) must never become part of the run, nor keep the agent from
 //! being idle. And a reap whose deadline is shorter than its grace ends
 //! the work within it and records it, never a false failure.
 //!
@@ -163,6 +165,23 @@ impl World {
         let _ = std::fs::remove_file(self.work.join("at-prompt"));
     }
 
+    /// The user's plain `tmux new-session` on their own default server:
+    /// the pid and start of its pane.
+    fn user_session(&self, name: &str) -> (u32, u64) {
+        self.tmux_out(
+            self.user_tmux(),
+            &["new-session", "-d", "-s", name, "sleep 100002"],
+        )
+        .expect(0);
+        let out = self.tmux_out(
+            self.user_tmux(),
+            &["list-panes", "-t", &format!("{name}:"), "-F", "#{pane_pid}"],
+        );
+        out.expect(0);
+        let pid: u32 = out.stdout.trim().parse().unwrap();
+        (pid, start_of(pid))
+    }
+
     /// A person watching the agent: a client attached to the recipe's
     /// server (`tmux attach` in a terminal of its own), kept until the
     /// test ends or the server exits.
@@ -189,6 +208,22 @@ impl World {
         wait_until("a client to attach", LIMIT, || {
             let out = self.tmux_out(self.recipe_tmux(), &["list-clients"]);
             out.status.success() && out.stdout.contains("agents")
+        });
+    }
+
+    /// Runs `reap --idle 1s --json agent` until the agent is gone
+    /// (bounded), checking `always` after every call.
+    fn reap_until_gone(&self, agent: (u32, u64), always: impl Fn()) {
+        wait_until("reap to end the agent", LIMIT, || {
+            let out = self.oo_here(&["reap", "--idle", "1s", "--json", "agent"]);
+            out.expect(0);
+            always();
+            if alive(agent.0, agent.1) {
+                std::thread::sleep(Duration::from_millis(100));
+                false
+            } else {
+                true
+            }
         });
     }
 
@@ -234,6 +269,23 @@ impl Drop for World {
     }
 }
 
+fn carries(pid: u32, name: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|e| {
+            e.split(|&b| b == 0)
+                .any(|v| v.starts_with(format!("{name}=").as_bytes()))
+        })
+        .unwrap_or(false)
+}
+
+fn env_of(pid: u32, name: &str) -> Option<String> {
+    let e = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    e.split(|&b| b == 0).find_map(|v| {
+        let v = String::from_utf8_lossy(v);
+        v.strip_prefix(&format!("{name}=")).map(str::to_owned)
+    })
+}
+
 fn verdict_of(report: &serde_json::Value, pid: u32) -> Option<String> {
     report["candidates"]
         .as_array()?
@@ -241,6 +293,101 @@ fn verdict_of(report: &serde_json::Value, pid: u32) -> Option<String> {
         .find(|c| c["pid"] == pid)
         .and_then(|c| c["verdict"].as_str())
         .map(str::to_owned)
+}
+
+/// The afternoon: the first fire after a boot starts tmux; a
+/// minute later the user opens a plain `tmux new-session` of their own,
+/// and watches the agent with a client attached. The reaper ends the idle
+/// agent, the next fire runs (0), and the user's session lives on, never
+/// part of the run.
+#[test]
+fn a_users_session_opened_after_the_first_fire_never_becomes_part_of_the_run() {
+    let Some(mut w) = World::new() else {
+        return;
+    };
+    w.fire().expect(0);
+    let agent = w.agent_at_prompt();
+    let user = w.user_session("user");
+    w.watch();
+    let user_server = w.server_of(w.user_tmux());
+    let user_lives = || {
+        assert!(
+            alive(user.0, user.1),
+            "the user's own session (pid {}) was ended",
+            user.0
+        );
+    };
+    // Fires skip while the agent lives.
+    w.fire().expect(75);
+    w.reap_until_gone(agent, user_lives);
+    w.forget_agent();
+    let next = w.fire();
+    assert_eq!(
+        next.code(),
+        0,
+        "the next fire after the reap must run; status: {:#?}; the fire: {next:#?}",
+        w.oo_here(&["status", "agent"])
+    );
+    w.agent_at_prompt();
+    user_lives();
+    // The user's server and session were never the run's.
+    for (pid, what) in [
+        (user_server, "the user's tmux server"),
+        (user.0, "the user's pane"),
+    ] {
+        for var in ["ONLYONE_TOKEN", "ONLYONE_LOCK", "ONLYONE_RUN_ID"] {
+            assert!(!carries(pid, var), "{what} (pid {pid}) carries {var}");
+        }
+    }
+}
+
+/// The user's own tmux server was there first (their login started it):
+/// the fire leaves it alone, and the agent still gets its run's id.
+#[test]
+fn a_users_tmux_server_that_was_there_first_is_left_alone_and_the_agent_has_its_run_id() {
+    let Some(w) = World::new() else {
+        return;
+    };
+    let user = w.user_session("mine");
+    let user_server = w.server_of(w.user_tmux());
+    let sessions = |c: Command| {
+        let out = w.tmux_out(c, &["list-sessions", "-F", "#{session_name}"]);
+        out.stdout
+    };
+    w.fire().expect(0);
+    let agent = w.agent_at_prompt();
+    // The agent carries its own run's token, lock and id.
+    let record = std::fs::read_to_string(w.locks.join("agent.lock")).unwrap();
+    let token = record
+        .lines()
+        .find_map(|l| l.strip_prefix("token="))
+        .unwrap()
+        .to_owned();
+    assert_eq!(env_of(agent.0, "ONLYONE_TOKEN").as_deref(), Some(&*token));
+    let rid = format!(
+        "{}-{}-{}-{}-{}",
+        &token[..8],
+        &token[8..12],
+        &token[12..16],
+        &token[16..20],
+        &token[20..]
+    );
+    assert_eq!(
+        env_of(agent.0, "ONLYONE_RUN_ID").as_deref(),
+        Some(&*rid),
+        "the agent's run id"
+    );
+    assert_eq!(
+        sessions(w.user_tmux()).trim(),
+        "mine",
+        "the fire added to the user's own server"
+    );
+    w.reap_until_gone(agent, || assert!(alive(user.0, user.1)));
+    w.forget_agent();
+    w.fire().expect(0);
+    w.agent_at_prompt();
+    assert!(alive(user.0, user.1), "the user's session was ended");
+    assert!(!carries(user_server, "ONLYONE_TOKEN"));
 }
 
 /// A person watching the agent (a client attached to its server, and

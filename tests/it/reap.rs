@@ -674,6 +674,12 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.cmd().arg("kill-server").status();
+        // The README's recipe keeps the agent on a server of its own.
+        let _ = self
+            .cmd()
+            .args(["-L", "onlyone-agent", "kill-server"])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -735,9 +741,15 @@ fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
     let out = fire();
     assert_eq!(out.status.code(), Some(75), "{out:?}");
     assert_eq!(onlyone(&d, &["precheck", "agent"]).status.code(), Some(75));
+    // Held by the agent, or by the tmux server the fire started for it,
+    // which lingers too.
     let status = onlyone(&d, &["status", "--json", "agent"]);
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(v["locks"][0]["holder_pid"], pid, "{v:#}");
+    let holder = v["locks"][0]["holder_pid"].as_u64();
+    assert!(
+        holder == Some(pid.into()) || holder == Some(ppid.into()),
+        "{v:#}"
+    );
 
     // Idle at its prompt for the window: the reaper ends it.
     settle_at_prompt(pid);

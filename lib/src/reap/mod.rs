@@ -53,7 +53,7 @@ use scan::{JobView, Marked, live_token};
 use state::Seen;
 
 use crate::work;
-pub use crate::work::now_ticks;
+pub use crate::work::{Keeper, keepers, now_ticks};
 pub use state::{STATE_FILE, STATE_LOCK, note_lingering};
 
 /// How long to wait, after the processes are gone, for a live wrapper to
