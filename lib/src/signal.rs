@@ -300,3 +300,38 @@ fn wait_exit(fds: &[(u32, OwnedFd)], until: Instant) -> Vec<usize> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that has exited by the time a wait's time is up is not
+    /// reported alive: one look is taken even then.
+    #[test]
+    fn a_wait_whose_time_is_up_still_sees_what_has_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let id = ProcId::of(pid).unwrap();
+        let fd = id.pidfd().unwrap();
+        child.kill().unwrap();
+        // Exited (a zombie until reaped): its pidfd polls readable.
+        let t = Instant::now();
+        while procfs::read_stat(pid)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.state != 'Z')
+        {
+            assert!(t.elapsed() < Duration::from_secs(10), "it never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let fds = [(pid, fd)];
+        let past = Instant::now()
+            .checked_sub(Duration::from_millis(1))
+            .unwrap();
+        assert!(wait_exit(&fds, past).is_empty());
+        child.wait().unwrap();
+    }
+}
