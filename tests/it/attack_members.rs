@@ -202,6 +202,116 @@ fn a_process_given_roots_image_keeps_no_script_lock_held() {
     assert_untouched(parked);
 }
 
+/// Opens `PATH` read-only (a record is 0644), takes an exclusive flock on
+/// it, creates `READY` and execs `PROG...` with the descriptor (and so the
+/// flock) kept across the exec and a pipe that never gets a byte as its
+/// stdin.
+const FLOCK_THEN_EXEC: &str = r#"
+import fcntl, os, sys
+path, ready, prog = sys.argv[1], sys.argv[2], sys.argv[3:]
+fd = os.open(path, os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.set_inheritable(fd, True)
+r, w = os.pipe()
+os.dup2(r, 0)
+os.set_inheritable(w, True)
+open(ready, "w").close()
+os.execv(prog[0], prog)
+"#;
+
+/// The `Uid:` line of `/proc/PID/status`: real, effective, saved and
+/// filesystem uids.
+fn uids(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|u| u.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Root's run crashed (its wrapper and its command killed), leaving its
+/// record. nobody opens the 0644 record, takes an exclusive flock on it
+/// and execs `su`, setuid root, which waits at its password prompt for
+/// ever: a holder whose effective and saved uids are root's, its real uid
+/// nobody's. Root's next fires run, and `precheck` lets them: a flock
+/// proves a run alive once its owner is gone only when a process of the
+/// record's user by its real uid holds it.
+#[test]
+fn a_flock_kept_through_a_setuid_program_keeps_no_crashed_run_held() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let su = "/usr/bin/su";
+    let setuid_root =
+        std::fs::metadata(su).is_ok_and(|m| m.uid() == 0 && m.permissions().mode() & 0o4000 != 0);
+    if !setuid_root {
+        eprintln!("no setuid-root {su}; skipped");
+        return;
+    }
+    if !have_python3() {
+        return;
+    }
+    let Some(mut ns) = Ns::new("a_flock_kept_through_a_setuid_program") else {
+        return;
+    };
+    let lock = "/run/onlyone/backup.lock";
+    let wrapper = ns.keep(ns.oo(None, &["run", "backup", "--", "sleep", "100000"]));
+    let cmd: u32 = wait_value(&ns, lock, "cmdpid").parse().unwrap();
+    wait_for_exec(cmd, "sleep");
+    kill9_pid(wrapper);
+    kill9_pid(cmd);
+    wait_gone(wrapper);
+    wait_gone(cmd);
+    let ready = "/tmp/flocked";
+    let held = ns.attacker(
+        NOBODY,
+        &format!("exec /usr/bin/python3 -c '{FLOCK_THEN_EXEC}' {lock} {ready} {su} root"),
+        ready,
+    );
+    wait_for_exec(held, "su");
+    assert_eq!(
+        uids(held),
+        [NOBODY, 0, 0, 0],
+        "nobody's su runs setuid root"
+    );
+    let record = std::fs::metadata(ns.host_path(lock)).unwrap();
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    let file = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(record.dev()),
+        rustix::fs::minor(record.dev()),
+        record.ino()
+    );
+    assert!(
+        locks.lines().any(|l| l.contains(" FLOCK ")
+            && l.contains(" WRITE ")
+            && l.contains(&format!(" {held} {file} "))),
+        "nobody's su holds the record's flock: {locks}"
+    );
+    let out = ns.run(ns.oo(None, &["precheck", "backup"]), LIMIT, "precheck");
+    assert_eq!(
+        out.code(),
+        0,
+        "a flock that nobody keeps through su skips root's fires: {out:#?}"
+    );
+    for _ in 0..2 {
+        let out = ns.run(
+            ns.oo(None, &["run", "-q", "backup", "--", "true"]),
+            LIMIT,
+            "root's fire",
+        );
+        assert_eq!(
+            out.code(),
+            0,
+            "a flock that nobody keeps through su skips root's fires: {out:#?}"
+        );
+    }
+    assert_untouched(held);
+}
+
 /// Root's `run --linger agent`, whose command leaves `sleep` behind,
 /// leading a session of its own (the wrapper names it in the record and
 /// exits). Returns the lingerer's pid, as the namespace numbers it.

@@ -139,8 +139,15 @@ impl LockFile {
     /// dying process drops its flocks before /proc shows it dead. A flock
     /// held without a live owner of the file's user proves nothing by
     /// itself: anyone who can open a file can flock it (a 0644 record
-    /// included), so it counts only when a process of the file's owner
-    /// holds it exclusively, as writers do (`/proc/locks`).
+    /// included), so it counts only when a process whose real uid is the
+    /// file's owner holds it exclusively, as writers do (`/proc/locks`;
+    /// [`procfs::may_carry`]). Not any of its uids: another account can
+    /// take the flock and exec a setuid program of the owner's that waits
+    /// for ever (`su` at its password prompt), whose effective and saved
+    /// uids are then the owner's. Who holds it legitimately once the
+    /// owner is gone is the owner's fork (the run's command between its
+    /// fork and its exec, a library user's child), of the owner's real
+    /// uid; `acquire`'s owner holds none.
     fn kernel_locked(
         &self,
         fd: &std::os::fd::OwnedFd,
@@ -184,7 +191,7 @@ impl LockFile {
                         // a process that inherited it (a fork), is the
                         // run's.
                         None => pid == 0 || pid == r.pid,
-                        Some(_) => procfs::runs_as(pid, owner) == Some(true),
+                        Some(_) => procfs::may_carry(Some(owner), pid),
                     }
             }))
     }

@@ -260,12 +260,12 @@ fn marked_processes(
                 .position(|v| matches!(&v.live, Ok(Some(live)) if live == t))
         });
         // Both are the process's own word: only the job's user's count.
-        let job = job.filter(|&i| match procfs::uid_of(pid) {
-            Some(uid) if uid == views[i].user => true,
-            uid => {
-                foreign = Some(another_users(&views[i], uid));
-                false
+        let job = job.filter(|&i| {
+            let carried = procfs::may_carry(Some(views[i].user), pid);
+            if !carried {
+                foreign = Some(another_users(&views[i], procfs::uid_of(pid)));
             }
+            carried
         });
         out.push(Marked {
             id: ProcId {
