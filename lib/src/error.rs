@@ -229,6 +229,22 @@ pub enum Error {
         me: String,
     },
 
+    /// A file system is mounted on a name in the lock's directory (the
+    /// lock path, or a file kept beside it): another account may have
+    /// mounted one whose server never answers, so onlyone never looks
+    /// into it.
+    #[error(
+        "`{}` is a mount point: a file system is mounted on it, and onlyone never looks into \
+         one there (its server could leave every look waiting for ever); unmount it (sudo \
+         umount -l {}) and remove it, or use another lock path",
+        .path.display(),
+        .path.display()
+    )]
+    MountPoint {
+        /// The name, in the lock's directory.
+        path: PathBuf,
+    },
+
     /// This user may not remove the lock file.
     #[error(
         "{}you ({me}) may not remove `{}`: {why}; {} must clear it (`sudo onlyone release \

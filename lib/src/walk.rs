@@ -18,10 +18,19 @@
 //! look and its use can swap in another link. `..` is the parent of the
 //! directory reached, as the kernel resolves it, not a name taken off the
 //! text. At most [`MAX_LINKS`] links are followed (the kernel's own limit).
+//!
+//! [`open_entry`] and [`stat_entry`] look up one name in a directory that
+//! may hold what other accounts put there (a lock directory): never
+//! following a link, never leaving the directory, and never crossing into
+//! a file system mounted on the name (`RESOLVE_NO_XDEV`). Another account
+//! may mount one there (a FUSE file system of its own, with `allow_other`),
+//! and one whose server never answers would leave a `stat` or an `open`
+//! of the name waiting for ever; the kernel refuses the crossing
+//! (`EXDEV`) without a word to that file system.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -178,6 +187,49 @@ pub(crate) fn walk(path: &Path, trust: &dyn Fn(u32) -> bool) -> Result<Walked, W
         }
     }
     Ok(Walked { fd, dirs, links })
+}
+
+/// The resolution of a name in a directory that stays there: no link
+/// followed (the last component's own included), nothing outside it
+/// reached, and no mount point crossed.
+const IN_DIR: ResolveFlags = ResolveFlags::NO_XDEV
+    .union(ResolveFlags::NO_SYMLINKS)
+    .union(ResolveFlags::BENEATH);
+
+/// Opens the entry `name` of the directory `dir` with `flags` (`O_NOFOLLOW`
+/// and `O_CLOEXEC` are added; `mode` counts only with `O_CREAT`), without
+/// following a link and without crossing into a file system mounted on it
+/// (see the module docs): `EXDEV` when one is mounted there. With
+/// `O_PATH`, a link is opened as itself (`O_NOFOLLOW`); otherwise a link
+/// is `ELOOP`, as `openat(2)` with `O_NOFOLLOW` has it. Where the kernel
+/// has no `openat2(2)` (before Linux 5.6) or a filter refuses it, the name
+/// is opened with `openat(2)`, which crosses a mount.
+pub(crate) fn open_entry(
+    dir: impl AsFd,
+    name: &OsStr,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // openat2 refuses a mode without O_CREAT, where openat ignores it.
+    let mode = if flags.contains(OFlags::CREATE) {
+        mode
+    } else {
+        Mode::empty()
+    };
+    match rustix::fs::openat2(dir.as_fd(), name, flags, mode, IN_DIR) {
+        Err(Errno::NOSYS | Errno::PERM) => rustix::fs::openat(dir, name, flags, mode),
+        r => r,
+    }
+}
+
+/// What `fstat(2)` says of the entry `name` of the directory `dir`, not
+/// following a link and never looking into a file system mounted on it
+/// (`EXDEV`): [`open_entry`] with `O_PATH`, which opens nothing (a device
+/// is not opened, a FIFO not waited on).
+pub(crate) fn stat_entry(dir: impl AsFd, name: &OsStr) -> Result<rustix::fs::Stat, Errno> {
+    let fd = open_entry(dir, name, OFlags::PATH, Mode::empty())?;
+    rustix::fs::fstat(&fd)
 }
 
 /// Opens one component without following it: a directory as one (which

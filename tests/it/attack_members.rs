@@ -480,24 +480,27 @@ fn a_token_copied_by_another_user_is_neither_reaped_nor_keeps_a_run_active() {
 /// A FUSE file system that never answers: a user's with `allow_other`
 /// (as `fusermount3` mounts one where /etc/fuse.conf says
 /// `user_allow_other`; without it, root is refused at once, which blocks
-/// nothing). Mounts at `TARGET`, creates `READY`, then holds the device
-/// open and never reads it.
+/// nothing). Mounts one at each `TARGET...`, creates `READY`, then holds
+/// the devices open and never reads them.
 const HUNG_FUSE: &str = r#"
 import ctypes, os, sys, time
-target, ready = sys.argv[1], sys.argv[2]
-fd = os.open("/dev/fuse", os.O_RDWR)
-opts = "fd=%d,rootmode=40000,user_id=65534,group_id=65534,allow_other" % fd
+ready, targets = sys.argv[1], sys.argv[2:]
 libc = ctypes.CDLL(None, use_errno=True)
-if libc.mount(b"onlyone-test-hang", target.encode(), b"fuse", 0, opts.encode()) != 0:
-    sys.exit("mount: " + os.strerror(ctypes.get_errno()))
+fds = []
+for target in targets:
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    fds.append(fd)
+    opts = "fd=%d,rootmode=40000,user_id=65534,group_id=65534,allow_other" % fd
+    if libc.mount(b"onlyone-test-hang", target.encode(), b"fuse", 0, opts.encode()) != 0:
+        sys.exit("mount %s: %s" % (target, os.strerror(ctypes.get_errno())))
 open(ready, "w").close()
 while True:
     time.sleep(1000)
 "#;
 
-/// The hung mount: on drop, pass or fail, its device is closed (the
-/// kernel then fails whatever waits on it) and it is unmounted.
-struct HungMount {
+/// Hung mounts: on drop, pass or fail, their devices are closed (the
+/// kernel then fails whatever waits on them) and they are unmounted.
+pub(crate) struct HungMount {
     server: u32,
     umount: Command,
 }
@@ -513,35 +516,47 @@ impl Drop for HungMount {
     }
 }
 
+/// Mounts a FUSE file system that never answers (as root, standing in for
+/// a user's `fusermount3` with `allow_other`) on each of `targets`, which
+/// are directories of the namespace; `None` (saying why) where there is no
+/// `python3` or `/dev/fuse`.
+pub(crate) fn hang_at(ns: &mut Ns, targets: &[&str]) -> Option<HungMount> {
+    if !have_python3() {
+        return None;
+    }
+    if !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("no /dev/fuse; skipped");
+        return None;
+    }
+    let ready = "/run/fuse-ready";
+    let mut args = vec!["-c", HUNG_FUSE, ready];
+    args.extend_from_slice(targets);
+    let server = ns.keep(ns.cmd(None, "/usr/bin/python3", &args));
+    let mut umount = vec!["-l"];
+    umount.extend_from_slice(targets);
+    let mount = HungMount {
+        server,
+        umount: ns.cmd(None, "umount", &umount),
+    };
+    wait_until("the FUSE mounts", LIMIT, || {
+        ns.host_path(ready).exists() || !running(server)
+    });
+    assert!(running(server), "the FUSE mounts could not be made");
+    Some(mount)
+}
+
 /// Item 6: nobody's process names a lock under a FUSE mount that never
 /// answers. Root's `reap --deadline 3s` ends within its deadline, and
 /// still ends root's idle leftover.
 #[test]
 fn a_lock_path_on_a_fuse_mount_that_never_answers_does_not_hold_up_reap() {
-    if !have_python3() {
-        return;
-    }
-    if !std::path::Path::new("/dev/fuse").exists() {
-        eprintln!("no /dev/fuse; skipped");
-        return;
-    }
     let Some(mut ns) = Ns::new("a_lock_path_on_a_fuse_mount") else {
         return;
     };
     ns.must(Some(NOBODY), "mkdir /tmp/hang");
-    let server = ns.keep(ns.cmd(
-        None,
-        "/usr/bin/python3",
-        &["-c", HUNG_FUSE, "/tmp/hang", "/run/fuse-ready"],
-    ));
-    let _mount = HungMount {
-        server,
-        umount: ns.cmd(None, "umount", &["-l", "/tmp/hang"]),
+    let Some(_mount) = hang_at(&mut ns, &["/tmp/hang"]) else {
+        return;
     };
-    wait_until("the FUSE mount", LIMIT, || {
-        ns.host_path("/run/fuse-ready").exists() || !running(server)
-    });
-    assert!(running(server), "the FUSE mount could not be made");
     let lingerer = roots_lingering_run(&ns, None);
     let marked = ns.keep(ns.cmd(
         Some(NOBODY),
