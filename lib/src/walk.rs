@@ -18,6 +18,12 @@
 //! look and its use can swap in another link. `..` is the parent of the
 //! directory reached, as the kernel resolves it, not a name taken off the
 //! text. At most [`MAX_LINKS`] links are followed (the kernel's own limit).
+//! A link with more than one name is a hard link: where hard links are
+//! not protected (`fs.protected_hardlinks=0`), any account may give root's
+//! link (`/var/run`) a second name of its own choosing in a directory it
+//! can write, and the new name is still root's. Such a link is followed
+//! only where it sits in a directory no other account could have written
+//! in (owned by the caller or root, writable by no one else).
 //!
 //! [`open_entry`] and [`stat_entry`] look up one name in a directory that
 //! may hold what other accounts put there (a lock directory): never
@@ -68,7 +74,8 @@ pub(crate) struct Walked {
 /// Why a walk stopped.
 #[derive(Debug)]
 pub(crate) enum WalkError {
-    /// A link whose owner the rule does not trust.
+    /// A link whose owner the rule does not trust, or one with more than
+    /// one name where other accounts may write.
     Refused(Seen),
     /// Nothing there, at this path.
     Missing(PathBuf),
@@ -81,9 +88,15 @@ pub(crate) enum WalkError {
 impl std::fmt::Display for WalkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            WalkError::Refused(l) if trusted_owner(l.uid) => write!(
+                f,
+                "the symbolic link `{}` has more than one name (a hard link) and sits where \
+                 other accounts may write, so it is not followed",
+                l.path.display(),
+            ),
             WalkError::Refused(l) => write!(
                 f,
-                "the symbolic link `{}` is {}'s",
+                "the symbolic link `{}` is {}'s, so it is not followed",
                 l.path.display(),
                 crate::text::user_name(l.uid)
             ),
@@ -160,7 +173,7 @@ pub(crate) fn walk(path: &Path, trust: &dyn Fn(u32) -> bool) -> Result<Walked, W
                 dirs.push(st);
             }
             libc::S_IFLNK => {
-                if !trust(st.uid) {
+                if !trust(st.uid) || (hard_linked(&next) && !only_trusted_write(&dirs, trust)) {
                     return Err(WalkError::Refused(st));
                 }
                 links.push(st);
@@ -187,6 +200,20 @@ pub(crate) fn walk(path: &Path, trust: &dyn Fn(u32) -> bool) -> Result<Walked, W
         }
     }
     Ok(Walked { fd, dirs, links })
+}
+
+/// True when the link `fd` has more than one name (see the module docs);
+/// true too when that cannot be told.
+fn hard_linked(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd).map_or(true, |st| st.st_nlink > 1)
+}
+
+/// True when no account but those `trust` accepts could have made an
+/// entry in the last directory of `dirs` (where the walk is): it is
+/// theirs, and neither its group nor others may write in it.
+fn only_trusted_write(dirs: &[Seen], trust: &dyn Fn(u32) -> bool) -> bool {
+    dirs.last()
+        .is_some_and(|d| trust(d.uid) && d.mode & 0o022 == 0)
 }
 
 /// The resolution of a name in a directory that stays there: no link

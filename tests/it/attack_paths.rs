@@ -348,3 +348,43 @@ fn a_mount_point_at_a_name_in_a_lock_directory_hangs_nothing() {
     out.expect(0);
     mount_point(&out, "/tmp/.onlyone-reap.lock");
 }
+
+/// A hard link of root's symbolic link: where `fs.protected_hardlinks` is
+/// 0, nobody can give root's link (`/var/run`, on the filesystem of
+/// `/tmp`) a second name of its own choosing, `/tmp/jobs`, and that name
+/// is still root's. Root's `--dir /tmp/jobs` is refused, naming the link
+/// (it does not skip on root's own `backup`); a link of root's with two
+/// names where only root writes is followed. (The sysctl is 1 here: root
+/// makes the hard link, standing in for nobody.)
+#[test]
+fn a_hard_link_of_roots_link_in_a_shared_directory_never_leads_a_root_job() {
+    let Some(mut ns) = Ns::new("a_hard_link_of_roots_link_in_a_shared_directory") else {
+        return;
+    };
+    ns.keep(ns.oo(None, &["run", "backup", "--", "sleep", "100000"]));
+    let record = ns.host_path("/run/onlyone/backup.lock");
+    wait_until("root's backup to run", LIMIT, || {
+        std::fs::read_to_string(&record).is_ok_and(|r| r.contains("cmdpid="))
+    });
+    ns.must(
+        None,
+        "ln -s /run/onlyone /tmp/.roots && ln -P /tmp/.roots /tmp/jobs && \
+         [ \"$(stat -c %h%U /tmp/jobs)\" = 2root ] && \
+         ln -s /run/onlyone /run/one && ln -P /run/one /run/two",
+    );
+    let root = |args: &[&str]| ns.run(ns.oo(None, args), LIMIT, &args.join(" "));
+    for dir in ["/tmp/jobs", "/tmp/jobs/", "/tmp/.roots"] {
+        let out = root(&["--dir", dir, "run", "backup", "--", "true"]);
+        out.expect(125).says("hard link").says("sudo rm");
+        assert!(
+            out.stderr
+                .contains(&format!("`{}`", dir.trim_end_matches('/'))),
+            "{out:#?}"
+        );
+    }
+    let out = root(&["run", "/tmp/jobs/backup.lock", "--", "true"]);
+    out.expect(125).says("`/tmp/jobs`").says("hard link");
+    let out = root(&["--dir", "/tmp/jobs", "precheck", "backup"]);
+    out.expect(0).says("hard link");
+    root(&["--dir", "/run/two", "run", "backup", "--", "true"]).expect(75);
+}
