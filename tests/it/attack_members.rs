@@ -477,6 +477,123 @@ fn a_token_copied_by_another_user_is_neither_reaped_nor_keeps_a_run_active() {
     assert_untouched(busy);
 }
 
+/// Waits for the pid a script wrote to `path` (in the namespace).
+fn pid_in(ns: &Ns, path: &str) -> u32 {
+    wait_until(&format!("{path} to name a pid"), LIMIT, || {
+        ns.host_path(path).exists()
+    });
+    std::fs::read_to_string(ns.host_path(path))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Root's reap of `job` twice (a process first seen by one is idle for
+/// the next): the reports.
+fn reap_twice(ns: &Ns, job: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    (0..2).map(|_| reap(ns, job, extra).0).collect()
+}
+
+/// The candidate `pid` that one of `reports` ended; it is gone.
+fn ended_in(reports: &[serde_json::Value], pid: u32) -> serde_json::Value {
+    wait_gone(pid);
+    reports
+        .iter()
+        .find_map(|r| candidate(r, pid).filter(|c| c["verdict"] == "ended"))
+        .unwrap_or_else(|| panic!("pid {pid} ended by a reap: {reports:#?}"))
+}
+
+/// Root's `run --keep-strays` whose command hands work to a worker that
+/// drops to uid 4242 and leaves it running; meanwhile nobody copies the
+/// run's token and lock path into an idle process of its own. Root's reap
+/// of the job ends the worker once idle, known by what it is (the wrapper
+/// noted it, by pid and start time), not by its environment, whatever its
+/// user; nobody's copy stays foreign and untouched. A user's own run in
+/// that user's own directory, reaped by root, the same: the user's kept
+/// stray is ended, and the user's own reaps there still work.
+#[test]
+fn a_stray_a_run_kept_is_reaped_whatever_its_user_and_a_copy_never() {
+    let Some(mut ns) = Ns::new("a_stray_a_run_kept_is_reaped") else {
+        return;
+    };
+    let lock = "/run/onlyone/agent.lock";
+    let wrapper = ns.keep(ns.oo(
+        None,
+        &[
+            "run",
+            "--keep-strays",
+            "agent",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "setpriv --reuid={0} --regid={0} --clear-groups -- sleep 100000 \
+                 </dev/null >/dev/null 2>&1 & echo $! > /run/stray.tmp && mv /run/stray.tmp \
+                 /run/stray; while [ ! -e /run/go ]; do sleep 0.05; done",
+                ns::NO_PASSWD
+            ),
+        ],
+    ));
+    let stray = pid_in(&ns, "/run/stray");
+    let copy = ns.keep(ns.sh(
+        Some(NOBODY),
+        &format!(
+            "t=$(sed -n 's/^token=//p' {lock}) && [ -n \"$t\" ] && \
+             exec env ONLYONE_TOKEN=$t ONLYONE_LOCK={lock} sleep 100000"
+        ),
+    ));
+    wait_for_exec(copy, "sleep");
+    std::fs::write(ns.host_path("/run/go"), "").unwrap();
+    wait_until("root's wrapper to exit", LIMIT, || !running(wrapper));
+    assert!(!ns.host_path(lock).exists(), "the run released its lock");
+    settle(stray);
+    settle(copy);
+    assert_eq!(onlyone::procfs::uid_of(stray), Some(ns::NO_PASSWD));
+    let reports = reap_twice(&ns, "agent", &[]);
+    let c = ended_in(&reports, stray);
+    assert_eq!(c["job"], "agent", "{reports:#?}");
+    assert_untouched(copy);
+    for report in &reports {
+        let c = candidate(report, copy).expect("nobody's copy is a candidate");
+        assert_eq!(c["job"], serde_json::Value::Null, "{report:#}");
+    }
+
+    // A user's own run in the user's own directory, reaped by root.
+    ns.must(Some(NOBODY), "mkdir -m 0700 /tmp/nd");
+    ns.run(
+        ns.oo(
+            Some(NOBODY),
+            &[
+                "--dir",
+                "/tmp/nd",
+                "run",
+                "--keep-strays",
+                "job",
+                "--",
+                "sh",
+                "-c",
+                "sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /tmp/nd/stray.tmp && \
+                 mv /tmp/nd/stray.tmp /tmp/nd/stray",
+            ],
+        ),
+        LIMIT,
+        "nobody's run --keep-strays",
+    )
+    .expect(0);
+    let stray = pid_in(&ns, "/tmp/nd/stray");
+    settle(stray);
+    let reports = reap_twice(&ns, "job", &["--dir", "/tmp/nd"]);
+    ended_in(&reports, stray);
+    let out = ns.run(
+        ns.oo(Some(NOBODY), &["--dir", "/tmp/nd", "reap", "--json", "job"]),
+        LIMIT,
+        "nobody's own reap",
+    );
+    out.expect(0);
+    assert_eq!(out.json()["errors"], serde_json::json!([]), "{out:#?}");
+}
+
 /// A FUSE file system that never answers: a user's with `allow_other`
 /// (as `fusermount3` mounts one where /etc/fuse.conf says
 /// `user_allow_other`; without it, root is refused at once, which blocks
