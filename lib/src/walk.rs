@@ -28,11 +28,14 @@
 //! [`open_entry`] and [`stat_entry`] look up one name in a directory that
 //! may hold what other accounts put there (a lock directory): never
 //! following a link, never leaving the directory, and never crossing into
-//! a file system mounted on the name (`RESOLVE_NO_XDEV`). Another account
-//! may mount one there (a FUSE file system of its own, with `allow_other`),
-//! and one whose server never answers would leave a `stat` or an `open`
-//! of the name waiting for ever; the kernel refuses the crossing
-//! (`EXDEV`) without a word to that file system.
+//! a file system mounted on the name (`RESOLVE_NO_XDEV`) unless only the
+//! caller or root may write in the directory. Another account may mount
+//! one where it may write (a FUSE file system of its own, with
+//! `allow_other`, on a directory it made in `/tmp`), and one whose server
+//! never answers would leave a `stat` or an `open` of the name waiting for
+//! ever; the kernel refuses the crossing (`EXDEV`) without a word to that
+//! file system. What is mounted in a directory only the caller or root
+//! may write in is theirs (a read-only bind mount of a journal).
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -213,7 +216,14 @@ fn hard_linked(fd: &OwnedFd) -> bool {
 /// theirs, and neither its group nor others may write in it.
 fn only_trusted_write(dirs: &[Seen], trust: &dyn Fn(u32) -> bool) -> bool {
     dirs.last()
-        .is_some_and(|d| trust(d.uid) && d.mode & 0o022 == 0)
+        .is_some_and(|d| private_to(d.uid, d.mode, trust))
+}
+
+/// True for a directory of `uid` and `mode` in which only owners `trust`
+/// accepts may make an entry: theirs, writable by neither its group nor
+/// others.
+fn private_to(uid: u32, mode: u32, trust: &dyn Fn(u32) -> bool) -> bool {
+    trust(uid) && mode & 0o022 == 0
 }
 
 /// The resolution of a name in a directory that stays there: no link
@@ -226,7 +236,8 @@ const IN_DIR: ResolveFlags = ResolveFlags::NO_XDEV
 /// Opens the entry `name` of the directory `dir` with `flags` (`O_NOFOLLOW`
 /// and `O_CLOEXEC` are added; `mode` counts only with `O_CREAT`), without
 /// following a link and without crossing into a file system mounted on it
-/// (see the module docs): `EXDEV` when one is mounted there. With
+/// (see the module docs): `EXDEV` when one is mounted there, unless only
+/// the caller or root may write in `dir`. With
 /// `O_PATH`, a link is opened as itself (`O_NOFOLLOW`); otherwise a link
 /// is `ELOOP`, as `openat(2)` with `O_NOFOLLOW` has it. Where the kernel
 /// has no `openat2(2)` (before Linux 5.6) or a filter refuses it, the name
@@ -246,14 +257,23 @@ pub(crate) fn open_entry(
     };
     match rustix::fs::openat2(dir.as_fd(), name, flags, mode, IN_DIR) {
         Err(Errno::NOSYS | Errno::PERM) => rustix::fs::openat(dir, name, flags, mode),
+        Err(Errno::XDEV) if only_trusted_may_write(dir.as_fd()) => {
+            rustix::fs::openat(dir, name, flags, mode)
+        }
         r => r,
     }
 }
 
+/// True when no one but the caller and root may make an entry in the
+/// directory `dir` (or mount a file system on one).
+fn only_trusted_may_write(dir: std::os::fd::BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(dir).is_ok_and(|st| private_to(st.st_uid, st.st_mode, &trusted_owner))
+}
+
 /// What `fstat(2)` says of the entry `name` of the directory `dir`, not
 /// following a link and never looking into a file system mounted on it
-/// (`EXDEV`): [`open_entry`] with `O_PATH`, which opens nothing (a device
-/// is not opened, a FIFO not waited on).
+/// (`EXDEV`; as [`open_entry`] has it): [`open_entry`] with `O_PATH`, which
+/// opens nothing (a device is not opened, a FIFO not waited on).
 pub(crate) fn stat_entry(dir: impl AsFd, name: &OsStr) -> Result<rustix::fs::Stat, Errno> {
     let fd = open_entry(dir, name, OFlags::PATH, Mode::empty())?;
     rustix::fs::fstat(&fd)
