@@ -314,7 +314,9 @@ fn a_mount_point_at_a_name_in_a_lock_directory_hangs_nothing() {
     mount_point(&out, lock);
     mount_point(&root("--dir /run/lock status backup"), lock);
     mount_point(&root("--dir /run/lock status"), lock);
-    root("--dir /run/lock reap backup").expect(0);
+    let out = root("--dir /run/lock reap backup");
+    out.expect(0);
+    mount_point(&out, lock);
     let out = root("--dir /run/lock check backup");
     out.expect(3);
     mount_point(&out, lock);

@@ -208,6 +208,14 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
         .iter()
         .map(|job| JobView::new(job, &here, guarded.owner))
         .collect();
+    for view in &views {
+        if let Some(why) = &view.unseen {
+            report.errors.push(format!(
+                "cannot look at the lock of `{}`: {why}; its runs count as live",
+                view.job.name
+            ));
+        }
+    }
     let state = &mut guarded.state;
     state
         .kept

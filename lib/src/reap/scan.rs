@@ -66,6 +66,9 @@ pub(super) struct JobView<'a> {
     /// The token the lock names now (`Ok(None)`: free), or why the lock
     /// cannot be read.
     pub(super) live: Result<Option<String>, String>,
+    /// Why the lock file could not be looked at, when that is so (not why
+    /// what it holds is not a record): a reap says it.
+    pub(super) unseen: Option<String>,
     /// The user whose marked processes may be the job's: the owner of the
     /// lock's record, or, when the lock holds none, the user whose state
     /// the reap works on (this reaper's user, or for root in a directory
@@ -83,11 +86,16 @@ impl<'a> JobView<'a> {
     /// state.
     pub(super) fn new(job: &'a Job, here: &Path, state_user: u32) -> JobView<'a> {
         let (live, owner) = live_run(&job.lock);
+        let unseen = match &live {
+            Err(LiveErr::Lock(e)) => Some(e.clone()),
+            _ => None,
+        };
         JobView {
             job,
             key: canonical(&job.lock, here),
             named: lexical(&absolute(&job.lock, here)),
-            live,
+            live: live.map_err(LiveErr::into_string),
+            unseen,
             user: owner.unwrap_or(state_user),
             unmeasurable: false,
             work: None,
@@ -98,23 +106,44 @@ impl<'a> JobView<'a> {
 /// The token a lock names now: `Ok(None)` when it is free, an error when it
 /// cannot be read (then its runs count as live).
 pub(super) fn live_token(lock: &Path) -> Result<Option<String>, String> {
-    live_run(lock).0
+    live_run(lock).0.map_err(LiveErr::into_string)
+}
+
+/// Why a lock's live token is not known.
+enum LiveErr {
+    /// The lock file could not be looked at (opened, or read): a reap
+    /// says so.
+    Lock(String),
+    /// What it holds is not a record (or its directory is missing).
+    Content(String),
+}
+
+impl LiveErr {
+    fn into_string(self) -> String {
+        match self {
+            LiveErr::Lock(s) | LiveErr::Content(s) => s,
+        }
+    }
 }
 
 /// [`live_token`], and the owner of the lock's record when it holds one.
-fn live_run(lock: &Path) -> (Result<Option<String>, String>, Option<u32>) {
+fn live_run(lock: &Path) -> (Result<Option<String>, LiveErr>, Option<u32>) {
     let l = match LockFile::open(lock) {
         Ok(l) => l,
-        Err(e) => return (Err(e.to_string()), None),
+        // As before it existed: its runs count as live, said nowhere.
+        Err(e @ crate::Error::MissingDir { .. }) => {
+            return (Err(LiveErr::Content(e.to_string())), None);
+        }
+        Err(e) => return (Err(LiveErr::Lock(e.to_string())), None),
     };
     match l.inspect() {
         Ok(None) => (Ok(None), None),
         Ok(Some(seen)) => match seen.record {
             Ok(r) => (Ok(r.token), r.uid),
-            Err(why) => (Err(why.to_string()), None),
+            Err(why) => (Err(LiveErr::Content(why.to_string())), None),
         },
         Err(crate::Error::MissingDir { .. }) => (Ok(None), None),
-        Err(e) => (Err(e.to_string()), None),
+        Err(e) => (Err(LiveErr::Lock(e.to_string())), None),
     }
 }
 
