@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use onlyone::store::Holder;
+use onlyone::store::Claimant;
 
 #[path = "../tests/it/support/pg.rs"]
 #[allow(dead_code)]
@@ -121,7 +121,7 @@ fn commands(bench_cmd: &str, onlyone: &str, pg: &pg::Pg, url: &str, dir: &Path, 
 fn round_trips(url: &str, n: usize) {
     let store = onlyone::store::open(url, Duration::from_secs(5)).expect("the store");
     let token = onlyone::new_token();
-    let who = Holder {
+    let who = Claimant {
         token: &token,
         host: "bench",
         pid: std::process::id(),

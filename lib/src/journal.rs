@@ -119,7 +119,7 @@ const ROTATION_GUARD: &str = ".onlyone-rotation";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
-pub enum Kind {
+pub enum EventKind {
     /// A run (or a script's hold, `acquire`) began.
     Start,
     /// A run ended: its exit code or signal, its duration.
@@ -139,18 +139,18 @@ pub enum Kind {
     Abandoned,
 }
 
-impl Kind {
+impl EventKind {
     /// The word the journal uses.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Start => "start",
-            Kind::End => "end",
-            Kind::Skip => "skip",
-            Kind::Takeover => "takeover",
-            Kind::Stop => "stop",
-            Kind::Reap => "reap",
-            Kind::Release => "release",
-            Kind::Abandoned => "abandoned",
+            EventKind::Start => "start",
+            EventKind::End => "end",
+            EventKind::Skip => "skip",
+            EventKind::Takeover => "takeover",
+            EventKind::Stop => "stop",
+            EventKind::Reap => "reap",
+            EventKind::Release => "release",
+            EventKind::Abandoned => "abandoned",
         }
     }
 }
@@ -310,7 +310,7 @@ pub struct Event {
     /// When, in Unix seconds (to the millisecond).
     pub time: f64,
     /// What happened.
-    pub event: Kind,
+    pub event: EventKind,
     /// The run's process: its wrapper or owner (`start`, `end`,
     /// `abandoned`, `release`, `stop`, `reap`, `takeover`: the stale run's);
     /// for a `skip`, the live run's holder.
@@ -395,7 +395,7 @@ fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D:
 
 impl Event {
     /// An event of `kind`, now, on this host, by this user.
-    pub fn now(kind: Kind) -> Event {
+    pub fn now(kind: EventKind) -> Event {
         Event {
             v: SCHEMA,
             time: unix_now_ms(),
@@ -420,7 +420,7 @@ impl Event {
     }
 
     /// An event of `kind` about the run `token` of process `pid`.
-    fn about(kind: Kind, token: Option<&str>, pid: Option<u32>, cmd: Option<&str>) -> Event {
+    fn about(kind: EventKind, token: Option<&str>, pid: Option<u32>, cmd: Option<&str>) -> Event {
         let mut ev = Event::now(kind);
         ev.token = token.map(str::to_owned);
         ev.rid = token.and_then(run_id);
@@ -432,7 +432,7 @@ impl Event {
     /// A run began (`mode`: `run`, `script` or `lock`), its wrapper or
     /// owner `pid`.
     pub fn start(token: Option<&str>, pid: u32, cmd: Option<&str>, mode: &str) -> Event {
-        let mut ev = Event::about(Kind::Start, token, Some(pid), cmd);
+        let mut ev = Event::about(EventKind::Start, token, Some(pid), cmd);
         ev.mode = Some(mode.to_owned());
         ev
     }
@@ -447,7 +447,7 @@ impl Event {
         ended_by: Option<EndReason>,
         took: Duration,
     ) -> Event {
-        let mut ev = Event::about(Kind::End, token, Some(pid), cmd);
+        let mut ev = Event::about(EventKind::End, token, Some(pid), cmd);
         match exit {
             Exit::Code(c) => ev.exit = Some(c),
             Exit::Signal(s) => {
@@ -473,7 +473,7 @@ impl Event {
     /// A fire found the run `token` of `holder` live, and skipped; this
     /// process is the skipper.
     pub fn skip(token: Option<&str>, holder: Option<u32>, cmd: Option<&str>) -> Event {
-        Event::about(Kind::Skip, token, holder, cmd).by_me()
+        Event::about(EventKind::Skip, token, holder, cmd).by_me()
     }
 
     /// This process took a stale lock over from the run `token` of `pid`,
@@ -485,7 +485,7 @@ impl Event {
         reason: &str,
         by: u32,
     ) -> Event {
-        let mut ev = Event::about(Kind::Takeover, token, Some(pid), cmd);
+        let mut ev = Event::about(EventKind::Takeover, token, Some(pid), cmd);
         ev.by = Some(by);
         ev.reason = Some(reason.to_owned());
         ev
@@ -500,7 +500,7 @@ impl Event {
         reason: &str,
         age: Option<f64>,
     ) -> Event {
-        let mut ev = Event::about(Kind::Abandoned, token, Some(pid), cmd).by_me();
+        let mut ev = Event::about(EventKind::Abandoned, token, Some(pid), cmd).by_me();
         ev.duration = age;
         ev.reason = Some(reason.to_owned());
         ev
@@ -514,14 +514,14 @@ impl Event {
         cmd: Option<&str>,
         signal: Option<&str>,
     ) -> Event {
-        let mut ev = Event::about(Kind::Stop, token, pid, cmd).by_me();
+        let mut ev = Event::about(EventKind::Stop, token, pid, cmd).by_me();
         ev.signal = signal.map(str::to_owned);
         ev
     }
 
     /// This process ended what the run `token` of `pid` left (`reap`).
     pub fn reap(token: &str, pid: u32, cmd: Option<&str>) -> Event {
-        Event::about(Kind::Reap, Some(token), Some(pid), cmd).by_me()
+        Event::about(EventKind::Reap, Some(token), Some(pid), cmd).by_me()
     }
 
     /// A script's hold on the run `token` of `pid` was released, `age`
@@ -534,7 +534,7 @@ impl Event {
         age: Option<f64>,
         exit: Option<i32>,
     ) -> Event {
-        let mut ev = Event::about(Kind::Release, token, Some(pid), cmd).by_me();
+        let mut ev = Event::about(EventKind::Release, token, Some(pid), cmd).by_me();
         ev.duration = age;
         ev.exit = exit;
         ev
@@ -1326,9 +1326,9 @@ pub struct History {
 /// What pairing needs of an event, borrowed from a line of the journal
 /// (or from an [`Event`]): no allocation per skip.
 #[derive(Deserialize)]
-struct Line<'a> {
+struct RawEvent<'a> {
     time: f64,
-    event: Kind,
+    event: EventKind,
     #[serde(default)]
     pid: Option<u32>,
     #[serde(default, borrow)]
@@ -1357,10 +1357,10 @@ struct Line<'a> {
     max_rss: Option<u64>,
 }
 
-impl<'a> From<&'a Event> for Line<'a> {
-    fn from(e: &'a Event) -> Line<'a> {
+impl<'a> From<&'a Event> for RawEvent<'a> {
+    fn from(e: &'a Event) -> RawEvent<'a> {
         let b = |s: &'a Option<String>| s.as_deref().map(Cow::Borrowed);
-        Line {
+        RawEvent {
             time: e.time,
             event: e.event,
             pid: e.pid,
@@ -1392,7 +1392,7 @@ struct Pairing {
 }
 
 impl Pairing {
-    fn add(&mut self, ev: &Line<'_>) {
+    fn add(&mut self, ev: &RawEvent<'_>) {
         // Input (see "Reading" in the module docs): an event without a
         // time is none, and a string is kept to a line's worth.
         if !sane_time(ev.time) {
@@ -1401,7 +1401,7 @@ impl Pairing {
         let token = ev.token.as_deref().unwrap_or("");
         let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(|s| capped(s).to_owned());
         match ev.event {
-            Kind::Start => {
+            EventKind::Start => {
                 let h = &mut self.h;
                 if let Some(i) = self.open.insert(token.into(), h.runs.len())
                     && !h.runs[i].outcome.is_over()
@@ -1431,61 +1431,12 @@ impl Pairing {
                     usage: None,
                 });
             }
-            Kind::End | Kind::Abandoned | Kind::Release | Kind::Reap | Kind::Stop => {
-                let Some(i) = self.run_of(token) else {
-                    return;
-                };
-                let run = &mut self.h.runs[i];
-                // A stop ends the run unless its wrapper says how (its
-                // `end` follows); nothing else reopens a run.
-                let stopped = matches!(
-                    run.outcome,
-                    Outcome::Ended {
-                        by: EndReason::Stop,
-                        ..
-                    }
-                );
-                // A script's hold that its workers carried on after the
-                // release ends when the last of them exits: a second
-                // `release`, written then, gives its whole duration.
-                let carried_on =
-                    matches!(run.outcome, Outcome::Released { .. }) && ev.event == Kind::Release;
-                if run.outcome.is_over() && !(stopped && ev.event == Kind::End) && !carried_on {
-                    return;
-                }
-                run.outcome = match ev.event {
-                    Kind::Abandoned => Outcome::Abandoned,
-                    Kind::Release => Outcome::Released { exit: ev.exit },
-                    Kind::Reap => Outcome::Ended {
-                        by: EndReason::Reap,
-                        exit: None,
-                    },
-                    Kind::Stop => Outcome::Ended {
-                        by: EndReason::Stop,
-                        exit: None,
-                    },
-                    // Stopped: the wrapper's end says how the command
-                    // went, and the run stays stopped (whichever process
-                    // wrote the stop, and even from a wrapper that did
-                    // not know it was stopped).
-                    _ if stopped => Outcome::Ended {
-                        by: EndReason::Stop,
-                        exit: ev.exit,
-                    },
-                    _ => match (ev.ended_by, ev.exit, &ev.signal) {
-                        (Some(by), exit, _) => Outcome::Ended { by, exit },
-                        (None, Some(c), _) => Outcome::Exited(c),
-                        (None, None, Some(s)) => Outcome::Signaled(capped(s).to_owned()),
-                        (None, None, None) => Outcome::Abandoned,
-                    },
-                };
-                run.end = Some(ev.time);
-                run.duration = sane_duration(ev.duration).or(Some((ev.time - run.start).max(0.0)));
-                if ev.event == Kind::End {
-                    run.usage = Usage::read(ev.cpu_user, ev.cpu_system, ev.max_rss);
-                }
-            }
-            Kind::Skip => {
+            EventKind::End
+            | EventKind::Abandoned
+            | EventKind::Release
+            | EventKind::Reap
+            | EventKind::Stop => self.close(ev, token),
+            EventKind::Skip => {
                 self.h.skips += 1;
                 match self.run_of(token) {
                     Some(i) => self.h.runs[i].skipped += 1,
@@ -1496,10 +1447,67 @@ impl Pairing {
                     }
                 }
             }
-            Kind::Takeover => {
+            EventKind::Takeover => {
                 self.h.takeovers += 1;
                 self.takers.extend(ev.by);
             }
+        }
+    }
+
+    /// An event that ends a run (an end, a release, a stop, a reap, an
+    /// abandonment): the run of `token`, when open, is over.
+    fn close(&mut self, ev: &RawEvent<'_>, token: &str) {
+        let Some(i) = self.run_of(token) else {
+            return;
+        };
+        let run = &mut self.h.runs[i];
+        // A stop ends the run unless its wrapper says how (its
+        // `end` follows); nothing else reopens a run.
+        let stopped = matches!(
+            run.outcome,
+            Outcome::Ended {
+                by: EndReason::Stop,
+                ..
+            }
+        );
+        // A script's hold that its workers carried on after the
+        // release ends when the last of them exits: a second
+        // `release`, written then, gives its whole duration.
+        let carried_on =
+            matches!(run.outcome, Outcome::Released { .. }) && ev.event == EventKind::Release;
+        if run.outcome.is_over() && !(stopped && ev.event == EventKind::End) && !carried_on {
+            return;
+        }
+        run.outcome = match ev.event {
+            EventKind::Abandoned => Outcome::Abandoned,
+            EventKind::Release => Outcome::Released { exit: ev.exit },
+            EventKind::Reap => Outcome::Ended {
+                by: EndReason::Reap,
+                exit: None,
+            },
+            EventKind::Stop => Outcome::Ended {
+                by: EndReason::Stop,
+                exit: None,
+            },
+            // Stopped: the wrapper's end says how the command
+            // went, and the run stays stopped (whichever process
+            // wrote the stop, and even from a wrapper that did
+            // not know it was stopped).
+            _ if stopped => Outcome::Ended {
+                by: EndReason::Stop,
+                exit: ev.exit,
+            },
+            _ => match (ev.ended_by, ev.exit, &ev.signal) {
+                (Some(by), exit, _) => Outcome::Ended { by, exit },
+                (None, Some(c), _) => Outcome::Exited(c),
+                (None, None, Some(s)) => Outcome::Signaled(capped(s).to_owned()),
+                (None, None, None) => Outcome::Abandoned,
+            },
+        };
+        run.end = Some(ev.time);
+        run.duration = sane_duration(ev.duration).or(Some((ev.time - run.start).max(0.0)));
+        if ev.event == EventKind::End {
+            run.usage = Usage::read(ev.cpu_user, ev.cpu_system, ev.max_rss);
         }
     }
 
@@ -1528,7 +1536,7 @@ impl Pairing {
         }
         for line in complete.split(|&b| b == b'\n') {
             if line.len() <= MAX_LINE
-                && let Ok(ev) = serde_json::from_slice::<Line<'_>>(line)
+                && let Ok(ev) = serde_json::from_slice::<RawEvent<'_>>(line)
             {
                 self.add(&ev);
             }
@@ -1540,7 +1548,7 @@ impl Pairing {
         if line.len() > MAX_LINE {
             return;
         }
-        if let Ok(ev) = serde_json::from_str::<Line<'_>>(line) {
+        if let Ok(ev) = serde_json::from_str::<RawEvent<'_>>(line) {
             self.add(&ev);
         }
     }
@@ -1565,7 +1573,7 @@ impl History {
     pub fn of(events: &[Event]) -> History {
         let mut p = Pairing::default();
         for ev in events {
-            p.add(&Line::from(ev));
+            p.add(&RawEvent::from(ev));
         }
         p.h
     }
@@ -1657,7 +1665,7 @@ mod tests {
         assert!(line.contains("\"rid\":\"5f0c2a6e-0d9b-4f0e-8a1c-3b7d9e2f4a6c\""));
     }
 
-    fn ev(kind: Kind, token: &str, time: f64) -> Event {
+    fn ev(kind: EventKind, token: &str, time: f64) -> Event {
         let mut e = Event::now(kind);
         e.token = Some(token.into());
         e.time = time;
@@ -1746,35 +1754,35 @@ mod tests {
 
     #[test]
     fn a_line_is_bounded_and_parses_back() {
-        let mut e = ev(Kind::Start, "t", 1.5);
+        let mut e = ev(EventKind::Start, "t", 1.5);
         e.cmd = Some("x\"\\é\n".repeat(2000));
         let line = e.to_line();
         assert!(line.len() <= MAX_LINE, "{}", line.len());
         assert_eq!(line.last(), Some(&b'\n'));
         let back: Event = serde_json::from_slice(&line).unwrap();
-        assert_eq!(back.event, Kind::Start);
+        assert_eq!(back.event, EventKind::Start);
         assert!(back.cmd.unwrap().ends_with('…'));
     }
 
     #[test]
     fn runs_pair_by_token_and_count_their_skips() {
-        let mut end = ev(Kind::End, "a", 10.0);
+        let mut end = ev(EventKind::End, "a", 10.0);
         end.exit = Some(0);
         end.duration = Some(9.0);
-        let mut end_b = ev(Kind::End, "b", 30.0);
+        let mut end_b = ev(EventKind::End, "b", 30.0);
         end_b.signal = Some("KILL".into());
         let events = vec![
-            ev(Kind::Start, "a", 1.0),
-            ev(Kind::Skip, "a", 2.0),
-            ev(Kind::Skip, "a", 3.0),
+            ev(EventKind::Start, "a", 1.0),
+            ev(EventKind::Skip, "a", 2.0),
+            ev(EventKind::Skip, "a", 3.0),
             end,
-            ev(Kind::Skip, "zz", 11.0),
-            ev(Kind::Start, "b", 20.0),
+            ev(EventKind::Skip, "zz", 11.0),
+            ev(EventKind::Start, "b", 20.0),
             end_b,
-            ev(Kind::Start, "c", 40.0),
-            ev(Kind::Abandoned, "c", 50.0),
-            ev(Kind::Start, "d", 60.0),
-            ev(Kind::Skip, "d", 61.0),
+            ev(EventKind::Start, "c", 40.0),
+            ev(EventKind::Abandoned, "c", 50.0),
+            ev(EventKind::Start, "d", 60.0),
+            ev(EventKind::Skip, "d", 61.0),
         ];
         let h = History::of(&events);
         let outcomes: Vec<_> = h.runs.iter().map(|r| r.outcome.clone()).collect();
@@ -1799,10 +1807,10 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_and_foreign_lines_are_skipped() {
-        let mut bytes = ev(Kind::Start, "a", 1.0).to_line();
+        let mut bytes = ev(EventKind::Start, "a", 1.0).to_line();
         bytes.extend_from_slice(b"not json\n{\"v\":1}\n");
-        bytes.extend_from_slice(&ev(Kind::Skip, "a", 2.0).to_line());
-        let mut torn = ev(Kind::Skip, "a", 3.0).to_line();
+        bytes.extend_from_slice(&ev(EventKind::Skip, "a", 2.0).to_line());
+        let mut torn = ev(EventKind::Skip, "a", 3.0).to_line();
         torn.pop();
         bytes.extend_from_slice(&torn);
         let mut out = Vec::new();
@@ -1823,8 +1831,8 @@ mod tests {
         let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
         let legacy = dir.path().join("j.lock.journal");
         let older = dir.path().join("j.lock.journal.1");
-        std::fs::write(&older, ev(Kind::Start, "a", 1.0).to_line()).unwrap();
-        std::fs::write(&legacy, ev(Kind::Start, "b", 2.0).to_line()).unwrap();
+        std::fs::write(&older, ev(EventKind::Start, "a", 1.0).to_line()).unwrap();
+        std::fs::write(&legacy, ev(EventKind::Start, "b", 2.0).to_line()).unwrap();
         let said: Arc<Mutex<Vec<SetAside>>> = Arc::default();
         let log = said.clone();
         let journal =

@@ -8,7 +8,7 @@
 
 /// The SQL of the line of waiters' table (part of the PostgreSQL store's `SCHEMA_SQL`): a
 /// waiter's row is its place in line (its ticket), kept while it waits; at
-/// most one per lock holds the queue's place (`queued`).
+/// most one per lock holds the queue seat (`queued`).
 macro_rules! waiter_sql {
     () => {
         "\
@@ -255,7 +255,7 @@ pub struct WaiterRow {
     /// Milliseconds until the row is dead unless refreshed (the server's
     /// clock; negative: dead).
     pub left_ms: i64,
-    /// It holds the queue's one place (`--queue`).
+    /// It holds the queue seat (`--queue`).
     pub queued: bool,
 }
 
@@ -292,7 +292,7 @@ impl WaiterRow {
 /// What a try at a lease found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Take {
+pub enum Claimed {
     /// Taken: the new epoch (the fence).
     Taken(i64),
     /// A live lease holds it.
@@ -319,7 +319,7 @@ pub enum Renewed {
 
 /// Who takes a lease.
 #[derive(Debug, Clone)]
-pub struct Holder<'a> {
+pub struct Claimant<'a> {
     /// The run's token.
     pub token: &'a str,
     /// This host's name.
@@ -357,7 +357,7 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     fn acquire(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
     ) -> Result<Option<i64>, StoreError>;
     /// Renews the lease of `epoch` for `lease` from the store's now, if it
@@ -395,31 +395,31 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     fn take(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
         ticket: Option<i64>,
-    ) -> Result<Take, StoreError> {
+    ) -> Result<Claimed, StoreError> {
         let _ = ticket;
         Ok(match self.acquire(name, who, lease)? {
-            Some(epoch) => Take::Taken(epoch),
-            None => Take::Held,
+            Some(epoch) => Claimed::Taken(epoch),
+            None => Claimed::Held,
         })
     }
     /// Joins the end of `name`'s line: the waiter's ticket. The row is
     /// dead `ttl` from now unless [`LeaseStore::stay_in_line`] refreshes it.
-    fn join_line(&self, name: &str, who: &Holder<'_>, ttl: Duration) -> Result<i64, StoreError> {
+    fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError> {
         let _ = (name, who, ttl);
         Err(no_line())
     }
-    /// Takes the queue's one place of `name` (a row of the line that
-    /// says so): its ticket, or `None` while a live waiter has it. A place
+    /// Takes the queue seat of `name` (a row of the line that says so):
+    /// its ticket, or `None` while a live waiter has it. A seat
     /// whose row is dead is taken over, and so is the one of the waiter
     /// `replacing` (a token the caller found dead: a waiter of this host
     /// whose process is gone).
-    fn take_queue_place(
+    fn take_queue_seat(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<i64>, StoreError> {
@@ -437,7 +437,7 @@ pub trait LeaseStore: Send + std::fmt::Debug {
         let _ = (name, ticket);
         Err(no_line())
     }
-    /// The waiter that holds the queue's place of `name`, live or dead.
+    /// The waiter that holds the queue seat of `name`, live or dead.
     fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
         let _ = name;
         Err(no_line())

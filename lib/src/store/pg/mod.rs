@@ -16,8 +16,8 @@
 //!   look (a row past it is dead); the take above succeeds only when no
 //!   live waiter has a smaller ticket (a newcomer has none: it is behind
 //!   them all), and removes the taker's row in the same statement. At most
-//!   one row per lock is `queued` (a partial unique index): the queue's
-//!   place. A store set up before this table existed works without it
+//!   one row per lock is `queued` (a partial unique index): the queue
+//!   seat. A store set up before this table existed works without it
 //!   ([`PgStore::has_line`]).
 //!
 //! The row outlives a server restart and needs no session, so it works
@@ -46,7 +46,7 @@ use tokio_postgres::{Client, Config, NoTls};
 
 pub use conninfo::{ConnInfo, is_postgres_url};
 
-use super::{Holder, LeaseRow, LeaseStore, Renewed, StoreError, Take, WaiterRow};
+use super::{Claimant, Claimed, LeaseRow, LeaseStore, Renewed, StoreError, WaiterRow};
 
 /// The SQL that creates the store's tables: run on first use when the role
 /// may, else by a DBA (doc/store.md gives it with the least privileges).
@@ -367,11 +367,11 @@ impl PgStore {
     pub fn acquire(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
     ) -> Result<Option<i64>, StoreError> {
         Ok(match self.take(name, who, lease, None)? {
-            Take::Taken(epoch) => Some(epoch),
+            Claimed::Taken(epoch) => Some(epoch),
             _ => None,
         })
     }
@@ -385,11 +385,11 @@ impl PgStore {
     pub fn take(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
         ticket: Option<i64>,
-    ) -> Result<Take, StoreError> {
-        let named = Named::new(name, who, lease);
+    ) -> Result<Claimed, StoreError> {
+        let binds = Binds::new(name, who, lease);
         self.connect()?;
         if !self.line.get() {
             return self.with(move |c| {
@@ -408,12 +408,12 @@ impl PgStore {
                                stop_requested = false \
                              WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
                              RETURNING coalesce(epoch, 0)",
-                            &named.params(&[]),
+                            &binds.params(&[]),
                         )
                         .await?;
                     Ok(match row {
-                        Some(r) => Take::Taken(r.try_get::<_, i64>(0)?),
-                        None => Take::Held,
+                        Some(r) => Claimed::Taken(r.try_get::<_, i64>(0)?),
+                        None => Claimed::Held,
                     })
                 })
             });
@@ -447,18 +447,18 @@ impl PgStore {
                          SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
                            coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
                                      WHERE name = $1), false)",
-                        &named.params(&[(&ticket, Type::INT8)]),
+                        &binds.params(&[(&ticket, Type::INT8)]),
                     )
                     .await?;
                 let epoch = row.try_get::<_, Option<i64>>(0)?;
                 let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
                 let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
                 Ok(match epoch {
-                    Some(e) => Take::Taken(e),
-                    None if !held && ahead > 0 => Take::Behind {
+                    Some(e) => Claimed::Taken(e),
+                    None if !held && ahead > 0 => Claimed::Behind {
                         ahead: ahead as u64,
                     },
-                    None => Take::Held,
+                    None => Claimed::Held,
                 })
             })
         })
@@ -469,10 +469,10 @@ impl PgStore {
     pub fn join_line(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         ttl: Duration,
     ) -> Result<i64, StoreError> {
-        let named = Named::new(name, who, ttl);
+        let binds = Binds::new(name, who, ttl);
         self.with(move |c| {
             Box::pin(async move {
                 c.query_typed(
@@ -480,7 +480,7 @@ impl PgStore {
                         "DELETE FROM onlyone_waiter WHERE name = $1 \
                          AND until < clock_timestamp() - interval '{DEAD_WAITER_KEPT}'"
                     ),
-                    &[(&named.name, Type::TEXT)],
+                    &[(&binds.name, Type::TEXT)],
                 )
                 .await?;
                 let row = c
@@ -490,7 +490,7 @@ impl PgStore {
                          VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
                                  clock_timestamp() + $7 * interval '1 millisecond', false) \
                          RETURNING coalesce(ticket, 0)",
-                        &named.params(&[]),
+                        &binds.params(&[]),
                     )
                     .await?;
                 row.try_get::<_, i64>(0)
@@ -498,18 +498,18 @@ impl PgStore {
         })
     }
 
-    /// Takes the queue's place of `name` (see
-    /// [`LeaseStore::take_queue_place`]): one `INSERT ... ON CONFLICT` on
+    /// Takes the queue seat of `name` (see
+    /// [`LeaseStore::take_queue_seat`]): one `INSERT ... ON CONFLICT` on
     /// the partial unique index of queued rows, which takes over only a
     /// dead row (or the one of `replacing`).
-    pub fn take_queue_place(
+    pub fn take_queue_seat(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<i64>, StoreError> {
-        let named = Named::new(name, who, ttl);
+        let binds = Binds::new(name, who, ttl);
         let replacing = replacing.map(str::to_owned);
         self.with(move |c| {
             Box::pin(async move {
@@ -526,7 +526,7 @@ impl PgStore {
                          WHERE coalesce(o.until <= clock_timestamp(), true) \
                            OR coalesce(o.token = $8, false) \
                          RETURNING coalesce(ticket, 0)",
-                        &named.params(&[(&replacing, Type::TEXT)]),
+                        &binds.params(&[(&replacing, Type::TEXT)]),
                     )
                     .await?;
                 row.map(|r| r.try_get::<_, i64>(0)).transpose()
@@ -591,7 +591,7 @@ impl PgStore {
         })
     }
 
-    /// The row that holds the queue's place of `name`, live or dead.
+    /// The row that holds the queue seat of `name`, live or dead.
     pub fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
         let name = name.to_owned();
         let row = self.with(move |c| {
@@ -857,7 +857,7 @@ fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> 
 /// `$1` the name, `$2` the token, `$3` the host, `$4` the pid, `$5` the
 /// uid, `$6` the command and `$7` a duration in milliseconds (the lease,
 /// or the waiter's row's life).
-struct Named {
+struct Binds {
     name: String,
     token: String,
     host: String,
@@ -867,9 +867,9 @@ struct Named {
     ms: f64,
 }
 
-impl Named {
-    fn new(name: &str, who: &Holder<'_>, d: Duration) -> Named {
-        Named {
+impl Binds {
+    fn new(name: &str, who: &Claimant<'_>, d: Duration) -> Binds {
+        Binds {
             name: name.to_owned(),
             token: who.token.to_owned(),
             host: who.host.to_owned(),
@@ -1165,7 +1165,7 @@ impl LeaseStore for PgStore {
     fn acquire(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
     ) -> Result<Option<i64>, StoreError> {
         PgStore::acquire(self, name, who, lease)
@@ -1210,25 +1210,25 @@ impl LeaseStore for PgStore {
     fn take(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
         ticket: Option<i64>,
-    ) -> Result<Take, StoreError> {
+    ) -> Result<Claimed, StoreError> {
         PgStore::take(self, name, who, lease, ticket)
     }
 
-    fn join_line(&self, name: &str, who: &Holder<'_>, ttl: Duration) -> Result<i64, StoreError> {
+    fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError> {
         PgStore::join_line(self, name, who, ttl)
     }
 
-    fn take_queue_place(
+    fn take_queue_seat(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<i64>, StoreError> {
-        PgStore::take_queue_place(self, name, who, ttl, replacing)
+        PgStore::take_queue_seat(self, name, who, ttl, replacing)
     }
 
     fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
