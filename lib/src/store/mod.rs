@@ -338,8 +338,8 @@ pub struct Claimant<'a> {
 /// [`open`].
 ///
 /// Every call gives up after the store's timeout. A lease's end is decided
-/// by the store's clock: `acquire` succeeds only once the last lease has
-/// run out, `renew` only while it has not, each from the store's now.
+/// by the store's clock: `take` succeeds only once the last lease has run
+/// out, `renew` only while it has not, each from the store's now.
 pub trait LeaseStore: Send + std::fmt::Debug {
     /// The store's URL, without its password.
     fn url(&self) -> &str;
@@ -352,14 +352,20 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     /// host, a TLS handshake far away) is not taken for an unreachable
     /// store while nothing is held yet.
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
-    /// Takes `name` for `lease` if its last lease has run out: the new
-    /// epoch (the fence), or `None` while it is held.
-    fn acquire(
+    /// Takes `name` for `lease` if its last lease has run out and no live
+    /// waiter is ahead of `ticket` in its line (with no ticket, none at
+    /// all: a newcomer never goes ahead of those who wait); in a store
+    /// without a line ([`LeaseStore::has_line`]), once its last lease has
+    /// run out. The line is only a further condition: it never lets a
+    /// lease be taken that has not run out. On success the waiter's row of
+    /// `ticket` is gone, in the same step.
+    fn take(
         &self,
         name: &str,
         who: &Claimant<'_>,
         lease: Duration,
-    ) -> Result<Option<i64>, StoreError>;
+        ticket: Option<i64>,
+    ) -> Result<Claimed, StoreError>;
     /// Renews the lease of `epoch` for `lease` from the store's now, if it
     /// still holds.
     fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError>;
@@ -381,76 +387,34 @@ pub trait LeaseStore: Send + std::fmt::Debug {
 
     /// Whether this store keeps a line of waiters (for the PostgreSQL
     /// store: its table `onlyone_waiter` exists and this role may use it).
-    /// Without one, waiters are served in no order, and `--queue` cannot
-    /// be given.
-    fn has_line(&self) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-    /// Takes `name` for `lease` if its last lease has run out and no live
-    /// waiter is ahead of `ticket` in its line (with no ticket, none at
-    /// all: a newcomer never goes ahead of those who wait). The line is
-    /// only a further condition: it never lets a lease be taken that
-    /// [`LeaseStore::acquire`] would not. On success the waiter's row of
-    /// `ticket` is gone, in the same step.
-    fn take(
-        &self,
-        name: &str,
-        who: &Claimant<'_>,
-        lease: Duration,
-        ticket: Option<i64>,
-    ) -> Result<Claimed, StoreError> {
-        let _ = ticket;
-        Ok(match self.acquire(name, who, lease)? {
-            Some(epoch) => Claimed::Taken(epoch),
-            None => Claimed::Held,
-        })
-    }
+    /// Without one, waiters are served in no order, `--queue` cannot be
+    /// given, and the calls of the line below fail (but
+    /// [`LeaseStore::waiters`]: none).
+    fn has_line(&self) -> Result<bool, StoreError>;
     /// Joins the end of `name`'s line: the waiter's ticket. The row is
     /// dead `ttl` from now unless [`LeaseStore::stay_in_line`] refreshes it.
-    fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError> {
-        let _ = (name, who, ttl);
-        Err(no_line())
-    }
+    fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError>;
     /// Takes the queue seat of `name` (a row of the line that says so):
-    /// its ticket, or `None` while a live waiter has it. A seat
-    /// whose row is dead is taken over, and so is the one of the waiter
-    /// `replacing` (a token the caller found dead: a waiter of this host
-    /// whose process is gone).
+    /// its ticket, or `None` while a live waiter has it. A seat whose row
+    /// is dead is taken over, and so is the one of the waiter `replacing`
+    /// (a token the caller found dead: a waiter of this host whose process
+    /// is gone).
     fn take_queue_seat(
         &self,
         name: &str,
         who: &Claimant<'_>,
         ttl: Duration,
         replacing: Option<&str>,
-    ) -> Result<Option<i64>, StoreError> {
-        let _ = (name, who, ttl, replacing);
-        Err(no_line())
-    }
+    ) -> Result<Option<i64>, StoreError>;
     /// Keeps the waiter's row of `ticket` for `ttl` more from now (a dead
     /// row that is still there comes back); false when it is gone.
-    fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
-        let _ = (name, ticket, ttl);
-        Err(no_line())
-    }
+    fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError>;
     /// Leaves `name`'s line: the row of `ticket` is removed.
-    fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
-        let _ = (name, ticket);
-        Err(no_line())
-    }
+    fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError>;
     /// The waiter that holds the queue seat of `name`, live or dead.
-    fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
-        let _ = name;
-        Err(no_line())
-    }
+    fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError>;
     /// The live waiters of `name`, first in line first (a bounded number).
-    fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
-        let _ = name;
-        Ok(Vec::new())
-    }
-}
-
-fn no_line() -> StoreError {
-    StoreError::Other("this store keeps no line of waiters".to_owned())
+    fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError>;
 }
 
 /// The history of one name in a store, as an [`EventLog`]: the events

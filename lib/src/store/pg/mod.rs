@@ -18,7 +18,7 @@
 //!   them all), and removes the taker's row in the same statement. At most
 //!   one row per lock is `queued` (a partial unique index): the queue
 //!   seat. A store set up before this table existed works without it
-//!   ([`PgStore::has_line`]).
+//!   ([`LeaseStore::has_line`]).
 //!
 //! The row outlives a server restart and needs no session, so it works
 //! through PgBouncer. Every call has a client-side timeout (the statement
@@ -35,6 +35,7 @@
 
 mod conninfo;
 mod socket;
+mod sql;
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -47,50 +48,10 @@ use tokio_postgres::{Client, Config, NoTls};
 pub use conninfo::{ConnInfo, is_postgres_url};
 
 use super::{Claimant, Claimed, LeaseRow, LeaseStore, Renewed, StoreError, WaiterRow};
-
-/// The SQL that creates the store's tables: run on first use when the role
-/// may, else by a DBA (doc/store.md gives it with the least privileges).
-pub const SCHEMA_SQL: &str = concat!(
-    "\
-CREATE TABLE IF NOT EXISTS onlyone_lease (
-    name           text PRIMARY KEY,
-    epoch          bigint NOT NULL,
-    token          text NOT NULL,
-    host           text,
-    pid            integer,
-    uid            integer,
-    cmd            text,
-    since          timestamptz NOT NULL,
-    lock_until     timestamptz NOT NULL,
-    stop_requested boolean NOT NULL DEFAULT false
-);
-CREATE TABLE IF NOT EXISTS onlyone_event (
-    id    bigserial PRIMARY KEY,
-    name  text NOT NULL,
-    event text NOT NULL
-);
-CREATE INDEX IF NOT EXISTS onlyone_event_name ON onlyone_event (name, id);
-",
-    waiter_sql!()
-);
+use sql::{Binds, read_row, read_waiter};
 
 pub use super::WAITER_SQL;
-
-/// At most this many waiters of a lock are read back.
-pub const MAX_WAITERS: i64 = 100;
-
-/// A waiter's row past its end by more than this is removed by the next
-/// waiter that joins the line (its waiter was killed long ago).
-const DEAD_WAITER_KEPT: &str = "10 minutes";
-
-/// At most this many events are kept per lock (the oldest go, as a
-/// journal rotates), and read back.
-pub const MAX_EVENTS: i64 = 30_000;
-
-/// At most this many locks are read back by `status`, `check` and
-/// `metrics` (each row cut to a few KiB: what a store's rows can make a
-/// reader hold is bounded).
-pub const MAX_NAMES: usize = 10_000;
+pub use sql::{MAX_EVENTS, MAX_NAMES, MAX_WAITERS, SCHEMA_SQL};
 
 /// A connection to the store (made when first needed, made again after a
 /// failure), and the timeout of every call.
@@ -182,19 +143,9 @@ impl PgStore {
         })
     }
 
-    /// The URL, without its password.
-    pub fn url(&self) -> &str {
-        &self.info.display
-    }
-
-    /// The timeout of every call.
-    pub fn timeout(&self) -> Duration {
-        self.timeout.get()
-    }
-
     /// A store like this one, with a connection of its own (for another
     /// thread).
-    pub fn fresh(&self) -> Result<PgStore, StoreError> {
+    fn fresh_store(&self) -> Result<PgStore, StoreError> {
         let rt = runtime()?;
         Ok(PgStore {
             info: self.info.clone(),
@@ -206,20 +157,8 @@ impl PgStore {
         })
     }
 
-    /// [`PgStore::fresh`], connected now: the connection (and the schema's
-    /// check) may take up to `within`, longer than the calls' timeout,
-    /// which its calls keep. For a holder about to take a lease: nothing
-    /// is held while it connects, and its acquire is then one call.
-    pub fn fresh_connected(&self, within: Duration) -> Result<PgStore, StoreError> {
-        let s = self.fresh()?;
-        s.timeout.set(within.max(self.timeout.get()));
-        let made = s.connect();
-        s.timeout.set(self.timeout.get());
-        made.map(|()| s)
-    }
-
     /// Drops the connection: the next call makes a new one.
-    pub fn disconnect(&self) {
+    fn disconnect(&self) {
         *self.client.borrow_mut() = None;
     }
 
@@ -290,19 +229,12 @@ impl PgStore {
     /// Creates the tables when they are missing and the role may. A store
     /// set up before the line of waiters existed, whose role may not
     /// create its table, still works: without the line
-    /// ([`PgStore::has_line`] is false).
+    /// ([`LeaseStore::has_line`] is false).
     fn ensure_schema(&self) -> Result<(), StoreError> {
         let look = || {
             self.with(|c| {
                 Box::pin(async move {
-                    let row = c
-                        .query_typed_one(
-                            "SELECT to_regclass('onlyone_lease') IS NOT NULL \
-                             AND to_regclass('onlyone_event') IS NOT NULL, \
-                             to_regclass('onlyone_waiter') IS NOT NULL",
-                            &[],
-                        )
-                        .await?;
+                    let row = c.query_typed_one(sql::LOOK_TABLES, &[]).await?;
                     Ok((row.try_get::<_, bool>(0)?, row.try_get::<_, bool>(1)?))
                 })
             })
@@ -334,252 +266,13 @@ impl PgStore {
         }
         let usable = self.with(|c| {
             Box::pin(async move {
-                let row = c
-                    .query_typed_one(
-                        "SELECT CASE WHEN to_regclass('onlyone_waiter') IS NULL THEN false ELSE \
-                         coalesce(has_table_privilege('onlyone_waiter', 'SELECT') \
-                         AND has_table_privilege('onlyone_waiter', 'INSERT') \
-                         AND has_table_privilege('onlyone_waiter', 'UPDATE') \
-                         AND has_table_privilege('onlyone_waiter', 'DELETE') \
-                         AND has_sequence_privilege( \
-                               pg_get_serial_sequence('onlyone_waiter', 'ticket'), 'USAGE'), \
-                         false) END",
-                        &[],
-                    )
-                    .await?;
+                let row = c.query_typed_one(sql::LINE_USABLE, &[]).await?;
                 row.try_get::<_, bool>(0)
             })
         })?;
         self.line.set(usable);
         Ok(())
     }
-
-    /// Whether the line of waiters can be used: its table exists and this
-    /// role may use it (connects to find out).
-    pub fn has_line(&self) -> Result<bool, StoreError> {
-        self.connect()?;
-        Ok(self.line.get())
-    }
-
-    /// Takes the lock `name` for `lease`, if its lease has run out (or it
-    /// never existed) and no live waiter is in line: the new epoch (the
-    /// fence), or `None` when it is held (or goes to a waiter first).
-    pub fn acquire(
-        &self,
-        name: &str,
-        who: &Claimant<'_>,
-        lease: Duration,
-    ) -> Result<Option<i64>, StoreError> {
-        Ok(match self.take(name, who, lease, None)? {
-            Claimed::Taken(epoch) => Some(epoch),
-            _ => None,
-        })
-    }
-
-    /// Takes the lock `name` for `lease`, if its lease has run out (or it
-    /// never existed) and no live waiter is ahead of `ticket` in line (with
-    /// no ticket: no live waiter at all). The line only adds a condition
-    /// to the lease's: the `ON CONFLICT ... WHERE` the lease has run out
-    /// decides, on the latest row, as without a line. The waiter's row of
-    /// `ticket` goes in the same statement as the take.
-    pub fn take(
-        &self,
-        name: &str,
-        who: &Claimant<'_>,
-        lease: Duration,
-        ticket: Option<i64>,
-    ) -> Result<Claimed, StoreError> {
-        let binds = Binds::new(name, who, lease);
-        self.connect()?;
-        if !self.line.get() {
-            return self.with(move |c| {
-                Box::pin(async move {
-                    let row = c
-                        .query_typed_opt(
-                            "INSERT INTO onlyone_lease AS l \
-                               (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
-                             VALUES ($1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                     clock_timestamp() + $7 * interval '1 millisecond', false) \
-                             ON CONFLICT (name) DO UPDATE SET \
-                               epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
-                               pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                               since = clock_timestamp(), \
-                               lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
-                               stop_requested = false \
-                             WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
-                             RETURNING coalesce(epoch, 0)",
-                            &binds.params(&[]),
-                        )
-                        .await?;
-                    Ok(match row {
-                        Some(r) => Claimed::Taken(r.try_get::<_, i64>(0)?),
-                        None => Claimed::Held,
-                    })
-                })
-            });
-        }
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_one(
-                        "WITH ahead AS ( \
-                           SELECT count(*) AS n FROM onlyone_waiter w \
-                           WHERE w.name = $1 AND w.until > clock_timestamp() \
-                             AND ($8::int8 IS NULL OR w.ticket < $8::int8) \
-                         ), took AS ( \
-                           INSERT INTO onlyone_lease AS l \
-                             (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
-                           SELECT $1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                  clock_timestamp() + $7 * interval '1 millisecond', false \
-                           FROM ahead WHERE ahead.n = 0 \
-                           ON CONFLICT (name) DO UPDATE SET \
-                             epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
-                             pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                             since = clock_timestamp(), \
-                             lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
-                             stop_requested = false \
-                           WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
-                           RETURNING coalesce(epoch, 0) AS epoch \
-                         ), left_line AS ( \
-                           DELETE FROM onlyone_waiter \
-                           WHERE name = $1 AND ticket = $8::int8 AND EXISTS (SELECT 1 FROM took) \
-                         ) \
-                         SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
-                           coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
-                                     WHERE name = $1), false)",
-                        &binds.params(&[(&ticket, Type::INT8)]),
-                    )
-                    .await?;
-                let epoch = row.try_get::<_, Option<i64>>(0)?;
-                let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
-                let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
-                Ok(match epoch {
-                    Some(e) => Claimed::Taken(e),
-                    None if !held && ahead > 0 => Claimed::Behind {
-                        ahead: ahead as u64,
-                    },
-                    None => Claimed::Held,
-                })
-            })
-        })
-    }
-
-    /// Joins the end of `name`'s line (see [`LeaseStore::join_line`]); rows
-    /// dead for long are cleared on the way.
-    pub fn join_line(
-        &self,
-        name: &str,
-        who: &Claimant<'_>,
-        ttl: Duration,
-    ) -> Result<i64, StoreError> {
-        let binds = Binds::new(name, who, ttl);
-        self.with(move |c| {
-            Box::pin(async move {
-                c.query_typed(
-                    &format!(
-                        "DELETE FROM onlyone_waiter WHERE name = $1 \
-                         AND until < clock_timestamp() - interval '{DEAD_WAITER_KEPT}'"
-                    ),
-                    &[(&binds.name, Type::TEXT)],
-                )
-                .await?;
-                let row = c
-                    .query_typed_one(
-                        "INSERT INTO onlyone_waiter \
-                           (name, token, host, pid, uid, cmd, since, until, queued) \
-                         VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                 clock_timestamp() + $7 * interval '1 millisecond', false) \
-                         RETURNING coalesce(ticket, 0)",
-                        &binds.params(&[]),
-                    )
-                    .await?;
-                row.try_get::<_, i64>(0)
-            })
-        })
-    }
-
-    /// Takes the queue seat of `name` (see
-    /// [`LeaseStore::take_queue_seat`]): one `INSERT ... ON CONFLICT` on
-    /// the partial unique index of queued rows, which takes over only a
-    /// dead row (or the one of `replacing`).
-    pub fn take_queue_seat(
-        &self,
-        name: &str,
-        who: &Claimant<'_>,
-        ttl: Duration,
-        replacing: Option<&str>,
-    ) -> Result<Option<i64>, StoreError> {
-        let binds = Binds::new(name, who, ttl);
-        let replacing = replacing.map(str::to_owned);
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "INSERT INTO onlyone_waiter AS o \
-                           (name, token, host, pid, uid, cmd, since, until, queued) \
-                         VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                 clock_timestamp() + $7 * interval '1 millisecond', true) \
-                         ON CONFLICT (name) WHERE queued DO UPDATE SET \
-                           ticket = EXCLUDED.ticket, token = EXCLUDED.token, host = EXCLUDED.host, \
-                           pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                           since = EXCLUDED.since, until = EXCLUDED.until \
-                         WHERE coalesce(o.until <= clock_timestamp(), true) \
-                           OR coalesce(o.token = $8, false) \
-                         RETURNING coalesce(ticket, 0)",
-                        &binds.params(&[(&replacing, Type::TEXT)]),
-                    )
-                    .await?;
-                row.map(|r| r.try_get::<_, i64>(0)).transpose()
-            })
-        })
-    }
-
-    /// Keeps the row of `ticket` for `ttl` more (see
-    /// [`LeaseStore::stay_in_line`]).
-    pub fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
-        let ms = ttl.as_millis() as f64;
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_waiter \
-                         SET until = clock_timestamp() + $3 * interval '1 millisecond' \
-                         WHERE name = $1 AND ticket = $2 RETURNING ticket",
-                        &[
-                            (&name, Type::TEXT),
-                            (&ticket, Type::INT8),
-                            (&ms, Type::FLOAT8),
-                        ],
-                    )
-                    .await?;
-                Ok(row.is_some())
-            })
-        })
-    }
-
-    /// Removes the row of `ticket` from `name`'s line.
-    pub fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                c.query_typed(
-                    "DELETE FROM onlyone_waiter WHERE name = $1 AND ticket = $2",
-                    &[(&name, Type::TEXT), (&ticket, Type::INT8)],
-                )
-                .await?;
-                Ok(())
-            })
-        })
-    }
-
-    /// A waiter's row, every text cut in SQL, the time left as
-    /// milliseconds by the server's clock.
-    const WAITER_ROW: &'static str = "SELECT left(name::text, 256), ticket, left(token::text, 256), \
-         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
-         extract(epoch from since)::float8, \
-         (extract(epoch from until) - extract(epoch from clock_timestamp()))::float8 * 1000, \
-         queued FROM onlyone_waiter";
 
     fn waiter_row(&self, r: &tokio_postgres::Row) -> Result<WaiterRow, StoreError> {
         read_waiter(r).map_err(|e| {
@@ -590,99 +283,6 @@ impl PgStore {
             ))
         })
     }
-
-    /// The row that holds the queue seat of `name`, live or dead.
-    pub fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
-        let name = name.to_owned();
-        let row = self.with(move |c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{} WHERE name = $1 AND queued ORDER BY ticket LIMIT 1",
-                    Self::WAITER_ROW
-                );
-                c.query_typed_opt(&sql, &[(&name, Type::TEXT)]).await
-            })
-        })?;
-        row.map(|r| self.waiter_row(&r)).transpose()
-    }
-
-    /// The live waiters of `name`, first in line first (at most
-    /// [`MAX_WAITERS`]); none when the store keeps no line.
-    pub fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
-        if !self.has_line()? {
-            return Ok(Vec::new());
-        }
-        let name = name.to_owned();
-        let rows = self.with(move |c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{} WHERE name = $1 AND until > clock_timestamp() \
-                     ORDER BY ticket LIMIT {MAX_WAITERS}",
-                    Self::WAITER_ROW
-                );
-                c.query_typed(&sql, &[(&name, Type::TEXT)]).await
-            })
-        })?;
-        rows.iter().map(|r| self.waiter_row(r)).collect()
-    }
-
-    /// Renews the lease of epoch `epoch` for `lease` more, from now by the
-    /// server's clock, if it still holds.
-    pub fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
-        let ms = lease.as_millis() as f64;
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_lease \
-                         SET lock_until = clock_timestamp() + $3 * interval '1 millisecond' \
-                         WHERE name = $1 AND epoch = $2 AND lock_until > clock_timestamp() \
-                         RETURNING coalesce(stop_requested, false)",
-                        &[
-                            (&name, Type::TEXT),
-                            (&epoch, Type::INT8),
-                            (&ms, Type::FLOAT8),
-                        ],
-                    )
-                    .await?;
-                Ok(match row {
-                    Some(r) => Renewed::Held {
-                        stop: r.try_get(0)?,
-                    },
-                    None => Renewed::Lost,
-                })
-            })
-        })
-    }
-
-    /// Ends the lease of epoch `epoch` now: the next holder gets it at once.
-    pub fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_lease SET lock_until = clock_timestamp(), \
-                           stop_requested = false \
-                         WHERE name = $1 AND epoch = $2 AND lock_until > clock_timestamp() \
-                         RETURNING epoch",
-                        &[(&name, Type::TEXT), (&epoch, Type::INT8)],
-                    )
-                    .await?;
-                Ok(row.is_some())
-            })
-        })
-    }
-
-    /// Every column as text or a number, every text cut in SQL (a huge
-    /// value never crosses the wire whole), the lease's end and the
-    /// server's now as seconds.
-    const ROW: &'static str = "SELECT left(name::text, 256), epoch, left(token::text, 256), \
-         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
-         extract(epoch from since)::float8, extract(epoch from lock_until)::float8, \
-         extract(epoch from clock_timestamp())::float8, stop_requested \
-         FROM onlyone_lease";
 
     /// A lease row read back, every value checked: a NULL, a number out
     /// of range, a time that is not one become "unknown" (a lease whose end
@@ -696,254 +296,8 @@ impl PgStore {
             ))
         })
     }
-
-    /// The lease row of `name`, if the lock was ever taken.
-    pub fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
-        let name = name.to_owned();
-        let row = self.with(move |c| {
-            Box::pin(async move {
-                let sql = format!("{} WHERE name = $1", Self::ROW);
-                c.query_typed_opt(&sql, &[(&name, Type::TEXT)]).await
-            })
-        })?;
-        row.map(|r| self.row(&r)).transpose()
-    }
-
-    /// Every lease row, by name (at most [`MAX_NAMES`]).
-    pub fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
-        let rows = self.with(|c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{} WHERE octet_length(name) <= {} ORDER BY name LIMIT {MAX_NAMES}",
-                    Self::ROW,
-                    crate::names::MAX_NAME
-                );
-                c.query_typed(&sql, &[]).await
-            })
-        })?;
-        rows.iter().map(|r| self.row(r)).collect()
-    }
-
-    /// Asks the live holder of `name` to end its run: its epoch, or `None`
-    /// when nothing holds it.
-    pub fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_lease SET stop_requested = true \
-                         WHERE name = $1 AND lock_until > clock_timestamp() \
-                         RETURNING coalesce(epoch, 0)",
-                        &[(&name, Type::TEXT)],
-                    )
-                    .await?;
-                row.map(|r| r.try_get::<_, i64>(0)).transpose()
-            })
-        })
-    }
-
-    /// Appends an event (a journal line) to `name`'s history; the oldest
-    /// go past [`MAX_EVENTS`].
-    pub fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
-        let (name, line) = (name.to_owned(), line.trim_end().to_owned());
-        self.with(move |c| {
-            Box::pin(async move {
-                let id: i64 = c
-                    .query_typed_one(
-                        "INSERT INTO onlyone_event (name, event) VALUES ($1, $2) \
-                         RETURNING coalesce(id, 0)",
-                        &[(&name, Type::TEXT), (&line, Type::TEXT)],
-                    )
-                    .await?
-                    .try_get(0)?;
-                // Trimmed now and then, not on every event.
-                if id % 512 == 0 {
-                    c.query_typed(
-                        "DELETE FROM onlyone_event WHERE name = $1 AND id <= \
-                         (SELECT id FROM onlyone_event WHERE name = $1 \
-                          ORDER BY id DESC OFFSET $2 LIMIT 1)",
-                        &[(&name, Type::TEXT), (&MAX_EVENTS, Type::INT8)],
-                    )
-                    .await?;
-                }
-                Ok(())
-            })
-        })
-    }
-
-    /// Every event of `name`, oldest first (the order they were appended).
-    pub fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                // The newest MAX_EVENTS, none longer than a journal line
-                // (a longer one is not one of ours).
-                let rows = c
-                    .query_typed(
-                        "SELECT event::text FROM onlyone_event \
-                         WHERE name = $1 AND octet_length(event) <= $2 \
-                         ORDER BY id DESC LIMIT $3",
-                        &[
-                            (&name, Type::TEXT),
-                            (&(crate::journal::MAX_LINE as i32), Type::INT4),
-                            (&MAX_EVENTS, Type::INT8),
-                        ],
-                    )
-                    .await?;
-                let mut lines = Vec::with_capacity(rows.len());
-                for r in rows.iter().rev() {
-                    lines.extend(r.try_get::<_, Option<String>>(0)?);
-                }
-                Ok(lines)
-            })
-        })
-    }
-
-    /// Every lock name the store has events or a lease for.
-    pub fn names(&self) -> Result<Vec<String>, StoreError> {
-        self.with(|c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "SELECT n FROM (SELECT name::text AS n FROM onlyone_lease \
-                     UNION SELECT DISTINCT name::text FROM onlyone_event) AS all_names \
-                     WHERE octet_length(n) <= {} ORDER BY 1 LIMIT {MAX_NAMES}",
-                    crate::names::MAX_NAME
-                );
-                let rows = c.query_typed(&sql, &[]).await?;
-                let mut names = Vec::with_capacity(rows.len());
-                for r in &rows {
-                    names.extend(r.try_get::<_, Option<String>>(0)?);
-                }
-                Ok(names
-                    .into_iter()
-                    .filter(|n| crate::names::check_name(n).is_ok())
-                    .collect())
-            })
-        })
-    }
 }
 
-/// A lease row's values, each read with a fallible getter and checked.
-fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> {
-    let time = |i: usize| unix_time(r, i);
-    let (until, now) = (
-        r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan()),
-        time(9)?,
-    );
-    let left_ms = match (until, now) {
-        // An end at +infinity holds (acquire cannot take it); one at
-        // -infinity or NULL does not.
-        (Some(u), Some(n)) => ((u - n) * 1000.0).clamp(-1e15, 1e15) as i64,
-        _ => -1,
-    };
-    let (host, pid, uid, cmd) = read_who(r)?;
-    Ok(LeaseRow {
-        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
-        epoch: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
-        token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
-        host,
-        pid,
-        uid,
-        cmd,
-        since: time(7)?.unwrap_or(0.0),
-        until: until.map_or(0.0, |u| u.clamp(0.0, 1e11)),
-        left_ms,
-        stop_requested: r.try_get::<_, Option<bool>>(10)?.unwrap_or(false),
-    })
-}
-
-/// What every statement that writes a holder or a waiter binds first:
-/// `$1` the name, `$2` the token, `$3` the host, `$4` the pid, `$5` the
-/// uid, `$6` the command and `$7` a duration in milliseconds (the lease,
-/// or the waiter's row's life).
-struct Binds {
-    name: String,
-    token: String,
-    host: String,
-    pid: i32,
-    uid: i32,
-    cmd: String,
-    ms: f64,
-}
-
-impl Binds {
-    fn new(name: &str, who: &Claimant<'_>, d: Duration) -> Binds {
-        Binds {
-            name: name.to_owned(),
-            token: who.token.to_owned(),
-            host: who.host.to_owned(),
-            pid: who.pid as i32,
-            uid: who.uid as i32,
-            cmd: who.cmd.to_owned(),
-            ms: d.as_millis() as f64,
-        }
-    }
-
-    /// `$1` to `$7`, then `more` (`$8`...).
-    fn params<'a>(&'a self, more: &[Param<'a>]) -> Vec<Param<'a>> {
-        let mut p: Vec<Param<'a>> = vec![
-            (&self.name, Type::TEXT),
-            (&self.token, Type::TEXT),
-            (&self.host, Type::TEXT),
-            (&self.pid, Type::INT4),
-            (&self.uid, Type::INT4),
-            (&self.cmd, Type::TEXT),
-            (&self.ms, Type::FLOAT8),
-        ];
-        p.extend_from_slice(more);
-        p
-    }
-}
-
-/// A statement's parameter and its type.
-type Param<'a> = (&'a (dyn tokio_postgres::types::ToSql + Sync), Type);
-
-/// Column `i` as Unix seconds, when it is one (not NULL, not infinite,
-/// not before 1970 or past the year 5000).
-fn unix_time(r: &tokio_postgres::Row, i: usize) -> Result<Option<f64>, tokio_postgres::Error> {
-    Ok(r.try_get::<_, Option<f64>>(i)?
-        .filter(|t| t.is_finite() && (0.0..1e11).contains(t)))
-}
-
-/// Who a lease's or a waiter's row names: its host, pid, uid and command
-/// (columns 3 to 6), a pid or uid out of range read as unknown.
-type Who = (Option<String>, Option<u32>, Option<u32>, Option<String>);
-
-fn read_who(r: &tokio_postgres::Row) -> Result<Who, tokio_postgres::Error> {
-    Ok((
-        r.try_get(3)?,
-        r.try_get::<_, Option<i32>>(4)?
-            .and_then(|p| u32::try_from(p).ok())
-            .filter(|&p| p > 0),
-        r.try_get::<_, Option<i32>>(5)?
-            .and_then(|u| u32::try_from(u).ok()),
-        r.try_get(6)?,
-    ))
-}
-
-/// A waiter's row's values, each read with a fallible getter and checked
-/// (see [`read_row`]).
-fn read_waiter(r: &tokio_postgres::Row) -> Result<WaiterRow, tokio_postgres::Error> {
-    let left = r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan());
-    let (host, pid, uid, cmd) = read_who(r)?;
-    Ok(WaiterRow {
-        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
-        ticket: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
-        token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
-        host,
-        pid,
-        uid,
-        cmd,
-        since: unix_time(r, 7)?.unwrap_or(0.0),
-        left_ms: left.map_or(-1, |l| l.clamp(-1e15, 1e15) as i64),
-        queued: r.try_get::<_, Option<bool>>(9)?.unwrap_or(false),
-    })
-}
-
-/// The runtime of one connection: this thread's, plus the blocking threads
-/// it starts for name lookups, which block the supervisor's signals (see
-/// [`super::supervised_signals`]) as they start.
 /// Connects to the first of `config`'s hosts that answers, in their order
 /// (shuffled with `load_balance_hosts=random`), as tokio-postgres does;
 /// but a Unix socket is connected here, and its server checked before
@@ -1133,6 +487,9 @@ fn shuffle(v: &mut [usize]) {
     }
 }
 
+/// The runtime of one connection: this thread's, plus the blocking threads
+/// it starts for name lookups, which block the supervisor's signals (see
+/// [`super::supervised_signals`]) as they start.
 fn runtime() -> Result<tokio::runtime::Runtime, StoreError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -1151,62 +508,31 @@ fn timed_out(url: &str, t: Duration) -> StoreError {
 
 impl LeaseStore for PgStore {
     fn url(&self) -> &str {
-        PgStore::url(self)
+        &self.info.display
     }
 
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError> {
-        Ok(Box::new(PgStore::fresh(self)?))
+        Ok(Box::new(self.fresh_store()?))
     }
 
+    /// [`LeaseStore::fresh`], connected now: the connection (and the schema's
+    /// check) may take up to `within`, longer than the calls' timeout,
+    /// which its calls keep. For a holder about to take a lease: nothing
+    /// is held while it connects, and its acquire is then one call.
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-        Ok(Box::new(PgStore::fresh_connected(self, within)?))
+        let s = self.fresh_store()?;
+        s.timeout.set(within.max(self.timeout.get()));
+        let made = s.connect();
+        s.timeout.set(self.timeout.get());
+        made.map(|()| Box::new(s) as Box<dyn LeaseStore>)
     }
 
-    fn acquire(
-        &self,
-        name: &str,
-        who: &Claimant<'_>,
-        lease: Duration,
-    ) -> Result<Option<i64>, StoreError> {
-        PgStore::acquire(self, name, who, lease)
-    }
-
-    fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
-        PgStore::renew(self, name, epoch, lease)
-    }
-
-    fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
-        PgStore::release(self, name, epoch)
-    }
-
-    fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
-        PgStore::inspect(self, name)
-    }
-
-    fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
-        PgStore::list(self)
-    }
-
-    fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        PgStore::request_stop(self, name)
-    }
-
-    fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
-        PgStore::append_event(self, name, line)
-    }
-
-    fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
-        PgStore::events(self, name)
-    }
-
-    fn names(&self) -> Result<Vec<String>, StoreError> {
-        PgStore::names(self)
-    }
-
-    fn has_line(&self) -> Result<bool, StoreError> {
-        PgStore::has_line(self)
-    }
-
+    /// Takes the lock `name` for `lease`, if its lease has run out (or it
+    /// never existed) and no live waiter is ahead of `ticket` in line (with
+    /// no ticket: no live waiter at all). The line only adds a condition
+    /// to the lease's: the `ON CONFLICT ... WHERE` the lease has run out
+    /// decides, on the latest row, as without a line. The waiter's row of
+    /// `ticket` goes in the same statement as the take.
     fn take(
         &self,
         name: &str,
@@ -1214,13 +540,207 @@ impl LeaseStore for PgStore {
         lease: Duration,
         ticket: Option<i64>,
     ) -> Result<Claimed, StoreError> {
-        PgStore::take(self, name, who, lease, ticket)
+        let binds = Binds::new(name, who, lease);
+        self.connect()?;
+        if !self.line.get() {
+            return self.with(move |c| {
+                Box::pin(async move {
+                    let row = c.query_typed_opt(sql::TAKE, &binds.params(&[])).await?;
+                    Ok(match row {
+                        Some(r) => Claimed::Taken(r.try_get::<_, i64>(0)?),
+                        None => Claimed::Held,
+                    })
+                })
+            });
+        }
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_one(sql::TAKE_IN_LINE, &binds.params(&[(&ticket, Type::INT8)]))
+                    .await?;
+                let epoch = row.try_get::<_, Option<i64>>(0)?;
+                let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
+                let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
+                Ok(match epoch {
+                    Some(e) => Claimed::Taken(e),
+                    None if !held && ahead > 0 => Claimed::Behind {
+                        ahead: ahead as u64,
+                    },
+                    None => Claimed::Held,
+                })
+            })
+        })
     }
 
+    /// Renews the lease of epoch `epoch` for `lease` more, from now by the
+    /// server's clock, if it still holds.
+    fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
+        let ms = lease.as_millis() as f64;
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        sql::RENEW,
+                        &[
+                            (&name, Type::TEXT),
+                            (&epoch, Type::INT8),
+                            (&ms, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok(match row {
+                    Some(r) => Renewed::Held {
+                        stop: r.try_get(0)?,
+                    },
+                    None => Renewed::Lost,
+                })
+            })
+        })
+    }
+
+    /// Ends the lease of epoch `epoch` now: the next holder gets it at once.
+    fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(sql::RELEASE, &[(&name, Type::TEXT), (&epoch, Type::INT8)])
+                    .await?;
+                Ok(row.is_some())
+            })
+        })
+    }
+
+    /// The lease row of `name`, if the lock was ever taken.
+    fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
+        let name = name.to_owned();
+        let row = self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed_opt(&sql::lease(), &[(&name, Type::TEXT)])
+                    .await
+            })
+        })?;
+        row.map(|r| self.row(&r)).transpose()
+    }
+
+    /// Every lease row, by name (at most [`MAX_NAMES`]).
+    fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let rows =
+            self.with(|c| Box::pin(async move { c.query_typed(&sql::leases(), &[]).await }))?;
+        rows.iter().map(|r| self.row(r)).collect()
+    }
+
+    /// Asks the live holder of `name` to end its run: its epoch, or `None`
+    /// when nothing holds it.
+    fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(sql::REQUEST_STOP, &[(&name, Type::TEXT)])
+                    .await?;
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
+            })
+        })
+    }
+
+    /// Appends an event (a journal line) to `name`'s history; the oldest
+    /// go past [`MAX_EVENTS`].
+    fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
+        let (name, line) = (name.to_owned(), line.trim_end().to_owned());
+        self.with(move |c| {
+            Box::pin(async move {
+                let id: i64 = c
+                    .query_typed_one(
+                        sql::APPEND_EVENT,
+                        &[(&name, Type::TEXT), (&line, Type::TEXT)],
+                    )
+                    .await?
+                    .try_get(0)?;
+                // Trimmed now and then, not on every event.
+                if id % 512 == 0 {
+                    c.query_typed(
+                        sql::TRIM_EVENTS,
+                        &[(&name, Type::TEXT), (&MAX_EVENTS, Type::INT8)],
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Every event of `name`, oldest first (the order they were appended).
+    fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                // The newest MAX_EVENTS, none longer than a journal line
+                // (a longer one is not one of ours).
+                let rows = c
+                    .query_typed(
+                        sql::EVENTS,
+                        &[
+                            (&name, Type::TEXT),
+                            (&(crate::journal::MAX_LINE as i32), Type::INT4),
+                            (&MAX_EVENTS, Type::INT8),
+                        ],
+                    )
+                    .await?;
+                let mut lines = Vec::with_capacity(rows.len());
+                for r in rows.iter().rev() {
+                    lines.extend(r.try_get::<_, Option<String>>(0)?);
+                }
+                Ok(lines)
+            })
+        })
+    }
+
+    /// Every lock name the store has events or a lease for.
+    fn names(&self) -> Result<Vec<String>, StoreError> {
+        self.with(|c| {
+            Box::pin(async move {
+                let rows = c.query_typed(&sql::names(), &[]).await?;
+                let mut names = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    names.extend(r.try_get::<_, Option<String>>(0)?);
+                }
+                Ok(names
+                    .into_iter()
+                    .filter(|n| crate::names::check_name(n).is_ok())
+                    .collect())
+            })
+        })
+    }
+
+    /// Whether the line of waiters can be used: its table exists and this
+    /// role may use it (connects to find out).
+    fn has_line(&self) -> Result<bool, StoreError> {
+        self.connect()?;
+        Ok(self.line.get())
+    }
+
+    /// Joins the end of `name`'s line (see [`LeaseStore::join_line`]); rows
+    /// dead for long are cleared on the way.
     fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError> {
-        PgStore::join_line(self, name, who, ttl)
+        let binds = Binds::new(name, who, ttl);
+        self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed(sql::CLEAR_DEAD_WAITERS, &[(&binds.name, Type::TEXT)])
+                    .await?;
+                let row = c
+                    .query_typed_one(sql::JOIN_LINE, &binds.params(&[]))
+                    .await?;
+                row.try_get::<_, i64>(0)
+            })
+        })
     }
 
+    /// Takes the queue seat of `name` (see
+    /// [`LeaseStore::take_queue_seat`]): one `INSERT ... ON CONFLICT` on
+    /// the partial unique index of queued rows, which takes over only a
+    /// dead row (or the one of `replacing`).
     fn take_queue_seat(
         &self,
         name: &str,
@@ -1228,23 +748,81 @@ impl LeaseStore for PgStore {
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<i64>, StoreError> {
-        PgStore::take_queue_seat(self, name, who, ttl, replacing)
+        let binds = Binds::new(name, who, ttl);
+        let replacing = replacing.map(str::to_owned);
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        sql::TAKE_QUEUE_SEAT,
+                        &binds.params(&[(&replacing, Type::TEXT)]),
+                    )
+                    .await?;
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
+            })
+        })
     }
 
+    /// Keeps the row of `ticket` for `ttl` more (see
+    /// [`LeaseStore::stay_in_line`]).
     fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
-        PgStore::stay_in_line(self, name, ticket, ttl)
+        let ms = ttl.as_millis() as f64;
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        sql::STAY_IN_LINE,
+                        &[
+                            (&name, Type::TEXT),
+                            (&ticket, Type::INT8),
+                            (&ms, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok(row.is_some())
+            })
+        })
     }
 
+    /// Removes the row of `ticket` from `name`'s line.
     fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
-        PgStore::leave_line(self, name, ticket)
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed(
+                    sql::LEAVE_LINE,
+                    &[(&name, Type::TEXT), (&ticket, Type::INT8)],
+                )
+                .await?;
+                Ok(())
+            })
+        })
     }
 
+    /// The row that holds the queue seat of `name`, live or dead.
     fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
-        PgStore::queued(self, name)
+        let name = name.to_owned();
+        let row = self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed_opt(&sql::queued(), &[(&name, Type::TEXT)])
+                    .await
+            })
+        })?;
+        row.map(|r| self.waiter_row(&r)).transpose()
     }
 
+    /// The live waiters of `name`, first in line first (at most
+    /// [`MAX_WAITERS`]); none when the store keeps no line.
     fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
-        PgStore::waiters(self, name)
+        if !self.has_line()? {
+            return Ok(Vec::new());
+        }
+        let name = name.to_owned();
+        let rows = self.with(move |c| {
+            Box::pin(async move { c.query_typed(&sql::waiters(), &[(&name, Type::TEXT)]).await })
+        })?;
+        rows.iter().map(|r| self.waiter_row(r)).collect()
     }
 }
 
