@@ -431,7 +431,7 @@ fn take(
             None => {
                 let u = conn.has_line().map_err(super::fail)?;
                 if a.queue && !u {
-                    return Err(super::fail(no_line_for_queue(store.url())));
+                    return Err(super::fail(no_line_for_queue(store)));
                 }
                 has_line = Some(u);
                 u
@@ -471,11 +471,12 @@ fn take(
                 if !warned {
                     warned = true;
                     say(format_args!(
-                        "the store `{}` has no table onlyone_waiter that this role may use, so \
-                         the waiters of `{name}` are served in no order (the first to look once \
-                         it is free takes it); have it created with the SQL in doc/store.md \
-                         (\"Setup and the least privileges\")",
-                        store.url()
+                        "the store `{}` has no {} that this role may use, so the waiters of \
+                         `{name}` are served in no order (the first to look once it is free takes \
+                         it); have it created with the SQL in doc/store.md (\"Setup and the least \
+                         privileges\")",
+                        store.url(),
+                        store.line_setup().what
                     ));
                 }
             } else if a.queue {
@@ -501,14 +502,15 @@ fn take(
 }
 
 /// Why `--queue` cannot be given with a store that has no line.
-fn no_line_for_queue(url: &str) -> String {
+fn no_line_for_queue(store: &dyn LeaseStore) -> String {
+    let setup = store.line_setup();
     format!(
-        "--queue needs the store's table onlyone_waiter, which the store `{url}` does not have \
-         or this role may not use (a store set up before it existed); have it created with:\n{}\
-         GRANT SELECT, INSERT, UPDATE, DELETE ON onlyone_waiter TO <the jobs' role>;\n\
-         GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq TO <the jobs' role>;\n\
-         (doc/store.md, \"Setup and the least privileges\"), or wait without the queue (--wait DUR)",
-        onlyone::store::WAITER_SQL.replace(" IF NOT EXISTS", "")
+        "--queue needs the store's {}, which the store `{}` does not have or this role may not \
+         use (a store set up before it existed); have it created with:\n{}(doc/store.md, \
+         \"Setup and the least privileges\"), or wait without the queue (--wait DUR)",
+        setup.what,
+        store.url(),
+        setup.how
     )
 }
 

@@ -79,7 +79,10 @@ impl LeaseHold {
                 renew_loop(renewer, &owned, epoch, &r)
             })
         })
-        .map_err(|e| StoreError::Other(format!("cannot start the renewals: {e}")))?;
+        .map_err(|source| StoreError::Runtime {
+            what: "the renewals",
+            source,
+        })?;
         Ok(Taking::Taken(LeaseHold {
             store,
             name: name.to_owned(),
@@ -141,10 +144,10 @@ impl LeaseHold {
         let until = self.watch.deadline();
         loop {
             match f() {
-                Err(StoreError::Unreachable(why)) => {
+                Err(e) if e.is_unreachable() => {
                     let now = boot_ns();
                     if now >= until {
-                        return Err(StoreError::Unreachable(why));
+                        return Err(e);
                     }
                     let wait = Duration::from_nanos((until - now) as u64);
                     std::thread::sleep(wait.min(RETRY_EVERY));
@@ -232,7 +235,10 @@ fn renew_loop(store: Box<dyn LeaseStore>, name: &str, epoch: i64, r: &Renewals) 
 impl crate::supervise::Hold for LeaseHold {
     fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         let mut vars = vec![
-            (crate::LOCK_VAR, format!("postgres:{}", self.name).into()),
+            (
+                crate::LOCK_VAR,
+                format!("{}:{}", self.store.scheme(), self.name).into(),
+            ),
             (crate::TOKEN_VAR, self.token.clone().into()),
             (crate::FENCE_VAR, self.epoch.to_string().into()),
         ];

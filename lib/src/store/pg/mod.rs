@@ -30,8 +30,9 @@
 //! Every role that can use the tables can change any row, so what is read
 //! back is checked like a file another account can write: every column
 //! through a fallible getter, texts cut in SQL before they cross the wire,
-//! at most [`MAX_EVENTS`] events and [`MAX_NAMES`] locks, NULLs and numbers
-//! out of range read as unknown. A row never makes a reader panic or grow.
+//! at most [`MAX_EVENTS`] events and [`MAX_NAMES`](sql::MAX_NAMES) locks,
+//! NULLs and numbers out of range read as unknown. A row never makes a
+//! reader panic or grow.
 
 mod conninfo;
 mod socket;
@@ -45,13 +46,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Config, NoTls};
 
-pub use conninfo::{ConnInfo, is_postgres_url};
+pub use conninfo::ConnInfo;
 
 use super::{Claimant, Claimed, LeaseRow, LeaseStore, Renewed, StoreError, WaiterRow};
 use sql::{Binds, read_row, read_waiter};
 
-pub use super::WAITER_SQL;
-pub use sql::{MAX_EVENTS, MAX_NAMES, MAX_WAITERS, SCHEMA_SQL};
+use sql::MAX_EVENTS;
 
 /// A connection to the store (made when first needed, made again after a
 /// failure), and the timeout of every call.
@@ -74,8 +74,10 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
-    let code = e.code();
+/// What the client's error `e` means, as a kind: a refusal, a server
+/// going away or out of reach, or what the server said.
+fn classify(e: tokio_postgres::Error, url: &str) -> StoreError {
+    let code = e.code().cloned();
     let text = match e.as_db_error() {
         Some(db) => db.message().to_owned(),
         None => {
@@ -86,17 +88,20 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
             }
         }
     };
-    if code == Some(&SqlState::INVALID_PASSWORD) {
-        return StoreError::Auth(format!(
-            "the store `{url}` refused the credentials: {text}; check the user and PGPASSWORD or \
-             ~/.pgpass"
-        ));
+    let (url, detail, source) = (url.to_owned(), text, Box::new(e));
+    if code == Some(SqlState::INVALID_PASSWORD) {
+        return StoreError::Credentials {
+            url,
+            detail,
+            source,
+        };
     }
-    if code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
-        return StoreError::Auth(format!(
-            "the store `{url}` refused the connection: {text}; the server's pg_hba.conf decides \
-             which user, database, host and encryption (sslmode) may connect"
-        ));
+    if code == Some(SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+        return StoreError::NotAllowed {
+            url,
+            detail,
+            source,
+        };
     }
     // A server shutting down or starting up ends or refuses the session:
     // it is unreachable for now, and a new connection may do.
@@ -105,30 +110,44 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
         SqlState::CRASH_SHUTDOWN,
         SqlState::CANNOT_CONNECT_NOW,
     ];
-    if code.is_some_and(|c| going.contains(c)) {
-        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}"));
+    if code.as_ref().is_some_and(|c| going.contains(c)) {
+        return StoreError::Unreachable {
+            url,
+            detail,
+            hint: "",
+            source: Some(source),
+        };
     }
-    if e.as_db_error().is_none() {
-        let hint = if text.contains("invalid peer certificate") {
+    if source.as_db_error().is_none() {
+        let hint = if detail.contains("invalid peer certificate") {
             "; the server's certificate is not signed by a CA this host trusts (or not for this \
              host name): give its CA with sslrootcert=PATH in the URL"
-        } else if text.contains("does not support TLS") {
+        } else if detail.contains("does not support TLS") {
             "; no password was sent: turn TLS on at the server (ssl=on) and give its CA with \
              sslrootcert=PATH, or put sslmode=disable in the URL to connect without TLS \
              knowingly"
         } else {
             ""
         };
-        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}{hint}"));
+        return StoreError::Unreachable {
+            url,
+            detail,
+            hint,
+            source: Some(source),
+        };
     }
-    StoreError::Other(format!("the store `{url}` said: {text}"))
+    StoreError::Server {
+        url,
+        detail,
+        source,
+    }
 }
 
 impl PgStore {
     /// A store at `url`; every call (connecting included) gives up after
     /// `timeout`. Nothing is sent yet.
     pub fn new(url: &str, timeout: Duration) -> Result<PgStore, StoreError> {
-        let mut info = ConnInfo::parse(url).map_err(StoreError::Other)?;
+        let mut info = ConnInfo::parse(url).map_err(StoreError::BadUrl)?;
         info.config.connect_timeout(timeout);
         info.config.keepalives(true);
         info.config.keepalives_idle(Duration::from_secs(10));
@@ -167,7 +186,7 @@ impl PgStore {
             return Ok(());
         }
         let url = self.info.display.clone();
-        let tls = self.info.rustls().map_err(StoreError::Other)?;
+        let tls = self.info.rustls().map_err(StoreError::BadUrl)?;
         let mut config = self.info.config.clone();
         let timeout = self.timeout.get();
         config.connect_timeout(timeout);
@@ -197,30 +216,41 @@ impl PgStore {
     ) -> Result<T, StoreError> {
         self.connect()?;
         let guard = self.client.borrow();
-        let client = guard.as_ref().ok_or_else(|| {
-            StoreError::Unreachable(format!("cannot reach the store `{}`", self.info.display))
+        let client = guard.as_ref().ok_or_else(|| StoreError::Unreachable {
+            url: self.info.display.clone(),
+            detail: String::new(),
+            hint: "",
+            source: None,
         })?;
         let url = &self.info.display;
         let timeout = self.timeout.get();
         let result = self.rt.block_on(async {
             match tokio::time::timeout(timeout, q(client)).await {
                 Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(classify(&e, url)),
+                Ok(Err(e)) => Err(classify(e, url)),
                 Err(_) => Err(timed_out(url, timeout)),
             }
         });
         let closed = client.is_closed();
         drop(guard);
         match result {
-            Err(StoreError::Unreachable(why)) => {
+            Err(e) if e.is_unreachable() => {
                 self.disconnect();
-                Err(StoreError::Unreachable(why))
+                Err(e)
             }
             // Whatever the error said, a connection the server closed is
             // one to make again.
-            Err(StoreError::Other(why)) if closed => {
+            Err(StoreError::Server {
+                url,
+                detail,
+                source,
+            }) if closed => {
                 self.disconnect();
-                Err(StoreError::Unreachable(why))
+                Err(StoreError::Dropped {
+                    url,
+                    detail,
+                    source,
+                })
             }
             r => r,
         }
@@ -241,26 +271,24 @@ impl PgStore {
         };
         let (present, line) = look()?;
         if !present {
-            match self.with(|c| Box::pin(async move { c.batch_execute(SCHEMA_SQL).await })) {
+            match self.with(|c| Box::pin(async move { c.batch_execute(sql::SCHEMA_SQL).await })) {
                 Ok(()) => {}
                 // Another process that made them at the same moment wins
                 // the race of the catalogue's unique names: then they are
                 // there.
-                Err(StoreError::Other(why)) => {
+                Err(e @ StoreError::Server { .. }) => {
                     if !look()?.0 {
-                        return Err(StoreError::Other(format!(
-                            "the store's tables do not exist and this role cannot create them \
-                             ({why}); have them created with the SQL in doc/store.md (\"Setup and \
-                             the least privileges\")"
-                        )));
+                        return Err(StoreError::NoTables {
+                            source: Box::new(e),
+                        });
                     }
                 }
                 Err(e) => return Err(e),
             }
         } else if !line {
             // An older setup: the line's table is made when the role may.
-            match self.with(|c| Box::pin(async move { c.batch_execute(WAITER_SQL).await })) {
-                Ok(()) | Err(StoreError::Other(_)) => {}
+            match self.with(|c| Box::pin(async move { c.batch_execute(sql::WAITER_SQL).await })) {
+                Ok(()) | Err(StoreError::Server { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -275,12 +303,10 @@ impl PgStore {
     }
 
     fn waiter_row(&self, r: &tokio_postgres::Row) -> Result<WaiterRow, StoreError> {
-        read_waiter(r).map_err(|e| {
-            StoreError::Other(format!(
-                "the store `{}` has a waiter's row onlyone cannot read ({e}); its table was \
-                 changed: have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")",
-                self.info.display
-            ))
+        read_waiter(r).map_err(|e| StoreError::BadRow {
+            url: self.info.display.clone(),
+            what: "waiter's row",
+            source: Box::new(e),
         })
     }
 
@@ -288,12 +314,10 @@ impl PgStore {
     /// of range, a time that is not one become "unknown" (a lease whose end
     /// is unknown does not hold, as `acquire` takes it), never a panic.
     fn row(&self, r: &tokio_postgres::Row) -> Result<LeaseRow, StoreError> {
-        read_row(r).map_err(|e| {
-            StoreError::Other(format!(
-                "the store `{}` has a lease row onlyone cannot read ({e}); its table was \
-                 changed: have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")",
-                self.info.display
-            ))
+        read_row(r).map_err(|e| StoreError::BadRow {
+            url: self.info.display.clone(),
+            what: "lease row",
+            source: Box::new(e),
         })
     }
 }
@@ -335,14 +359,17 @@ async fn open(
         };
         match made {
             Ok(client) => return Ok(client),
-            Err(e @ StoreError::Auth(_)) => {
+            Err(e) if e.is_refusal() => {
                 refused.get_or_insert(e);
             }
             Err(e) => last = Some(e),
         }
     }
-    Err(refused.or(last).unwrap_or_else(|| {
-        StoreError::Unreachable(format!("cannot reach the store `{url}`: it names no host"))
+    Err(refused.or(last).unwrap_or_else(|| StoreError::Unreachable {
+        url: url.to_owned(),
+        detail: "it names no host".to_owned(),
+        hint: "",
+        source: None,
     }))
 }
 
@@ -354,7 +381,7 @@ async fn open_tcp(
 ) -> Result<Client, StoreError> {
     let client = match tls {
         None => {
-            let (client, conn) = config.connect(NoTls).await.map_err(|e| classify(&e, url))?;
+            let (client, conn) = config.connect(NoTls).await.map_err(|e| classify(e, url))?;
             tokio::spawn(async move {
                 let _ = conn.await;
             });
@@ -365,7 +392,7 @@ async fn open_tcp(
             let (client, conn) = config
                 .connect(connector)
                 .await
-                .map_err(|e| classify(&e, url))?;
+                .map_err(|e| classify(e, url))?;
             tokio::spawn(async move {
                 let _ = conn.await;
             });
@@ -385,18 +412,23 @@ async fn open_unix(
     url: &str,
 ) -> Result<Client, StoreError> {
     let stream = socket::connect(path, require).await.map_err(|e| match e {
-        Ok(why) => StoreError::Auth(format!("cannot use the store `{url}`: {why}")),
-        Err(e) => StoreError::Unreachable(format!(
-            "cannot reach the store `{url}`: `{}`: {e}",
-            path.display()
-        )),
+        Ok(why) => StoreError::Untrusted {
+            url: url.to_owned(),
+            why,
+        },
+        Err(e) => StoreError::Unreachable {
+            url: url.to_owned(),
+            detail: format!("`{}`: {e}", path.display()),
+            hint: "",
+            source: Some(Box::new(e)),
+        },
     })?;
     let mut config = config.clone();
     config.ssl_mode(SslMode::Disable);
     let (client, conn) = config
         .connect_raw(stream, NoTls)
         .await
-        .map_err(|e| classify(&e, url))?;
+        .map_err(|e| classify(e, url))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -405,7 +437,7 @@ async fn open_unix(
         let rows = client
             .simple_query("SHOW transaction_read_only")
             .await
-            .map_err(|e| classify(&e, url))?;
+            .map_err(|e| classify(e, url))?;
         let read_only = rows.iter().find_map(|m| match m {
             tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(|v| v == "on"),
             _ => None,
@@ -416,10 +448,11 @@ async fn open_unix(
             _ => (true, ""),
         };
         if !fits {
-            return Err(StoreError::Unreachable(format!(
-                "the store `{url}` at `{}` is not {what}, as target_session_attrs={what} asks",
-                path.display()
-            )));
+            return Err(StoreError::NotTarget {
+                url: url.to_owned(),
+                at: path.to_owned(),
+                want: what,
+            });
         }
     }
     Ok(client)
@@ -496,19 +529,30 @@ fn runtime() -> Result<tokio::runtime::Runtime, StoreError> {
         .enable_time()
         .on_thread_start(super::block_in_this_thread)
         .build()
-        .map_err(|e| StoreError::Other(format!("cannot start the store's I/O: {e}")))
+        .map_err(|source| StoreError::Runtime {
+            what: "the store's I/O",
+            source,
+        })
 }
 
 fn timed_out(url: &str, t: Duration) -> StoreError {
-    StoreError::Unreachable(format!(
-        "the store `{url}` did not answer within {}",
-        crate::text::compact_duration(t)
-    ))
+    StoreError::TimedOut {
+        url: url.to_owned(),
+        after: t,
+    }
 }
 
 impl LeaseStore for PgStore {
     fn url(&self) -> &str {
         &self.info.display
+    }
+
+    fn scheme(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn line_setup(&self) -> super::LineSetup {
+        sql::line_setup()
     }
 
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError> {
@@ -624,7 +668,7 @@ impl LeaseStore for PgStore {
         row.map(|r| self.row(&r)).transpose()
     }
 
-    /// Every lease row, by name (at most [`MAX_NAMES`]).
+    /// Every lease row, by name (at most [`MAX_NAMES`](sql::MAX_NAMES)).
     fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
         let rows =
             self.with(|c| Box::pin(async move { c.query_typed(&sql::leases(), &[]).await }))?;
@@ -813,7 +857,7 @@ impl LeaseStore for PgStore {
     }
 
     /// The live waiters of `name`, first in line first (at most
-    /// [`MAX_WAITERS`]); none when the store keeps no line.
+    /// [`MAX_WAITERS`](sql::MAX_WAITERS)); none when the store keeps no line.
     fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
         if !self.has_line()? {
             return Ok(Vec::new());

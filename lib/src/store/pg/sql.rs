@@ -9,6 +9,36 @@ use tokio_postgres::types::Type;
 
 use crate::store::{Claimant, LeaseRow, WaiterRow};
 
+/// The SQL of the line of waiters' table (part of [`SCHEMA_SQL`]): a
+/// waiter's row is its place in line (its ticket), kept while it waits; at
+/// most one per lock holds the queue seat (`queued`).
+macro_rules! waiter_sql {
+    () => {
+        "\
+CREATE TABLE IF NOT EXISTS onlyone_waiter (
+    ticket bigserial PRIMARY KEY,
+    name   text NOT NULL,
+    token  text NOT NULL,
+    host   text,
+    pid    integer,
+    uid    integer,
+    cmd    text,
+    since  timestamptz NOT NULL,
+    until  timestamptz NOT NULL,
+    queued boolean NOT NULL DEFAULT false
+);
+CREATE UNIQUE INDEX IF NOT EXISTS onlyone_waiter_queued ON onlyone_waiter (name) WHERE queued;
+CREATE INDEX IF NOT EXISTS onlyone_waiter_name ON onlyone_waiter (name, ticket);
+"
+    };
+}
+
+/// The SQL of the line's table alone: what a store set up before the line
+/// existed needs (with `GRANT SELECT, INSERT, UPDATE, DELETE ON
+/// onlyone_waiter` and `GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq`
+/// to the jobs' role).
+pub(super) const WAITER_SQL: &str = waiter_sql!();
+
 /// The SQL that creates the store's tables: run on first use when the role
 /// may, else by a DBA (doc/store.md gives it with the least privileges).
 pub const SCHEMA_SQL: &str = concat!(
@@ -50,7 +80,8 @@ pub const MAX_NAMES: usize = 10_000;
 /// Clears the rows of `$1`'s line that are past their end by more than 10
 /// minutes (their waiters were killed long ago): the next waiter that
 /// joins the line does it.
-pub(super) const CLEAR_DEAD_WAITERS: &str = "DELETE FROM onlyone_waiter WHERE name = $1 AND until < clock_timestamp() - interval '10 minutes'";
+pub(super) const CLEAR_DEAD_WAITERS: &str = "DELETE FROM onlyone_waiter WHERE name = $1 \
+    AND until < clock_timestamp() - interval '10 minutes'";
 
 /// Whether the lease and event tables exist, and whether the line's does.
 pub(super) const LOOK_TABLES: &str = "SELECT to_regclass('onlyone_lease') IS NOT NULL \
@@ -257,6 +288,20 @@ pub(super) fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgr
         left_ms,
         stop_requested: r.try_get::<_, Option<bool>>(10)?.unwrap_or(false),
     })
+}
+
+/// What a store set up before the line existed needs: its table, and
+/// the grants of doc/store.md ("Setup and the least privileges") to the
+/// jobs' role.
+pub(super) fn line_setup() -> crate::store::LineSetup {
+    crate::store::LineSetup {
+        what: "table onlyone_waiter",
+        how: format!(
+            "{}GRANT SELECT, INSERT, UPDATE, DELETE ON onlyone_waiter TO <the jobs' role>;\n\
+             GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq TO <the jobs' role>;\n",
+            WAITER_SQL.replace(" IF NOT EXISTS", "")
+        ),
+    }
 }
 
 /// What every statement that writes a holder or a waiter binds first:
