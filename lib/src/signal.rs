@@ -277,11 +277,12 @@ fn wait_exit(fds: &[(u32, OwnedFd)], until: Instant) -> Vec<usize> {
             .iter()
             .map(|&i| PollFd::new(&fds[i].1, PollFlags::IN))
             .collect();
-        let now = Instant::now();
-        if polls.is_empty() || now >= until {
+        if polls.is_empty() {
             return alive;
         }
-        let left = until - now;
+        // Once the time is up, one look without waiting: a process that
+        // has exited by now is not reported alive.
+        let left = until.saturating_duration_since(Instant::now());
         let ts = Timespec {
             tv_sec: left.as_secs() as _,
             tv_nsec: left.subsec_nanos() as _,
@@ -294,5 +295,43 @@ fn wait_exit(fds: &[(u32, OwnedFd)], until: Instant) -> Vec<usize> {
             .zip(done)
             .filter_map(|(i, d)| (!d).then_some(i))
             .collect();
+        if left.is_zero() {
+            return alive;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that has exited by the time a wait's time is up is not
+    /// reported alive: one look is taken even then.
+    #[test]
+    fn a_wait_whose_time_is_up_still_sees_what_has_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let id = ProcId::of(pid).unwrap();
+        let fd = id.pidfd().unwrap();
+        child.kill().unwrap();
+        // Exited (a zombie until reaped): its pidfd polls readable.
+        let t = Instant::now();
+        while procfs::read_stat(pid)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.state != 'Z')
+        {
+            assert!(t.elapsed() < Duration::from_secs(10), "it never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let fds = [(pid, fd)];
+        let past = Instant::now()
+            .checked_sub(Duration::from_millis(1))
+            .unwrap();
+        assert!(wait_exit(&fds, past).is_empty());
+        child.wait().unwrap();
     }
 }

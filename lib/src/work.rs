@@ -82,8 +82,8 @@ impl Lingered {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NotWork {
     /// A session the terminal server `server` opened after the command
-    /// exited (or a process in one).
-    LaterSession { server: u32 },
+    /// exited (or a process in one), led by `leader`.
+    LaterSession { server: u32, leader: u32 },
     /// The run's terminal server, while a later session lives in it.
     ServerInUse,
     /// Started after the command exited, and not under the work.
@@ -93,7 +93,7 @@ pub(crate) enum NotWork {
 impl std::fmt::Display for NotWork {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NotWork::LaterSession { server } => write!(
+            NotWork::LaterSession { server, .. } => write!(
                 f,
                 "it is in a session that the run's terminal server (pid {server}) opened after \
                  the command exited, for someone else: not the run's work"
@@ -128,6 +128,9 @@ pub(crate) struct Work {
     servers: HashSet<u32>,
     /// The sessions of the work: led by a lingerer (not a server in use).
     sessions: HashSet<u32>,
+    /// Lingerers that are terminal servers: without a terminal, with a
+    /// child that leads a session on a terminal of its own (a pane).
+    terminal_servers: HashSet<u32>,
     table: HashMap<u32, Node>,
 }
 
@@ -175,8 +178,17 @@ impl Work {
             lingerers,
             servers: HashSet::new(),
             sessions: HashSet::new(),
+            terminal_servers: HashSet::new(),
             table,
         };
+        w.terminal_servers = w
+            .table
+            .iter()
+            .filter(|(pid, n)| n.session == **pid && n.tty != 0)
+            .map(|(_, n)| n.ppid)
+            .filter(|p| w.lingerers.contains(p))
+            .filter(|p| w.table.get(p).is_some_and(|s| s.tty == 0))
+            .collect();
         w.servers = w
             .table
             .iter()
@@ -242,7 +254,10 @@ impl Work {
         let (mut pid, mut node) = (id.pid, *node);
         for _ in 0..MAX_DEPTH {
             if self.later_session(pid, &node) {
-                return Err(NotWork::LaterSession { server: node.ppid });
+                return Err(NotWork::LaterSession {
+                    server: node.ppid,
+                    leader: pid,
+                });
             }
             if self.sessions.contains(&node.session) {
                 return Ok(());
@@ -256,7 +271,10 @@ impl Work {
             }
             if self.lingerers.contains(&parent) {
                 return if self.servers.contains(&parent) {
-                    Err(NotWork::LaterSession { server: parent })
+                    Err(NotWork::LaterSession {
+                        server: parent,
+                        leader: pid,
+                    })
                 } else {
                     Ok(())
                 };
@@ -269,6 +287,31 @@ impl Work {
             (pid, node) = (parent, up);
         }
         Err(NotWork::Outside)
+    }
+
+    /// Whether the process `id` is one of the run's terminal servers (a
+    /// lingerer without a terminal whose children lead sessions on
+    /// terminals of their own: tmux's, screen's server). What it does on
+    /// its own is housekeeping for whoever looks at it (a status line
+    /// redrawn for an attached client every few seconds, an answer to
+    /// `tmux ls`), not the run's work: what the agent in a pane prints
+    /// goes through its terminal, and counts as the pane's own writes.
+    pub(crate) fn is_terminal_server(&self, id: ProcId) -> bool {
+        self.terminal_servers.contains(&id.pid)
+            && self.table.get(&id.pid).is_some_and(|n| n.start == id.start)
+    }
+
+    /// The sessions opened on the terminal server `server` after the
+    /// command exited, by their leaders' pids.
+    fn later_sessions_of(&self, server: u32) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .table
+            .iter()
+            .filter(|(pid, n)| n.ppid == server && self.later_session(**pid, n))
+            .map(|(&pid, _)| pid)
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// The live processes that are the run's work by the lingerers: the
@@ -287,6 +330,126 @@ impl Work {
             .collect();
         out.sort_by_key(|id| id.start);
         out
+    }
+}
+
+/// A process that keeps a lingering run's lock held although it is not
+/// the run's work: onlyone never ends it (neither `reap` nor `stop`), so
+/// the lock is free only once it is gone. Its command and terminal are
+/// what `/proc` shows: escape them before printing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Keeper {
+    /// Its pid: the leader of a session opened later on the run's
+    /// terminal server, or the first of a tree of processes outside the
+    /// work.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Option<String>,
+    /// Its controlling terminal (`/dev/pts/3`), if it has one.
+    pub terminal: Option<String>,
+    /// For a session opened later: the run's terminal server it lives in.
+    pub server: Option<u32>,
+}
+
+/// What keeps the lock of the lingering run `rec` held once nothing of
+/// the run's own work lives: the sessions opened later on its terminal
+/// server (they carry its token, or keep the server, one of its
+/// lingerers, alive), and the processes that carry its token from
+/// outside its work. Empty when some of its own work (or its command)
+/// still lives, or when the run does not linger: then it is the run
+/// that holds. The host's processes are listed until `deadline`.
+pub fn keepers(rec: &Record, deadline: Option<Instant>) -> io::Result<Vec<Keeper>> {
+    let Some(l) = Lingered::of(rec) else {
+        return Ok(Vec::new());
+    };
+    if rec.cmd_id.is_some_and(|c| c.is_alive()) || a_lingerer_works(rec, &l) {
+        return Ok(Vec::new());
+    }
+    let w = Work::load(&l, deadline)?;
+    let named = |id: &ProcId| rec.may_name(id.pid);
+    let mut procs: Vec<ProcId> = w.members().into_iter().filter(named).collect();
+    procs.extend(
+        l.linger
+            .iter()
+            .filter(|id| w.lingerers.contains(&id.pid) && named(id)),
+    );
+    if let Some(spec) = rec.scan_spec() {
+        let scan = procfs::run_members(&spec, &[], false, deadline)?;
+        procs.extend(scan.members.into_iter().map(|m| m.id));
+    }
+    let mut sessions: Vec<(u32, u32)> = Vec::new();
+    let mut outside: HashSet<u32> = HashSet::new();
+    for id in procs {
+        match w.judge(id) {
+            Ok(()) => return Ok(Vec::new()),
+            Err(NotWork::ServerInUse) => sessions.extend(
+                w.later_sessions_of(id.pid)
+                    .into_iter()
+                    .map(|leader| (leader, id.pid)),
+            ),
+            Err(NotWork::LaterSession { server, leader }) => sessions.push((leader, server)),
+            Err(NotWork::Outside) => {
+                outside.insert(id.pid);
+            }
+        }
+    }
+    let keeper = |pid: u32, server: Option<u32>| Keeper {
+        pid,
+        command: procfs::command_line(pid),
+        terminal: w.table.get(&pid).and_then(|n| tty_name(n.tty)),
+        server,
+    };
+    let mut out: Vec<Keeper> = Vec::new();
+    sessions.sort_unstable();
+    sessions.dedup_by_key(|s| s.0);
+    out.extend(sessions.into_iter().map(|(l, s)| keeper(l, Some(s))));
+    // The first of each tree outside the work: its parent is not one.
+    let mut tops: Vec<u32> = outside
+        .iter()
+        .copied()
+        .filter(|p| w.table.get(p).is_none_or(|n| !outside.contains(&n.ppid)))
+        .filter(|p| !out.iter().any(|k| k.pid == *p))
+        .collect();
+    tops.sort_unstable();
+    out.extend(tops.into_iter().map(|p| keeper(p, None)));
+    Ok(out)
+}
+
+/// Whether a lingerer of `l` is, for sure, still the run's work, from the
+/// lingerers and their children alone (what a skipped fire pays while an
+/// agent lingers, instead of a look at every process): one on a terminal
+/// (a pane), or one without a terminal that serves no session opened
+/// after the command exited (see [`Work::judge`]: a lingerer is the
+/// work unless it is a server in use).
+fn a_lingerer_works(rec: &Record, l: &Lingered) -> bool {
+    let live = |id: &ProcId| match procfs::read_stat(id.pid) {
+        Ok(Some(st)) if st.start == id.start && !procfs::is_dead_process(id.pid, &st) => Some(st),
+        _ => None,
+    };
+    let later_session = |pid: u32| match procfs::read_stat(pid) {
+        Ok(Some(st)) => st.start > l.since && st.session == pid && st.tty != 0,
+        _ => false,
+    };
+    l.linger
+        .iter()
+        .filter(|id| rec.may_name(id.pid))
+        .filter_map(|id| live(id).map(|st| (id.pid, st)))
+        .any(|(pid, st)| st.tty != 0 || !procfs::children_of(pid).into_iter().any(later_session))
+}
+
+/// The name of the terminal whose device number `/proc/PID/stat` gives
+/// (field 7): `/dev/pts/N`, `/dev/ttyN`, `/dev/ttySN`; `None` for none,
+/// or one of another kind.
+fn tty_name(nr: u32) -> Option<String> {
+    let major = (nr >> 8) & 0xfff;
+    let minor = (nr & 0xff) | ((nr >> 12) & 0xf_ff00);
+    match major {
+        0 => None,
+        136..=143 => Some(format!("/dev/pts/{}", (major - 136) * 256 + minor)),
+        4 if minor < 64 => Some(format!("/dev/tty{minor}")),
+        4 => Some(format!("/dev/ttyS{}", minor - 64)),
+        _ => None,
     }
 }
 
@@ -351,5 +514,99 @@ mod tests {
         let w = work(&[(500, node(1, 500, 150)), (600, node(500, 500, 200))]);
         assert_eq!(w.judge(id(600, 200)), Err(NotWork::Outside));
         assert!(w.members().is_empty());
+    }
+
+    /// `/dev/pts/N` as `/proc/PID/stat` gives it (major 136, minor N).
+    const PTS: u32 = 136 << 8;
+
+    /// A process on a terminal, leading its own session.
+    fn on_pts(ppid: u32, pid: u32, n: u32, start: u64) -> (u32, Node) {
+        let tty = PTS | n;
+        (
+            pid,
+            Node {
+                ppid,
+                session: pid,
+                tty,
+                start,
+            },
+        )
+    }
+
+    #[test]
+    fn a_lingerer_without_a_terminal_whose_children_lead_sessions_on_terminals_is_a_server() {
+        // 500: tmux's server, lingering, its pane 501 on /dev/pts/3.
+        let w = work(&[(500, node(1, 500, 10)), on_pts(500, 501, 3, 50)]);
+        assert!(w.is_terminal_server(id(500, 10)));
+        assert!(!w.is_terminal_server(id(500, 11)), "another process");
+        assert!(!w.is_terminal_server(id(501, 50)), "a pane is not");
+        // A lingerer on a terminal of its own is not one, nor one whose
+        // children share its session.
+        let mut pane = on_pts(500, 501, 3, 50).1;
+        let w = work(&[
+            (
+                500,
+                Node {
+                    tty: PTS | 2,
+                    ..node(1, 500, 10)
+                },
+            ),
+            (501, pane),
+        ]);
+        assert!(!w.is_terminal_server(id(500, 10)));
+        pane.session = 500;
+        let w = work(&[(500, node(1, 500, 10)), (501, pane)]);
+        assert!(!w.is_terminal_server(id(500, 10)));
+        // Nor is a process outside the run that looks the same.
+        let w = work(&[(700, node(1, 700, 10)), on_pts(700, 701, 3, 50)]);
+        assert!(!w.is_terminal_server(id(700, 10)));
+    }
+
+    #[test]
+    fn a_session_opened_later_on_the_server_is_named_by_its_leader() {
+        // The server 500 with the run's pane 501, and a user's session
+        // 601 opened after the command exited (100), its shell's child
+        // 602.
+        let w = work(&[
+            (500, node(1, 500, 10)),
+            on_pts(500, 501, 3, 50),
+            on_pts(500, 601, 4, 200),
+            (
+                602,
+                Node {
+                    ppid: 601,
+                    session: 601,
+                    tty: PTS | 4,
+                    start: 201,
+                },
+            ),
+        ]);
+        assert_eq!(w.judge(id(501, 50)), Ok(()));
+        let later = Err(NotWork::LaterSession {
+            server: 500,
+            leader: 601,
+        });
+        assert_eq!(w.judge(id(601, 200)), later);
+        assert_eq!(w.judge(id(602, 201)), later);
+        assert_eq!(w.judge(id(500, 10)), Err(NotWork::ServerInUse));
+        assert_eq!(w.later_sessions_of(500), vec![601]);
+        assert!(w.members().iter().all(|m| m.pid < 600), "{:?}", w.members());
+    }
+
+    #[test]
+    fn terminals_are_named_from_their_device_numbers() {
+        assert_eq!(tty_name(0), None);
+        assert_eq!(tty_name(PTS | 3).as_deref(), Some("/dev/pts/3"));
+        // Minor numbers past 255 are in the upper bits (and, on old
+        // kernels, in the next majors).
+        assert_eq!(
+            tty_name(PTS | (1 << 20) | 5).as_deref(),
+            Some("/dev/pts/261")
+        );
+        assert_eq!(tty_name(PTS | (1 << 24)).as_deref(), Some("/dev/pts/4096"));
+        assert_eq!(tty_name((137 << 8) | 5).as_deref(), Some("/dev/pts/261"));
+        assert_eq!(tty_name((4 << 8) | 1).as_deref(), Some("/dev/tty1"));
+        assert_eq!(tty_name((4 << 8) | 64).as_deref(), Some("/dev/ttyS0"));
+        assert_eq!(tty_name(5 << 8), None);
     }
 }

@@ -508,7 +508,8 @@ impl Ctx {
             }
             Error::Held(h) | Error::Timeout { held: h, .. } => {
                 journal::skipped(&self.journal(lock), h, quiet);
-                ping::note_skip(held_message(name, h));
+                let msg = held_message(name, h, None);
+                ping::note_skip(msg.clone());
                 if !quiet {
                     let waited = match &e {
                         Error::Timeout { waited, .. } => {
@@ -516,7 +517,7 @@ impl Ctx {
                         }
                         _ => String::new(),
                     };
-                    say(format_args!("{}{waited}", held_message(name, h)));
+                    say(format_args!("{msg}{waited}"));
                 }
                 held
             }
@@ -545,7 +546,7 @@ impl Ctx {
                 // Best effort and silent: precheck answers 0 or 75.
                 Found::Held(held.map(|h| {
                     journal::skipped(&self.journal(&lock), &h, true);
-                    held_message(&name, &h)
+                    held_message(&name, &h, deadline)
                 }))
             }
             (Verdict::Stale(r), _) => {
@@ -600,7 +601,25 @@ impl Ctx {
             signal: a.signal.0,
             grace: a.kill_after,
         };
-        let done = match stop::stop(&lock, how, deadline).map_err(|e| e.to_string())? {
+        // Held only by what is not the run's own work: nothing to signal.
+        if let Some(keepers) = keepers_now(&lock, deadline) {
+            let why = outside_message(&name, &keepers, false);
+            return Ok((name, Done::KeptOutside(why)));
+        }
+        let stopped = match stop::stop(&lock, how, deadline) {
+            Err(Error::Timeout { held, waited }) => {
+                let keepers = view::keepers_of(&held.record, &held.holder, deadline);
+                if keepers.is_empty() {
+                    return Err(Error::Timeout { waited, held }.to_string());
+                }
+                return Ok((
+                    name.clone(),
+                    Done::KeptOutside(outside_message(&name, &keepers, true)),
+                ));
+            }
+            other => other.map_err(|e| e.to_string())?,
+        };
+        let done = match stopped {
             Stopped::NotRunning => Done::NotRunning,
             Stopped::WasStale { reason } => Done::WasStale(reason.to_string()),
             Stopped::Ended {
@@ -637,6 +656,33 @@ impl Ctx {
     }
 }
 
+/// What keeps `lock` held now when nothing of its run's own work lives
+/// (see [`view::keepers_of`]); `None` when it is free, stale, unknown, or
+/// its run's work holds it.
+fn keepers_now(lock: &LockFile, deadline: Option<Instant>) -> Option<Vec<onlyone::reap::Keeper>> {
+    let seen = lock.inspect().ok()??;
+    let (Verdict::Held(h), Ok(r)) = (&seen.verdict, &seen.record) else {
+        return None;
+    };
+    let keepers = view::keepers_of(r, h, deadline);
+    (!keepers.is_empty()).then_some(keepers)
+}
+
+/// What `stop` says of a lock that `keepers`, outside its run's own work,
+/// hold (`after`: once it ended what was left of that work).
+fn outside_message(name: &str, keepers: &[onlyone::reap::Keeper], after: bool) -> String {
+    let first = if after {
+        format!("ended what was left of the run's own work of `{name}`, but the lock is still held")
+    } else {
+        format!("`{name}` is held, though nothing of its run's own work lives; nothing to stop")
+    };
+    format!(
+        "{first}: by {}; {}",
+        view::keepers_words(keepers),
+        view::keepers_remedy(keepers)
+    )
+}
+
 /// "another run of `sync` is active as pid 4242 (`./sync.sh --all`, for
 /// 3m12s); wait for it (--wait) or stop it (onlyone stop sync)"
 /// Why a fire that asked for the queue was skipped, as its journal says.
@@ -651,7 +697,22 @@ pub fn queued_message(name: &str, waiter: &str, holder: &str) -> String {
     )
 }
 
-pub fn held_message(name: &str, h: &HeldBy) -> String {
+/// Reads `/proc` (until `deadline`) when the holder is what a lingering
+/// run left: what keeps it held may be outside the run's own work (a
+/// session opened later on its terminal server), and then `stop` would
+/// not end it.
+pub fn held_message(name: &str, h: &HeldBy, deadline: Option<Instant>) -> String {
+    let keepers = view::keepers_of(&h.record, &h.holder, deadline);
+    if !keepers.is_empty() {
+        return format!(
+            "`{name}` is held, though nothing of its run's own work lives (the run started by \
+             pid {}, `{}`): by {}; {}",
+            h.record.pid,
+            onlyone::text::for_terminal(h.record.cmd.as_deref().unwrap_or("?")),
+            view::keepers_words(&keepers),
+            view::keepers_remedy(&keepers)
+        );
+    }
     let what = match &h.holder {
         // Not onlyone's: `stop` cannot end it.
         onlyone::Holder::Outside => {

@@ -53,6 +53,10 @@ pub enum Stopped {
         /// After how long.
         took: std::time::Duration,
     },
+    /// Held by what is not the run's own work (a session opened later on
+    /// its terminal server), which `stop` never ends: what holds it and
+    /// what to do, as a sentence.
+    KeptOutside(String),
     /// Asked, it has not let go by the deadline.
     NotLetGo {
         /// Who holds it.
@@ -95,6 +99,10 @@ pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
                 compact_duration(took)
             ));
             Code::Exit(0)
+        }
+        Stopped::KeptOutside(why) => {
+            say(why);
+            Code::Exit(exit::FAILURE)
         }
         Stopped::NotLetGo { who, waited } => {
             say(format_args!(

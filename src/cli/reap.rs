@@ -62,17 +62,24 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
             };
             // Kept processes of jobs that were not named are not news;
             // with -q, no kept process is.
+            // A reap that cannot end what it should (too short a
+            // deadline) is news under cron too.
             let news = match c.verdict {
                 Fate::KeptNotNamed => false,
-                Fate::Ended | Fate::Failed => true,
+                Fate::Ended | Fate::Failed | Fate::KeptNoTime => true,
                 _ => !a.quiet,
             };
             if !news {
                 continue;
             }
+            let fix = if c.verdict == Fate::KeptNoTime {
+                " (give reap a longer --deadline)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 std::io::stdout(),
-                "{what} pid {} (`{}`) of `{}`: {}",
+                "{what} pid {} (`{}`) of `{}`: {}{fix}",
                 c.pid,
                 c.command.as_deref().unwrap_or("?"),
                 c.job.as_deref().unwrap_or("?"),

@@ -11,6 +11,8 @@
 //!                "holder", "since", "since_unix", "age_seconds", "command",
 //!                "mode", "host", "uid", "token", "reason", "stopped",
 //!                "last_run", "last_success_unix", "skipped_since_start",
+//!                "outside_work": [ { "pid", "command", "terminal",
+//!                                    "server_pid" } ],
 //!                "journal_error" (only when the journal cannot be read),
 //!                "waiters": [ { "pid", "host", "uid", "command", "since",
 //!                               "since_unix", "queued" } ],
@@ -29,17 +31,20 @@ use super::exit::{Code, FAILURE};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
 use super::view::{
-    LastRun, LockStatus, Report, Shown, WaiterStatus, Whence, apply_history, lock_files,
+    LastRun, LockStatus, OutsideWork, Report, Shown, WaiterStatus, Whence, apply_history,
+    keepers_of, keepers_remedy, keepers_words, lock_files,
 };
 use super::{Ctx, args};
 use onlyone::journal::Journal;
 
-/// Describes one lock path (its journal read when there may be one).
+/// Describes one lock path (its journal read when there may be one),
+/// `/proc` read until `deadline`.
 pub fn describe(
     path: &Path,
     name: String,
     lock: Result<LockFile, onlyone::Error>,
     journal: Option<Journal>,
+    deadline: Option<std::time::Instant>,
 ) -> LockStatus {
     let mut s = LockStatus {
         name,
@@ -64,6 +69,7 @@ pub fn describe(
         skipped_since_start: None,
         journal_error: None,
         waiters: Vec::new(),
+        outside_work: Vec::new(),
         lease: None,
         history: None,
     };
@@ -85,7 +91,7 @@ pub fn describe(
         Ok(seen)
     });
     match seen {
-        Ok(Some(seen)) => fill(&mut s, &seen),
+        Ok(Some(seen)) => fill(&mut s, &seen, deadline),
         Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
         Err(e) => {
             s.state = "unknown";
@@ -109,7 +115,7 @@ fn read_history(journal: &Journal) -> Result<onlyone::journal::History, String> 
     })
 }
 
-fn fill(s: &mut LockStatus, seen: &Inspection) {
+fn fill(s: &mut LockStatus, seen: &Inspection, deadline: Option<std::time::Instant>) {
     if let Ok(r) = &seen.record {
         s.pid = Some(r.pid);
         s.command_pid = r.cmd_id.map(|c| c.pid);
@@ -137,7 +143,18 @@ fn fill(s: &mut LockStatus, seen: &Inspection) {
             let wrapper_gone =
                 |r: &onlyone::Record| format!("the {} (pid {}) is gone", owner_word(r), r.pid);
             let mut reasons = Vec::new();
+            let keepers = match &seen.record {
+                Ok(r) => keepers_of(r, h, deadline),
+                Err(_) => Vec::new(),
+            };
+            s.outside_work = keepers.iter().map(OutsideWork::of).collect();
             match (h, &seen.record) {
+                (Holder::Member { .. }, Ok(r)) if !keepers.is_empty() => reasons.push(format!(
+                    "{}, and nothing of the run's own work lives; held by {}: {}",
+                    wrapper_gone(r),
+                    keepers_words(&keepers),
+                    keepers_remedy(&keepers)
+                )),
                 (Holder::Member { pid, cmd }, Ok(r)) => reasons.push(format!(
                     "{}; held by pid {pid}, a leftover process of the run: `{}`",
                     wrapper_gone(r),
@@ -268,7 +285,7 @@ fn describe_all(
                 Ok(l) => ctx.journal(l),
                 Err(_) => ctx.journal_at(&path),
             });
-            out.push(describe(&path, name, lock, journal));
+            out.push(describe(&path, name, lock, journal, deadline));
         }
         Ok(out)
     })

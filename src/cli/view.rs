@@ -5,12 +5,14 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use onlyone::journal::{History, LockNow, Outcome, Usage};
-use onlyone::{Inspection, Verdict, compact_duration};
+use onlyone::reap::Keeper;
+use onlyone::text::for_terminal;
+use onlyone::{Holder, Inspection, Record, Verdict, compact_duration};
 
 use super::format::now_unix;
 
@@ -65,6 +67,10 @@ pub struct LockStatus {
     pub journal_error: Option<String>,
     /// Who waits for the lock, first in line first.
     pub waiters: Vec<WaiterStatus>,
+    /// What keeps a lingering run's lock held once nothing of its own
+    /// work lives: sessions opened later on its terminal server, processes
+    /// outside its work that carry its token. Empty otherwise.
+    pub outside_work: Vec<OutsideWork>,
     /// With a store: the lease.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseStatus>,
@@ -256,6 +262,7 @@ pub fn of_lease(
         skipped_since_start: None,
         journal_error: None,
         waiters: Vec::new(),
+        outside_work: Vec::new(),
         lease: Some(LeaseStatus {
             fence: row.epoch,
             lease_left_seconds: left,
@@ -364,9 +371,9 @@ pub(super) fn no_such_lock(name: &str, looked: &str) -> String {
 }
 
 /// True when a place's event log has nothing of a lock: no run, no skip,
-/// no takeover.
+/// no takeover, and no earlier journal set aside (one refused is not a typo).
 pub(super) fn nothing_in(h: &History) -> bool {
-    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0
+    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0 && h.set_aside.is_empty()
 }
 
 impl Seen {
@@ -477,4 +484,99 @@ pub enum Whence {
     Dir(String),
     /// A store.
     Store(String),
+}
+
+/// A process outside a lingering run's own work that keeps its lock held,
+/// as `status --json` prints it (`outside_work`).
+#[derive(Debug, Serialize)]
+pub struct OutsideWork {
+    /// The process: the leader of a session opened later on the run's
+    /// terminal server, or a process outside the work that carries the
+    /// run's token.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Option<String>,
+    /// Its terminal (`/dev/pts/3`).
+    pub terminal: Option<String>,
+    /// The run's terminal server its session lives in.
+    pub server_pid: Option<u32>,
+}
+
+impl OutsideWork {
+    pub fn of(k: &Keeper) -> OutsideWork {
+        OutsideWork {
+            pid: k.pid,
+            command: k.command.clone(),
+            terminal: k.terminal.clone(),
+            server_pid: k.server,
+        }
+    }
+}
+
+/// What keeps a lock held that `holder` proves held, when it is a
+/// lingering run none of whose own work lives any more: the sessions
+/// opened later on its terminal server, the processes outside its work
+/// that carry its token. Empty otherwise (its work lives, it does not
+/// linger, or `/proc` could not be listed by `deadline`).
+pub fn keepers_of(record: &Record, holder: &Holder, deadline: Option<Instant>) -> Vec<Keeper> {
+    if !matches!(holder, Holder::Member { .. }) || record.lingered.is_none() {
+        return Vec::new();
+    }
+    onlyone::reap::keepers(record, deadline).unwrap_or_default()
+}
+
+/// "pid 4321 (`bash`, on /dev/pts/3), a session that the run's terminal
+/// server (pid 4200) opened after its command exited": each keeper, and
+/// why it is not the run's.
+pub fn keepers_words(keepers: &[Keeper]) -> String {
+    let one = |k: &Keeper| {
+        let cmd = for_terminal(k.command.as_deref().unwrap_or("?")).into_owned();
+        let on = k
+            .terminal
+            .as_deref()
+            .map(|t| format!(", on {t}"))
+            .unwrap_or_default();
+        match k.server {
+            Some(s) => format!(
+                "pid {} (`{cmd}`{on}), a session that the run's terminal server (pid {s}) opened \
+                 after the run's command exited",
+                k.pid
+            ),
+            None => format!(
+                "pid {} (`{cmd}`{on}), which carries the run's token but started after its \
+                 command exited, outside its work",
+                k.pid
+            ),
+        }
+    };
+    let all: Vec<String> = keepers.iter().map(one).collect();
+    all.join("; and by ")
+}
+
+/// The one thing to do about keepers: close the sessions, end the others.
+/// onlyone never does it itself.
+pub fn keepers_remedy(keepers: &[Keeper]) -> String {
+    let list = |f: fn(&&Keeper) -> bool| {
+        let p: Vec<String> = keepers
+            .iter()
+            .filter(f)
+            .map(|k| k.pid.to_string())
+            .collect();
+        p.join(" ")
+    };
+    let sessions = list(|k| k.server.is_some());
+    let others = list(|k| k.server.is_none());
+    let mut todo = Vec::new();
+    if !sessions.is_empty() {
+        todo.push(format!(
+            "close that session (exit its shell, or `kill -HUP {sessions}`)"
+        ));
+    }
+    if !others.is_empty() {
+        todo.push(format!("end that process (`kill {others}`)"));
+    }
+    format!(
+        "not the run's own work, so onlyone never ends it: {}, and the lock is free",
+        todo.join(" and ")
+    )
 }

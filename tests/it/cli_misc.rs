@@ -433,7 +433,7 @@ fn precheck_as_an_unprivileged_user() {
 // ---------------------------------------------------------------------------
 // 2. status
 
-const KEYS: [&str; 21] = [
+const KEYS: [&str; 22] = [
     "name",
     "path",
     "state",
@@ -454,6 +454,7 @@ const KEYS: [&str; 21] = [
     "last_run",
     "last_success_unix",
     "skipped_since_start",
+    "outside_work",
     "waiters",
 ];
 
@@ -508,6 +509,19 @@ fn check_schema(l: &Value) {
     });
     if o["stopped"] == true {
         assert_eq!(o["state"], "held", "only a held lock is stopped: {l:#}");
+    }
+    for k in o["outside_work"]
+        .as_array()
+        .unwrap_or_else(|| panic!("outside_work: {l:#}"))
+    {
+        assert!(u32ish(&k["pid"]), "{k:#}");
+        assert!(
+            k["server_pid"].is_null() || u32ish(&k["server_pid"]),
+            "{k:#}"
+        );
+        for f in ["command", "terminal"] {
+            assert!(k[f].is_null() || k[f].is_string(), "`{f}`: {k:#}");
+        }
     }
     let waiters = o["waiters"]
         .as_array()
@@ -643,14 +657,22 @@ fn status_json_follows_the_documented_schema() {
     let free = entry(&v, "free");
     assert_eq!(free["state"], "free");
     assert_eq!(free["path"], w.lock("free").display().to_string());
-    for k in KEYS
-        .iter()
-        .filter(|k| !["name", "path", "state", "stopped", "waiters"].contains(k))
-    {
+    for k in KEYS.iter().filter(|k| {
+        ![
+            "name",
+            "path",
+            "state",
+            "stopped",
+            "waiters",
+            "outside_work",
+        ]
+        .contains(k)
+    }) {
         assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
     }
     assert_eq!(free["stopped"], false);
     assert_eq!(free["waiters"], serde_json::json!([]));
+    assert_eq!(free["outside_work"], serde_json::json!([]));
 
     let r = entry(&v, "run");
     assert_eq!(r["state"], "held", "{r:#}");

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod agent_terminal;
 mod attack;
 mod attack_files;
 mod attack_journal;

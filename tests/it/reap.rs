@@ -307,7 +307,7 @@ fn the_deadline_caps_a_reap_with_many_candidates() {
     let lock = d.path.join("sync.lock");
     let tok = "e".repeat(32);
     // Forty idle processes that ignore TERM: ending them would take the
-    // whole 60 s grace.
+    // whole 60 s grace, which a 1 s deadline cuts short.
     let procs: Vec<Proc> = (0..40)
         .map(|_| marked(&["sh", "-c", "trap '' TERM; exec sleep 1000"], &lock, &tok))
         .collect();
@@ -333,10 +333,13 @@ fn the_deadline_caps_a_reap_with_many_candidates() {
     let took = t.elapsed();
     assert_eq!(out.status.code(), Some(0));
     assert!(took < Duration::from_millis(1800), "took {took:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("deadline"),
-        "{out:?}"
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
+    assert!(said.contains("deadline"), "{out:?}");
+    drop(procs);
 }
 
 #[test]
@@ -671,6 +674,12 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.cmd().arg("kill-server").status();
+        // The README's recipe keeps the agent on a server of its own.
+        let _ = self
+            .cmd()
+            .args(["-L", "onlyone-agent", "kill-server"])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -732,9 +741,15 @@ fn an_agent_handed_to_tmux_holds_the_lock_until_reaped() {
     let out = fire();
     assert_eq!(out.status.code(), Some(75), "{out:?}");
     assert_eq!(onlyone(&d, &["precheck", "agent"]).status.code(), Some(75));
+    // Held by the agent, or by the tmux server the fire started for it,
+    // which lingers too.
     let status = onlyone(&d, &["status", "--json", "agent"]);
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(v["locks"][0]["holder_pid"], pid, "{v:#}");
+    let holder = v["locks"][0]["holder_pid"].as_u64();
+    assert!(
+        holder == Some(pid.into()) || holder == Some(ppid.into()),
+        "{v:#}"
+    );
 
     // Idle at its prompt for the window: the reaper ends it.
     settle_at_prompt(pid);

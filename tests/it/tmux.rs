@@ -321,10 +321,82 @@ fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
         "stop ended the server the user's session lives in"
     );
     assert_eq!(out.status.code(), Some(125), "stop: {out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("gave up"),
+        said.contains("ended what was left of the run's own work")
+            && said.contains(&format!("still held: by pid {user}"))
+            && said.contains(&format!("kill -HUP {user}"))
+            && !said.contains("stop it"),
         "stop: {out:?}"
     );
+    let out = w.tmux_out(&["kill-session", "-t", "user"]);
+    assert!(out.status.success(), "{out:?}");
+    wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
+}
+
+/// What keeps the lock held once the agent is reaped is the user's
+/// session, outside the run's own work, which onlyone never ends: `status`
+/// (the table and `--json`), the skip's message (`run`, `precheck`) and
+/// `stop` name it (its pid, its command, its terminal, the server it lives
+/// in) and the one thing to do, never "wait for it or stop it", which
+/// `stop` cannot do. Closing the session frees the lock.
+#[test]
+fn status_the_skip_and_stop_name_the_session_that_keeps_the_lock_and_what_to_do() {
+    let Some(w) = World::new() else {
+        return;
+    };
+    let (agent, child) = w.fire_starting_the_server();
+    let server = w.server_pid();
+    let (agent_start, child_start) = (start_of(agent), start_of(child));
+    let (user, user_start) = w.user_session_later();
+    w.reap_until(
+        "reap to end the agent's window",
+        |_| !alive(agent, agent_start) && !alive(child, child_start),
+        || {},
+    );
+    let names_it = |text: &str, what: &str| {
+        for needle in [
+            format!("pid {user} (`sleep 100002`, on /dev/pts/"),
+            format!("a session that the run's terminal server (pid {server}) opened"),
+            format!("`kill -HUP {user}`"),
+        ] {
+            assert!(text.contains(&needle), "{what} lacks {needle:?}:\n{text}");
+        }
+        assert!(!text.contains("stop it"), "{what} says to stop it:\n{text}");
+    };
+    let out = w.onlyone(&["status", "agent"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    names_it(&String::from_utf8_lossy(&out.stdout), "status");
+    let out = w.onlyone(&["status", "--json", "agent"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kept = &v["locks"][0]["outside_work"];
+    assert_eq!(kept.as_array().map(Vec::len), Some(1), "{v:#}");
+    assert_eq!(kept[0]["pid"], user, "{v:#}");
+    assert_eq!(kept[0]["server_pid"], server, "{v:#}");
+    assert_eq!(kept[0]["command"], "sleep 100002", "{v:#}");
+    assert!(
+        kept[0]["terminal"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("/dev/pts/")),
+        "{v:#}"
+    );
+    let out = w.onlyone(&["run", "agent", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    names_it(&String::from_utf8_lossy(&out.stderr), "the skip");
+    let out = w.onlyone(&["precheck", "agent"]);
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    names_it(&String::from_utf8_lossy(&out.stderr), "precheck");
+    // Nothing of the run's own work is left: stop signals nothing and
+    // says so at once.
+    let started = Instant::now();
+    let out = w.onlyone(&["stop", "agent"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{out:?}");
+    names_it(&String::from_utf8_lossy(&out.stderr), "stop");
+    assert!(alive(user, user_start), "the user's session was ended");
+    // The one thing to do, done: the lock frees.
     let out = w.tmux_out(&["kill-session", "-t", "user"]);
     assert!(out.status.success(), "{out:?}");
     wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));

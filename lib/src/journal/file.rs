@@ -284,14 +284,18 @@ impl Journal {
     /// one, in the order they were appended.
     pub fn events(&self) -> io::Result<Vec<Event>> {
         let mut out = Vec::new();
-        self.each_generation(|lines| parse_lines(lines, &mut out))?;
+        self.each_generation(|lines| parse_lines(lines, &mut out), &mut Vec::new())?;
         Ok(out)
     }
 
     /// Every generation, oldest first: the two beside the lock (an earlier
     /// version's, when they are believed), then the two in the state
     /// directory.
-    fn each_generation(&self, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+    fn each_generation(
+        &self,
+        mut f: impl FnMut(&[u8]),
+        set_aside: &mut Vec<SetAside>,
+    ) -> io::Result<()> {
         if let Some(lock) = &self.lock {
             for name in [&self.legacy_older, &self.legacy] {
                 let path = lock.dir().join(name);
@@ -305,9 +309,11 @@ impl Journal {
                     continue;
                 };
                 if let Some(why) = not_believed(&st) {
+                    let aside = SetAside { path, why };
                     if let Some(Notice(notice)) = &self.on_set_aside {
-                        notice(&SetAside { path, why });
+                        notice(&aside);
                     }
+                    set_aside.push(aside);
                     continue;
                 }
                 read_chunks(file, st.st_size as u64, &mut f).map_err(in_place)?;
@@ -327,8 +333,11 @@ impl Journal {
     /// line by line, without an [`Event`] for each.
     pub fn history(&self) -> io::Result<History> {
         let mut p = Pairing::default();
-        self.each_generation(|lines| p.add_lines(lines))?;
-        Ok(p.into_history())
+        let mut set_aside = Vec::new();
+        self.each_generation(|lines| p.add_lines(lines), &mut set_aside)?;
+        let mut h = p.into_history();
+        h.set_aside = set_aside;
+        Ok(h)
     }
 
     /// Opens a generation for reading: `None` when it does not exist.

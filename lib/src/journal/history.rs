@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::event::{MAX_LINE, lenient_f64, lenient_u64, sane_duration, sane_time};
-use super::{EndReason, Event, EventKind, Usage};
+use super::{EndReason, Event, EventKind, SetAside, Usage};
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -204,6 +204,9 @@ pub struct History {
     pub skips_of_unknown_runs: u64,
     /// Those skips, by the token of the run they found holding the lock.
     unknown_run_skips: std::collections::HashMap<String, u64>,
+    /// An earlier version's journals beside the lock that were not read
+    /// (not believed): the lock is not unknown, its history is refused.
+    pub set_aside: Vec<SetAside>,
 }
 
 /// What pairing needs of an event, borrowed from a line of the journal

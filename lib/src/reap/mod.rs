@@ -22,10 +22,19 @@
 //!    state file is replaced atomically and guarded by a flock on
 //!    `.onlyone-reap.lock` against a concurrent reap.
 //!
+//! A lingering run's terminal server (a lingerer without a terminal whose
+//! children lead sessions on terminals of their own: tmux's server) is
+//! judged by its panes, not by its own counters: redrawing a status line
+//! for an attached client, answering `tmux ls`, is housekeeping for
+//! whoever watches, not the run's work.
+//!
 //! Ending is TERM, the grace, KILL, then a wait (up to 5 s) until the
 //! processes are really gone, and for a run whose wrapper still lives, until
 //! the wrapper has released the lock: a precheck right after must not see a
-//! finished run as alive.
+//! finished run as alive. The deadline caps the grace, a second kept for
+//! the KILL and the look after it; with less than that second left,
+//! nothing is started (the processes are kept for the next reap). What is
+//! ended is ended: never reported failed for want of time to see it go.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -44,12 +53,18 @@ use scan::{JobView, Marked, live_token};
 use state::Seen;
 
 use crate::work;
-pub use crate::work::now_ticks;
+pub use crate::work::{Keeper, keepers, now_ticks};
 pub use state::{STATE_FILE, STATE_LOCK, note_lingering};
 
 /// How long to wait, after the processes are gone, for a live wrapper to
 /// release its lock.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// What ending needs beyond the grace: time for a KILL to take effect and
+/// for the processes to be seen gone. A graceful stop is started only
+/// when this is left of the deadline, and its grace is cut so that this
+/// is left after it.
+const KILL_RESERVE: Duration = Duration::from_secs(1);
 
 /// A job to reap: its name and its lock file.
 #[derive(Debug, Clone)]
@@ -90,6 +105,9 @@ pub enum Fate {
     KeptNotWork,
     /// Idle, but not yet for the whole window (or seen for the first time).
     KeptIdleTooShort,
+    /// Idle for the window, but too little is left of the deadline to end
+    /// it and see it gone (a second): left for the next reap.
+    KeptNoTime,
     /// It was ended (with `--dry-run`: it would be).
     Ended,
     /// Ending it failed, or it would not die in time.
@@ -192,7 +210,8 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
         opts.deadline,
         &mut report.errors,
     );
-    let (mut candidates, to_end) = judge(&views, &marked, &looks, opts.idle, &works);
+    let (mut candidates, mut to_end) = judge(&views, &marked, &looks, opts.idle, &works);
+    keep_without_time(&mut candidates, &mut to_end, opts);
     if !opts.dry_run && !to_end.is_empty() {
         end_candidates(&mut candidates, &to_end, opts);
         wait_releases(&views, &candidates, &to_end, opts.deadline);
@@ -323,6 +342,13 @@ fn judge(
         Some(w) => w.judge(m.id),
         None => Ok(()),
     };
+    // Whether a process is one of its run's terminal servers.
+    let server = |m: &Marked| {
+        m.token
+            .as_ref()
+            .and_then(|t| works.get(t))
+            .is_some_and(|w| w.is_terminal_server(m.id))
+    };
     let window_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
     let idle_enough = |l: &Look| !l.first && !l.busy && l.idle_ms >= window_ms;
     let window = crate::text::compact_duration(idle);
@@ -358,13 +384,17 @@ fn judge(
                     Ok(live) if live.is_some() && *live == m.token => {
                         // A live run: every process of it must have been
                         // idle for the window, and all must be measurable.
-                        let run: Vec<Look> = marked
-                            .iter()
-                            .filter(|o| o.job == m.job && o.token == m.token)
-                            .filter(|o| work_of(o).is_ok())
-                            .map(|o| looks[&o.id])
-                            .collect();
-                        live_run_fate(&run, view.unmeasurable, &idle_enough, &window)
+                        let (run, aside) = run_looks(m, marked, looks, &work_of, &server);
+                        let (fate, why) =
+                            run_fate(&run, view.unmeasurable, &idle_enough, &window, true);
+                        (fate, with_servers_aside(why, aside))
+                    }
+                    // A terminal server goes with its panes: judged by
+                    // them, its own housekeeping aside.
+                    Ok(_) if server(m) => {
+                        let (run, aside) = run_looks(m, marked, looks, &work_of, &server);
+                        let (fate, why) = run_fate(&run, false, &idle_enough, &window, false);
+                        (fate, with_servers_aside(why, aside))
                     }
                     Ok(_) => over_run_fate(&look, &idle_enough, &window),
                 }
@@ -380,6 +410,43 @@ fn judge(
     (candidates, to_end)
 }
 
+/// How the processes of `m`'s run that are its work look, its terminal
+/// servers set aside (true when one was) unless nothing else of the run
+/// is left: a server's own CPU time and I/O are housekeeping for whoever
+/// watches (see [`work::Work::is_terminal_server`]).
+fn run_looks(
+    m: &Marked,
+    marked: &[Marked],
+    looks: &HashMap<ProcId, Look>,
+    work_of: &impl Fn(&Marked) -> Result<(), work::NotWork>,
+    server: &impl Fn(&Marked) -> bool,
+) -> (Vec<Look>, bool) {
+    let run: Vec<&Marked> = marked
+        .iter()
+        .filter(|o| o.job == m.job && o.token == m.token)
+        .filter(|o| work_of(o).is_ok())
+        .collect();
+    let panes: Vec<Look> = run
+        .iter()
+        .filter(|o| !server(o))
+        .map(|o| looks[&o.id])
+        .collect();
+    if panes.is_empty() || panes.len() == run.len() {
+        (run.iter().map(|o| looks[&o.id]).collect(), false)
+    } else {
+        (panes, true)
+    }
+}
+
+/// `why`, saying that the run's terminal server was set aside.
+fn with_servers_aside(why: String, aside: bool) -> String {
+    if aside {
+        format!("{why} (its terminal server's own housekeeping aside)")
+    } else {
+        why
+    }
+}
+
 /// Why a marked process is not of a named job.
 fn not_named(m: &Marked) -> String {
     match (&m.lock, &m.foreign) {
@@ -389,32 +456,39 @@ fn not_named(m: &Marked) -> String {
     }
 }
 
-/// The fate of a process of a live run, from how every process of the run
-/// looks.
-fn live_run_fate(
+/// The fate of a process that goes with its whole run (any process of a
+/// live run; a terminal server of a run that is over), from how every
+/// process of the run looks.
+fn run_fate(
     run: &[Look],
     unmeasurable: bool,
     idle_enough: &impl Fn(&Look) -> bool,
     window: &str,
+    live: bool,
 ) -> (Fate, String) {
+    let (its_run, yet) = if live {
+        ("its run is live", "but")
+    } else {
+        ("its run is over", "and")
+    };
     if !unmeasurable && run.iter().all(idle_enough) {
         (
             Fate::Ended,
-            format!("its run is live but every process of it has been idle for {window}"),
+            format!("{its_run} {yet} every process of it has been idle for {window}"),
         )
     } else if unmeasurable {
         (
             Fate::KeptBusy,
-            "its run is live and not all its processes can be measured".into(),
+            format!("{its_run} and not all its processes can be measured"),
         )
     } else if run.iter().any(|l| l.busy) {
-        (Fate::KeptBusy, "its run is live and active".into())
+        (Fate::KeptBusy, format!("{its_run} and active"))
     } else {
         let least = run.iter().map(|l| l.idle_ms).min().unwrap_or(0);
         (
             Fate::KeptIdleTooShort,
             format!(
-                "its run is live and has been idle for {} of {window}",
+                "{its_run} and has been idle for {} of {window}",
                 crate::text::compact_duration(Duration::from_millis(least))
             ),
         )
@@ -451,11 +525,44 @@ fn over_run_fate(
     }
 }
 
+/// Never starts a graceful stop without the time to finish it: what is
+/// left of the deadline must hold at least the KILL and the wait to see
+/// the processes gone ([`KILL_RESERVE`]), or its TERM would be left
+/// unfinished, the processes alive or dying unseen and the run's end
+/// unrecorded. Such candidates are kept, and the next reap, with a fresh
+/// deadline, ends them.
+fn keep_without_time(candidates: &mut [Candidate], to_end: &mut Vec<usize>, opts: &ReapOptions) {
+    let left = opts.deadline.saturating_duration_since(Instant::now());
+    if to_end.is_empty() || left >= KILL_RESERVE {
+        return;
+    }
+    let text = crate::text::compact_duration;
+    for &i in to_end.iter() {
+        let c = &mut candidates[i];
+        c.verdict = Fate::KeptNoTime;
+        c.reason = format!(
+            "{}; the deadline leaves {}, less than the {} it takes to end it and see it gone: \
+             left for the next reap",
+            c.reason,
+            text(left),
+            text(KILL_RESERVE)
+        );
+    }
+    to_end.clear();
+}
+
 /// Ends the candidates chosen (a graceful stop, within the deadline), and
-/// notes what did not die or had already gone.
+/// notes what did not die or had already gone. The grace is what is left
+/// of the deadline once the KILL and the wait to see the processes gone
+/// are kept aside, if that is shorter: the deadline caps every call, and
+/// what the KILL ends is ended, and recorded so, never reported as a
+/// failure for want of a look after it.
 fn end_candidates(candidates: &mut [Candidate], to_end: &[usize], opts: &ReapOptions) {
     let targets: Vec<ProcId> = to_end.iter().map(|&i| candidates[i].id()).collect();
-    let ended = GracefulStop::term(opts.grace).end(&targets, Some(opts.deadline));
+    let left = opts.deadline.saturating_duration_since(Instant::now());
+    let grace = opts.grace.min(left.saturating_sub(KILL_RESERVE));
+    let ended = GracefulStop::term(grace).end(&targets, Some(opts.deadline));
+    let text = crate::text::compact_duration;
     for &i in to_end {
         let c = &mut candidates[i];
         if ended.survivors.contains(&c.pid) {
@@ -464,6 +571,13 @@ fn end_candidates(candidates: &mut [Candidate], to_end: &[usize], opts: &ReapOpt
         } else if ended.skipped.contains(&c.pid) {
             // Gone before it could be signalled: ended all the same.
             c.reason = format!("{}; it had already exited", c.reason);
+        } else if ended.killed.contains(&c.pid) && grace < opts.grace {
+            c.reason = format!(
+                "{}; KILL after {} of its {} grace, which the deadline cut short",
+                c.reason,
+                text(grace),
+                text(opts.grace)
+            );
         }
     }
 }
