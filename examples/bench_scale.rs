@@ -68,25 +68,25 @@ fn populate_stale_run(dir: &Path, n: usize) {
 }
 
 fn populate_journal(dir: &Path, n: usize) {
-    use onlyone::journal::{Event, Kind};
+    use onlyone::journal::{Event, EventKind};
     let mut out = Vec::with_capacity(n * 260);
-    let start = onlyone::journal::Event::now(Kind::Start).time - n as f64 * 60.0;
+    let start = onlyone::journal::Event::now(EventKind::Start).time - n as f64 * 60.0;
     for i in 0..n {
         let run = i / 4;
         // The last run succeeds, so that `check` says OK.
         let last = run + 1 == n.div_ceil(4);
         let kind = match (i % 4, run % 50) {
-            (0, _) => Kind::Start,
-            (1 | 2, _) => Kind::Skip,
-            (_, 49) if !last => Kind::Abandoned,
-            _ => Kind::End,
+            (0, _) => EventKind::Start,
+            (1 | 2, _) => EventKind::Skip,
+            (_, 49) if !last => EventKind::Abandoned,
+            _ => EventKind::End,
         };
         let mut ev = Event::now(kind);
         ev.time = start + i as f64 * 60.0;
         ev.pid = Some(4000 + run as u32);
         ev.token = Some(format!("{run:032x}"));
         ev.cmd = Some("/usr/local/bin/sync.sh --all".into());
-        if kind == Kind::End {
+        if kind == EventKind::End {
             ev.exit = Some(if run % 10 == 0 && !last { 1 } else { 0 });
             ev.duration = Some(180.0);
         }

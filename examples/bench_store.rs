@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use onlyone::store::Holder;
+use onlyone::store::{Claimant, Claimed};
 
 #[path = "../tests/it/support/pg.rs"]
 #[allow(dead_code)]
@@ -121,7 +121,7 @@ fn commands(bench_cmd: &str, onlyone: &str, pg: &pg::Pg, url: &str, dir: &Path, 
 fn round_trips(url: &str, n: usize) {
     let store = onlyone::store::open(url, Duration::from_secs(5)).expect("the store");
     let token = onlyone::new_token();
-    let who = Holder {
+    let who = Claimant {
         token: &token,
         host: "bench",
         pid: std::process::id(),
@@ -130,13 +130,17 @@ fn round_trips(url: &str, n: usize) {
     };
     let lease = Duration::from_secs(30);
     // Connects and creates the tables once.
-    let e = store.acquire("rt", &who, lease).unwrap().unwrap();
+    let taken = |store: &dyn onlyone::store::LeaseStore| match store.take("rt", &who, lease, None) {
+        Ok(Claimed::Taken(epoch)) => epoch,
+        other => panic!("the lease is free: {other:?}"),
+    };
+    let e = taken(store.as_ref());
     store.release("rt", e).unwrap();
     let mut take = Vec::with_capacity(n);
     let mut release = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
-        let epoch = store.acquire("rt", &who, lease).unwrap().expect("free");
+        let epoch = taken(store.as_ref());
         let t1 = Instant::now();
         assert!(store.release("rt", epoch).unwrap());
         take.push((t1 - t0).as_secs_f64() * 1e6);

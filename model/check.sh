@@ -67,7 +67,7 @@ invariant_10_11_12_queue_design@two_crashes                   | queue.pml | -DMA
 invariant_10_11_12_queue_design@no_relook                     | queue.pml | -DNO_RELOOK                          | holds
 invariant_10_at_most_one_fire_waits.look_then_create          | queue.pml | -DLOOK_THEN_CREATE                   | fails
 invariant_11_a_dead_waiter_never_blocks_the_queue.no_probe    | queue.pml | -DNO_PROBE                           | fails
-invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it.slot_after_start | queue.pml | -DSLOT_AFTER_START | fails
+invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it.seat_after_start | queue.pml | -DSEAT_AFTER_START | fails
 invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it.bounded_wait | queue.pml | -DBOUNDED_WAIT     | fails
 LIST
 )

@@ -3,7 +3,7 @@
  * 12): at most one fire waits; a fire that finds one waiting skips.
  *
  * A run R holds the lock DIR/NAME when fires F1..FN arrive (each at a
- * step of its own, in any order). The queue slot DIR/.NAME.queue is an
+ * step of its own, in any order). The queue seat DIR/.NAME.queue is an
  * onlyone lock file of its own whose record carries the waiter's token.
  * Both files are lock.pml's, one step each: a link that succeeds when the
  * path is empty or its record's owner is dead (a stale record, reclaimed
@@ -12,12 +12,12 @@
  *
  * A fire, the design:
  *   1. try the lock: taken -> its command runs, it releases;
- *   2. held: try the slot: taken -> it waits for the lock; once it holds
- *      the lock it releases the slot, then its command runs, then it
+ *   2. held: try the seat: taken -> it waits for the lock; once it holds
+ *      the lock it releases the seat, then its command runs, then it
  *      releases the lock;
- *   3. the slot is held by a live waiter W: it looks at the lock again.
+ *   3. the seat is held by a live waiter W: it looks at the lock again.
  *      The lock's record carries W's token (W has just become the runner
- *      and is about to free the slot): it waits for the slot to be freed
+ *      and is about to free the seat): it waits for the seat to be freed
  *      (or W to die), or for a short bound to run out, and starts again
  *      at 1. Otherwise it skips (75, "one already queued").
  * A killer may crash R or any fire at any step (SIGKILL): its records
@@ -27,13 +27,13 @@
  * that starts picks up the work of every fire that has arrived (covered).
  * A skipped fire notes the waiter its last probe found alive (counted); if
  * that waiter is killed afterwards, the fire is lost with it, as work is
- * lost with a killed run (the next fire takes the stale slot).
+ * lost with a killed run (the next fire takes the stale seat).
  *
  * Checks:
  *   invariant_10_at_most_one_fire_waits: never two live fires that both
- *     hold (or think they hold) the slot while they wait for the lock;
+ *     hold (or think they hold) the seat while they wait for the lock;
  *   invariant_11_a_dead_waiter_never_blocks_the_queue: every skip is
- *     justified by a probe that found the slot's holder alive; no fire is
+ *     justified by a probe that found the seat's holder alive; no fire is
  *     blocked for ever (spin's invalid end states);
  *   invariant_12_a_skipped_fire_is_picked_up_by_a_run_started_after_it:
  *     once every process is done, every skipped fire is covered by a run
@@ -41,18 +41,18 @@
  *     counted on was killed.
  *
  * Switches:
- *   LOOK_THEN_CREATE  the slot is taken by looking at it and then writing
+ *   LOOK_THEN_CREATE  the seat is taken by looking at it and then writing
  *                     the record (O_CREAT|O_TRUNC, a rename over it)
  *                     instead of a link that fails on EEXIST: invariant
  *                     10's mutant
- *   NO_PROBE          a slot's record counts as a live waiter while it is
+ *   NO_PROBE          a seat's record counts as a live waiter while it is
  *                     there (no liveness probe, no stale takeover):
  *                     invariant 11's mutant
- *   SLOT_AFTER_START  a waiter releases the slot once its command has
+ *   SEAT_AFTER_START  a waiter releases the seat once its command has
  *                     started, not before: invariant 12's mutant
  *   BOUNDED_WAIT      a waiter may give up (`--queue --wait DUR`),
- *                     freeing the slot: what invariant 12 does not cover
- *   NO_RELOOK         a fire skips on a live slot without looking at the
+ *                     freeing the seat: what invariant 12 does not cover
+ *   NO_RELOOK         a fire skips on a live seat without looking at the
  *                     lock again (the design still holds without it:
  *                     check.sh's @no_relook)
  *   NFIRE (3, at most 4) MAXCRASH (1)
@@ -69,27 +69,27 @@
 #define R 5
 
 byte lock_tok = R;    /* the lock's record: its owner's id; 0: no file    */
-byte slot_tok = 0;    /* the slot's record: its waiter's id; 0: no file   */
+byte seat_tok = 0;    /* the seat's record: its waiter's id; 0: no file   */
 
 bool started[6];
 bool dead[6];
 bool fin[6];
-bool waiting[6];      /* holds the slot (it thinks) and waits for the lock */
+bool waiting[6];      /* holds the seat (it thinks) and waits for the lock */
 byte ncrash = 0;
 
 /* ghosts */
 bool covered[6];      /* a command started after fire i arrived           */
 bool skipped[6];      /* fire i skipped: "one already queued"             */
-byte counted[6];      /* the waiter whose slot fire i skipped on          */
+byte counted[6];      /* the waiter whose seat fire i skipped on          */
 
 #define LIVE(i) (started[i] && !dead[i] && !fin[i])
 #define DONE(i) (dead[i] || fin[i])
 /* A path a link may take: empty, or its record's owner dead (stale). */
 #define FREE(tok) (tok == 0 || !LIVE(tok))
 #ifdef NO_PROBE
-#define SLOT_FREE (slot_tok == 0)
+#define SEAT_FREE (seat_tok == 0)
 #else
-#define SLOT_FREE FREE(slot_tok)
+#define SEAT_FREE FREE(seat_tok)
 #endif
 #define W(i) (LIVE(i) && waiting[i])
 #define NWAITING (W(1) + W(2) + W(3) + W(4))
@@ -99,15 +99,15 @@ byte counted[6];      /* the waiter whose slot fire i skipped on          */
 #define WAIT 2
 #define SKIP 3
 
-/* The fire has the slot: invariant_10_at_most_one_fire_waits */
-#define HAS_SLOT(me) waiting[me] = true; \
-    printf("MSC: %d takes the slot\n", me); \
+/* The fire has the seat: invariant_10_at_most_one_fire_waits */
+#define HAS_SEAT(me) waiting[me] = true; \
+    printf("MSC: %d takes the seat\n", me); \
     assert(NWAITING <= 1)
 
-/* The slot is held by w: the probe found w alive (a dead waiter's slot
+/* The seat is held by w: the probe found w alive (a dead waiter's seat
  * is stale and taken over).
  * invariant_11_a_dead_waiter_never_blocks_the_queue */
-#define PROBED(me, w) printf("MSC: %d finds the slot held by %d\n", me, w); \
+#define PROBED(me, w) printf("MSC: %d finds the seat held by %d\n", me, w); \
     assert(LIVE(w))
 
 /* A run's command starts: it picks up the work of every fire that has
@@ -119,14 +119,14 @@ byte counted[6];      /* the waiter whose slot fire i skipped on          */
     covered[4] = covered[4] || started[4]; \
     printf("MSC: %d's command starts\n", me) }
 
-#define RELEASE_SLOT(me) atomic { \
+#define RELEASE_SEAT(me) atomic { \
     if \
-    :: slot_tok == me -> slot_tok = 0; printf("MSC: %d releases the slot\n", me) \
+    :: seat_tok == me -> seat_tok = 0; printf("MSC: %d releases the seat\n", me) \
     :: else -> skip \
     fi }
 
 proctype Fire(byte me) {
-    byte w;           /* the slot's holder, as the last probe saw it */
+    byte w;           /* the seat's holder, as the last probe saw it */
     byte next = 0;
     atomic { started[me] = true; printf("MSC: %d arrives\n", me) }
     {
@@ -142,35 +142,35 @@ proctype Fire(byte me) {
            :: next == RUN -> break
            :: else -> skip
            fi;
-           /* 2. the slot */
+           /* 2. the seat */
 #ifdef LOOK_THEN_CREATE
            atomic {
                if
-               :: SLOT_FREE -> next = WAIT; printf("MSC: %d finds the slot free\n", me)
-               :: else -> w = slot_tok; PROBED(me, w)
+               :: SEAT_FREE -> next = WAIT; printf("MSC: %d finds the seat free\n", me)
+               :: else -> w = seat_tok; PROBED(me, w)
                fi };
            if
-           :: next == WAIT -> atomic { slot_tok = me; HAS_SLOT(me) }; break
+           :: next == WAIT -> atomic { seat_tok = me; HAS_SEAT(me) }; break
            :: else -> skip
            fi;
 #else
            atomic {
                if
-               :: SLOT_FREE -> slot_tok = me; next = WAIT; HAS_SLOT(me)
-               :: else -> w = slot_tok; PROBED(me, w)
+               :: SEAT_FREE -> seat_tok = me; next = WAIT; HAS_SEAT(me)
+               :: else -> w = seat_tok; PROBED(me, w)
                fi };
            if
            :: next == WAIT -> break
            :: else -> skip
            fi;
 #endif
-           /* 3. the slot is held: the lock again */
+           /* 3. the seat is held: the lock again */
 #ifndef NO_RELOOK
            if
            :: atomic { lock_tok == w ->               /* w has just become the runner */
-                       printf("MSC: %d sees %d hold the lock: waits for the slot\n", me, w) };
+                       printf("MSC: %d sees %d hold the lock: waits for the seat\n", me, w) };
               if
-              :: slot_tok != w || !LIVE(w) -> skip    /* freed, or stale */
+              :: seat_tok != w || !LIVE(w) -> skip    /* freed, or stale */
               :: skip                                  /* the short bound runs out */
               fi
               /* and again, from the lock */
@@ -192,10 +192,10 @@ proctype Fire(byte me) {
 #ifdef BOUNDED_WAIT
            :: atomic { waiting[me] = false;
                        if
-                       :: slot_tok == me -> slot_tok = 0
+                       :: seat_tok == me -> seat_tok = 0
                        :: else -> skip
                        fi;
-                       printf("MSC: %d runs out of time and leaves the slot\n", me);
+                       printf("MSC: %d runs out of time and leaves the seat\n", me);
                        fin[me] = true }
 #endif
            fi
@@ -203,12 +203,12 @@ proctype Fire(byte me) {
         fi;
         if
         :: !fin[me] ->
-#ifndef SLOT_AFTER_START
-           RELEASE_SLOT(me);
+#ifndef SEAT_AFTER_START
+           RELEASE_SEAT(me);
 #endif
            COMMAND_STARTS(me);
-#ifdef SLOT_AFTER_START
-           RELEASE_SLOT(me);
+#ifdef SEAT_AFTER_START
+           RELEASE_SEAT(me);
 #endif
            atomic {
                if

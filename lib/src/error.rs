@@ -108,13 +108,13 @@ pub enum Error {
     },
 
     /// The lock is held, and another caller already waits for it in the
-    /// queue's one place ([`AcquireOptions::queue`](crate::AcquireOptions::queue)):
+    /// queue seat ([`AcquireOptions::queue`](crate::AcquireOptions::queue)):
     /// the run that caller starts next picks up what this one would have.
     #[error("one already queued: {} waits for `{}`, held by {}", .waiter.describe(), .held.path.display(), .held.describe())]
     Queued {
         /// Who holds the lock.
         held: Box<HeldBy>,
-        /// Who waits in the queue's place.
+        /// Who waits in the queue seat.
         waiter: Box<HeldBy>,
     },
 

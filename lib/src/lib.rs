@@ -40,6 +40,7 @@ pub mod names;
 pub mod place;
 pub mod reap;
 pub mod record;
+pub mod schedule;
 pub mod signal;
 pub mod state;
 pub mod stop;

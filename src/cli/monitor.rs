@@ -106,7 +106,7 @@ fn label(name: &str, what: &str) -> String {
     format!("'{}_{what}'", name.replace('\'', "''"))
 }
 
-fn judge(s: &Seen, a: &args::Check) -> Verdicts {
+fn grade(s: &Seen, a: &args::Check) -> Verdicts {
     let mut v = Verdicts {
         state: OK,
         reasons: Vec::new(),
@@ -246,7 +246,7 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
                 ..
             }) => (UNKNOWN, no_such_lock(&name, &looked)),
             Ok(s) => {
-                let v = judge(&s, &a);
+                let v = grade(&s, &a);
                 perf.extend(v.perf);
                 let text = if v.reasons.is_empty() {
                     let mut ok = match s.history.last_over() {

@@ -1,6 +1,6 @@
 //! `run`: a command under the lock, wherever the lock lives, and what its
 //! outcome says. One function serves both places ([`run`]); what differs
-//! is how the lock is taken and let go ([`RunPlace`], [`Taken`]): here for
+//! is how the lock is taken and let go ([`RunPlace`], [`HeldLock`]): here for
 //! a lock directory, in [`super::store`] for the store.
 
 use std::time::{Duration, Instant};
@@ -28,11 +28,11 @@ pub(super) trait RunPlace {
     /// Takes the lock for the run (waiting, replacing, as the options
     /// say), its start recorded; the exit code when it is not taken (the
     /// skip recorded and said).
-    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code>;
+    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code>;
 }
 
 /// A lock taken for a run, in either place: what [`run`] needs of it.
-pub(super) trait Taken {
+pub(super) trait HeldLock {
     /// The lock's name, as messages give it.
     fn name(&self) -> &str;
     /// The run's token (its run id's bits).
@@ -164,7 +164,7 @@ fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, 
 /// `run` once the lock is taken: its exit code, and what onlyone ended
 /// it for and how the command exited, when it ran.
 fn run_taken(
-    mut taken: Box<dyn Taken + '_>,
+    mut taken: Box<dyn HeldLock + '_>,
     a: &args::Run,
 ) -> (Code, Option<EndedBy>, Option<Exit>) {
     let name = taken.name().to_owned();
@@ -258,7 +258,7 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
 }
 
 /// A lock of the lock directory, taken for a run.
-struct DirTaken<'p> {
+struct DirHeld<'p> {
     ctx: &'p Ctx,
     name: String,
     guard: LockGuard,
@@ -271,7 +271,7 @@ impl RunPlace for Ctx {
         Kind::Directory
     }
 
-    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code> {
+    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code> {
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
         let lock = match deadline_of(a.deadline) {
             Some(d) => lock.with_deadline(d),
@@ -283,7 +283,7 @@ impl RunPlace for Ctx {
         }
         let log = self.journal(&lock);
         journal::started(&log, &guard, a.quiet);
-        Ok(Box::new(DirTaken {
+        Ok(Box::new(DirHeld {
             ctx: self,
             name,
             guard,
@@ -292,7 +292,7 @@ impl RunPlace for Ctx {
     }
 }
 
-impl Taken for DirTaken<'_> {
+impl HeldLock for DirHeld<'_> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -345,7 +345,7 @@ impl Taken for DirTaken<'_> {
     /// the work a moment after the command returned): with no process of
     /// the run left, it is stale and the next fire takes it over.
     fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code {
-        let DirTaken { ctx, mut guard, .. } = *self;
+        let DirHeld { ctx, mut guard, .. } = *self;
         if !o.kept.is_empty() {
             if let Err(e) = guard.set_lingering(&o.kept) {
                 say(format_args!(

@@ -9,13 +9,13 @@ use onlyone::journal::{Event, History, LockNow};
 use onlyone::place::Kind;
 use onlyone::store::hold::{LeaseHold, Taking};
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
-use onlyone::store::{Holder, LeaseRow, LeaseStore, StoreError, StoreLog, Take};
+use onlyone::store::{Claimant, Claimed, LeaseRow, LeaseStore, StoreError, StoreLog};
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code};
 use super::place::{Found, Named, Place, Stopped};
-use super::run::{RunPlace, Taken};
+use super::run::{HeldLock, RunPlace};
 use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
 use super::{args, deadline_of, journal, say};
 
@@ -94,7 +94,7 @@ impl<'u> StorePlace<'u> {
 }
 
 /// A lease taken for a run, its watchdog beside it.
-struct StoreTaken {
+struct LeaseHeld {
     name: String,
     hold: LeaseHold,
     watchdog: std::process::Child,
@@ -107,7 +107,7 @@ impl RunPlace for StorePlace<'_> {
         Kind::Store
     }
 
-    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn Taken + 'p>, Code> {
+    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code> {
         let name = lock_name(&a.lock).map_err(super::fail)?;
         let signals = onlyone::store::HeldSignals::new()
             .map_err(|e| super::fail(format_args!("cannot block the signals: {e}")))?;
@@ -118,7 +118,7 @@ impl RunPlace for StorePlace<'_> {
         let cmd = onlyone::text::display_command(&a.command);
         let me = std::process::id();
         let host = host();
-        let who = Holder {
+        let who = Claimant {
             token: &token,
             host: &host,
             pid: me,
@@ -139,7 +139,7 @@ impl RunPlace for StorePlace<'_> {
         let mut ev = Event::start(Some(&token), me, Some(&cmd), "run");
         ev.reason = Some(format!("fence {}", hold.fence()));
         record(hold.store(), &name, &ev, a.quiet);
-        Ok(Box::new(StoreTaken {
+        Ok(Box::new(LeaseHeld {
             name,
             hold,
             watchdog,
@@ -149,7 +149,7 @@ impl RunPlace for StorePlace<'_> {
     }
 }
 
-impl Taken for StoreTaken {
+impl HeldLock for LeaseHeld {
     fn name(&self) -> &str {
         &self.name
     }
@@ -196,7 +196,7 @@ impl Taken for StoreTaken {
             "leftover process(es) of the run of `{name}` would not die; the lease is left to \
              run out"
         ));
-        let StoreTaken {
+        let LeaseHeld {
             hold, mut watchdog, ..
         } = *self;
         hold.abandon();
@@ -211,7 +211,7 @@ impl Taken for StoreTaken {
     }
 
     fn release(self: Box<Self>) {
-        let StoreTaken {
+        let LeaseHeld {
             hold, mut watchdog, ..
         } = *self;
         if let Err(e) = hold.release() {
@@ -291,15 +291,15 @@ fn waiter_ttl(timing: LeaseTiming) -> Duration {
     (timing.call_timeout * 4).max(Duration::from_secs(3))
 }
 
-/// How long a fire that finds the queue's place held by a waiter that has
-/// just taken the lease waits for that waiter to let the place go.
+/// How long a fire that finds the queue seat held by a waiter that has
+/// just taken the lease waits for that waiter to let the seat go.
 const PLACE_HANDOVER: Duration = Duration::from_secs(2);
 
 /// A waiter's place in the store's line: its row is removed when it is
 /// dropped (the take removes it itself; a timeout, a signal, a failure
 /// leave here), so that only a waiter killed outright leaves one, dead
 /// once its `until` has passed.
-struct Line<'s> {
+struct LeaseTicket<'s> {
     store: &'s dyn LeaseStore,
     /// The connection the waiter looks through, between its tries.
     conn: Option<Box<dyn LeaseStore>>,
@@ -307,7 +307,7 @@ struct Line<'s> {
     ticket: Option<i64>,
 }
 
-impl Line<'_> {
+impl LeaseTicket<'_> {
     /// The store to speak through now: the waiter's connection, else the
     /// store's own.
     fn via(&self) -> &dyn LeaseStore {
@@ -315,7 +315,7 @@ impl Line<'_> {
     }
 }
 
-impl Drop for Line<'_> {
+impl Drop for LeaseTicket<'_> {
     fn drop(&mut self) {
         if let Some(t) = self.ticket.take() {
             let _ = self.via().leave_line(self.name, t);
@@ -323,38 +323,38 @@ impl Drop for Line<'_> {
     }
 }
 
-/// What took the queue's place from this fire.
-enum NoPlace {
+/// What took the queue seat from this fire.
+enum NoSeat {
     /// This live waiter (not yet the lease's holder when last seen).
     Waiter(Box<onlyone::store::WaiterRow>),
     /// One that came and went while this fire looked.
     Unknown,
 }
 
-/// Takes the queue's place of `name` for `who`: its ticket, or who has
-/// it. A place whose waiter is dead is taken over: a row past its end, or
+/// Takes the queue seat of `name` for `who`: its ticket, or who has
+/// it. A seat whose waiter is dead is taken over: a row past its end, or
 /// one of this host whose waiter's process is gone (at once, not after its
 /// end). A live waiter that has already taken the lease is letting the
-/// place go: that is waited for ([`PLACE_HANDOVER`]). Otherwise the fire
+/// seat go: that is waited for ([`PLACE_HANDOVER`]). Otherwise the fire
 /// gives up: the waiter it saw had not yet begun its run, which will pick
 /// up what this fire would have done.
-fn take_queue_place(
+fn take_queue_seat(
     c: &dyn LeaseStore,
     name: &str,
-    who: &Holder<'_>,
+    who: &Claimant<'_>,
     ttl: Duration,
     signals: &onlyone::store::HeldSignals,
-) -> Result<Result<i64, NoPlace>, Code> {
+) -> Result<Result<i64, NoSeat>, Code> {
     let here = host();
     let mut replacing: Option<String> = None;
     for _ in 0..8 {
         if let Some(t) = c
-            .take_queue_place(name, who, ttl, replacing.as_deref())
+            .take_queue_seat(name, who, ttl, replacing.as_deref())
             .map_err(super::fail)?
         {
             return Ok(Ok(t));
         }
-        // The lease is looked at after the place (see the directory's
+        // The lease is looked at after the seat (see the directory's
         // queue: a fire gives up only while the waiter's run has not
         // begun).
         let Some(w) = c.queued(name).map_err(super::fail)? else {
@@ -366,7 +366,7 @@ fn take_queue_place(
         }
         let lease = c.inspect(name).map_err(super::fail)?;
         if !lease.is_some_and(|l| l.is_live() && l.token == w.token) {
-            return Ok(Err(NoPlace::Waiter(Box::new(w))));
+            return Ok(Err(NoSeat::Waiter(Box::new(w))));
         }
         let until = Instant::now() + PLACE_HANDOVER;
         while Instant::now() < until {
@@ -375,18 +375,18 @@ fn take_queue_place(
                 return Err(Code::Signal(sig.as_raw()));
             }
             if let Some(t) = c
-                .take_queue_place(name, who, ttl, Some(&w.token))
+                .take_queue_seat(name, who, ttl, Some(&w.token))
                 .map_err(super::fail)?
             {
                 return Ok(Ok(t));
             }
         }
         return Ok(Err(match c.queued(name).map_err(super::fail)? {
-            Some(w) => NoPlace::Waiter(Box::new(w)),
-            None => NoPlace::Unknown,
+            Some(w) => NoSeat::Waiter(Box::new(w)),
+            None => NoSeat::Unknown,
         }));
     }
-    Ok(Err(NoPlace::Unknown))
+    Ok(Err(NoSeat::Unknown))
 }
 
 /// Takes the lease of `name`, waiting as `--wait`, `--queue` and
@@ -395,7 +395,7 @@ fn take_queue_place(
 fn take(
     store: &dyn LeaseStore,
     name: &str,
-    who: &Holder<'_>,
+    who: &Claimant<'_>,
     timing: LeaseTiming,
     a: &args::Run,
     signals: &onlyone::store::HeldSignals,
@@ -404,7 +404,7 @@ fn take(
     let wait_until = a.wait.map(|w| Instant::now() + w);
     let waits = a.wait.is_some() || a.queue;
     let ttl = waiter_ttl(timing);
-    let mut line = Line {
+    let mut line = LeaseTicket {
         store,
         conn: None,
         name,
@@ -431,14 +431,14 @@ fn take(
             None => {
                 let u = conn.has_line().map_err(super::fail)?;
                 if a.queue && !u {
-                    return Err(super::fail(no_line_for_queue(store.url())));
+                    return Err(super::fail(no_line_for_queue(store)));
                 }
                 has_line = Some(u);
                 u
             }
         };
         // A waiter keeps its row fresh at every look; one found gone (its
-        // waiter paused past its end, and the row cleared or its place
+        // waiter paused past its end, and the row cleared or its seat
         // taken over) joins the line again, at its end.
         if let Some(t) = line.ticket
             && !conn.stay_in_line(name, t, ttl).map_err(super::fail)?
@@ -449,7 +449,7 @@ fn take(
             Ok(Taking::Taken(h)) => {
                 // The take removed the waiter's row in the same statement
                 // (only once it held the lease: a `--queue` fire that finds
-                // the place held looks at the lease next).
+                // the seat held looks at the lease next).
                 line.ticket = None;
                 return Ok(h);
             }
@@ -471,15 +471,16 @@ fn take(
                 if !warned {
                     warned = true;
                     say(format_args!(
-                        "the store `{}` has no table onlyone_waiter that this role may use, so \
-                         the waiters of `{name}` are served in no order (the first to look once \
-                         it is free takes it); have it created with the SQL in doc/store.md \
-                         (\"Setup and the least privileges\")",
-                        store.url()
+                        "the store `{}` has no {} that this role may use, so the waiters of \
+                         `{name}` are served in no order (the first to look once it is free takes \
+                         it); have it created with the SQL in doc/store.md (\"Setup and the least \
+                         privileges\")",
+                        store.url(),
+                        store.line_setup().what
                     ));
                 }
             } else if a.queue {
-                match take_queue_place(line.via(), name, who, ttl, signals)? {
+                match take_queue_seat(line.via(), name, who, ttl, signals)? {
                     Ok(t) => line.ticket = Some(t),
                     Err(w) => return Err(skip_queued(line.via(), name, w, a)),
                 }
@@ -487,7 +488,7 @@ fn take(
                 line.ticket = Some(line.via().join_line(name, who, ttl).map_err(super::fail)?);
             }
         }
-        if let Take::Behind { .. } = why {
+        if let Claimed::Behind { .. } = why {
             clear_dead_ahead(line.via(), name, line.ticket);
         }
         std::thread::sleep(WAIT_POLL);
@@ -501,23 +502,24 @@ fn take(
 }
 
 /// Why `--queue` cannot be given with a store that has no line.
-fn no_line_for_queue(url: &str) -> String {
+fn no_line_for_queue(store: &dyn LeaseStore) -> String {
+    let setup = store.line_setup();
     format!(
-        "--queue needs the store's table onlyone_waiter, which the store `{url}` does not have \
-         or this role may not use (a store set up before it existed); have it created with:\n{}\
-         GRANT SELECT, INSERT, UPDATE, DELETE ON onlyone_waiter TO <the jobs' role>;\n\
-         GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq TO <the jobs' role>;\n\
-         (doc/store.md, \"Setup and the least privileges\"), or wait without the queue (--wait DUR)",
-        onlyone::store::WAITER_SQL.replace(" IF NOT EXISTS", "")
+        "--queue needs the store's {}, which the store `{}` does not have or this role may not \
+         use (a store set up before it existed); have it created with:\n{}(doc/store.md, \
+         \"Setup and the least privileges\"), or wait without the queue (--wait DUR)",
+        setup.what,
+        store.url(),
+        setup.how
     )
 }
 
 /// A fire that did not get the lease (held, or free but owed to waiters
 /// ahead): the skip recorded, pinged and said; the held exit code.
-fn skip(store: &dyn LeaseStore, name: &str, why: Take, a: &args::Run) -> Code {
+fn skip(store: &dyn LeaseStore, name: &str, why: Claimed, a: &args::Run) -> Code {
     let row = store.inspect(name).ok().flatten();
     let (msg, ev) = match why {
-        Take::Behind { ahead } => {
+        Claimed::Behind { ahead } => {
             let first = store.waiters(name).ok().and_then(|w| w.into_iter().next());
             let ev = first
                 .as_ref()
@@ -559,7 +561,7 @@ fn skip(store: &dyn LeaseStore, name: &str, why: Take, a: &args::Run) -> Code {
 
 /// A `--queue` fire that found a waiter already queued: the skip recorded
 /// with why ([`super::QUEUED`]), pinged and said; the held exit code.
-fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoPlace, a: &args::Run) -> Code {
+fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoSeat, a: &args::Run) -> Code {
     let row = store.inspect(name).ok().flatten();
     let mut ev = match &row {
         Some(r) => Event::skip(Some(&r.token), r.pid, r.cmd.as_deref()),
@@ -568,8 +570,8 @@ fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoPlace, a: &args::Run) ->
     ev.reason = Some(super::QUEUED.to_owned());
     record(store, name, &ev, a.quiet);
     let waiter = match &w {
-        NoPlace::Waiter(w) => w.describe(),
-        NoPlace::Unknown => "another fire".to_owned(),
+        NoSeat::Waiter(w) => w.describe(),
+        NoSeat::Unknown => "another fire".to_owned(),
     };
     let holder = row
         .as_ref()

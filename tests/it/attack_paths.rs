@@ -237,7 +237,7 @@ fn a_link_another_account_made_never_leads_a_root_job() {
 /// A name in a shared lock directory with a file system mounted on it:
 /// nobody makes a directory of each name onlyone looks up beside root's
 /// locks in `/run/lock` and `/tmp` (a lock file, an earlier version's
-/// journal, a waiter's ticket, the queue's place, a dead writer's temp
+/// journal, a waiter's ticket, the queue seat, a dead writer's temp
 /// file, the removal guard, the reaper's guard) and mounts on each a FUSE
 /// file system that never answers (as `fusermount3` would with
 /// `allow_other`; root stands in). No command of root's waits on one:
@@ -329,7 +329,7 @@ fn a_mount_point_at_a_name_in_a_lock_directory_hangs_nothing() {
     mount_point(&root("--dir /run/lock history old"), journal);
     mount_point(&root("--dir /run/lock metrics old"), journal);
 
-    // A ticket ahead in q's line is passed over; q's queue place is named.
+    // A ticket ahead in q's line is passed over; q's queue seat is named.
     let out = root("--dir /run/lock run --wait 1s q -- true");
     out.expect(75);
     let out = root("--dir /run/lock run --queue --wait 1s q -- true");

@@ -1,5 +1,5 @@
 //! Another account attacks the line of waiters: the tickets
-//! (`DIR/.NAME.wait.NANOS.RAND8`) and the queue's place (`DIR/.NAME.queue`).
+//! (`DIR/.NAME.wait.NANOS.RAND8`) and the queue seat (`DIR/.NAME.queue`).
 //! The attacker is `nobody`, in a lock directory it shares with root
 //! (1777, as `/run/lock` or `/tmp`); the victim is a root job that waits
 //! (`run --wait`) or asks for the queue (`run --queue`). Root's default
@@ -19,8 +19,8 @@ use support::*;
 
 const HANG: Duration = Duration::from_secs(40);
 
-/// How long a `--queue` fire waits for a place that its waiter lets go as
-/// its run begins (doc/how-it-works.md, "The queue's place").
+/// How long a `--queue` fire waits for a seat that its waiter lets go as
+/// its run begins (doc/how-it-works.md, "The queue seat").
 const PLACE_HANDOVER: Duration = Duration::from_secs(2);
 
 struct World {
@@ -94,7 +94,7 @@ impl World {
         kid
     }
 
-    /// A live ticket (or place) of nobody's: a record naming `pid` with
+    /// A live ticket (or seat) of nobody's: a record naming `pid` with
     /// `token`, in a file of nobody's on which nobody's flock(1) holds a
     /// kernel lock. The record is written in place (the flock stays on
     /// the file).
@@ -230,26 +230,26 @@ fn a_head_renamed_again_and_again_delays_a_hand_off_by_the_grace_at_most() {
 }
 
 /// Nobody reads the token of root's running job (the record is 0644) and
-/// forges the queue's place with it, kept alive by a flock of its own: to
-/// a `--queue` fire the place's waiter seems to have just become the
-/// runner, and the fire waits for it to let the place go. That wait is
+/// forges the queue seat with it, kept alive by a flock of its own: to
+/// a `--queue` fire the seat's waiter seems to have just become the
+/// runner, and the fire waits for it to let the seat go. That wait is
 /// bounded by [`PLACE_HANDOVER`]: the fire then skips (75, "one
-/// already queued"), and the forged place is left as it is. Accepted: a
-/// forged place that another account keeps alive makes `--queue` fires
+/// already queued"), and the forged seat is left as it is. Accepted: a
+/// forged seat that another account keeps alive makes `--queue` fires
 /// skip, as a forged lock file makes every fire skip.
 #[test]
-fn a_forged_place_with_the_runner_s_token_costs_a_queued_fire_the_hand_over_bound() {
-    let Some(w) = World::new(
-        "a_forged_place_with_the_runner_s_token_costs_a_queued_fire_the_hand_over_bound",
-    ) else {
+fn a_forged_seat_with_the_runner_s_token_costs_a_queued_fire_the_hand_over_bound() {
+    let Some(w) =
+        World::new("a_forged_seat_with_the_runner_s_token_costs_a_queued_fire_the_hand_over_bound")
+    else {
         return;
     };
     let lock = w.lock();
     let held = lock.try_acquire().unwrap();
     let token = token_of(lock.path());
-    let place = ".j.lock.queue";
-    let _forged = w.live_forgery(place, None, &token);
-    let before = fingerprint(&w.at(place));
+    let seat = ".j.lock.queue";
+    let _forged = w.live_forgery(seat, None, &token);
+    let before = fingerprint(&w.at(seat));
     let t = Instant::now();
     let mut fire = w.fire(&["--queue"], "queued");
     let (code, err) = ended(&mut fire, "root's queued fire");
@@ -260,42 +260,42 @@ fn a_forged_place_with_the_runner_s_token_costs_a_queued_fire_the_hand_over_boun
         took < PLACE_HANDOVER + Duration::from_secs(3),
         "the queued fire skipped after {took:?}"
     );
-    assert_eq!(fingerprint(&w.at(place)), before);
+    assert_eq!(fingerprint(&w.at(seat)), before);
     assert!(w.ran().is_empty());
     held.release().unwrap();
 }
 
-/// Nobody puts at the queue's place a symlink to a file of root's, a
+/// Nobody puts at the queue seat a symlink to a file of root's, a
 /// FIFO, a directory, and a sparse file of 1 GiB. A `--queue` fire of
 /// root's, while the lock is held, follows no link, opens no FIFO for
 /// ever, reads no more than a record's size: it fails at once with an
-/// error that names the place and says what is wrong, and the file is
-/// left as it is. A `--wait` fire does not look at the place (it waits
+/// error that names the seat and says what is wrong, and the file is
+/// left as it is. A `--wait` fire does not look at the seat (it waits
 /// and runs), and `status` (text and JSON) answers at once, with no
-/// waiter. Accepted: a file another account keeps at the place refuses
+/// waiter. Accepted: a file another account keeps at the seat refuses
 /// `--queue`, as one at the lock's path refuses every fire.
 #[test]
-fn a_planted_place_is_refused_by_name_and_left_alone() {
-    let Some(w) = World::new("a_planted_place_is_refused_by_name_and_left_alone") else {
+fn a_planted_seat_is_refused_by_name_and_left_alone() {
+    let Some(w) = World::new("a_planted_seat_is_refused_by_name_and_left_alone") else {
         return;
     };
     let secret = w.path("secret");
     put(&secret, "root's\n");
-    let place = ".j.lock.queue";
+    let seat = ".j.lock.queue";
     let lock = w.lock();
     for (plant, says) in [
-        (format!("ln -s '{}' {place}", secret.display()), "link"),
-        (format!("mkfifo {place}"), "FIFO"),
-        (format!("mkdir {place}"), "directory"),
-        (format!("truncate -s 1G {place}"), place),
+        (format!("ln -s '{}' {seat}", secret.display()), "link"),
+        (format!("mkfifo {seat}"), "FIFO"),
+        (format!("mkdir {seat}"), "directory"),
+        (format!("truncate -s 1G {seat}"), seat),
     ] {
         w.nobody_must(&plant);
-        let before = fingerprint(&w.at(place));
+        let before = fingerprint(&w.at(seat));
         let held = lock.try_acquire().unwrap();
         let mut fire = w.fire(&["--queue"], "queued");
         let (code, err) = ended(&mut fire, "root's queued fire");
         assert!(code != 0 && code != 101, "{plant}: {code}: {err}");
-        assert!(err.contains(place) && err.contains(says), "{plant}: {err}");
+        assert!(err.contains(seat) && err.contains(says), "{plant}: {err}");
         let mut waiter = w.fire(&["--wait", "20s"], "waited");
         let pid = waiter.id();
         wait_until("root's waiter in line", HANG, || line(&lock) == [pid]);
@@ -311,8 +311,8 @@ fn a_planted_place_is_refused_by_name_and_left_alone() {
         held.release().unwrap();
         let (code, err) = ended(&mut waiter, "root's waiter");
         assert_eq!(code, 0, "{plant}: {err}");
-        assert_eq!(fingerprint(&w.at(place)), before, "{plant}");
-        w.nobody_must(&format!("rm -rf {place}"));
+        assert_eq!(fingerprint(&w.at(seat)), before, "{plant}");
+        w.nobody_must(&format!("rm -rf {seat}"));
     }
     assert_eq!(w.ran(), ["waited"; 4]);
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");

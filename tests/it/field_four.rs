@@ -401,6 +401,11 @@ fn store_status_names_each_waiters_host() {
         c
     };
     let holder = sb.keep(store(&sb, &["run", "job", "--", "sleep", "100000"]));
+    // The holder first: a waiter started before it holds would take the
+    // lease itself.
+    wait_until("the holder holds the lease", LIMIT, || {
+        finish(store(&sb, &["status", "--json", "job"]), LIMIT).json()["locks"][0]["pid"] == holder
+    });
     let mut waiter = sb.program("unshare");
     waiter
         .args(["-u", "sh", "-c", "hostname waiter-b && exec \"$@\"", "sh"])

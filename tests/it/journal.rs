@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use onlyone::LockFile;
-use onlyone::journal::{EndReason, Event, Journal, Kind};
+use onlyone::journal::{EndReason, Event, EventKind, Journal};
 use onlyone::names::StateSource;
 use onlyone::state::StateDir;
 use serde_json::Value;
@@ -55,7 +55,14 @@ impl World {
     }
 
     /// Appends a hand-written event `ago` seconds in the past.
-    fn event(&self, lock: &str, kind: Kind, token: &str, ago: f64, f: impl FnOnce(&mut Event)) {
+    fn event(
+        &self,
+        lock: &str,
+        kind: EventKind,
+        token: &str,
+        ago: f64,
+        f: impl FnOnce(&mut Event),
+    ) {
         let mut ev = Event::now(kind);
         ev.token = Some(token.into());
         ev.time -= ago;
@@ -66,8 +73,8 @@ impl World {
 
     /// A finished run: start `ago` seconds ago, lasting `took`, exiting `code`.
     fn past_run(&self, lock: &str, token: &str, ago: f64, took: f64, code: i32) {
-        self.event(lock, Kind::Start, token, ago, |_| {});
-        self.event(lock, Kind::End, token, ago - took, |e| {
+        self.event(lock, EventKind::Start, token, ago, |_| {});
+        self.event(lock, EventKind::End, token, ago - took, |e| {
             e.exit = Some(code);
             e.duration = Some(took);
         });
@@ -352,7 +359,7 @@ fn rotation_under_concurrent_writers_loses_nothing_recent() {
                     if seq % 100 == 0 {
                         step.wait();
                     }
-                    let mut ev = Event::now(Kind::Skip);
+                    let mut ev = Event::now(EventKind::Skip);
                     ev.pid = Some(writer);
                     ev.by = Some(seq);
                     ev.cmd = Some("x".repeat(400));
@@ -478,9 +485,9 @@ fn check_is_critical_for_a_run_past_max_runtime_and_warns_before() {
 fn check_counts_skips_in_a_row_against_max_skips() {
     let mut w = World::new();
     let (_, token) = w.held("j", 60);
-    w.event("j", Kind::Start, &token, 60.0, |_| {});
+    w.event("j", EventKind::Start, &token, 60.0, |_| {});
     for i in 0..13 {
-        w.event("j", Kind::Skip, &token, 50.0 - f64::from(i), |_| {});
+        w.event("j", EventKind::Skip, &token, 50.0 - f64::from(i), |_| {});
     }
     let out = check(&w, &["j", "--max-skips", "12"]);
     out.expect(2);
@@ -547,8 +554,8 @@ fn metrics_parse_with_the_prometheus_parser() {
     let odd = "we\"ird\\name";
     w.past_run("plain", "a", 120.0, 30.0, 0);
     w.past_run(odd, "b", 60.0, 5.0, 2);
-    w.event(odd, Kind::Skip, "b", 55.0, |_| {});
-    w.event(odd, Kind::Takeover, "z", 50.0, |_| {});
+    w.event(odd, EventKind::Skip, "b", 55.0, |_| {});
+    w.event(odd, EventKind::Takeover, "z", 50.0, |_| {});
     let out = w.oo(&["metrics"]);
     out.expect(0);
     let text = out.stdout;
@@ -663,10 +670,14 @@ fn stop_release_and_a_cleared_stale_lock_close_their_runs() {
     wait_until("the run", HANG, || ready.exists());
     w.oo(&["stop", "s"]).expect(0);
     let events = w.journal("s").events().unwrap();
-    let kinds: Vec<Kind> = events.iter().map(|e| e.event).collect();
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.event).collect();
     // The wrapper's end comes first: `stop` says what it did once the run
     // has let go.
-    assert_eq!(kinds, [Kind::Start, Kind::End, Kind::Stop], "{events:#?}");
+    assert_eq!(
+        kinds,
+        [EventKind::Start, EventKind::End, EventKind::Stop],
+        "{events:#?}"
+    );
     assert_eq!(events[1].signal.as_deref(), Some("TERM"));
     // The wrapper knew the TERM was a stop's (its mark), and says so.
     assert_eq!(events[1].ended_by, Some(EndReason::Stop), "{events:#?}");

@@ -29,6 +29,7 @@ mod pings;
 mod queue;
 mod reap;
 mod scripts;
+mod seam;
 mod state;
 mod store;
 mod store_field;

@@ -78,8 +78,8 @@ fn line(lock: &LockFile) -> Vec<(u32, bool)> {
         .collect()
 }
 
-/// Names in `dir` that belong to the line of `j` (tickets, the queue's
-/// place): none once nobody waits.
+/// Names in `dir` that belong to the line of `j` (tickets, the queue
+/// seat): none once nobody waits.
 fn line_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()

@@ -107,7 +107,7 @@ impl AcquireOptions {
     /// At most one caller waits: one that finds the lock held while
     /// another waits with this option gives up with [`Error::Queued`];
     /// otherwise it waits (up to [`AcquireOptions::wait`], else for ever).
-    /// A waiter that dies leaves its place to the next caller.
+    /// A waiter that dies leaves its seat to the next caller.
     ///
     /// ```
     /// use std::time::Duration;
@@ -136,7 +136,7 @@ impl AcquireOptions {
 
     /// Waits out of line: takes no ticket, and tries whenever the lock
     /// may be free (for a lock that only this process's threads wait for,
-    /// or the queue's own place).
+    /// or the queue seat itself).
     pub fn fifo(mut self, in_line: bool) -> Self {
         self.out_of_line = !in_line;
         self
@@ -239,9 +239,9 @@ struct Attempt<'l> {
     waiter: Option<Waiter>,
     /// This waiter's place in line, from its first look at a held lock.
     ticket: Option<Ticket>,
-    /// The queue's place, held from the first look at a held lock until
-    /// the lock is taken.
-    place: Option<LockGuard>,
+    /// The queue seat, held from the first look at a held lock until the
+    /// lock is taken.
+    seat: Option<LockGuard>,
     /// The temp file, kept between attempts that find the lock taken; it
     /// exists only while an attempt is under way, so a waiter killed while
     /// it sleeps leaves nothing behind.
@@ -249,13 +249,13 @@ struct Attempt<'l> {
 }
 
 /// Where a waiter stands in line before a try at the link.
-enum Line {
+enum Turn {
     /// It may try: it is not in line, or at its head.
     Try,
     /// Behind the head at a free lock: it slept; look again.
     Waited,
     /// Behind the head, and the lock is there: judge it without a try.
-    Held,
+    Judge,
 }
 
 /// What the look after a failed link found, and what to do next.
@@ -312,12 +312,12 @@ impl LockFile {
         let mut attempt = Attempt::new(self, opts)?;
         loop {
             attempt.check_owner()?;
-            match attempt.line()? {
-                Line::Try => {}
-                Line::Waited => continue,
+            match attempt.turn()? {
+                Turn::Try => {}
+                Turn::Waited => continue,
                 // Judged as any contention, without a try at the link: the
                 // lock may be let go meanwhile, and not for this waiter.
-                Line::Held => {
+                Turn::Judge => {
                     match attempt.contended(None)? {
                         Next::Retry => {}
                         Next::Fail(e) => return Err(e),
@@ -328,7 +328,7 @@ impl LockFile {
             // A directory that is full, read-only or not writable by this
             // user still answers "held" for a live run: the look below
             // decides before the write error is reported.
-            let unwritable = match attempt.place() {
+            let unwritable = match attempt.link() {
                 Ok(Some(guard)) => return Ok(guard),
                 Ok(None) => None,
                 Err(e) if is_unwritable(&e) => Some(e),
@@ -386,7 +386,7 @@ impl<'l> Attempt<'l> {
             took_over: None,
             waiter: None,
             ticket: None,
-            place: None,
+            seat: None,
             temp: None,
         })
     }
@@ -409,7 +409,7 @@ impl<'l> Attempt<'l> {
 
     /// Writes the record (once) and links it into place. `Some(guard)` when
     /// it landed and reads back as ours; `None` when the path is taken.
-    fn place(&mut self) -> Result<Option<LockGuard>> {
+    fn link(&mut self) -> Result<Option<LockGuard>> {
         let temp = match self.temp.take() {
             Some(t) => t,
             None => self.lock.write_temp(self.writer.id, &self.bytes)?,
@@ -509,19 +509,19 @@ impl<'l> Attempt<'l> {
         match &self.waiter {
             // Arm the watch first, then look again, so that a release
             // between the look and the watch is seen. A caller that asks
-            // for the queue takes its one place first, or gives up; then
+            // for the queue takes the queue seat first, or gives up; then
             // the caller takes its place in line.
             None => {
                 if self.opts.queue {
-                    let place = queue::take_place(
+                    let seat = queue::take_seat(
                         self.lock,
                         &self.token,
                         self.line_command(),
                         &held,
                         self.deadline,
                     );
-                    match place {
-                        Ok(p) => self.place = Some(p),
+                    match seat {
+                        Ok(p) => self.seat = Some(p),
                         Err(e @ Error::Queued { .. }) => return Ok(Next::Fail(e)),
                         Err(e) => return Err(e),
                     }
@@ -573,22 +573,22 @@ impl<'l> Attempt<'l> {
     /// at a free lock, it sleeps until a ticket or the lock file goes, the
     /// head exits, or the next look at the line is due; at a lock that is
     /// there, the lock is judged (held: the caller sleeps as any waiter).
-    fn line(&mut self) -> Result<Line> {
+    fn turn(&mut self) -> Result<Turn> {
         let Some(t) = &mut self.ticket else {
-            return Ok(Line::Try);
+            return Ok(Turn::Try);
         };
         let Some(head) = t.ahead(self.lock, self.deadline) else {
-            return Ok(Line::Try);
+            return Ok(Turn::Try);
         };
         if self.lock.look()?.is_some() {
-            return Ok(Line::Held);
+            return Ok(Turn::Judge);
         }
         // At the end of its wait, a free lock is better taken than given
         // up.
         let now = Instant::now();
         let until = self.wait_until.unwrap_or(now);
         if now >= until {
-            return Ok(Line::Try);
+            return Ok(Turn::Try);
         }
         self.temp = None;
         // A release seen meanwhile is a hand-off gone by (the lock was
@@ -598,10 +598,10 @@ impl<'l> Attempt<'l> {
         {
             t.lock_seen_held();
         }
-        Ok(Line::Waited)
+        Ok(Turn::Waited)
     }
 
-    /// The command a ticket and the queue's place record: the lock's.
+    /// The command a ticket and the queue seat record: the lock's.
     fn line_command(&self) -> Option<&str> {
         self.opts.command.as_deref().or(self.owner.cmd.as_deref())
     }

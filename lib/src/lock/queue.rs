@@ -17,17 +17,17 @@
 //!   [`HEAD_GRACE`] is passed over: a ticket is a file, and an account that
 //!   may write in a shared directory can keep a forged one alive; it then
 //!   delays each hand-off by that much, never for ever.
-//! - **The queue's place.** `DIR/.NAME.queue` is a lock file too, with the
+//! - **The queue seat.** `DIR/.NAME.queue` is a lock file too, with the
 //!   waiter's token. A caller that asks for the queue and finds the lock
 //!   held takes it, or finds it held by a live waiter: it then looks at the
 //!   lock again, and when the lock now carries that waiter's token the
-//!   waiter has just begun its run and is letting the place go: it waits
-//!   [`PLACE_HANDOVER`] for the place. Otherwise it gives up
-//!   ([`Error::Queued`]). The place is let go only once its holder holds
+//!   waiter has just begun its run and is letting the seat go: it waits
+//!   [`PLACE_HANDOVER`] for the seat. Otherwise it gives up
+//!   ([`Error::Queued`]). The seat is let go only once its holder holds
 //!   the lock, so two callers never both wait, and one that gives up does
 //!   so only while the waiter it saw had not begun its run: that run
 //!   begins after the caller came, and picks up what it would have done. A
-//!   waiter that dies leaves a stale place, which the next caller reclaims.
+//!   waiter that dies leaves a stale seat, which the next caller reclaims.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -45,7 +45,7 @@ pub const HEAD_GRACE: Duration = Duration::from_secs(1);
 /// How often a waiter behind a free lock's head looks at the line again.
 pub const LINE_POLL: Duration = Duration::from_millis(50);
 
-/// How long a caller waits for the queue's place that a waiter lets go as
+/// How long a caller waits for the queue seat that a waiter lets go as
 /// its run begins.
 pub const PLACE_HANDOVER: Duration = Duration::from_secs(2);
 
@@ -58,10 +58,10 @@ const RECLAIM_WAIT: Duration = Duration::from_millis(100);
 const MAX_TICKETS_LOOKED: usize = 64;
 
 /// A lock name longer than this is named by its hash in the names of its
-/// tickets and queue place (a file name has at most 255 bytes).
+/// tickets and queue seat (a file name has at most 255 bytes).
 const MAX_NAME_IN_LINE: usize = 200;
 
-/// What a lock's tickets and queue place are named after.
+/// What a lock's tickets and queue seat are named after.
 fn stem(lock: &LockFile) -> Vec<u8> {
     let name = lock.name().as_bytes();
     if name.len() <= MAX_NAME_IN_LINE {
@@ -82,8 +82,8 @@ pub(super) fn ticket_prefix(lock: &LockFile) -> Vec<u8> {
     p
 }
 
-/// The queue's place of `lock`: `DIR/.NAME.queue`.
-pub(crate) fn place_of(lock: &LockFile) -> Result<LockFile> {
+/// The queue seat of `lock`: `DIR/.NAME.queue`.
+pub(crate) fn seat_of(lock: &LockFile) -> Result<LockFile> {
     let mut name = b".".to_vec();
     name.extend(stem(lock));
     name.extend(b".queue");
@@ -124,7 +124,7 @@ fn tickets(lock: &LockFile) -> Vec<(u64, OsString)> {
 pub struct Waiting {
     /// The waiter's ticket record: its pid, command, since.
     pub record: Record,
-    /// It holds the queue's place (it came with `--queue`).
+    /// It holds the queue seat (it came with `--queue`).
     pub queued: bool,
 }
 
@@ -228,16 +228,16 @@ impl Ticket {
     }
 }
 
-/// Takes the queue's place of `lock` for the waiter with `token`, or says
+/// Takes the queue seat of `lock` for the waiter with `token`, or says
 /// who has it: [`Error::Queued`] with `held`, the lock's holder.
-pub(super) fn take_place(
+pub(super) fn take_seat(
     lock: &LockFile,
     token: &str,
     command: Option<&str>,
     held: &HeldBy,
     deadline: Option<Instant>,
 ) -> Result<LockGuard> {
-    let place = place_of(lock)?;
+    let seat = seat_of(lock)?;
     let mut opts = AcquireOptions::new().token(token);
     if let Some(c) = command {
         opts = opts.command(c);
@@ -245,20 +245,20 @@ pub(super) fn take_place(
     if let Some(d) = deadline {
         opts = opts.deadline(d);
     }
-    let waiter = match place.acquire(&opts) {
+    let waiter = match seat.acquire(&opts) {
         Ok(g) => return Ok(g),
         Err(Error::Held(w)) => w,
         Err(e) => return Err(e),
     };
-    // The place's waiter may have just taken the lock, and be letting the
-    // place go: the lock, looked at after the place, says so.
+    // The seat's waiter may have just taken the lock, and be letting the
+    // seat go: the lock, looked at after the seat, says so.
     let now = lock.look()?;
     let taken_by_waiter = match (&now, &waiter.record.token) {
         (Some(ev), Some(t)) => record::carries_token(&ev.bytes, t),
         _ => false,
     };
     if taken_by_waiter {
-        match place.acquire(&opts.clone().wait(PLACE_HANDOVER).fifo(false)) {
+        match seat.acquire(&opts.clone().wait(PLACE_HANDOVER).fifo(false)) {
             Ok(g) => return Ok(g),
             Err(Error::Held(w) | Error::Timeout { held: w, .. }) => {
                 return Err(Error::Queued {
@@ -278,10 +278,10 @@ pub(super) fn take_place(
 impl LockFile {
     /// Who waits for this lock, first in line first: callers of
     /// [`LockFile::acquire`] with a wait, each with its ticket's record,
-    /// and which of them holds the queue's place. Dead tickets and forged
+    /// and which of them holds the queue seat. Dead tickets and forged
     /// ones that are not records are left out.
     pub fn waiters(&self) -> Vec<Waiting> {
-        let queued_token = place_of(self)
+        let queued_token = seat_of(self)
             .and_then(|p| p.look())
             .ok()
             .flatten()

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Holder, LeaseStore, Renewed, StoreError, Take};
+use super::{Claimant, Claimed, LeaseStore, Renewed, StoreError};
 use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
 use crate::store::watchdog::Link;
 
@@ -15,13 +15,13 @@ const RETRY_EVERY: Duration = Duration::from_millis(200);
 pub enum Taking {
     /// The lease, held.
     Taken(LeaseHold),
-    /// Not taken ([`Take::Held`] or [`Take::Behind`]): the store, for the
+    /// Not taken ([`Claimed::Held`] or [`Claimed::Behind`]): the store, for the
     /// next try.
     Busy {
         /// The store, its connection kept.
         store: Box<dyn LeaseStore>,
         /// Why it was not taken.
-        why: Take,
+        why: Claimed,
     },
 }
 
@@ -44,7 +44,7 @@ impl LeaseHold {
     pub fn take(
         store: Box<dyn LeaseStore>,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         timing: LeaseTiming,
     ) -> Result<Option<LeaseHold>, StoreError> {
         Ok(
@@ -62,14 +62,14 @@ impl LeaseHold {
     pub fn take_in_line(
         store: Box<dyn LeaseStore>,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         timing: LeaseTiming,
         ticket: Option<i64>,
     ) -> Result<Taking, StoreError> {
         // The deadline counts from the send (PROTOCOL.md invariant 6).
         let sent = boot_ns();
         let epoch = match store.take(name, who, timing.lease, ticket)? {
-            Take::Taken(epoch) => epoch,
+            Claimed::Taken(epoch) => epoch,
             why => return Ok(Taking::Busy { store, why }),
         };
         let renewer = store.fresh()?;
@@ -79,7 +79,10 @@ impl LeaseHold {
                 renew_loop(renewer, &owned, epoch, &r)
             })
         })
-        .map_err(|e| StoreError::Other(format!("cannot start the renewals: {e}")))?;
+        .map_err(|source| StoreError::Runtime {
+            what: "the renewals",
+            source,
+        })?;
         Ok(Taking::Taken(LeaseHold {
             store,
             name: name.to_owned(),
@@ -141,10 +144,10 @@ impl LeaseHold {
         let until = self.watch.deadline();
         loop {
             match f() {
-                Err(StoreError::Unreachable(why)) => {
+                Err(e) if e.is_unreachable() => {
                     let now = boot_ns();
                     if now >= until {
-                        return Err(StoreError::Unreachable(why));
+                        return Err(e);
                     }
                     let wait = Duration::from_nanos((until - now) as u64);
                     std::thread::sleep(wait.min(RETRY_EVERY));
@@ -232,7 +235,10 @@ fn renew_loop(store: Box<dyn LeaseStore>, name: &str, epoch: i64, r: &Renewals) 
 impl crate::supervise::Hold for LeaseHold {
     fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         let mut vars = vec![
-            (crate::LOCK_VAR, format!("postgres:{}", self.name).into()),
+            (
+                crate::LOCK_VAR,
+                format!("{}:{}", self.store.scheme(), self.name).into(),
+            ),
             (crate::TOKEN_VAR, self.token.clone().into()),
             (crate::FENCE_VAR, self.epoch.to_string().into()),
         ];

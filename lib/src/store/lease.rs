@@ -48,13 +48,56 @@ pub struct LeaseTiming {
     pub grace: Duration,
 }
 
+/// Why a lease and a grace make no timing (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseTimingError {
+    /// The lease leaves no room: under 500 ms, or its renewals, a call's
+    /// timeout and the margin fill it.
+    #[error("--lease {} is too short: it must be at least 500ms", duration(.lease))]
+    TooShort {
+        /// L.
+        lease: Duration,
+    },
+    /// The grace does not fit: `R + T + G + M < L` does not hold.
+    #[error(
+        "--kill-after {} does not fit in --lease {}: a holder must end its command before the \
+         lease can run out (renew {} + call timeout {} + grace + margin {} < lease); the largest \
+         grace that fits is {}, or lengthen the lease",
+        duration(.grace),
+        duration(.lease),
+        duration(.renew),
+        duration(.call),
+        duration(.margin),
+        duration(.largest)
+    )]
+    GraceTooLong {
+        /// G.
+        grace: Duration,
+        /// L.
+        lease: Duration,
+        /// R.
+        renew: Duration,
+        /// T.
+        call: Duration,
+        /// M.
+        margin: Duration,
+        /// The largest grace that fits this lease.
+        largest: Duration,
+    },
+}
+
+fn duration(d: &Duration) -> String {
+    crate::text::compact_duration(*d)
+}
+
 /// The default lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 impl LeaseTiming {
     /// R, T and M from L; refused when `R + T + G + M < L` does not hold,
     /// with the largest grace that would.
-    pub fn new(lease: Duration, grace: Duration) -> Result<LeaseTiming, String> {
+    pub fn new(lease: Duration, grace: Duration) -> Result<LeaseTiming, LeaseTimingError> {
         let t = LeaseTiming {
             lease,
             renew_every: lease / 6,
@@ -64,24 +107,18 @@ impl LeaseTiming {
         };
         let used = t.renew_every + t.call_timeout + t.margin;
         if lease < Duration::from_millis(500) || used >= lease {
-            return Err(format!(
-                "--lease {} is too short: it must be at least 500ms",
-                crate::text::compact_duration(lease)
-            ));
+            return Err(LeaseTimingError::TooShort { lease });
         }
         let room = lease - used;
         if grace >= room {
-            return Err(format!(
-                "--kill-after {} does not fit in --lease {}: a holder must end its command \
-                 before the lease can run out (renew {} + call timeout {} + grace + margin {} < \
-                 lease); the largest grace that fits is {}, or lengthen the lease",
-                crate::text::compact_duration(grace),
-                crate::text::compact_duration(lease),
-                crate::text::compact_duration(t.renew_every),
-                crate::text::compact_duration(t.call_timeout),
-                crate::text::compact_duration(t.margin),
-                crate::text::compact_duration(room.saturating_sub(Duration::from_millis(1))),
-            ));
+            return Err(LeaseTimingError::GraceTooLong {
+                grace,
+                lease,
+                renew: t.renew_every,
+                call: t.call_timeout,
+                margin: t.margin,
+                largest: room.saturating_sub(Duration::from_millis(1)),
+            });
         }
         Ok(t)
     }

@@ -1,45 +1,15 @@
 //! Where locks live. The lock directory ([`crate::LockFile`]) keeps a run's
 //! lock on this host; a store of leases ([`LeaseStore`]; the PostgreSQL
-//! store, [`pg`], is one) keeps it in a database that several hosts share.
+//! store, `pg`, is one) keeps it in a database that several hosts share.
 //!
 //! A run sees either through [`crate::supervise::Hold`]: what the command
 //! is told, how the lock names it, and what keeps the lock (a file whose
 //! owner lives; a lease renewed in time).
 
-/// The SQL of the line of waiters' table (part of the PostgreSQL store's `SCHEMA_SQL`): a
-/// waiter's row is its place in line (its ticket), kept while it waits; at
-/// most one per lock holds the queue's place (`queued`).
-macro_rules! waiter_sql {
-    () => {
-        "\
-CREATE TABLE IF NOT EXISTS onlyone_waiter (
-    ticket bigserial PRIMARY KEY,
-    name   text NOT NULL,
-    token  text NOT NULL,
-    host   text,
-    pid    integer,
-    uid    integer,
-    cmd    text,
-    since  timestamptz NOT NULL,
-    until  timestamptz NOT NULL,
-    queued boolean NOT NULL DEFAULT false
-);
-CREATE UNIQUE INDEX IF NOT EXISTS onlyone_waiter_queued ON onlyone_waiter (name) WHERE queued;
-CREATE INDEX IF NOT EXISTS onlyone_waiter_name ON onlyone_waiter (name, ticket);
-"
-    };
-}
-
-/// The SQL of the line's table alone: what a store set up before the line
-/// existed needs (with `GRANT SELECT, INSERT, UPDATE, DELETE ON
-/// onlyone_waiter` and `GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq`
-/// to the jobs' role).
-pub const WAITER_SQL: &str = waiter_sql!();
-
 pub mod hold;
 pub mod lease;
 #[cfg(feature = "postgres")]
-pub mod pg;
+pub(crate) mod pg;
 // The run's watchdog process: public only for the onlyone command, which
 // is the program that runs it (`onlyone __watchdog`); not part of the API.
 #[doc(hidden)]
@@ -137,28 +107,218 @@ pub(crate) fn block_in_this_thread() {
     }
 }
 
-/// Why the store failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a store's client said went wrong underneath (its own error), kept
+/// as a [`StoreError`]'s source: a message is the error's `Display`, which
+/// says it already, without a password.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the store failed: a kind, with what it names (the store's URL,
+/// without its password) and, where one came, the client's own error as
+/// its source. Each `Display` is a whole sentence; the command prints it
+/// alone, never the chain.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
-    /// The server could not be reached (or did not answer in time).
-    Unreachable(String),
+    /// The server could not be reached (refused, not found, closed, shut
+    /// down): a connection made again may do ([`StoreError::is_unreachable`]).
+    #[error("cannot reach the store `{url}`{}", after_colon(.detail, .hint))]
+    Unreachable {
+        /// The store's URL.
+        url: String,
+        /// What happened, as the client or the system said it (none: it
+        /// could not be told).
+        detail: String,
+        /// What to do about it, where that is known ("; ..."), or nothing.
+        hint: &'static str,
+        /// The client's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The server did not answer within the call's timeout.
+    #[error("the store `{url}` did not answer within {}", duration(.after))]
+    TimedOut {
+        /// The store's URL.
+        url: String,
+        /// The timeout.
+        after: std::time::Duration,
+    },
+    /// The server said something, then closed the connection: a
+    /// connection made again may do.
+    #[error("the store `{url}` said: {detail}")]
+    Dropped {
+        /// The store's URL.
+        url: String,
+        /// What it said.
+        detail: String,
+        /// The client's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The server at a socket is not the session the URL asks for
+    /// (`target_session_attrs`): another host may be.
+    #[error(
+        "the store `{url}` at `{}` is not {want}, as target_session_attrs={want} asks",
+        .at.display()
+    )]
+    NotTarget {
+        /// The store's URL.
+        url: String,
+        /// The socket.
+        at: std::path::PathBuf,
+        /// What was asked: `read-write` or `read-only`.
+        want: &'static str,
+    },
     /// The server refused the credentials.
-    Auth(String),
-    /// Anything else the server or the URL said.
-    Other(String),
+    #[error(
+        "the store `{url}` refused the credentials: {detail}; check the user and PGPASSWORD or \
+         ~/.pgpass"
+    )]
+    Credentials {
+        /// The store's URL.
+        url: String,
+        /// What the server said.
+        detail: String,
+        /// The client's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The server does not let this user, database, host or encryption in.
+    #[error(
+        "the store `{url}` refused the connection: {detail}; the server's pg_hba.conf decides \
+         which user, database, host and encryption (sslmode) may connect"
+    )]
+    NotAllowed {
+        /// The store's URL.
+        url: String,
+        /// What the server said.
+        detail: String,
+        /// The client's error.
+        #[source]
+        source: BoxError,
+    },
+    /// What listens where the URL points is not trusted with anything
+    /// (a socket whose server is not who it must be): nothing was sent.
+    #[error("cannot use the store `{url}`: {why}")]
+    Untrusted {
+        /// The store's URL.
+        url: String,
+        /// Why, and what to do.
+        why: String,
+    },
+    /// The server refused a statement.
+    #[error("the store `{url}` said: {detail}")]
+    Server {
+        /// The store's URL.
+        url: String,
+        /// What it said.
+        detail: String,
+        /// The client's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The store's tables are missing, and this role may not create them.
+    #[error(
+        "the store's tables do not exist and this role cannot create them ({source}); have them \
+         created with the SQL in doc/store.md (\"Setup and the least privileges\")"
+    )]
+    NoTables {
+        /// Why they could not be created.
+        source: Box<StoreError>,
+    },
+    /// A row that does not read as the store's own (a table changed).
+    #[error(
+        "the store `{url}` has a {what} onlyone cannot read ({source}); its table was changed: \
+         have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")"
+    )]
+    BadRow {
+        /// The store's URL.
+        url: String,
+        /// "lease row", "waiter's row".
+        what: &'static str,
+        /// What could not be read.
+        source: BoxError,
+    },
+    /// The URL, or what it names (a certificate file), cannot be used: why.
+    #[error("{0}")]
+    BadUrl(String),
+    /// A call of the line of waiters to a store that keeps none
+    /// ([`LeaseStore::has_line`]).
+    #[error("this store keeps no line of waiters")]
+    NoLine,
+    /// This onlyone was built without the engine the URL names.
+    #[error(
+        "this onlyone was built without the {engine} store (cargo feature `{feature}`), so \
+         --store cannot be used; build it with the default features"
+    )]
+    NotBuilt {
+        /// The engine.
+        engine: &'static str,
+        /// The cargo feature that builds it.
+        feature: &'static str,
+    },
+    /// The URL names no store this onlyone knows.
+    #[error("the store is not a postgres:// URL: use postgres://USER@HOST[:PORT]/DATABASE")]
+    UnknownScheme,
+    /// A thread or the I/O the store needs could not be started.
+    #[error("cannot start {what}: {source}")]
+    Runtime {
+        /// "the store's I/O", "the renewals".
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreError::Unreachable(s) | StoreError::Auth(s) | StoreError::Other(s) => {
-                f.write_str(s)
-            }
-        }
+impl StoreError {
+    /// The store could not be reached, for now: a call made again on a new
+    /// connection may do (what [`hold::LeaseHold::retry`] retries).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unreachable { .. }
+                | StoreError::TimedOut { .. }
+                | StoreError::Dropped { .. }
+                | StoreError::NotTarget { .. }
+        )
+    }
+
+    /// The store refused this client (its credentials, its address, or it
+    /// is not to be trusted): a refusal says more than an unreachable host
+    /// when several were tried.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Credentials { .. }
+                | StoreError::NotAllowed { .. }
+                | StoreError::Untrusted { .. }
+        )
     }
 }
 
-impl std::error::Error for StoreError {}
+/// ": DETAIL HINT", or nothing when there is no detail.
+fn after_colon(detail: &str, hint: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}{hint}")
+    }
+}
+
+fn duration(d: &std::time::Duration) -> String {
+    crate::text::compact_duration(*d)
+}
+
+/// What a store needs for a line of waiters: for a message to a store
+/// that has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LineSetup {
+    /// What it lacks: "table onlyone_waiter".
+    pub what: &'static str,
+    /// What makes it, for the store's administrator: statements, each
+    /// line ended.
+    pub how: String,
+}
 
 /// A lease row, as `status` shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -255,7 +415,7 @@ pub struct WaiterRow {
     /// Milliseconds until the row is dead unless refreshed (the server's
     /// clock; negative: dead).
     pub left_ms: i64,
-    /// It holds the queue's one place (`--queue`).
+    /// It holds the queue seat (`--queue`).
     pub queued: bool,
 }
 
@@ -292,7 +452,7 @@ impl WaiterRow {
 /// What a try at a lease found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Take {
+pub enum Claimed {
     /// Taken: the new epoch (the fence).
     Taken(i64),
     /// A live lease holds it.
@@ -319,7 +479,7 @@ pub enum Renewed {
 
 /// Who takes a lease.
 #[derive(Debug, Clone)]
-pub struct Holder<'a> {
+pub struct Claimant<'a> {
     /// The run's token.
     pub token: &'a str,
     /// This host's name.
@@ -333,16 +493,22 @@ pub struct Holder<'a> {
 }
 
 /// A store of leases: what `run`, `precheck`, `status`, `stop`, `history`,
-/// `check` and `metrics` need of one. The PostgreSQL store ([`pg`]) is one;
+/// `check` and `metrics` need of one. The PostgreSQL store (`pg`) is one;
 /// another engine is a new module that implements this, and a line in
 /// [`open`].
 ///
 /// Every call gives up after the store's timeout. A lease's end is decided
-/// by the store's clock: `acquire` succeeds only once the last lease has
-/// run out, `renew` only while it has not, each from the store's now.
+/// by the store's clock: `take` succeeds only once the last lease has run
+/// out, `renew` only while it has not, each from the store's now.
 pub trait LeaseStore: Send + std::fmt::Debug {
     /// The store's URL, without its password.
     fn url(&self) -> &str;
+    /// The engine's name, as a run's lock is named in its environment
+    /// (`ONLYONE_LOCK=postgres:NAME`).
+    fn scheme(&self) -> &'static str;
+    /// What this store needs for a line of waiters, for a message to say
+    /// when it has none ([`LeaseStore::has_line`]).
+    fn line_setup(&self) -> LineSetup;
     /// Another handle on the same store, with a connection of its own (for
     /// a renewing thread).
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError>;
@@ -352,14 +518,20 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     /// host, a TLS handshake far away) is not taken for an unreachable
     /// store while nothing is held yet.
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
-    /// Takes `name` for `lease` if its last lease has run out: the new
-    /// epoch (the fence), or `None` while it is held.
-    fn acquire(
+    /// Takes `name` for `lease` if its last lease has run out and no live
+    /// waiter is ahead of `ticket` in its line (with no ticket, none at
+    /// all: a newcomer never goes ahead of those who wait); in a store
+    /// without a line ([`LeaseStore::has_line`]), once its last lease has
+    /// run out. The line is only a further condition: it never lets a
+    /// lease be taken that has not run out. On success the waiter's row of
+    /// `ticket` is gone, in the same step.
+    fn take(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
-    ) -> Result<Option<i64>, StoreError>;
+        ticket: Option<i64>,
+    ) -> Result<Claimed, StoreError>;
     /// Renews the lease of `epoch` for `lease` from the store's now, if it
     /// still holds.
     fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError>;
@@ -381,76 +553,34 @@ pub trait LeaseStore: Send + std::fmt::Debug {
 
     /// Whether this store keeps a line of waiters (for the PostgreSQL
     /// store: its table `onlyone_waiter` exists and this role may use it).
-    /// Without one, waiters are served in no order, and `--queue` cannot
-    /// be given.
-    fn has_line(&self) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-    /// Takes `name` for `lease` if its last lease has run out and no live
-    /// waiter is ahead of `ticket` in its line (with no ticket, none at
-    /// all: a newcomer never goes ahead of those who wait). The line is
-    /// only a further condition: it never lets a lease be taken that
-    /// [`LeaseStore::acquire`] would not. On success the waiter's row of
-    /// `ticket` is gone, in the same step.
-    fn take(
-        &self,
-        name: &str,
-        who: &Holder<'_>,
-        lease: Duration,
-        ticket: Option<i64>,
-    ) -> Result<Take, StoreError> {
-        let _ = ticket;
-        Ok(match self.acquire(name, who, lease)? {
-            Some(epoch) => Take::Taken(epoch),
-            None => Take::Held,
-        })
-    }
+    /// Without one, waiters are served in no order, `--queue` cannot be
+    /// given, and the calls of the line below fail (but
+    /// [`LeaseStore::waiters`]: none).
+    fn has_line(&self) -> Result<bool, StoreError>;
     /// Joins the end of `name`'s line: the waiter's ticket. The row is
     /// dead `ttl` from now unless [`LeaseStore::stay_in_line`] refreshes it.
-    fn join_line(&self, name: &str, who: &Holder<'_>, ttl: Duration) -> Result<i64, StoreError> {
-        let _ = (name, who, ttl);
-        Err(no_line())
-    }
-    /// Takes the queue's one place of `name` (a row of the line that
-    /// says so): its ticket, or `None` while a live waiter has it. A place
-    /// whose row is dead is taken over, and so is the one of the waiter
-    /// `replacing` (a token the caller found dead: a waiter of this host
-    /// whose process is gone).
-    fn take_queue_place(
+    fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError>;
+    /// Takes the queue seat of `name` (a row of the line that says so):
+    /// its ticket, or `None` while a live waiter has it. A seat whose row
+    /// is dead is taken over, and so is the one of the waiter `replacing`
+    /// (a token the caller found dead: a waiter of this host whose process
+    /// is gone).
+    fn take_queue_seat(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         ttl: Duration,
         replacing: Option<&str>,
-    ) -> Result<Option<i64>, StoreError> {
-        let _ = (name, who, ttl, replacing);
-        Err(no_line())
-    }
+    ) -> Result<Option<i64>, StoreError>;
     /// Keeps the waiter's row of `ticket` for `ttl` more from now (a dead
     /// row that is still there comes back); false when it is gone.
-    fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
-        let _ = (name, ticket, ttl);
-        Err(no_line())
-    }
+    fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError>;
     /// Leaves `name`'s line: the row of `ticket` is removed.
-    fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
-        let _ = (name, ticket);
-        Err(no_line())
-    }
-    /// The waiter that holds the queue's place of `name`, live or dead.
-    fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
-        let _ = name;
-        Err(no_line())
-    }
+    fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError>;
+    /// The waiter that holds the queue seat of `name`, live or dead.
+    fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError>;
     /// The live waiters of `name`, first in line first (a bounded number).
-    fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
-        let _ = name;
-        Ok(Vec::new())
-    }
-}
-
-fn no_line() -> StoreError {
-    StoreError::Other("this store keeps no line of waiters".to_owned())
+    fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError>;
 }
 
 /// The history of one name in a store, as an [`EventLog`]: the events
@@ -478,19 +608,250 @@ impl crate::journal::EventLog for StoreLog<'_> {
     }
 }
 
-/// The store a URL names, every call given up after `timeout`: a
-/// `postgres://` or `postgresql://` URL is the PostgreSQL store (the only
-/// one so far). Nothing is sent yet.
+/// The store a URL names, every call given up after `timeout`: its scheme
+/// picks the engine (`postgres://` or `postgresql://`: the PostgreSQL
+/// store, the only one so far). Nothing is sent yet.
 pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-    #[cfg(feature = "postgres")]
-    return Ok(Box::new(pg::PgStore::new(url, timeout)?));
-    #[cfg(not(feature = "postgres"))]
-    {
-        let _ = (url, timeout);
-        Err(StoreError::Other(
-            "this onlyone was built without the PostgreSQL store (cargo feature `postgres`), \
-             so --store cannot be used; build it with the default features"
-                .to_owned(),
-        ))
+    match url.split_once("://").map(|(scheme, _)| scheme) {
+        Some("postgres" | "postgresql") => open_pg(url, timeout),
+        // Built without any engine, every URL is one it cannot use.
+        _ if cfg!(not(feature = "postgres")) => open_pg(url, timeout),
+        _ => Err(StoreError::UnknownScheme),
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn open_pg(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
+    Ok(Box::new(pg::PgStore::new(url, timeout)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_pg(_: &str, _: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
+    Err(StoreError::NotBuilt {
+        engine: "PostgreSQL",
+        feature: "postgres",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::lease::{LeaseTiming, LeaseTimingError};
+
+    fn source() -> BoxError {
+        Box::new(std::io::Error::other("connection refused"))
+    }
+
+    /// Each kind says what the store's errors said when they were only
+    /// their sentences: the command prints `Display` alone.
+    #[test]
+    fn every_kind_says_its_sentence() {
+        let url = "postgres://u@db/jobs".to_owned();
+        let cases: Vec<(StoreError, &str)> = vec![
+            (
+                StoreError::Unreachable {
+                    url: url.clone(),
+                    detail: "error connecting to server: connection refused".into(),
+                    hint: "",
+                    source: Some(source()),
+                },
+                "cannot reach the store `postgres://u@db/jobs`: error connecting to server: \
+                 connection refused",
+            ),
+            (
+                StoreError::Unreachable {
+                    url: url.clone(),
+                    detail: String::new(),
+                    hint: "",
+                    source: None,
+                },
+                "cannot reach the store `postgres://u@db/jobs`",
+            ),
+            (
+                StoreError::TimedOut {
+                    url: url.clone(),
+                    after: Duration::from_secs(5),
+                },
+                "the store `postgres://u@db/jobs` did not answer within 5s",
+            ),
+            (
+                StoreError::Dropped {
+                    url: url.clone(),
+                    detail: "terminating connection".into(),
+                    source: source(),
+                },
+                "the store `postgres://u@db/jobs` said: terminating connection",
+            ),
+            (
+                StoreError::NotTarget {
+                    url: url.clone(),
+                    at: "/run/pg/.s.PGSQL.5432".into(),
+                    want: "read-write",
+                },
+                "the store `postgres://u@db/jobs` at `/run/pg/.s.PGSQL.5432` is not read-write, \
+                 as target_session_attrs=read-write asks",
+            ),
+            (
+                StoreError::Credentials {
+                    url: url.clone(),
+                    detail: "password authentication failed".into(),
+                    source: source(),
+                },
+                "the store `postgres://u@db/jobs` refused the credentials: password \
+                 authentication failed; check the user and PGPASSWORD or ~/.pgpass",
+            ),
+            (
+                StoreError::NotAllowed {
+                    url: url.clone(),
+                    detail: "no pg_hba.conf entry".into(),
+                    source: source(),
+                },
+                "the store `postgres://u@db/jobs` refused the connection: no pg_hba.conf entry; \
+                 the server's pg_hba.conf decides which user, database, host and encryption \
+                 (sslmode) may connect",
+            ),
+            (
+                StoreError::Untrusted {
+                    url: url.clone(),
+                    why: "nobody listens there".into(),
+                },
+                "cannot use the store `postgres://u@db/jobs`: nobody listens there",
+            ),
+            (
+                StoreError::NoTables {
+                    source: Box::new(StoreError::Server {
+                        url: url.clone(),
+                        detail: "permission denied for schema public".into(),
+                        source: source(),
+                    }),
+                },
+                "the store's tables do not exist and this role cannot create them (the store \
+                 `postgres://u@db/jobs` said: permission denied for schema public); have them \
+                 created with the SQL in doc/store.md (\"Setup and the least privileges\")",
+            ),
+            (
+                StoreError::BadRow {
+                    url: url.clone(),
+                    what: "lease row",
+                    source: source(),
+                },
+                "the store `postgres://u@db/jobs` has a lease row onlyone cannot read \
+                 (connection refused); its table was changed: have it made again with the SQL \
+                 in doc/store.md (\"Setup and the least privileges\")",
+            ),
+            (
+                StoreError::NotBuilt {
+                    engine: "PostgreSQL",
+                    feature: "postgres",
+                },
+                "this onlyone was built without the PostgreSQL store (cargo feature `postgres`), \
+                 so --store cannot be used; build it with the default features",
+            ),
+            (
+                StoreError::UnknownScheme,
+                "the store is not a postgres:// URL: use postgres://USER@HOST[:PORT]/DATABASE",
+            ),
+            (
+                StoreError::Runtime {
+                    what: "the renewals",
+                    source: std::io::Error::other("no threads"),
+                },
+                "cannot start the renewals: no threads",
+            ),
+        ];
+        for (e, said) in cases {
+            assert_eq!(e.to_string(), said, "{e:?}");
+        }
+        assert_eq!(
+            LeaseTiming::new(Duration::from_millis(400), Duration::ZERO)
+                .unwrap_err()
+                .to_string(),
+            "--lease 400ms is too short: it must be at least 500ms"
+        );
+        let e = LeaseTiming::new(Duration::from_secs(4), Duration::from_secs(3)).unwrap_err();
+        assert!(matches!(e, LeaseTimingError::GraceTooLong { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "--kill-after 3s does not fit in --lease 4s: a holder must end its command before \
+             the lease can run out (renew 666ms + call timeout 400ms + grace + margin 266ms < \
+             lease); the largest grace that fits is 2s, or lengthen the lease"
+        );
+    }
+
+    /// What a lease's holder tries again (a new connection may do), and
+    /// what a connection to several hosts prefers to say.
+    #[test]
+    fn unreachable_and_refusals_are_kinds() {
+        let url = || "postgres://u@db/jobs".to_owned();
+        let unreachable = [
+            StoreError::Unreachable {
+                url: url(),
+                detail: String::new(),
+                hint: "",
+                source: None,
+            },
+            StoreError::TimedOut {
+                url: url(),
+                after: Duration::from_secs(1),
+            },
+            StoreError::Dropped {
+                url: url(),
+                detail: String::new(),
+                source: source(),
+            },
+            StoreError::NotTarget {
+                url: url(),
+                at: "/s".into(),
+                want: "read-only",
+            },
+        ];
+        for e in &unreachable {
+            assert!(e.is_unreachable() && !e.is_refusal(), "{e:?}");
+        }
+        let refusals = [
+            StoreError::Credentials {
+                url: url(),
+                detail: String::new(),
+                source: source(),
+            },
+            StoreError::NotAllowed {
+                url: url(),
+                detail: String::new(),
+                source: source(),
+            },
+            StoreError::Untrusted {
+                url: url(),
+                why: String::new(),
+            },
+        ];
+        for e in &refusals {
+            assert!(e.is_refusal() && !e.is_unreachable(), "{e:?}");
+        }
+        let server = StoreError::Server {
+            url: url(),
+            detail: String::new(),
+            source: source(),
+        };
+        assert!(!server.is_unreachable() && !server.is_refusal());
+        assert!(!StoreError::UnknownScheme.is_unreachable());
+    }
+
+    /// The scheme picks the engine; a URL of none is refused as before,
+    /// without a look at the rest of it.
+    #[test]
+    fn open_goes_by_the_scheme() {
+        for url in ["mysql://u@db/jobs", "POSTGRES://u@db/jobs", "db/jobs", ""] {
+            let e = open(url, Duration::from_secs(1)).unwrap_err();
+            assert!(
+                matches!(e, StoreError::UnknownScheme | StoreError::NotBuilt { .. }),
+                "{url}: {e:?}"
+            );
+        }
+        #[cfg(feature = "postgres")]
+        for url in ["postgres://u@db/jobs", "postgresql://u@db/jobs"] {
+            let store = open(url, Duration::from_secs(1)).unwrap();
+            assert_eq!(store.scheme(), "postgres", "{url}");
+            assert_eq!(store.line_setup().what, "table onlyone_waiter");
+        }
     }
 }

@@ -80,11 +80,6 @@ impl std::fmt::Debug for ConnInfo {
     }
 }
 
-/// True for a URL that names the PostgreSQL store.
-pub fn is_postgres_url(s: &str) -> bool {
-    s.starts_with("postgres://") || s.starts_with("postgresql://")
-}
-
 /// The parts of a URL that onlyone reads itself (the rest goes to
 /// tokio-postgres).
 #[derive(Default)]

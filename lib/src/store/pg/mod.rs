@@ -16,9 +16,9 @@
 //!   look (a row past it is dead); the take above succeeds only when no
 //!   live waiter has a smaller ticket (a newcomer has none: it is behind
 //!   them all), and removes the taker's row in the same statement. At most
-//!   one row per lock is `queued` (a partial unique index): the queue's
-//!   place. A store set up before this table existed works without it
-//!   ([`PgStore::has_line`]).
+//!   one row per lock is `queued` (a partial unique index): the queue
+//!   seat. A store set up before this table existed works without it
+//!   ([`LeaseStore::has_line`]).
 //!
 //! The row outlives a server restart and needs no session, so it works
 //! through PgBouncer. Every call has a client-side timeout (the statement
@@ -30,11 +30,13 @@
 //! Every role that can use the tables can change any row, so what is read
 //! back is checked like a file another account can write: every column
 //! through a fallible getter, texts cut in SQL before they cross the wire,
-//! at most [`MAX_EVENTS`] events and [`MAX_NAMES`] locks, NULLs and numbers
-//! out of range read as unknown. A row never makes a reader panic or grow.
+//! at most [`MAX_EVENTS`] events and [`MAX_NAMES`](sql::MAX_NAMES) locks,
+//! NULLs and numbers out of range read as unknown. A row never makes a
+//! reader panic or grow.
 
 mod conninfo;
 mod socket;
+mod sql;
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -44,53 +46,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Config, NoTls};
 
-pub use conninfo::{ConnInfo, is_postgres_url};
+pub use conninfo::ConnInfo;
 
-use super::{Holder, LeaseRow, LeaseStore, Renewed, StoreError, Take, WaiterRow};
+use super::{Claimant, Claimed, LeaseRow, LeaseStore, Renewed, StoreError, WaiterRow};
+use sql::{Binds, read_row, read_waiter};
 
-/// The SQL that creates the store's tables: run on first use when the role
-/// may, else by a DBA (doc/store.md gives it with the least privileges).
-pub const SCHEMA_SQL: &str = concat!(
-    "\
-CREATE TABLE IF NOT EXISTS onlyone_lease (
-    name           text PRIMARY KEY,
-    epoch          bigint NOT NULL,
-    token          text NOT NULL,
-    host           text,
-    pid            integer,
-    uid            integer,
-    cmd            text,
-    since          timestamptz NOT NULL,
-    lock_until     timestamptz NOT NULL,
-    stop_requested boolean NOT NULL DEFAULT false
-);
-CREATE TABLE IF NOT EXISTS onlyone_event (
-    id    bigserial PRIMARY KEY,
-    name  text NOT NULL,
-    event text NOT NULL
-);
-CREATE INDEX IF NOT EXISTS onlyone_event_name ON onlyone_event (name, id);
-",
-    waiter_sql!()
-);
-
-pub use super::WAITER_SQL;
-
-/// At most this many waiters of a lock are read back.
-pub const MAX_WAITERS: i64 = 100;
-
-/// A waiter's row past its end by more than this is removed by the next
-/// waiter that joins the line (its waiter was killed long ago).
-const DEAD_WAITER_KEPT: &str = "10 minutes";
-
-/// At most this many events are kept per lock (the oldest go, as a
-/// journal rotates), and read back.
-pub const MAX_EVENTS: i64 = 30_000;
-
-/// At most this many locks are read back by `status`, `check` and
-/// `metrics` (each row cut to a few KiB: what a store's rows can make a
-/// reader hold is bounded).
-pub const MAX_NAMES: usize = 10_000;
+use sql::MAX_EVENTS;
 
 /// A connection to the store (made when first needed, made again after a
 /// failure), and the timeout of every call.
@@ -113,8 +74,10 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
-    let code = e.code();
+/// What the client's error `e` means, as a kind: a refusal, a server
+/// going away or out of reach, or what the server said.
+fn classify(e: tokio_postgres::Error, url: &str) -> StoreError {
+    let code = e.code().cloned();
     let text = match e.as_db_error() {
         Some(db) => db.message().to_owned(),
         None => {
@@ -125,17 +88,20 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
             }
         }
     };
-    if code == Some(&SqlState::INVALID_PASSWORD) {
-        return StoreError::Auth(format!(
-            "the store `{url}` refused the credentials: {text}; check the user and PGPASSWORD or \
-             ~/.pgpass"
-        ));
+    let (url, detail, source) = (url.to_owned(), text, Box::new(e));
+    if code == Some(SqlState::INVALID_PASSWORD) {
+        return StoreError::Credentials {
+            url,
+            detail,
+            source,
+        };
     }
-    if code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
-        return StoreError::Auth(format!(
-            "the store `{url}` refused the connection: {text}; the server's pg_hba.conf decides \
-             which user, database, host and encryption (sslmode) may connect"
-        ));
+    if code == Some(SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+        return StoreError::NotAllowed {
+            url,
+            detail,
+            source,
+        };
     }
     // A server shutting down or starting up ends or refuses the session:
     // it is unreachable for now, and a new connection may do.
@@ -144,30 +110,44 @@ fn classify(e: &tokio_postgres::Error, url: &str) -> StoreError {
         SqlState::CRASH_SHUTDOWN,
         SqlState::CANNOT_CONNECT_NOW,
     ];
-    if code.is_some_and(|c| going.contains(c)) {
-        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}"));
+    if code.as_ref().is_some_and(|c| going.contains(c)) {
+        return StoreError::Unreachable {
+            url,
+            detail,
+            hint: "",
+            source: Some(source),
+        };
     }
-    if e.as_db_error().is_none() {
-        let hint = if text.contains("invalid peer certificate") {
+    if source.as_db_error().is_none() {
+        let hint = if detail.contains("invalid peer certificate") {
             "; the server's certificate is not signed by a CA this host trusts (or not for this \
              host name): give its CA with sslrootcert=PATH in the URL"
-        } else if text.contains("does not support TLS") {
+        } else if detail.contains("does not support TLS") {
             "; no password was sent: turn TLS on at the server (ssl=on) and give its CA with \
              sslrootcert=PATH, or put sslmode=disable in the URL to connect without TLS \
              knowingly"
         } else {
             ""
         };
-        return StoreError::Unreachable(format!("cannot reach the store `{url}`: {text}{hint}"));
+        return StoreError::Unreachable {
+            url,
+            detail,
+            hint,
+            source: Some(source),
+        };
     }
-    StoreError::Other(format!("the store `{url}` said: {text}"))
+    StoreError::Server {
+        url,
+        detail,
+        source,
+    }
 }
 
 impl PgStore {
     /// A store at `url`; every call (connecting included) gives up after
     /// `timeout`. Nothing is sent yet.
     pub fn new(url: &str, timeout: Duration) -> Result<PgStore, StoreError> {
-        let mut info = ConnInfo::parse(url).map_err(StoreError::Other)?;
+        let mut info = ConnInfo::parse(url).map_err(StoreError::BadUrl)?;
         info.config.connect_timeout(timeout);
         info.config.keepalives(true);
         info.config.keepalives_idle(Duration::from_secs(10));
@@ -182,19 +162,9 @@ impl PgStore {
         })
     }
 
-    /// The URL, without its password.
-    pub fn url(&self) -> &str {
-        &self.info.display
-    }
-
-    /// The timeout of every call.
-    pub fn timeout(&self) -> Duration {
-        self.timeout.get()
-    }
-
     /// A store like this one, with a connection of its own (for another
     /// thread).
-    pub fn fresh(&self) -> Result<PgStore, StoreError> {
+    fn fresh_store(&self) -> Result<PgStore, StoreError> {
         let rt = runtime()?;
         Ok(PgStore {
             info: self.info.clone(),
@@ -206,20 +176,8 @@ impl PgStore {
         })
     }
 
-    /// [`PgStore::fresh`], connected now: the connection (and the schema's
-    /// check) may take up to `within`, longer than the calls' timeout,
-    /// which its calls keep. For a holder about to take a lease: nothing
-    /// is held while it connects, and its acquire is then one call.
-    pub fn fresh_connected(&self, within: Duration) -> Result<PgStore, StoreError> {
-        let s = self.fresh()?;
-        s.timeout.set(within.max(self.timeout.get()));
-        let made = s.connect();
-        s.timeout.set(self.timeout.get());
-        made.map(|()| s)
-    }
-
     /// Drops the connection: the next call makes a new one.
-    pub fn disconnect(&self) {
+    fn disconnect(&self) {
         *self.client.borrow_mut() = None;
     }
 
@@ -228,7 +186,7 @@ impl PgStore {
             return Ok(());
         }
         let url = self.info.display.clone();
-        let tls = self.info.rustls().map_err(StoreError::Other)?;
+        let tls = self.info.rustls().map_err(StoreError::BadUrl)?;
         let mut config = self.info.config.clone();
         let timeout = self.timeout.get();
         config.connect_timeout(timeout);
@@ -258,30 +216,41 @@ impl PgStore {
     ) -> Result<T, StoreError> {
         self.connect()?;
         let guard = self.client.borrow();
-        let client = guard.as_ref().ok_or_else(|| {
-            StoreError::Unreachable(format!("cannot reach the store `{}`", self.info.display))
+        let client = guard.as_ref().ok_or_else(|| StoreError::Unreachable {
+            url: self.info.display.clone(),
+            detail: String::new(),
+            hint: "",
+            source: None,
         })?;
         let url = &self.info.display;
         let timeout = self.timeout.get();
         let result = self.rt.block_on(async {
             match tokio::time::timeout(timeout, q(client)).await {
                 Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(classify(&e, url)),
+                Ok(Err(e)) => Err(classify(e, url)),
                 Err(_) => Err(timed_out(url, timeout)),
             }
         });
         let closed = client.is_closed();
         drop(guard);
         match result {
-            Err(StoreError::Unreachable(why)) => {
+            Err(e) if e.is_unreachable() => {
                 self.disconnect();
-                Err(StoreError::Unreachable(why))
+                Err(e)
             }
             // Whatever the error said, a connection the server closed is
             // one to make again.
-            Err(StoreError::Other(why)) if closed => {
+            Err(StoreError::Server {
+                url,
+                detail,
+                source,
+            }) if closed => {
                 self.disconnect();
-                Err(StoreError::Unreachable(why))
+                Err(StoreError::Dropped {
+                    url,
+                    detail,
+                    source,
+                })
             }
             r => r,
         }
@@ -290,63 +259,42 @@ impl PgStore {
     /// Creates the tables when they are missing and the role may. A store
     /// set up before the line of waiters existed, whose role may not
     /// create its table, still works: without the line
-    /// ([`PgStore::has_line`] is false).
+    /// ([`LeaseStore::has_line`] is false).
     fn ensure_schema(&self) -> Result<(), StoreError> {
         let look = || {
             self.with(|c| {
                 Box::pin(async move {
-                    let row = c
-                        .query_typed_one(
-                            "SELECT to_regclass('onlyone_lease') IS NOT NULL \
-                             AND to_regclass('onlyone_event') IS NOT NULL, \
-                             to_regclass('onlyone_waiter') IS NOT NULL",
-                            &[],
-                        )
-                        .await?;
+                    let row = c.query_typed_one(sql::LOOK_TABLES, &[]).await?;
                     Ok((row.try_get::<_, bool>(0)?, row.try_get::<_, bool>(1)?))
                 })
             })
         };
         let (present, line) = look()?;
         if !present {
-            match self.with(|c| Box::pin(async move { c.batch_execute(SCHEMA_SQL).await })) {
+            match self.with(|c| Box::pin(async move { c.batch_execute(sql::SCHEMA_SQL).await })) {
                 Ok(()) => {}
                 // Another process that made them at the same moment wins
                 // the race of the catalogue's unique names: then they are
                 // there.
-                Err(StoreError::Other(why)) => {
+                Err(e @ StoreError::Server { .. }) => {
                     if !look()?.0 {
-                        return Err(StoreError::Other(format!(
-                            "the store's tables do not exist and this role cannot create them \
-                             ({why}); have them created with the SQL in doc/store.md (\"Setup and \
-                             the least privileges\")"
-                        )));
+                        return Err(StoreError::NoTables {
+                            source: Box::new(e),
+                        });
                     }
                 }
                 Err(e) => return Err(e),
             }
         } else if !line {
             // An older setup: the line's table is made when the role may.
-            match self.with(|c| Box::pin(async move { c.batch_execute(WAITER_SQL).await })) {
-                Ok(()) | Err(StoreError::Other(_)) => {}
+            match self.with(|c| Box::pin(async move { c.batch_execute(sql::WAITER_SQL).await })) {
+                Ok(()) | Err(StoreError::Server { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
         let usable = self.with(|c| {
             Box::pin(async move {
-                let row = c
-                    .query_typed_one(
-                        "SELECT CASE WHEN to_regclass('onlyone_waiter') IS NULL THEN false ELSE \
-                         coalesce(has_table_privilege('onlyone_waiter', 'SELECT') \
-                         AND has_table_privilege('onlyone_waiter', 'INSERT') \
-                         AND has_table_privilege('onlyone_waiter', 'UPDATE') \
-                         AND has_table_privilege('onlyone_waiter', 'DELETE') \
-                         AND has_sequence_privilege( \
-                               pg_get_serial_sequence('onlyone_waiter', 'ticket'), 'USAGE'), \
-                         false) END",
-                        &[],
-                    )
-                    .await?;
+                let row = c.query_typed_one(sql::LINE_USABLE, &[]).await?;
                 row.try_get::<_, bool>(0)
             })
         })?;
@@ -354,596 +302,26 @@ impl PgStore {
         Ok(())
     }
 
-    /// Whether the line of waiters can be used: its table exists and this
-    /// role may use it (connects to find out).
-    pub fn has_line(&self) -> Result<bool, StoreError> {
-        self.connect()?;
-        Ok(self.line.get())
-    }
-
-    /// Takes the lock `name` for `lease`, if its lease has run out (or it
-    /// never existed) and no live waiter is in line: the new epoch (the
-    /// fence), or `None` when it is held (or goes to a waiter first).
-    pub fn acquire(
-        &self,
-        name: &str,
-        who: &Holder<'_>,
-        lease: Duration,
-    ) -> Result<Option<i64>, StoreError> {
-        Ok(match self.take(name, who, lease, None)? {
-            Take::Taken(epoch) => Some(epoch),
-            _ => None,
-        })
-    }
-
-    /// Takes the lock `name` for `lease`, if its lease has run out (or it
-    /// never existed) and no live waiter is ahead of `ticket` in line (with
-    /// no ticket: no live waiter at all). The line only adds a condition
-    /// to the lease's: the `ON CONFLICT ... WHERE` the lease has run out
-    /// decides, on the latest row, as without a line. The waiter's row of
-    /// `ticket` goes in the same statement as the take.
-    pub fn take(
-        &self,
-        name: &str,
-        who: &Holder<'_>,
-        lease: Duration,
-        ticket: Option<i64>,
-    ) -> Result<Take, StoreError> {
-        let named = Named::new(name, who, lease);
-        self.connect()?;
-        if !self.line.get() {
-            return self.with(move |c| {
-                Box::pin(async move {
-                    let row = c
-                        .query_typed_opt(
-                            "INSERT INTO onlyone_lease AS l \
-                               (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
-                             VALUES ($1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                     clock_timestamp() + $7 * interval '1 millisecond', false) \
-                             ON CONFLICT (name) DO UPDATE SET \
-                               epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
-                               pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                               since = clock_timestamp(), \
-                               lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
-                               stop_requested = false \
-                             WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
-                             RETURNING coalesce(epoch, 0)",
-                            &named.params(&[]),
-                        )
-                        .await?;
-                    Ok(match row {
-                        Some(r) => Take::Taken(r.try_get::<_, i64>(0)?),
-                        None => Take::Held,
-                    })
-                })
-            });
-        }
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_one(
-                        "WITH ahead AS ( \
-                           SELECT count(*) AS n FROM onlyone_waiter w \
-                           WHERE w.name = $1 AND w.until > clock_timestamp() \
-                             AND ($8::int8 IS NULL OR w.ticket < $8::int8) \
-                         ), took AS ( \
-                           INSERT INTO onlyone_lease AS l \
-                             (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested) \
-                           SELECT $1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                  clock_timestamp() + $7 * interval '1 millisecond', false \
-                           FROM ahead WHERE ahead.n = 0 \
-                           ON CONFLICT (name) DO UPDATE SET \
-                             epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
-                             pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                             since = clock_timestamp(), \
-                             lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
-                             stop_requested = false \
-                           WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
-                           RETURNING coalesce(epoch, 0) AS epoch \
-                         ), left_line AS ( \
-                           DELETE FROM onlyone_waiter \
-                           WHERE name = $1 AND ticket = $8::int8 AND EXISTS (SELECT 1 FROM took) \
-                         ) \
-                         SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
-                           coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
-                                     WHERE name = $1), false)",
-                        &named.params(&[(&ticket, Type::INT8)]),
-                    )
-                    .await?;
-                let epoch = row.try_get::<_, Option<i64>>(0)?;
-                let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
-                let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
-                Ok(match epoch {
-                    Some(e) => Take::Taken(e),
-                    None if !held && ahead > 0 => Take::Behind {
-                        ahead: ahead as u64,
-                    },
-                    None => Take::Held,
-                })
-            })
-        })
-    }
-
-    /// Joins the end of `name`'s line (see [`LeaseStore::join_line`]); rows
-    /// dead for long are cleared on the way.
-    pub fn join_line(
-        &self,
-        name: &str,
-        who: &Holder<'_>,
-        ttl: Duration,
-    ) -> Result<i64, StoreError> {
-        let named = Named::new(name, who, ttl);
-        self.with(move |c| {
-            Box::pin(async move {
-                c.query_typed(
-                    &format!(
-                        "DELETE FROM onlyone_waiter WHERE name = $1 \
-                         AND until < clock_timestamp() - interval '{DEAD_WAITER_KEPT}'"
-                    ),
-                    &[(&named.name, Type::TEXT)],
-                )
-                .await?;
-                let row = c
-                    .query_typed_one(
-                        "INSERT INTO onlyone_waiter \
-                           (name, token, host, pid, uid, cmd, since, until, queued) \
-                         VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                 clock_timestamp() + $7 * interval '1 millisecond', false) \
-                         RETURNING coalesce(ticket, 0)",
-                        &named.params(&[]),
-                    )
-                    .await?;
-                row.try_get::<_, i64>(0)
-            })
-        })
-    }
-
-    /// Takes the queue's place of `name` (see
-    /// [`LeaseStore::take_queue_place`]): one `INSERT ... ON CONFLICT` on
-    /// the partial unique index of queued rows, which takes over only a
-    /// dead row (or the one of `replacing`).
-    pub fn take_queue_place(
-        &self,
-        name: &str,
-        who: &Holder<'_>,
-        ttl: Duration,
-        replacing: Option<&str>,
-    ) -> Result<Option<i64>, StoreError> {
-        let named = Named::new(name, who, ttl);
-        let replacing = replacing.map(str::to_owned);
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "INSERT INTO onlyone_waiter AS o \
-                           (name, token, host, pid, uid, cmd, since, until, queued) \
-                         VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), \
-                                 clock_timestamp() + $7 * interval '1 millisecond', true) \
-                         ON CONFLICT (name) WHERE queued DO UPDATE SET \
-                           ticket = EXCLUDED.ticket, token = EXCLUDED.token, host = EXCLUDED.host, \
-                           pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
-                           since = EXCLUDED.since, until = EXCLUDED.until \
-                         WHERE coalesce(o.until <= clock_timestamp(), true) \
-                           OR coalesce(o.token = $8, false) \
-                         RETURNING coalesce(ticket, 0)",
-                        &named.params(&[(&replacing, Type::TEXT)]),
-                    )
-                    .await?;
-                row.map(|r| r.try_get::<_, i64>(0)).transpose()
-            })
-        })
-    }
-
-    /// Keeps the row of `ticket` for `ttl` more (see
-    /// [`LeaseStore::stay_in_line`]).
-    pub fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
-        let ms = ttl.as_millis() as f64;
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_waiter \
-                         SET until = clock_timestamp() + $3 * interval '1 millisecond' \
-                         WHERE name = $1 AND ticket = $2 RETURNING ticket",
-                        &[
-                            (&name, Type::TEXT),
-                            (&ticket, Type::INT8),
-                            (&ms, Type::FLOAT8),
-                        ],
-                    )
-                    .await?;
-                Ok(row.is_some())
-            })
-        })
-    }
-
-    /// Removes the row of `ticket` from `name`'s line.
-    pub fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                c.query_typed(
-                    "DELETE FROM onlyone_waiter WHERE name = $1 AND ticket = $2",
-                    &[(&name, Type::TEXT), (&ticket, Type::INT8)],
-                )
-                .await?;
-                Ok(())
-            })
-        })
-    }
-
-    /// A waiter's row, every text cut in SQL, the time left as
-    /// milliseconds by the server's clock.
-    const WAITER_ROW: &'static str = "SELECT left(name::text, 256), ticket, left(token::text, 256), \
-         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
-         extract(epoch from since)::float8, \
-         (extract(epoch from until) - extract(epoch from clock_timestamp()))::float8 * 1000, \
-         queued FROM onlyone_waiter";
-
     fn waiter_row(&self, r: &tokio_postgres::Row) -> Result<WaiterRow, StoreError> {
-        read_waiter(r).map_err(|e| {
-            StoreError::Other(format!(
-                "the store `{}` has a waiter's row onlyone cannot read ({e}); its table was \
-                 changed: have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")",
-                self.info.display
-            ))
+        read_waiter(r).map_err(|e| StoreError::BadRow {
+            url: self.info.display.clone(),
+            what: "waiter's row",
+            source: Box::new(e),
         })
     }
-
-    /// The row that holds the queue's place of `name`, live or dead.
-    pub fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
-        let name = name.to_owned();
-        let row = self.with(move |c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{} WHERE name = $1 AND queued ORDER BY ticket LIMIT 1",
-                    Self::WAITER_ROW
-                );
-                c.query_typed_opt(&sql, &[(&name, Type::TEXT)]).await
-            })
-        })?;
-        row.map(|r| self.waiter_row(&r)).transpose()
-    }
-
-    /// The live waiters of `name`, first in line first (at most
-    /// [`MAX_WAITERS`]); none when the store keeps no line.
-    pub fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
-        if !self.has_line()? {
-            return Ok(Vec::new());
-        }
-        let name = name.to_owned();
-        let rows = self.with(move |c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{} WHERE name = $1 AND until > clock_timestamp() \
-                     ORDER BY ticket LIMIT {MAX_WAITERS}",
-                    Self::WAITER_ROW
-                );
-                c.query_typed(&sql, &[(&name, Type::TEXT)]).await
-            })
-        })?;
-        rows.iter().map(|r| self.waiter_row(r)).collect()
-    }
-
-    /// Renews the lease of epoch `epoch` for `lease` more, from now by the
-    /// server's clock, if it still holds.
-    pub fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
-        let ms = lease.as_millis() as f64;
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_lease \
-                         SET lock_until = clock_timestamp() + $3 * interval '1 millisecond' \
-                         WHERE name = $1 AND epoch = $2 AND lock_until > clock_timestamp() \
-                         RETURNING coalesce(stop_requested, false)",
-                        &[
-                            (&name, Type::TEXT),
-                            (&epoch, Type::INT8),
-                            (&ms, Type::FLOAT8),
-                        ],
-                    )
-                    .await?;
-                Ok(match row {
-                    Some(r) => Renewed::Held {
-                        stop: r.try_get(0)?,
-                    },
-                    None => Renewed::Lost,
-                })
-            })
-        })
-    }
-
-    /// Ends the lease of epoch `epoch` now: the next holder gets it at once.
-    pub fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_lease SET lock_until = clock_timestamp(), \
-                           stop_requested = false \
-                         WHERE name = $1 AND epoch = $2 AND lock_until > clock_timestamp() \
-                         RETURNING epoch",
-                        &[(&name, Type::TEXT), (&epoch, Type::INT8)],
-                    )
-                    .await?;
-                Ok(row.is_some())
-            })
-        })
-    }
-
-    /// Every column as text or a number, every text cut in SQL (a huge
-    /// value never crosses the wire whole), the lease's end and the
-    /// server's now as seconds.
-    const ROW: &'static str = "SELECT left(name::text, 256), epoch, left(token::text, 256), \
-         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
-         extract(epoch from since)::float8, extract(epoch from lock_until)::float8, \
-         extract(epoch from clock_timestamp())::float8, stop_requested \
-         FROM onlyone_lease";
 
     /// A lease row read back, every value checked: a NULL, a number out
     /// of range, a time that is not one become "unknown" (a lease whose end
     /// is unknown does not hold, as `acquire` takes it), never a panic.
     fn row(&self, r: &tokio_postgres::Row) -> Result<LeaseRow, StoreError> {
-        read_row(r).map_err(|e| {
-            StoreError::Other(format!(
-                "the store `{}` has a lease row onlyone cannot read ({e}); its table was \
-                 changed: have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")",
-                self.info.display
-            ))
-        })
-    }
-
-    /// The lease row of `name`, if the lock was ever taken.
-    pub fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
-        let name = name.to_owned();
-        let row = self.with(move |c| {
-            Box::pin(async move {
-                let sql = format!("{} WHERE name = $1", Self::ROW);
-                c.query_typed_opt(&sql, &[(&name, Type::TEXT)]).await
-            })
-        })?;
-        row.map(|r| self.row(&r)).transpose()
-    }
-
-    /// Every lease row, by name (at most [`MAX_NAMES`]).
-    pub fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
-        let rows = self.with(|c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{} WHERE octet_length(name) <= {} ORDER BY name LIMIT {MAX_NAMES}",
-                    Self::ROW,
-                    crate::names::MAX_NAME
-                );
-                c.query_typed(&sql, &[]).await
-            })
-        })?;
-        rows.iter().map(|r| self.row(r)).collect()
-    }
-
-    /// Asks the live holder of `name` to end its run: its epoch, or `None`
-    /// when nothing holds it.
-    pub fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_typed_opt(
-                        "UPDATE onlyone_lease SET stop_requested = true \
-                         WHERE name = $1 AND lock_until > clock_timestamp() \
-                         RETURNING coalesce(epoch, 0)",
-                        &[(&name, Type::TEXT)],
-                    )
-                    .await?;
-                row.map(|r| r.try_get::<_, i64>(0)).transpose()
-            })
-        })
-    }
-
-    /// Appends an event (a journal line) to `name`'s history; the oldest
-    /// go past [`MAX_EVENTS`].
-    pub fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
-        let (name, line) = (name.to_owned(), line.trim_end().to_owned());
-        self.with(move |c| {
-            Box::pin(async move {
-                let id: i64 = c
-                    .query_typed_one(
-                        "INSERT INTO onlyone_event (name, event) VALUES ($1, $2) \
-                         RETURNING coalesce(id, 0)",
-                        &[(&name, Type::TEXT), (&line, Type::TEXT)],
-                    )
-                    .await?
-                    .try_get(0)?;
-                // Trimmed now and then, not on every event.
-                if id % 512 == 0 {
-                    c.query_typed(
-                        "DELETE FROM onlyone_event WHERE name = $1 AND id <= \
-                         (SELECT id FROM onlyone_event WHERE name = $1 \
-                          ORDER BY id DESC OFFSET $2 LIMIT 1)",
-                        &[(&name, Type::TEXT), (&MAX_EVENTS, Type::INT8)],
-                    )
-                    .await?;
-                }
-                Ok(())
-            })
-        })
-    }
-
-    /// Every event of `name`, oldest first (the order they were appended).
-    pub fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            Box::pin(async move {
-                // The newest MAX_EVENTS, none longer than a journal line
-                // (a longer one is not one of ours).
-                let rows = c
-                    .query_typed(
-                        "SELECT event::text FROM onlyone_event \
-                         WHERE name = $1 AND octet_length(event) <= $2 \
-                         ORDER BY id DESC LIMIT $3",
-                        &[
-                            (&name, Type::TEXT),
-                            (&(crate::journal::MAX_LINE as i32), Type::INT4),
-                            (&MAX_EVENTS, Type::INT8),
-                        ],
-                    )
-                    .await?;
-                let mut lines = Vec::with_capacity(rows.len());
-                for r in rows.iter().rev() {
-                    lines.extend(r.try_get::<_, Option<String>>(0)?);
-                }
-                Ok(lines)
-            })
-        })
-    }
-
-    /// Every lock name the store has events or a lease for.
-    pub fn names(&self) -> Result<Vec<String>, StoreError> {
-        self.with(|c| {
-            Box::pin(async move {
-                let sql = format!(
-                    "SELECT n FROM (SELECT name::text AS n FROM onlyone_lease \
-                     UNION SELECT DISTINCT name::text FROM onlyone_event) AS all_names \
-                     WHERE octet_length(n) <= {} ORDER BY 1 LIMIT {MAX_NAMES}",
-                    crate::names::MAX_NAME
-                );
-                let rows = c.query_typed(&sql, &[]).await?;
-                let mut names = Vec::with_capacity(rows.len());
-                for r in &rows {
-                    names.extend(r.try_get::<_, Option<String>>(0)?);
-                }
-                Ok(names
-                    .into_iter()
-                    .filter(|n| crate::names::check_name(n).is_ok())
-                    .collect())
-            })
+        read_row(r).map_err(|e| StoreError::BadRow {
+            url: self.info.display.clone(),
+            what: "lease row",
+            source: Box::new(e),
         })
     }
 }
 
-/// A lease row's values, each read with a fallible getter and checked.
-fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgres::Error> {
-    let time = |i: usize| unix_time(r, i);
-    let (until, now) = (
-        r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan()),
-        time(9)?,
-    );
-    let left_ms = match (until, now) {
-        // An end at +infinity holds (acquire cannot take it); one at
-        // -infinity or NULL does not.
-        (Some(u), Some(n)) => ((u - n) * 1000.0).clamp(-1e15, 1e15) as i64,
-        _ => -1,
-    };
-    let (host, pid, uid, cmd) = read_who(r)?;
-    Ok(LeaseRow {
-        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
-        epoch: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
-        token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
-        host,
-        pid,
-        uid,
-        cmd,
-        since: time(7)?.unwrap_or(0.0),
-        until: until.map_or(0.0, |u| u.clamp(0.0, 1e11)),
-        left_ms,
-        stop_requested: r.try_get::<_, Option<bool>>(10)?.unwrap_or(false),
-    })
-}
-
-/// What every statement that writes a holder or a waiter binds first:
-/// `$1` the name, `$2` the token, `$3` the host, `$4` the pid, `$5` the
-/// uid, `$6` the command and `$7` a duration in milliseconds (the lease,
-/// or the waiter's row's life).
-struct Named {
-    name: String,
-    token: String,
-    host: String,
-    pid: i32,
-    uid: i32,
-    cmd: String,
-    ms: f64,
-}
-
-impl Named {
-    fn new(name: &str, who: &Holder<'_>, d: Duration) -> Named {
-        Named {
-            name: name.to_owned(),
-            token: who.token.to_owned(),
-            host: who.host.to_owned(),
-            pid: who.pid as i32,
-            uid: who.uid as i32,
-            cmd: who.cmd.to_owned(),
-            ms: d.as_millis() as f64,
-        }
-    }
-
-    /// `$1` to `$7`, then `more` (`$8`...).
-    fn params<'a>(&'a self, more: &[Param<'a>]) -> Vec<Param<'a>> {
-        let mut p: Vec<Param<'a>> = vec![
-            (&self.name, Type::TEXT),
-            (&self.token, Type::TEXT),
-            (&self.host, Type::TEXT),
-            (&self.pid, Type::INT4),
-            (&self.uid, Type::INT4),
-            (&self.cmd, Type::TEXT),
-            (&self.ms, Type::FLOAT8),
-        ];
-        p.extend_from_slice(more);
-        p
-    }
-}
-
-/// A statement's parameter and its type.
-type Param<'a> = (&'a (dyn tokio_postgres::types::ToSql + Sync), Type);
-
-/// Column `i` as Unix seconds, when it is one (not NULL, not infinite,
-/// not before 1970 or past the year 5000).
-fn unix_time(r: &tokio_postgres::Row, i: usize) -> Result<Option<f64>, tokio_postgres::Error> {
-    Ok(r.try_get::<_, Option<f64>>(i)?
-        .filter(|t| t.is_finite() && (0.0..1e11).contains(t)))
-}
-
-/// Who a lease's or a waiter's row names: its host, pid, uid and command
-/// (columns 3 to 6), a pid or uid out of range read as unknown.
-type Who = (Option<String>, Option<u32>, Option<u32>, Option<String>);
-
-fn read_who(r: &tokio_postgres::Row) -> Result<Who, tokio_postgres::Error> {
-    Ok((
-        r.try_get(3)?,
-        r.try_get::<_, Option<i32>>(4)?
-            .and_then(|p| u32::try_from(p).ok())
-            .filter(|&p| p > 0),
-        r.try_get::<_, Option<i32>>(5)?
-            .and_then(|u| u32::try_from(u).ok()),
-        r.try_get(6)?,
-    ))
-}
-
-/// A waiter's row's values, each read with a fallible getter and checked
-/// (see [`read_row`]).
-fn read_waiter(r: &tokio_postgres::Row) -> Result<WaiterRow, tokio_postgres::Error> {
-    let left = r.try_get::<_, Option<f64>>(8)?.filter(|t| !t.is_nan());
-    let (host, pid, uid, cmd) = read_who(r)?;
-    Ok(WaiterRow {
-        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
-        ticket: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
-        token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
-        host,
-        pid,
-        uid,
-        cmd,
-        since: unix_time(r, 7)?.unwrap_or(0.0),
-        left_ms: left.map_or(-1, |l| l.clamp(-1e15, 1e15) as i64),
-        queued: r.try_get::<_, Option<bool>>(9)?.unwrap_or(false),
-    })
-}
-
-/// The runtime of one connection: this thread's, plus the blocking threads
-/// it starts for name lookups, which block the supervisor's signals (see
-/// [`super::supervised_signals`]) as they start.
 /// Connects to the first of `config`'s hosts that answers, in their order
 /// (shuffled with `load_balance_hosts=random`), as tokio-postgres does;
 /// but a Unix socket is connected here, and its server checked before
@@ -981,14 +359,17 @@ async fn open(
         };
         match made {
             Ok(client) => return Ok(client),
-            Err(e @ StoreError::Auth(_)) => {
+            Err(e) if e.is_refusal() => {
                 refused.get_or_insert(e);
             }
             Err(e) => last = Some(e),
         }
     }
-    Err(refused.or(last).unwrap_or_else(|| {
-        StoreError::Unreachable(format!("cannot reach the store `{url}`: it names no host"))
+    Err(refused.or(last).unwrap_or_else(|| StoreError::Unreachable {
+        url: url.to_owned(),
+        detail: "it names no host".to_owned(),
+        hint: "",
+        source: None,
     }))
 }
 
@@ -1000,7 +381,7 @@ async fn open_tcp(
 ) -> Result<Client, StoreError> {
     let client = match tls {
         None => {
-            let (client, conn) = config.connect(NoTls).await.map_err(|e| classify(&e, url))?;
+            let (client, conn) = config.connect(NoTls).await.map_err(|e| classify(e, url))?;
             tokio::spawn(async move {
                 let _ = conn.await;
             });
@@ -1011,7 +392,7 @@ async fn open_tcp(
             let (client, conn) = config
                 .connect(connector)
                 .await
-                .map_err(|e| classify(&e, url))?;
+                .map_err(|e| classify(e, url))?;
             tokio::spawn(async move {
                 let _ = conn.await;
             });
@@ -1031,18 +412,23 @@ async fn open_unix(
     url: &str,
 ) -> Result<Client, StoreError> {
     let stream = socket::connect(path, require).await.map_err(|e| match e {
-        Ok(why) => StoreError::Auth(format!("cannot use the store `{url}`: {why}")),
-        Err(e) => StoreError::Unreachable(format!(
-            "cannot reach the store `{url}`: `{}`: {e}",
-            path.display()
-        )),
+        Ok(why) => StoreError::Untrusted {
+            url: url.to_owned(),
+            why,
+        },
+        Err(e) => StoreError::Unreachable {
+            url: url.to_owned(),
+            detail: format!("`{}`: {e}", path.display()),
+            hint: "",
+            source: Some(Box::new(e)),
+        },
     })?;
     let mut config = config.clone();
     config.ssl_mode(SslMode::Disable);
     let (client, conn) = config
         .connect_raw(stream, NoTls)
         .await
-        .map_err(|e| classify(&e, url))?;
+        .map_err(|e| classify(e, url))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -1051,7 +437,7 @@ async fn open_unix(
         let rows = client
             .simple_query("SHOW transaction_read_only")
             .await
-            .map_err(|e| classify(&e, url))?;
+            .map_err(|e| classify(e, url))?;
         let read_only = rows.iter().find_map(|m| match m {
             tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(|v| v == "on"),
             _ => None,
@@ -1062,10 +448,11 @@ async fn open_unix(
             _ => (true, ""),
         };
         if !fits {
-            return Err(StoreError::Unreachable(format!(
-                "the store `{url}` at `{}` is not {what}, as target_session_attrs={what} asks",
-                path.display()
-            )));
+            return Err(StoreError::NotTarget {
+                url: url.to_owned(),
+                at: path.to_owned(),
+                want: what,
+            });
         }
     }
     Ok(client)
@@ -1133,118 +520,353 @@ fn shuffle(v: &mut [usize]) {
     }
 }
 
+/// The runtime of one connection: this thread's, plus the blocking threads
+/// it starts for name lookups, which block the supervisor's signals (see
+/// [`super::supervised_signals`]) as they start.
 fn runtime() -> Result<tokio::runtime::Runtime, StoreError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .on_thread_start(super::block_in_this_thread)
         .build()
-        .map_err(|e| StoreError::Other(format!("cannot start the store's I/O: {e}")))
+        .map_err(|source| StoreError::Runtime {
+            what: "the store's I/O",
+            source,
+        })
 }
 
 fn timed_out(url: &str, t: Duration) -> StoreError {
-    StoreError::Unreachable(format!(
-        "the store `{url}` did not answer within {}",
-        crate::text::compact_duration(t)
-    ))
+    StoreError::TimedOut {
+        url: url.to_owned(),
+        after: t,
+    }
 }
 
 impl LeaseStore for PgStore {
     fn url(&self) -> &str {
-        PgStore::url(self)
+        &self.info.display
+    }
+
+    fn scheme(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn line_setup(&self) -> super::LineSetup {
+        sql::line_setup()
     }
 
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError> {
-        Ok(Box::new(PgStore::fresh(self)?))
+        Ok(Box::new(self.fresh_store()?))
     }
 
+    /// [`LeaseStore::fresh`], connected now: the connection (and the schema's
+    /// check) may take up to `within`, longer than the calls' timeout,
+    /// which its calls keep. For a holder about to take a lease: nothing
+    /// is held while it connects, and its acquire is then one call.
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-        Ok(Box::new(PgStore::fresh_connected(self, within)?))
+        let s = self.fresh_store()?;
+        s.timeout.set(within.max(self.timeout.get()));
+        let made = s.connect();
+        s.timeout.set(self.timeout.get());
+        made.map(|()| Box::new(s) as Box<dyn LeaseStore>)
     }
 
-    fn acquire(
-        &self,
-        name: &str,
-        who: &Holder<'_>,
-        lease: Duration,
-    ) -> Result<Option<i64>, StoreError> {
-        PgStore::acquire(self, name, who, lease)
-    }
-
-    fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
-        PgStore::renew(self, name, epoch, lease)
-    }
-
-    fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
-        PgStore::release(self, name, epoch)
-    }
-
-    fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
-        PgStore::inspect(self, name)
-    }
-
-    fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
-        PgStore::list(self)
-    }
-
-    fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        PgStore::request_stop(self, name)
-    }
-
-    fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
-        PgStore::append_event(self, name, line)
-    }
-
-    fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
-        PgStore::events(self, name)
-    }
-
-    fn names(&self) -> Result<Vec<String>, StoreError> {
-        PgStore::names(self)
-    }
-
-    fn has_line(&self) -> Result<bool, StoreError> {
-        PgStore::has_line(self)
-    }
-
+    /// Takes the lock `name` for `lease`, if its lease has run out (or it
+    /// never existed) and no live waiter is ahead of `ticket` in line (with
+    /// no ticket: no live waiter at all). The line only adds a condition
+    /// to the lease's: the `ON CONFLICT ... WHERE` the lease has run out
+    /// decides, on the latest row, as without a line. The waiter's row of
+    /// `ticket` goes in the same statement as the take.
     fn take(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         lease: Duration,
         ticket: Option<i64>,
-    ) -> Result<Take, StoreError> {
-        PgStore::take(self, name, who, lease, ticket)
+    ) -> Result<Claimed, StoreError> {
+        let binds = Binds::new(name, who, lease);
+        self.connect()?;
+        if !self.line.get() {
+            return self.with(move |c| {
+                Box::pin(async move {
+                    let row = c.query_typed_opt(sql::TAKE, &binds.params(&[])).await?;
+                    Ok(match row {
+                        Some(r) => Claimed::Taken(r.try_get::<_, i64>(0)?),
+                        None => Claimed::Held,
+                    })
+                })
+            });
+        }
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_one(sql::TAKE_IN_LINE, &binds.params(&[(&ticket, Type::INT8)]))
+                    .await?;
+                let epoch = row.try_get::<_, Option<i64>>(0)?;
+                let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
+                let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
+                Ok(match epoch {
+                    Some(e) => Claimed::Taken(e),
+                    None if !held && ahead > 0 => Claimed::Behind {
+                        ahead: ahead as u64,
+                    },
+                    None => Claimed::Held,
+                })
+            })
+        })
     }
 
-    fn join_line(&self, name: &str, who: &Holder<'_>, ttl: Duration) -> Result<i64, StoreError> {
-        PgStore::join_line(self, name, who, ttl)
+    /// Renews the lease of epoch `epoch` for `lease` more, from now by the
+    /// server's clock, if it still holds.
+    fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError> {
+        let ms = lease.as_millis() as f64;
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        sql::RENEW,
+                        &[
+                            (&name, Type::TEXT),
+                            (&epoch, Type::INT8),
+                            (&ms, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok(match row {
+                    Some(r) => Renewed::Held {
+                        stop: r.try_get(0)?,
+                    },
+                    None => Renewed::Lost,
+                })
+            })
+        })
     }
 
-    fn take_queue_place(
+    /// Ends the lease of epoch `epoch` now: the next holder gets it at once.
+    fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(sql::RELEASE, &[(&name, Type::TEXT), (&epoch, Type::INT8)])
+                    .await?;
+                Ok(row.is_some())
+            })
+        })
+    }
+
+    /// The lease row of `name`, if the lock was ever taken.
+    fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
+        let name = name.to_owned();
+        let row = self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed_opt(&sql::lease(), &[(&name, Type::TEXT)])
+                    .await
+            })
+        })?;
+        row.map(|r| self.row(&r)).transpose()
+    }
+
+    /// Every lease row, by name (at most [`MAX_NAMES`](sql::MAX_NAMES)).
+    fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let rows =
+            self.with(|c| Box::pin(async move { c.query_typed(&sql::leases(), &[]).await }))?;
+        rows.iter().map(|r| self.row(r)).collect()
+    }
+
+    /// Asks the live holder of `name` to end its run: its epoch, or `None`
+    /// when nothing holds it.
+    fn request_stop(&self, name: &str) -> Result<Option<i64>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(sql::REQUEST_STOP, &[(&name, Type::TEXT)])
+                    .await?;
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
+            })
+        })
+    }
+
+    /// Appends an event (a journal line) to `name`'s history; the oldest
+    /// go past [`MAX_EVENTS`].
+    fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError> {
+        let (name, line) = (name.to_owned(), line.trim_end().to_owned());
+        self.with(move |c| {
+            Box::pin(async move {
+                let id: i64 = c
+                    .query_typed_one(
+                        sql::APPEND_EVENT,
+                        &[(&name, Type::TEXT), (&line, Type::TEXT)],
+                    )
+                    .await?
+                    .try_get(0)?;
+                // Trimmed now and then, not on every event.
+                if id % 512 == 0 {
+                    c.query_typed(
+                        sql::TRIM_EVENTS,
+                        &[(&name, Type::TEXT), (&MAX_EVENTS, Type::INT8)],
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Every event of `name`, oldest first (the order they were appended).
+    fn events(&self, name: &str) -> Result<Vec<String>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                // The newest MAX_EVENTS, none longer than a journal line
+                // (a longer one is not one of ours).
+                let rows = c
+                    .query_typed(
+                        sql::EVENTS,
+                        &[
+                            (&name, Type::TEXT),
+                            (&(crate::journal::MAX_LINE as i32), Type::INT4),
+                            (&MAX_EVENTS, Type::INT8),
+                        ],
+                    )
+                    .await?;
+                let mut lines = Vec::with_capacity(rows.len());
+                for r in rows.iter().rev() {
+                    lines.extend(r.try_get::<_, Option<String>>(0)?);
+                }
+                Ok(lines)
+            })
+        })
+    }
+
+    /// Every lock name the store has events or a lease for.
+    fn names(&self) -> Result<Vec<String>, StoreError> {
+        self.with(|c| {
+            Box::pin(async move {
+                let rows = c.query_typed(&sql::names(), &[]).await?;
+                let mut names = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    names.extend(r.try_get::<_, Option<String>>(0)?);
+                }
+                Ok(names
+                    .into_iter()
+                    .filter(|n| crate::names::check_name(n).is_ok())
+                    .collect())
+            })
+        })
+    }
+
+    /// Whether the line of waiters can be used: its table exists and this
+    /// role may use it (connects to find out).
+    fn has_line(&self) -> Result<bool, StoreError> {
+        self.connect()?;
+        Ok(self.line.get())
+    }
+
+    /// Joins the end of `name`'s line (see [`LeaseStore::join_line`]); rows
+    /// dead for long are cleared on the way.
+    fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError> {
+        let binds = Binds::new(name, who, ttl);
+        self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed(sql::CLEAR_DEAD_WAITERS, &[(&binds.name, Type::TEXT)])
+                    .await?;
+                let row = c
+                    .query_typed_one(sql::JOIN_LINE, &binds.params(&[]))
+                    .await?;
+                row.try_get::<_, i64>(0)
+            })
+        })
+    }
+
+    /// Takes the queue seat of `name` (see
+    /// [`LeaseStore::take_queue_seat`]): one `INSERT ... ON CONFLICT` on
+    /// the partial unique index of queued rows, which takes over only a
+    /// dead row (or the one of `replacing`).
+    fn take_queue_seat(
         &self,
         name: &str,
-        who: &Holder<'_>,
+        who: &Claimant<'_>,
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<i64>, StoreError> {
-        PgStore::take_queue_place(self, name, who, ttl, replacing)
+        let binds = Binds::new(name, who, ttl);
+        let replacing = replacing.map(str::to_owned);
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        sql::TAKE_QUEUE_SEAT,
+                        &binds.params(&[(&replacing, Type::TEXT)]),
+                    )
+                    .await?;
+                row.map(|r| r.try_get::<_, i64>(0)).transpose()
+            })
+        })
     }
 
+    /// Keeps the row of `ticket` for `ttl` more (see
+    /// [`LeaseStore::stay_in_line`]).
     fn stay_in_line(&self, name: &str, ticket: i64, ttl: Duration) -> Result<bool, StoreError> {
-        PgStore::stay_in_line(self, name, ticket, ttl)
+        let ms = ttl.as_millis() as f64;
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(
+                        sql::STAY_IN_LINE,
+                        &[
+                            (&name, Type::TEXT),
+                            (&ticket, Type::INT8),
+                            (&ms, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok(row.is_some())
+            })
+        })
     }
 
+    /// Removes the row of `ticket` from `name`'s line.
     fn leave_line(&self, name: &str, ticket: i64) -> Result<(), StoreError> {
-        PgStore::leave_line(self, name, ticket)
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed(
+                    sql::LEAVE_LINE,
+                    &[(&name, Type::TEXT), (&ticket, Type::INT8)],
+                )
+                .await?;
+                Ok(())
+            })
+        })
     }
 
+    /// The row that holds the queue seat of `name`, live or dead.
     fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError> {
-        PgStore::queued(self, name)
+        let name = name.to_owned();
+        let row = self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed_opt(&sql::queued(), &[(&name, Type::TEXT)])
+                    .await
+            })
+        })?;
+        row.map(|r| self.waiter_row(&r)).transpose()
     }
 
+    /// The live waiters of `name`, first in line first (at most
+    /// [`MAX_WAITERS`](sql::MAX_WAITERS)); none when the store keeps no line.
     fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError> {
-        PgStore::waiters(self, name)
+        if !self.has_line()? {
+            return Ok(Vec::new());
+        }
+        let name = name.to_owned();
+        let rows = self.with(move |c| {
+            Box::pin(async move { c.query_typed(&sql::waiters(), &[(&name, Type::TEXT)]).await })
+        })?;
+        rows.iter().map(|r| self.waiter_row(r)).collect()
     }
 }
 
