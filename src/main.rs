@@ -107,15 +107,16 @@ fn mask_value(value: &mut [u8], secret: Secret) {
         return;
     };
     let start = scheme_end + 3;
-    let end = value[start..]
+    let info = user_part(&value[start..]).map(|len| start..start + len);
+    let host = info.as_ref().map_or(start, |i| i.end + 1);
+    let end = value[host..]
         .iter()
         .position(|b| matches!(b, b'/' | b'?' | b'#'))
-        .map_or(value.len(), |i| start + i);
-    let at = value[start..end].iter().rposition(|b| *b == b'@');
+        .map_or(value.len(), |i| host + i);
     match secret {
         Secret::Ping => {
-            if let Some(at) = at {
-                value[start..start + at].fill(b'*');
+            if let Some(info) = info {
+                value[info].fill(b'*');
             }
             let rest = if value.get(end) == Some(&b'/') {
                 end + 1
@@ -125,14 +126,43 @@ fn mask_value(value: &mut [u8], secret: Secret) {
             value[rest..].fill(b'*');
         }
         Secret::Store => {
-            if let Some(at) = at
-                && let Some(colon) = value[start..start + at].iter().position(|b| *b == b':')
-            {
-                value[start + colon + 1..start + at].fill(b'*');
+            if let Some(info) = info {
+                let text = &value[info.clone()];
+                let url = !text.iter().any(|b| matches!(b, b'/' | b'?' | b'#'));
+                match text.iter().position(|b| *b == b':') {
+                    // A URL's user part: its password, after the user.
+                    Some(colon) if url => value[info.start + colon + 1..info.end].fill(b'*'),
+                    Some(_) => value[info].fill(b'*'),
+                    None => {}
+                }
             }
-            mask_password_params(&mut value[end..]);
+            mask_password_params(&mut value[host..]);
         }
     }
+}
+
+/// The length of the user part of `rest` (what follows `scheme://`), as
+/// the store reads one: up to the last `@` before the query that follows
+/// the first `@`, unless that `@` is in the query. A value with a `/` in
+/// its password (`postgres://u:pa/ss@h/db`) is no URL, but the store
+/// takes `pa/ss` as the password all the same: all of it up to the last
+/// `@` is the user part.
+fn user_part(rest: &[u8]) -> Option<usize> {
+    let first = rest.iter().position(|b| *b == b'@')?;
+    let query = rest[first..]
+        .iter()
+        .position(|b| *b == b'?')
+        .map_or(rest.len(), |i| first + i);
+    let last = rest[..query].iter().rposition(|b| *b == b'@')?;
+    let in_query = rest[..last]
+        .iter()
+        .position(|b| *b == b'?')
+        .is_some_and(|q| rest[q..last].contains(&b'='));
+    if !in_query {
+        return Some(last);
+    }
+    let query = rest.iter().position(|b| *b == b'?').unwrap_or(rest.len());
+    rest[..query].iter().rposition(|b| *b == b'@')
 }
 
 /// Masks the value of every `password=` parameter in `text` (a URL's
@@ -286,6 +316,26 @@ mod tests {
         );
         assert_eq!(got[3], "--store=postgresql://jobs@db/ops");
         assert_eq!(got[6], "*********");
+        // A password with an unencoded `/`, `?` or `#` makes the value no
+        // URL, yet the store reads it as the password: all of the user
+        // part is masked, the host and the database kept.
+        let got = masked(&[
+            "onlyone",
+            "--store",
+            "postgres://u:pa/ss@h/db",
+            "--store=postgresql://u:p?w#d@h:5432/db?sslmode=require&password=x",
+            "--ping",
+            "http://u:pa/ss@h/ping/KEY",
+            "--store",
+            "postgres://h/db?application_name=a@b&password=y",
+        ]);
+        assert_eq!(got[2], "postgres://*******@h/db");
+        assert_eq!(
+            got[3],
+            "--store=postgresql://*******@h:5432/db?sslmode=require&password=*"
+        );
+        assert_eq!(got[5], "http://*******@h/********");
+        assert_eq!(got[7], "postgres://h/db?application_name=a@b&password=*");
         // A flag at the end, with no value: nothing to mask.
         assert_eq!(masked(&["onlyone", "run", "--ping"])[2], "--ping");
     }

@@ -229,6 +229,42 @@ pub enum Error {
         me: String,
     },
 
+    /// The lock's directory is reached through a symbolic link of the
+    /// caller's or root's that has more than one name, in a directory
+    /// another account may write in: where hard links are not protected,
+    /// that account may have given the link that name.
+    #[error(
+        "the lock directory `{}` is reached through the symbolic link `{}`, which has more \
+         than one name (a hard link) and sits where other accounts may write: whoever made this name \
+         of it chose where it leads, so onlyone does not follow it; give the directory's own \
+         path, or remove the link (sudo rm {})",
+        .dir.display(),
+        .link.display(),
+        .link.display()
+    )]
+    HardLinkedLink {
+        /// The directory, as given.
+        dir: PathBuf,
+        /// The link, where the path reaches it.
+        link: PathBuf,
+    },
+
+    /// A file system is mounted on a name in the lock's directory (the
+    /// lock path, or a file kept beside it): another account may have
+    /// mounted one whose server never answers, so onlyone never looks
+    /// into it.
+    #[error(
+        "`{}` is a mount point: a file system is mounted on it, and onlyone never looks into \
+         one there (its server could leave every look waiting for ever); unmount it (sudo \
+         umount -l {}) and remove it, or use another lock path",
+        .path.display(),
+        .path.display()
+    )]
+    MountPoint {
+        /// The name, in the lock's directory.
+        path: PathBuf,
+    },
+
     /// This user may not remove the lock file.
     #[error(
         "{}you ({me}) may not remove `{}`: {why}; {} must clear it (`sudo onlyone release \
@@ -474,8 +510,17 @@ impl Error {
         }
     }
 
-    /// [`Error::ForeignLink`]: the lock directory `dir` reaches `link`.
+    /// [`Error::ForeignLink`]: the lock directory `dir` reaches `link`, a
+    /// link the walk refused; [`Error::HardLinkedLink`] when its owner is
+    /// trusted (the caller or root), for then it was refused for its
+    /// names.
     pub(crate) fn foreign_link(dir: &std::path::Path, link: &crate::walk::Seen) -> Error {
+        if crate::walk::trusted_owner(link.uid) {
+            return Error::HardLinkedLink {
+                dir: dir.to_path_buf(),
+                link: link.path.clone(),
+            };
+        }
         Error::ForeignLink {
             dir: dir.to_path_buf(),
             link: link.path.clone(),

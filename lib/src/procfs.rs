@@ -1012,9 +1012,20 @@ impl RunSpec<'_> {
     /// program keeps its caller's real uid, so nobody's `passwd` is
     /// nobody's.
     pub fn may_carry(&self, pid: u32) -> bool {
-        self.uid
-            .is_none_or(|uid| uid_of(pid).is_none_or(|real| real == uid))
+        may_carry(self.uid, pid)
     }
+}
+
+/// [`RunSpec::may_carry`] for a record whose file `uid` owns (`None`: not
+/// known, which restricts nothing): the live process `pid` may be one of
+/// its run's by evidence that another account can copy or reuse only when
+/// its real uid is `uid`. A process whose real uid cannot be read (gone,
+/// or hidden) carries nothing. The one rule for every such evidence: a
+/// token, an image, a group's id without its leader, a flock on the record
+/// once its owner is gone, and, for `reap`, a lock path or token in an
+/// environment.
+pub fn may_carry(uid: Option<u32>, pid: u32) -> bool {
+    uid.is_none_or(|uid| uid_of(pid) == Some(uid))
 }
 
 /// [`RunSpec::may_name`] for a record whose file `uid` owns.
@@ -1075,11 +1086,40 @@ enum GroupId {
 
 impl GroupId {
     fn of(g: Group) -> GroupId {
-        match (g.leader_start, read_stat(g.pgid)) {
-            (Some(start), Ok(Some(st))) if st.start == start => GroupId::Led,
-            (_, Ok(Some(st))) if g.leader_start.is_some() && !st.is_dead() => GroupId::Reused,
+        GroupId::at(g, read_stat(g.pgid).ok().flatten().as_ref())
+    }
+
+    /// Who holds `g`'s id, from what has the leader's pid now (`None`:
+    /// no process). A process there with another start time, a zombie
+    /// too, was handed the pid after the leader: the run's group was empty
+    /// by then.
+    fn at(g: Group, at_leaders_pid: Option<&ProcStat>) -> GroupId {
+        match (g.leader_start, at_leaders_pid) {
+            (Some(start), Some(st)) if st.start == start => GroupId::Led,
+            (Some(_), Some(_)) => GroupId::Reused,
             _ => GroupId::Leaderless,
         }
+    }
+}
+
+/// Whether a live process (`stat`) is one of the run's by the run's group
+/// (`group`: its id and who holds it now): in that group, and then any
+/// process the record may name while the leader holds the id, only one
+/// of the record's user once it is leaderless, none once the id was
+/// reused (see [`run_members`]).
+fn in_run_group(
+    group: Option<(u32, GroupId)>,
+    stat: &ProcStat,
+    may_name: impl FnOnce() -> bool,
+    may_carry: impl FnOnce() -> bool,
+) -> bool {
+    match group {
+        Some((pgid, held)) if stat.pgrp == pgid => match held {
+            GroupId::Led => may_name(),
+            GroupId::Leaderless => may_carry(),
+            GroupId::Reused => false,
+        },
+        _ => false,
     }
 }
 
@@ -1253,7 +1293,7 @@ fn may_carry_token(pid: u32, stat: &ProcStat, spec: &RunSpec<'_>) -> bool {
     if !matches!(read_stat(pid), Ok(Some(now)) if now.start == stat.start && !now.is_dead()) {
         return false;
     }
-    if spec.uid.is_some() && uid_of(pid) != spec.uid {
+    if !spec.may_carry(pid) {
         return false;
     }
     // Every process the run starts stays in its cgroup unless moved: one
@@ -1517,14 +1557,7 @@ pub fn run_members(
             pid,
             start: stat.start,
         };
-        let in_group = match group {
-            Some((pgid, held)) if stat.pgrp == pgid => match held {
-                GroupId::Led => spec.may_name(pid),
-                GroupId::Leaderless => spec.may_carry(pid),
-                GroupId::Reused => false,
-            },
-            _ => false,
-        };
+        let in_group = in_run_group(group, stat, || spec.may_name(pid), || spec.may_carry(pid));
         let why = if in_group {
             Some(Membership::ProcessGroup)
         } else if spec.image.is_some() && stat.image == spec.image && spec.may_carry(pid) {
@@ -1734,6 +1767,121 @@ mod tests {
         assert!(!kill_probe(u32::MAX));
         assert_eq!(probe(0, None), Probe::Exited);
         assert_eq!(probe(u32::MAX, None), Probe::Exited);
+    }
+
+    /// A live process in group `pgrp`, started at `start`, in `state`.
+    fn proc_in(pgrp: u32, start: u64, state: char) -> ProcStat {
+        ProcStat {
+            comm: "x".into(),
+            state,
+            ppid: 1,
+            pgrp,
+            session: pgrp,
+            tty: 0,
+            flags: 0,
+            cpu_ticks: 0,
+            start,
+            image: None,
+        }
+    }
+
+    /// The members of the run's group (leader 100, started at 10) that
+    /// count for a record of `record_uid`, as `run_members` decides them
+    /// over the host as `table` lists it: (pid, stat, real uid). A record
+    /// may name a process of its user (root's anyone's); a process carries
+    /// the run's evidence by its real uid.
+    fn group_members(record_uid: u32, table: &[(u32, ProcStat, u32)]) -> Vec<u32> {
+        let g = Group {
+            pgid: 100,
+            leader_start: Some(10),
+        };
+        let at_leaders_pid = table
+            .iter()
+            .find(|(p, ..)| *p == g.pgid)
+            .map(|(_, st, _)| st);
+        let held = (g.pgid, GroupId::at(g, at_leaders_pid));
+        table
+            .iter()
+            .filter(|(_, st, _)| !st.is_dead())
+            .filter(|(_, st, uid)| {
+                in_run_group(
+                    Some(held),
+                    st,
+                    || record_uid == 0 || *uid == record_uid,
+                    || *uid == record_uid,
+                )
+            })
+            .map(|(p, ..)| *p)
+            .collect()
+    }
+
+    #[test]
+    fn a_group_is_the_runs_while_its_leader_holds_its_id_and_never_once_reused() {
+        const ROOT: u32 = 0;
+        const NOBODY: u32 = 65534;
+        let members = |at_100: Option<ProcStat>| {
+            let mut table = vec![
+                (101, proc_in(100, 11, 'S'), ROOT),
+                (102, proc_in(100, 12, 'S'), NOBODY),
+                (103, proc_in(103, 13, 'S'), ROOT),
+            ];
+            if let Some(st) = at_100 {
+                table.push((100, st, ROOT));
+            }
+            group_members(ROOT, &table)
+        };
+        // The leader lives, or is a zombie: every member (a root job's
+        // command may change user).
+        assert_eq!(members(Some(proc_in(100, 10, 'S'))), [101, 102, 100]);
+        assert_eq!(members(Some(proc_in(100, 10, 'Z'))), [101, 102]);
+        // No process has the leader's pid: the record's user's only.
+        assert_eq!(members(None), [101]);
+        // Another process has it, alive or a zombie: the pid was handed
+        // out again, so the run's group was empty; a group of that id now
+        // is another's.
+        assert_eq!(members(Some(proc_in(100, 50, 'S'))), Vec::<u32>::new());
+        assert_eq!(members(Some(proc_in(100, 50, 'Z'))), Vec::<u32>::new());
+        // A record of nobody's names no process of root's, and a group
+        // whose leader is gone counts for nobody's processes alone.
+        let table = [
+            (100, proc_in(100, 10, 'S'), NOBODY),
+            (101, proc_in(100, 11, 'S'), ROOT),
+            (102, proc_in(100, 12, 'S'), NOBODY),
+        ];
+        assert_eq!(group_members(NOBODY, &table), [100, 102]);
+        assert_eq!(group_members(NOBODY, &table[1..]), [102]);
+        // Without the leader's start time, its id proves nothing.
+        let g = Group {
+            pgid: 100,
+            leader_start: None,
+        };
+        assert_eq!(
+            GroupId::at(g, Some(&proc_in(100, 10, 'S'))),
+            GroupId::Leaderless
+        );
+    }
+
+    #[test]
+    fn a_process_whose_uid_cannot_be_read_carries_nothing() {
+        let me = rustix::process::getuid().as_raw();
+        let own = std::process::id();
+        let spec = |uid| RunSpec {
+            token: None,
+            since_start: None,
+            group: None,
+            uid,
+            image: None,
+            cgroup: None,
+        };
+        assert!(spec(Some(me)).may_carry(own));
+        assert!(!spec(Some(me.wrapping_add(1))).may_carry(own));
+        // No process has these pids: no real uid to read.
+        for gone in [pid_max() + 1, u32::MAX] {
+            assert!(!spec(Some(me)).may_carry(gone), "{gone}");
+            assert!(!may_carry(Some(me), gone), "{gone}");
+        }
+        // A record whose user is not known restricts nothing.
+        assert!(spec(None).may_carry(own));
     }
 
     #[test]

@@ -18,10 +18,28 @@
 //! look and its use can swap in another link. `..` is the parent of the
 //! directory reached, as the kernel resolves it, not a name taken off the
 //! text. At most [`MAX_LINKS`] links are followed (the kernel's own limit).
+//! A link with more than one name is a hard link: where hard links are
+//! not protected (`fs.protected_hardlinks=0`), any account may give root's
+//! link (`/var/run`) a second name of its own choosing in a directory it
+//! can write, and the new name is still root's. Such a link is followed
+//! only where it sits in a directory no other account could have written
+//! in (owned by the caller or root, writable by no one else).
+//!
+//! [`open_entry`] and [`stat_entry`] look up one name in a directory that
+//! may hold what other accounts put there (a lock directory): never
+//! following a link, never leaving the directory, and never crossing into
+//! a file system mounted on the name (`RESOLVE_NO_XDEV`) unless only the
+//! caller or root may write in the directory. Another account may mount
+//! one where it may write (a FUSE file system of its own, with
+//! `allow_other`, on a directory it made in `/tmp`), and one whose server
+//! never answers would leave a `stat` or an `open` of the name waiting for
+//! ever; the kernel refuses the crossing (`EXDEV`) without a word to that
+//! file system. What is mounted in a directory only the caller or root
+//! may write in is theirs (a read-only bind mount of a journal).
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -59,7 +77,8 @@ pub(crate) struct Walked {
 /// Why a walk stopped.
 #[derive(Debug)]
 pub(crate) enum WalkError {
-    /// A link whose owner the rule does not trust.
+    /// A link whose owner the rule does not trust, or one with more than
+    /// one name where other accounts may write.
     Refused(Seen),
     /// Nothing there, at this path.
     Missing(PathBuf),
@@ -72,9 +91,15 @@ pub(crate) enum WalkError {
 impl std::fmt::Display for WalkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            WalkError::Refused(l) if trusted_owner(l.uid) => write!(
+                f,
+                "the symbolic link `{}` has more than one name (a hard link) and sits where \
+                 other accounts may write, so it is not followed",
+                l.path.display(),
+            ),
             WalkError::Refused(l) => write!(
                 f,
-                "the symbolic link `{}` is {}'s",
+                "the symbolic link `{}` is {}'s, so it is not followed",
                 l.path.display(),
                 crate::text::user_name(l.uid)
             ),
@@ -151,7 +176,7 @@ pub(crate) fn walk(path: &Path, trust: &dyn Fn(u32) -> bool) -> Result<Walked, W
                 dirs.push(st);
             }
             libc::S_IFLNK => {
-                if !trust(st.uid) {
+                if !trust(st.uid) || (hard_linked(&next) && !only_trusted_write(&dirs, trust)) {
                     return Err(WalkError::Refused(st));
                 }
                 links.push(st);
@@ -178,6 +203,80 @@ pub(crate) fn walk(path: &Path, trust: &dyn Fn(u32) -> bool) -> Result<Walked, W
         }
     }
     Ok(Walked { fd, dirs, links })
+}
+
+/// True when the link `fd` has more than one name (see the module docs);
+/// true too when that cannot be told.
+fn hard_linked(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd).map_or(true, |st| st.st_nlink > 1)
+}
+
+/// True when no account but those `trust` accepts could have made an
+/// entry in the last directory of `dirs` (where the walk is): it is
+/// theirs, and neither its group nor others may write in it.
+fn only_trusted_write(dirs: &[Seen], trust: &dyn Fn(u32) -> bool) -> bool {
+    dirs.last()
+        .is_some_and(|d| private_to(d.uid, d.mode, trust))
+}
+
+/// True for a directory of `uid` and `mode` in which only owners `trust`
+/// accepts may make an entry: theirs, writable by neither its group nor
+/// others.
+fn private_to(uid: u32, mode: u32, trust: &dyn Fn(u32) -> bool) -> bool {
+    trust(uid) && mode & 0o022 == 0
+}
+
+/// The resolution of a name in a directory that stays there: no link
+/// followed (the last component's own included), nothing outside it
+/// reached, and no mount point crossed.
+const IN_DIR: ResolveFlags = ResolveFlags::NO_XDEV
+    .union(ResolveFlags::NO_SYMLINKS)
+    .union(ResolveFlags::BENEATH);
+
+/// Opens the entry `name` of the directory `dir` with `flags` (`O_NOFOLLOW`
+/// and `O_CLOEXEC` are added; `mode` counts only with `O_CREAT`), without
+/// following a link and without crossing into a file system mounted on it
+/// (see the module docs): `EXDEV` when one is mounted there, unless only
+/// the caller or root may write in `dir`. With
+/// `O_PATH`, a link is opened as itself (`O_NOFOLLOW`); otherwise a link
+/// is `ELOOP`, as `openat(2)` with `O_NOFOLLOW` has it. Where the kernel
+/// has no `openat2(2)` (before Linux 5.6) or a filter refuses it, the name
+/// is opened with `openat(2)`, which crosses a mount.
+pub(crate) fn open_entry(
+    dir: impl AsFd,
+    name: &OsStr,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // openat2 refuses a mode without O_CREAT, where openat ignores it.
+    let mode = if flags.contains(OFlags::CREATE) {
+        mode
+    } else {
+        Mode::empty()
+    };
+    match rustix::fs::openat2(dir.as_fd(), name, flags, mode, IN_DIR) {
+        Err(Errno::NOSYS | Errno::PERM) => rustix::fs::openat(dir, name, flags, mode),
+        Err(Errno::XDEV) if only_trusted_may_write(dir.as_fd()) => {
+            rustix::fs::openat(dir, name, flags, mode)
+        }
+        r => r,
+    }
+}
+
+/// True when no one but the caller and root may make an entry in the
+/// directory `dir` (or mount a file system on one).
+fn only_trusted_may_write(dir: std::os::fd::BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(dir).is_ok_and(|st| private_to(st.st_uid, st.st_mode, &trusted_owner))
+}
+
+/// What `fstat(2)` says of the entry `name` of the directory `dir`, not
+/// following a link and never looking into a file system mounted on it
+/// (`EXDEV`; as [`open_entry`] has it): [`open_entry`] with `O_PATH`, which
+/// opens nothing (a device is not opened, a FIFO not waited on).
+pub(crate) fn stat_entry(dir: impl AsFd, name: &OsStr) -> Result<rustix::fs::Stat, Errno> {
+    let fd = open_entry(dir, name, OFlags::PATH, Mode::empty())?;
+    rustix::fs::fstat(&fd)
 }
 
 /// Opens one component without following it: a directory as one (which

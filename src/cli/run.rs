@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use onlyone::ProcId;
 use onlyone::journal::Event;
 use onlyone::place::{Feature, Kind};
 use onlyone::signal::GracefulStop;
@@ -54,6 +55,10 @@ pub(super) trait HeldLock {
     /// The work goes on in processes that outlive the command
     /// (`--linger`, which [`RunPlace::kind`] must support).
     fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code;
+    /// What the run left running when its command exited (`--keep-strays`),
+    /// told to the reaper where there is one (a lock directory's): a reap
+    /// of the job ends them once idle, whatever their user.
+    fn note_kept(&self, _kept: &[ProcId]) {}
     /// The run is over: the lock is let go.
     fn release(self: Box<Self>);
 }
@@ -199,6 +204,9 @@ fn run_taken(
     // start follows it; and the command has stopped before the release
     // (PROTOCOL.md invariant 7).
     taken.record_end(&end, a.quiet);
+    if !outcome.kept.is_empty() {
+        taken.note_kept(&outcome.kept);
+    }
     taken.release();
     if outcome.ended_by == Some(EndedBy::LeaseLost) {
         say(format_args!(
@@ -363,6 +371,17 @@ impl HeldLock for DirHeld<'_> {
         }
         guard.leave_to_owner();
         exit::command_exit(o.exit)
+    }
+
+    fn note_kept(&self, kept: &[ProcId]) {
+        if self.ctx.state_dir_exists() {
+            onlyone::reap::note_kept(
+                self.ctx.dir(),
+                self.guard.lock().path(),
+                self.guard.token(),
+                kept,
+            );
+        }
     }
 
     fn release(self: Box<Self>) {

@@ -202,6 +202,116 @@ fn a_process_given_roots_image_keeps_no_script_lock_held() {
     assert_untouched(parked);
 }
 
+/// Opens `PATH` read-only (a record is 0644), takes an exclusive flock on
+/// it, creates `READY` and execs `PROG...` with the descriptor (and so the
+/// flock) kept across the exec and a pipe that never gets a byte as its
+/// stdin.
+const FLOCK_THEN_EXEC: &str = r#"
+import fcntl, os, sys
+path, ready, prog = sys.argv[1], sys.argv[2], sys.argv[3:]
+fd = os.open(path, os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.set_inheritable(fd, True)
+r, w = os.pipe()
+os.dup2(r, 0)
+os.set_inheritable(w, True)
+open(ready, "w").close()
+os.execv(prog[0], prog)
+"#;
+
+/// The `Uid:` line of `/proc/PID/status`: real, effective, saved and
+/// filesystem uids.
+fn uids(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|u| u.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Root's run crashed (its wrapper and its command killed), leaving its
+/// record. nobody opens the 0644 record, takes an exclusive flock on it
+/// and execs `su`, setuid root, which waits at its password prompt for
+/// ever: a holder whose effective and saved uids are root's, its real uid
+/// nobody's. Root's next fires run, and `precheck` lets them: a flock
+/// proves a run alive once its owner is gone only when a process of the
+/// record's user by its real uid holds it.
+#[test]
+fn a_flock_kept_through_a_setuid_program_keeps_no_crashed_run_held() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let su = "/usr/bin/su";
+    let setuid_root =
+        std::fs::metadata(su).is_ok_and(|m| m.uid() == 0 && m.permissions().mode() & 0o4000 != 0);
+    if !setuid_root {
+        eprintln!("no setuid-root {su}; skipped");
+        return;
+    }
+    if !have_python3() {
+        return;
+    }
+    let Some(mut ns) = Ns::new("a_flock_kept_through_a_setuid_program") else {
+        return;
+    };
+    let lock = "/run/onlyone/backup.lock";
+    let wrapper = ns.keep(ns.oo(None, &["run", "backup", "--", "sleep", "100000"]));
+    let cmd: u32 = wait_value(&ns, lock, "cmdpid").parse().unwrap();
+    wait_for_exec(cmd, "sleep");
+    kill9_pid(wrapper);
+    kill9_pid(cmd);
+    wait_gone(wrapper);
+    wait_gone(cmd);
+    let ready = "/tmp/flocked";
+    let held = ns.attacker(
+        NOBODY,
+        &format!("exec /usr/bin/python3 -c '{FLOCK_THEN_EXEC}' {lock} {ready} {su} root"),
+        ready,
+    );
+    wait_for_exec(held, "su");
+    assert_eq!(
+        uids(held),
+        [NOBODY, 0, 0, 0],
+        "nobody's su runs setuid root"
+    );
+    let record = std::fs::metadata(ns.host_path(lock)).unwrap();
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    let file = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(record.dev()),
+        rustix::fs::minor(record.dev()),
+        record.ino()
+    );
+    assert!(
+        locks.lines().any(|l| l.contains(" FLOCK ")
+            && l.contains(" WRITE ")
+            && l.contains(&format!(" {held} {file} "))),
+        "nobody's su holds the record's flock: {locks}"
+    );
+    let out = ns.run(ns.oo(None, &["precheck", "backup"]), LIMIT, "precheck");
+    assert_eq!(
+        out.code(),
+        0,
+        "a flock that nobody keeps through su skips root's fires: {out:#?}"
+    );
+    for _ in 0..2 {
+        let out = ns.run(
+            ns.oo(None, &["run", "-q", "backup", "--", "true"]),
+            LIMIT,
+            "root's fire",
+        );
+        assert_eq!(
+            out.code(),
+            0,
+            "a flock that nobody keeps through su skips root's fires: {out:#?}"
+        );
+    }
+    assert_untouched(held);
+}
+
 /// Root's `run --linger agent`, whose command leaves `sleep` behind,
 /// leading a session of its own (the wrapper names it in the record and
 /// exits). Returns the lingerer's pid, as the namespace numbers it.
@@ -367,27 +477,147 @@ fn a_token_copied_by_another_user_is_neither_reaped_nor_keeps_a_run_active() {
     assert_untouched(busy);
 }
 
+/// Waits for the pid a script wrote to `path` (in the namespace).
+fn pid_in(ns: &Ns, path: &str) -> u32 {
+    wait_until(&format!("{path} to name a pid"), LIMIT, || {
+        ns.host_path(path).exists()
+    });
+    std::fs::read_to_string(ns.host_path(path))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Root's reap of `job` twice (a process first seen by one is idle for
+/// the next): the reports.
+fn reap_twice(ns: &Ns, job: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    (0..2).map(|_| reap(ns, job, extra).0).collect()
+}
+
+/// The candidate `pid` that one of `reports` ended; it is gone.
+fn ended_in(reports: &[serde_json::Value], pid: u32) -> serde_json::Value {
+    wait_gone(pid);
+    reports
+        .iter()
+        .find_map(|r| candidate(r, pid).filter(|c| c["verdict"] == "ended"))
+        .unwrap_or_else(|| panic!("pid {pid} ended by a reap: {reports:#?}"))
+}
+
+/// Root's `run --keep-strays` whose command hands work to a worker that
+/// drops to uid 4242 and leaves it running; meanwhile nobody copies the
+/// run's token and lock path into an idle process of its own. Root's reap
+/// of the job ends the worker once idle, known by what it is (the wrapper
+/// noted it, by pid and start time), not by its environment, whatever its
+/// user; nobody's copy stays foreign and untouched. A user's own run in
+/// that user's own directory, reaped by root, the same: the user's kept
+/// stray is ended, and the user's own reaps there still work.
+#[test]
+fn a_stray_a_run_kept_is_reaped_whatever_its_user_and_a_copy_never() {
+    let Some(mut ns) = Ns::new("a_stray_a_run_kept_is_reaped") else {
+        return;
+    };
+    let lock = "/run/onlyone/agent.lock";
+    let wrapper = ns.keep(ns.oo(
+        None,
+        &[
+            "run",
+            "--keep-strays",
+            "agent",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "setpriv --reuid={0} --regid={0} --clear-groups -- sleep 100000 \
+                 </dev/null >/dev/null 2>&1 & echo $! > /run/stray.tmp && mv /run/stray.tmp \
+                 /run/stray; while [ ! -e /run/go ]; do sleep 0.05; done",
+                ns::NO_PASSWD
+            ),
+        ],
+    ));
+    let stray = pid_in(&ns, "/run/stray");
+    let copy = ns.keep(ns.sh(
+        Some(NOBODY),
+        &format!(
+            "t=$(sed -n 's/^token=//p' {lock}) && [ -n \"$t\" ] && \
+             exec env ONLYONE_TOKEN=$t ONLYONE_LOCK={lock} sleep 100000"
+        ),
+    ));
+    wait_for_exec(copy, "sleep");
+    std::fs::write(ns.host_path("/run/go"), "").unwrap();
+    wait_until("root's wrapper to exit", LIMIT, || !running(wrapper));
+    assert!(!ns.host_path(lock).exists(), "the run released its lock");
+    settle(stray);
+    settle(copy);
+    assert_eq!(onlyone::procfs::uid_of(stray), Some(ns::NO_PASSWD));
+    let reports = reap_twice(&ns, "agent", &[]);
+    let c = ended_in(&reports, stray);
+    assert_eq!(c["job"], "agent", "{reports:#?}");
+    assert_untouched(copy);
+    for report in &reports {
+        let c = candidate(report, copy).expect("nobody's copy is a candidate");
+        assert_eq!(c["job"], serde_json::Value::Null, "{report:#}");
+    }
+
+    // A user's own run in the user's own directory, reaped by root.
+    ns.must(Some(NOBODY), "mkdir -m 0700 /tmp/nd");
+    ns.run(
+        ns.oo(
+            Some(NOBODY),
+            &[
+                "--dir",
+                "/tmp/nd",
+                "run",
+                "--keep-strays",
+                "job",
+                "--",
+                "sh",
+                "-c",
+                "sleep 100000 </dev/null >/dev/null 2>&1 & echo $! > /tmp/nd/stray.tmp && \
+                 mv /tmp/nd/stray.tmp /tmp/nd/stray",
+            ],
+        ),
+        LIMIT,
+        "nobody's run --keep-strays",
+    )
+    .expect(0);
+    let stray = pid_in(&ns, "/tmp/nd/stray");
+    settle(stray);
+    let reports = reap_twice(&ns, "job", &["--dir", "/tmp/nd"]);
+    ended_in(&reports, stray);
+    let out = ns.run(
+        ns.oo(Some(NOBODY), &["--dir", "/tmp/nd", "reap", "--json", "job"]),
+        LIMIT,
+        "nobody's own reap",
+    );
+    out.expect(0);
+    assert_eq!(out.json()["errors"], serde_json::json!([]), "{out:#?}");
+}
+
 /// A FUSE file system that never answers: a user's with `allow_other`
 /// (as `fusermount3` mounts one where /etc/fuse.conf says
 /// `user_allow_other`; without it, root is refused at once, which blocks
-/// nothing). Mounts at `TARGET`, creates `READY`, then holds the device
-/// open and never reads it.
+/// nothing). Mounts one at each `TARGET...`, creates `READY`, then holds
+/// the devices open and never reads them.
 const HUNG_FUSE: &str = r#"
 import ctypes, os, sys, time
-target, ready = sys.argv[1], sys.argv[2]
-fd = os.open("/dev/fuse", os.O_RDWR)
-opts = "fd=%d,rootmode=40000,user_id=65534,group_id=65534,allow_other" % fd
+ready, targets = sys.argv[1], sys.argv[2:]
 libc = ctypes.CDLL(None, use_errno=True)
-if libc.mount(b"onlyone-test-hang", target.encode(), b"fuse", 0, opts.encode()) != 0:
-    sys.exit("mount: " + os.strerror(ctypes.get_errno()))
+fds = []
+for target in targets:
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    fds.append(fd)
+    opts = "fd=%d,rootmode=40000,user_id=65534,group_id=65534,allow_other" % fd
+    if libc.mount(b"onlyone-test-hang", target.encode(), b"fuse", 0, opts.encode()) != 0:
+        sys.exit("mount %s: %s" % (target, os.strerror(ctypes.get_errno())))
 open(ready, "w").close()
 while True:
     time.sleep(1000)
 "#;
 
-/// The hung mount: on drop, pass or fail, its device is closed (the
-/// kernel then fails whatever waits on it) and it is unmounted.
-struct HungMount {
+/// Hung mounts: on drop, pass or fail, their devices are closed (the
+/// kernel then fails whatever waits on them) and they are unmounted.
+pub(crate) struct HungMount {
     server: u32,
     umount: Command,
 }
@@ -403,35 +633,47 @@ impl Drop for HungMount {
     }
 }
 
+/// Mounts a FUSE file system that never answers (as root, standing in for
+/// a user's `fusermount3` with `allow_other`) on each of `targets`, which
+/// are directories of the namespace; `None` (saying why) where there is no
+/// `python3` or `/dev/fuse`.
+pub(crate) fn hang_at(ns: &mut Ns, targets: &[&str]) -> Option<HungMount> {
+    if !have_python3() {
+        return None;
+    }
+    if !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!("no /dev/fuse; skipped");
+        return None;
+    }
+    let ready = "/run/fuse-ready";
+    let mut args = vec!["-c", HUNG_FUSE, ready];
+    args.extend_from_slice(targets);
+    let server = ns.keep(ns.cmd(None, "/usr/bin/python3", &args));
+    let mut umount = vec!["-l"];
+    umount.extend_from_slice(targets);
+    let mount = HungMount {
+        server,
+        umount: ns.cmd(None, "umount", &umount),
+    };
+    wait_until("the FUSE mounts", LIMIT, || {
+        ns.host_path(ready).exists() || !running(server)
+    });
+    assert!(running(server), "the FUSE mounts could not be made");
+    Some(mount)
+}
+
 /// Item 6: nobody's process names a lock under a FUSE mount that never
 /// answers. Root's `reap --deadline 3s` ends within its deadline, and
 /// still ends root's idle leftover.
 #[test]
 fn a_lock_path_on_a_fuse_mount_that_never_answers_does_not_hold_up_reap() {
-    if !have_python3() {
-        return;
-    }
-    if !std::path::Path::new("/dev/fuse").exists() {
-        eprintln!("no /dev/fuse; skipped");
-        return;
-    }
     let Some(mut ns) = Ns::new("a_lock_path_on_a_fuse_mount") else {
         return;
     };
     ns.must(Some(NOBODY), "mkdir /tmp/hang");
-    let server = ns.keep(ns.cmd(
-        None,
-        "/usr/bin/python3",
-        &["-c", HUNG_FUSE, "/tmp/hang", "/run/fuse-ready"],
-    ));
-    let _mount = HungMount {
-        server,
-        umount: ns.cmd(None, "umount", &["-l", "/tmp/hang"]),
+    let Some(_mount) = hang_at(&mut ns, &["/tmp/hang"]) else {
+        return;
     };
-    wait_until("the FUSE mount", LIMIT, || {
-        ns.host_path("/run/fuse-ready").exists() || !running(server)
-    });
-    assert!(running(server), "the FUSE mount could not be made");
     let lingerer = roots_lingering_run(&ns, None);
     let marked = ns.keep(ns.cmd(
         Some(NOBODY),

@@ -233,3 +233,160 @@ fn a_link_another_account_made_never_leads_a_root_job() {
     out.expect(0);
     assert!(ns.host_path("/tmp/n").read_dir().is_ok());
 }
+
+/// A name in a shared lock directory with a file system mounted on it:
+/// nobody makes a directory of each name onlyone looks up beside root's
+/// locks in `/run/lock` and `/tmp` (a lock file, an earlier version's
+/// journal, a waiter's ticket, the queue seat, a dead writer's temp
+/// file, the removal guard, the reaper's guard) and mounts on each a FUSE
+/// file system that never answers (as `fusermount3` would with
+/// `allow_other`; root stands in). No command of root's waits on one:
+/// each answers at once, and one that needs the name says it is a mount
+/// point (`run` with its error code, never 75; `precheck` 0), while what
+/// does not need it (another lock's run, a waiter passing a ticket, a
+/// takeover's sweep) works on.
+#[test]
+fn a_mount_point_at_a_name_in_a_lock_directory_hangs_nothing() {
+    let Some(mut ns) = Ns::new("a_mount_point_at_a_name_in_a_lock_directory") else {
+        return;
+    };
+    // Root's `q` runs; root's `t` crashed (its wrapper killed).
+    ns.keep(ns.oo(
+        None,
+        &["--dir", "/run/lock", "run", "q", "--", "sleep", "100000"],
+    ));
+    let q = ns.host_path("/run/lock/q.lock");
+    wait_until("root's q to run", LIMIT, || {
+        std::fs::read_to_string(&q).is_ok_and(|r| r.contains("cmdpid="))
+    });
+    ns.must(
+        None,
+        &format!(
+            "{} --dir /run/lock run t -- sh -c 'kill -9 $PPID'; [ -e /run/lock/t.lock ]",
+            support::ns::OO
+        ),
+    );
+    let names = [
+        "/run/lock/backup.lock",
+        "/run/lock/old.lock.journal",
+        "/run/lock/.q.lock.wait.00000000000000000001.0000000a",
+        "/run/lock/.q.lock.queue",
+        "/run/lock/.onlyone.1-1.0000000a.tmp",
+        "/tmp/.onlyone-guard.0",
+        "/tmp/.onlyone-reap.lock",
+    ];
+    ns.must(Some(NOBODY), &format!("mkdir {}", names.join(" ")));
+    let Some(_mounts) = crate::attack_members::hang_at(&mut ns, &names) else {
+        return;
+    };
+    let root = |args: &str| {
+        let args: Vec<&str> = args.split(' ').collect();
+        let out = ns.run(ns.oo(None, &args), Duration::from_secs(20), &args.join(" "));
+        assert!(
+            out.took < Duration::from_secs(5),
+            "root's `{}` waited on a mount point: {out:#?}",
+            args.join(" ")
+        );
+        out
+    };
+    let mount_point = |out: &Out, name: &str| {
+        let text = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            text.contains(&format!("`{name}`")) && text.contains("mount"),
+            "{name} named as a mount point: {out:#?}"
+        );
+    };
+    let lock = "/run/lock/backup.lock";
+    let out = root("--dir /run/lock run backup -- true");
+    out.expect(125);
+    mount_point(&out, lock);
+    let out = root(&format!("run {lock} -- true"));
+    out.expect(125);
+    mount_point(&out, lock);
+    let out = root("--dir /run/lock precheck backup");
+    out.expect(0);
+    mount_point(&out, lock);
+    let out = root("--dir /run/lock acquire backup");
+    out.expect(125);
+    mount_point(&out, lock);
+    let out = root("--dir /run/lock stop backup");
+    assert_ne!(out.code(), 0, "{out:#?}");
+    mount_point(&out, lock);
+    mount_point(&root("--dir /run/lock status backup"), lock);
+    mount_point(&root("--dir /run/lock status"), lock);
+    let out = root("--dir /run/lock reap backup");
+    out.expect(0);
+    mount_point(&out, lock);
+    let out = root("--dir /run/lock check backup");
+    out.expect(3);
+    mount_point(&out, lock);
+
+    // An earlier version's journal beside a lock.
+    let journal = "/run/lock/old.lock.journal";
+    let out = root("--dir /run/lock check old");
+    out.expect(3);
+    mount_point(&out, journal);
+    mount_point(&root("--dir /run/lock history old"), journal);
+    mount_point(&root("--dir /run/lock metrics old"), journal);
+
+    // A ticket ahead in q's line is passed over; q's queue seat is named.
+    let out = root("--dir /run/lock run --wait 1s q -- true");
+    out.expect(75);
+    let out = root("--dir /run/lock run --queue --wait 1s q -- true");
+    out.expect(125);
+    mount_point(&out, "/run/lock/.q.lock.queue");
+
+    // A takeover sweeps dead writers' temp files, passing the mount point.
+    root("--dir /run/lock run t -- true")
+        .expect(0)
+        .says("took over");
+    root("--dir /run/lock run other -- true").expect(0);
+
+    // The removal guard and the reaper's guard.
+    let out = root("--dir /tmp run g -- true");
+    assert_ne!(out.code(), 75, "{out:#?}");
+    mount_point(&out, "/tmp/.onlyone-guard.0");
+    let out = root("--dir /tmp reap x");
+    out.expect(0);
+    mount_point(&out, "/tmp/.onlyone-reap.lock");
+}
+
+/// A hard link of root's symbolic link: where `fs.protected_hardlinks` is
+/// 0, nobody can give root's link (`/var/run`, on the filesystem of
+/// `/tmp`) a second name of its own choosing, `/tmp/jobs`, and that name
+/// is still root's. Root's `--dir /tmp/jobs` is refused, naming the link
+/// (it does not skip on root's own `backup`); a link of root's with two
+/// names where only root writes is followed. (The sysctl is 1 here: root
+/// makes the hard link, standing in for nobody.)
+#[test]
+fn a_hard_link_of_roots_link_in_a_shared_directory_never_leads_a_root_job() {
+    let Some(mut ns) = Ns::new("a_hard_link_of_roots_link_in_a_shared_directory") else {
+        return;
+    };
+    ns.keep(ns.oo(None, &["run", "backup", "--", "sleep", "100000"]));
+    let record = ns.host_path("/run/onlyone/backup.lock");
+    wait_until("root's backup to run", LIMIT, || {
+        std::fs::read_to_string(&record).is_ok_and(|r| r.contains("cmdpid="))
+    });
+    ns.must(
+        None,
+        "ln -s /run/onlyone /tmp/.roots && ln -P /tmp/.roots /tmp/jobs && \
+         [ \"$(stat -c %h%U /tmp/jobs)\" = 2root ] && \
+         ln -s /run/onlyone /run/one && ln -P /run/one /run/two",
+    );
+    let root = |args: &[&str]| ns.run(ns.oo(None, args), LIMIT, &args.join(" "));
+    for dir in ["/tmp/jobs", "/tmp/jobs/", "/tmp/.roots"] {
+        let out = root(&["--dir", dir, "run", "backup", "--", "true"]);
+        out.expect(125).says("hard link").says("sudo rm");
+        assert!(
+            out.stderr
+                .contains(&format!("`{}`", dir.trim_end_matches('/'))),
+            "{out:#?}"
+        );
+    }
+    let out = root(&["run", "/tmp/jobs/backup.lock", "--", "true"]);
+    out.expect(125).says("`/tmp/jobs`").says("hard link");
+    let out = root(&["--dir", "/tmp/jobs", "precheck", "backup"]);
+    out.expect(0).says("hard link");
+    root(&["--dir", "/run/two", "run", "backup", "--", "true"]).expect(75);
+}

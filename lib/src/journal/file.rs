@@ -358,7 +358,7 @@ impl Journal {
 
     /// Why a generation cannot be read, when it is another user's.
     fn unreadable(&self, dir: BorrowedFd<'_>, name: &OsStr, e: io::Error) -> io::Error {
-        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        match crate::walk::stat_entry(dir, name) {
             Ok(st) if st.st_uid != rustix::process::geteuid().as_raw() => io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
@@ -445,18 +445,19 @@ pub(crate) fn open_regular(
     flags: OFlags,
     mode: u32,
 ) -> io::Result<(OwnedFd, rustix::fs::Stat)> {
-    let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = match rustix::fs::openat(dir, name, flags, FsMode::from_raw_mode(mode)) {
+    let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY;
+    // Never into a file system mounted on the name (`EXDEV`): another
+    // account may have mounted one whose server never answers.
+    let fd = match crate::walk::open_entry(dir, name, flags, FsMode::from_raw_mode(mode)) {
         Ok(fd) => fd,
+        Err(Errno::XDEV) => return Err(mounted_on()),
         // Refused (a link: `ELOOP`, or `EACCES` when creating; a FIFO
         // without a reader: `ENXIO`): say what is there.
         Err(e) => {
-            return Err(
-                match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => not_a_file(st.st_mode),
-                    _ => e.into(),
-                },
-            );
+            return Err(match crate::walk::stat_entry(dir, name) {
+                Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => not_a_file(st.st_mode),
+                _ => e.into(),
+            });
         }
     };
     let st = rustix::fs::fstat(&fd)?;
@@ -464,6 +465,15 @@ pub(crate) fn open_regular(
         return Err(not_a_file(st.st_mode));
     }
     Ok((fd, st))
+}
+
+/// Says that a file system is mounted on the name, which onlyone never
+/// looks into.
+fn mounted_on() -> io::Error {
+    io::Error::other(
+        "a file system is mounted on it, and onlyone never looks into one there (its server \
+         could leave every look waiting for ever): unmount it (sudo umount -l) and remove it",
+    )
 }
 
 /// Says what a file of `mode` is, and that it must go.

@@ -235,10 +235,9 @@ impl LockFile {
             // The file was just written when this began: the first refresh
             // is due an interval later.
             if Instant::now() >= refresh_at {
-                if let Ok(fd) = rustix::fs::openat(
-                    &self.inner.dir,
+                if let Ok(fd) = self.open_entry(
                     self.name(),
-                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    OFlags::RDONLY | OFlags::NONBLOCK,
                     FsMode::empty(),
                 ) {
                     let _ = touch(&fd);

@@ -14,9 +14,11 @@
 //!   in the bytes ([`record::carries_token`](crate::record::carries_token)),
 //!   and the evidence's `record` is `Err(NotARecord::Empty)`.
 
+use std::ffi::OsStr;
 use std::io;
+use std::os::fd::OwnedFd;
 
-use rustix::fs::{AtFlags, FlockOperation, Mode as FsMode, OFlags};
+use rustix::fs::{FlockOperation, Mode as FsMode, OFlags, Stat};
 use rustix::io::Errno;
 
 use super::LockFile;
@@ -40,26 +42,54 @@ impl LockFile {
         self.read_at_path(Read::Look)
     }
 
+    /// `fstat(2)` of the entry `name` of the lock's directory, never
+    /// following a link nor looking into a file system mounted on it
+    /// (`EXDEV`): see [`crate::walk::stat_entry`]. Every name onlyone
+    /// looks up in a lock directory (the lock path, its temp files, the
+    /// removal guard, the queue's tickets and place) is looked up so.
+    pub(super) fn stat_entry(&self, name: &OsStr) -> rustix::io::Result<Stat> {
+        crate::walk::stat_entry(&*self.inner.dir, name)
+    }
+
+    /// Opens the entry `name` of the lock's directory, as
+    /// [`crate::walk::open_entry`] does (`EXDEV`: a mount point).
+    pub(super) fn open_entry(
+        &self,
+        name: &OsStr,
+        flags: OFlags,
+        mode: FsMode,
+    ) -> rustix::io::Result<OwnedFd> {
+        crate::walk::open_entry(&*self.inner.dir, name, flags, mode)
+    }
+
+    /// [`Error::MountPoint`] for the entry `name` of the lock's directory.
+    pub(super) fn mount_point(&self, name: &OsStr) -> Error {
+        Error::MountPoint {
+            path: self.dir().join(name),
+        }
+    }
+
     /// Reads what is at the lock path (`None`: nothing).
     pub(super) fn read_at_path(&self, how: Read) -> Result<Option<Evidence>> {
         let path = self.path();
         if how == Read::Look {
-            match rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW) {
+            match self.stat_entry(self.name()) {
                 Ok(st) => self.check_regular(st.st_mode)?,
                 Err(Errno::NOENT) => return Ok(None),
+                Err(Errno::XDEV) => return Err(self.mount_point(self.name())),
                 Err(_) => {} // the open below says what is wrong
             }
         }
-        let fd = match rustix::fs::openat(
-            &self.inner.dir,
+        let fd = match self.open_entry(
             self.name(),
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
             FsMode::empty(),
         ) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(None),
             Err(Errno::LOOP) => return Err(Error::Symlink { path: path.into() }),
-            Err(Errno::NXIO) if how == Read::Own => return Ok(Some(not_ours())),
+            Err(Errno::NXIO | Errno::XDEV) if how == Read::Own => return Ok(Some(not_ours())),
+            Err(Errno::XDEV) => return Err(self.mount_point(self.name())),
             Err(Errno::NXIO) => {
                 return Err(Error::NotRegular {
                     path: path.into(),
@@ -139,11 +169,18 @@ impl LockFile {
     /// dying process drops its flocks before /proc shows it dead. A flock
     /// held without a live owner of the file's user proves nothing by
     /// itself: anyone who can open a file can flock it (a 0644 record
-    /// included), so it counts only when a process of the file's owner
-    /// holds it exclusively, as writers do (`/proc/locks`).
+    /// included), so it counts only when a process whose real uid is the
+    /// file's owner holds it exclusively, as writers do (`/proc/locks`;
+    /// [`procfs::may_carry`]). Not any of its uids: another account can
+    /// take the flock and exec a setuid program of the owner's that waits
+    /// for ever (`su` at its password prompt), whose effective and saved
+    /// uids are then the owner's. Who holds it legitimately once the
+    /// owner is gone is the owner's fork (the run's command between its
+    /// fork and its exec, a library user's child), of the owner's real
+    /// uid; `acquire`'s owner holds none.
     fn kernel_locked(
         &self,
-        fd: &std::os::fd::OwnedFd,
+        fd: &OwnedFd,
         record: &std::result::Result<Record, NotARecord>,
         owner: u32,
     ) -> Result<bool> {
@@ -184,16 +221,17 @@ impl LockFile {
                         // a process that inherited it (a fork), is the
                         // run's.
                         None => pid == 0 || pid == r.pid,
-                        Some(_) => procfs::runs_as(pid, owner) == Some(true),
+                        Some(_) => procfs::may_carry(Some(owner), pid),
                     }
             }))
     }
 
     /// A file this user may not read: judged without its bytes.
     fn denied(&self, e: Errno) -> Result<Option<Evidence>> {
-        let st = match rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW) {
+        let st = match self.stat_entry(self.name()) {
             Ok(st) => st,
             Err(Errno::NOENT) => return Ok(None),
+            Err(Errno::XDEV) => return Err(self.mount_point(self.name())),
             Err(e) => return Err(Error::io("inspect", self.path(), e)),
         };
         self.check_regular(st.st_mode)?;

@@ -108,8 +108,11 @@ impl LockFile {
         // replacement) removes only a record this user wrote.
         let mut uid = match how {
             Read::Own => me,
-            _ => rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW)
-                .map_or(me, |st| st.st_uid),
+            _ => match self.stat_entry(self.name()) {
+                Ok(st) => st.st_uid,
+                Err(Errno::XDEV) => return Err(self.mount_point(self.name())),
+                Err(_) => me,
+            },
         };
         for _ in 0..MAX_OWNER_CHANGES {
             let _guard = self.removal_guard(uid, deadline)?;
@@ -188,12 +191,7 @@ impl LockFile {
         let flags =
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         let open = |extra: OFlags| {
-            rustix::fs::openat(
-                &self.inner.dir,
-                &name,
-                flags | extra,
-                FsMode::from_raw_mode(0o600),
-            )
+            self.open_entry(name.as_ref(), flags | extra, FsMode::from_raw_mode(0o600))
         };
         let opened = if uid == me.as_raw() {
             open(OFlags::CREATE)
@@ -210,6 +208,10 @@ impl LockFile {
             Errno::LOOP => Error::UnsafeGuard {
                 path: path.clone(),
                 why: "it is a symbolic link".into(),
+            },
+            Errno::XDEV => Error::UnsafeGuard {
+                path: path.clone(),
+                why: "a file system is mounted on it, which onlyone never looks into".into(),
             },
             // Another user's guard, which only that user and root may
             // open: so are its files only theirs (and root's) to remove.
@@ -285,9 +287,7 @@ impl LockFile {
     /// sticky directory only the file's owner (or the directory's, or
     /// root) may.
     fn removal_denied(&self, e: Errno) -> Error {
-        let owner = rustix::fs::statat(&self.inner.dir, self.name(), AtFlags::SYMLINK_NOFOLLOW)
-            .map(|st| st.st_uid)
-            .ok();
+        let owner = self.stat_entry(self.name()).map(|st| st.st_uid).ok();
         let dir = rustix::fs::fstat(&*self.inner.dir).ok();
         let sticky = dir.is_some_and(|d| d.st_mode & 0o1000 != 0);
         let owner_name = owner.map_or_else(|| "its owner".to_owned(), crate::text::user_name);

@@ -127,12 +127,13 @@ impl LockFile {
     /// writer's file is kept, whichever lock it is for.
     pub fn sweep_temp_files(&self) -> usize {
         let prefix = TEMP_PREFIX.as_bytes();
-        let Ok(entries) = std::fs::read_dir(self.dir()) else {
+        // The directory held open, listed without a look at any entry.
+        let Ok(entries) = rustix::fs::Dir::read_from(&*self.inner.dir) else {
             return 0;
         };
         let mut removed = 0;
         for entry in entries.flatten() {
-            let file_name = entry.file_name();
+            let file_name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
             let Some(writer) = file_name
                 .as_bytes()
                 .strip_prefix(prefix)
@@ -144,16 +145,16 @@ impl LockFile {
             // A temp file lives for microseconds. One younger than a minute
             // is left alone whatever its name says: its writer may read
             // start times on another clock (a time namespace).
-            let young = rustix::fs::statat(
-                &self.inner.dir,
-                file_name.as_os_str(),
-                AtFlags::SYMLINK_NOFOLLOW,
-            )
-            .is_ok_and(|st| unix_now().saturating_sub(st.st_mtime.max(0) as u64) < 60);
-            if !young
+            // Only a regular file is one (another account may have put
+            // anything of that name there, a mount point included).
+            let Ok(st) = self.stat_entry(file_name) else {
+                continue;
+            };
+            let young = unix_now().saturating_sub(st.st_mtime.max(0) as u64) < 60;
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+                && !young
                 && !writer.is_alive()
-                && rustix::fs::unlinkat(&self.inner.dir, file_name.as_os_str(), AtFlags::empty())
-                    .is_ok()
+                && rustix::fs::unlinkat(&self.inner.dir, file_name, AtFlags::empty()).is_ok()
             {
                 removed += 1;
             }

@@ -10,7 +10,11 @@
 //!    the run that lock names now (a process a terminal server started for
 //!    the run, `run --linger`), or it is in the run's process group, or it
 //!    owns the lock (a script that took it with `acquire`, a program with
-//!    the library). Nothing else is ever touched.
+//!    the library), or a run of the job left it running with
+//!    `--keep-strays` (its wrapper noted it, by pid and start time, in the
+//!    state: `note_kept`). An environment counts only for processes of
+//!    the job's user (see `scan.rs`); what a wrapper noted counts whatever
+//!    the process's user. Nothing else is ever touched.
 //! 2. **Its run is finished or idle**: the lock no longer names its token
 //!    (the wrapper is gone, or the lock was released or taken over), or
 //!    every process of the run has been idle for the window.
@@ -54,7 +58,7 @@ use state::Seen;
 
 use crate::work;
 pub use crate::work::{Keeper, keepers, now_ticks};
-pub use state::{STATE_FILE, STATE_LOCK, note_lingering};
+pub use state::{STATE_FILE, STATE_LOCK, note_kept, note_lingering};
 
 /// How long to wait, after the processes are gone, for a live wrapper to
 /// release its lock.
@@ -200,8 +204,29 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
         }
     };
     let here = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let mut views: Vec<JobView<'_>> = jobs.iter().map(|job| JobView::new(job, &here)).collect();
-    let marked = scan::scan(&mut views, opts.deadline, &mut report.errors);
+    let mut views: Vec<JobView<'_>> = jobs
+        .iter()
+        .map(|job| JobView::new(job, &here, guarded.owner))
+        .collect();
+    for view in &views {
+        if let Some(why) = &view.unseen {
+            report.errors.push(format!(
+                "cannot look at the lock of `{}`: {why}; its runs count as live",
+                view.job.name
+            ));
+        }
+    }
+    let state = &mut guarded.state;
+    state
+        .kept
+        .retain(|id, _| id.parse::<ProcId>().is_ok_and(ProcId::is_alive));
+    let marked = scan::scan(
+        &mut views,
+        &state.kept,
+        guarded.owner,
+        opts.deadline,
+        &mut report.errors,
+    );
     let looks = update_looks(&mut guarded.state.procs, &marked);
     let works = run_works(
         &mut views,

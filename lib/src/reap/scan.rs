@@ -14,9 +14,12 @@
 //! that can block: it may lie on a filesystem another user mounted (FUSE)
 //! that never answers.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
 
 use super::Job;
 use crate::idle::Counters;
@@ -39,6 +42,18 @@ pub(super) struct Marked {
     pub(super) foreign: Option<String>,
 }
 
+/// What a run left with `--keep-strays`, as the reaper's state keeps it
+/// by process (see `state::note_kept`): which lock and which run, so that
+/// the reaper knows the process for the run's by what it is, not by what
+/// its environment says.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Kept {
+    /// The lock's path, its directory's links resolved.
+    pub(super) lock: String,
+    /// The run's token.
+    pub(super) token: String,
+}
+
 /// A named job, with its lock as this reap sees it.
 pub(super) struct JobView<'a> {
     pub(super) job: &'a Job,
@@ -51,8 +66,13 @@ pub(super) struct JobView<'a> {
     /// The token the lock names now (`Ok(None)`: free), or why the lock
     /// cannot be read.
     pub(super) live: Result<Option<String>, String>,
+    /// Why the lock file could not be looked at, when that is so (not why
+    /// what it holds is not a record): a reap says it.
+    pub(super) unseen: Option<String>,
     /// The user whose marked processes may be the job's: the owner of the
-    /// lock's record, or this reaper's user when the lock holds none.
+    /// lock's record, or, when the lock holds none, the user whose state
+    /// the reap works on (this reaper's user, or for root in a directory
+    /// of a user's own, that user: see `state.rs`).
     pub(super) user: u32,
     /// The live run's processes could not all be measured.
     pub(super) unmeasurable: bool,
@@ -62,14 +82,21 @@ pub(super) struct JobView<'a> {
 }
 
 impl<'a> JobView<'a> {
-    pub(super) fn new(job: &'a Job, here: &Path) -> JobView<'a> {
+    /// `job`, as seen from the directory `here`, in a reap of `state_user`'s
+    /// state.
+    pub(super) fn new(job: &'a Job, here: &Path, state_user: u32) -> JobView<'a> {
         let (live, owner) = live_run(&job.lock);
+        let unseen = match &live {
+            Err(LiveErr::Lock(e)) => Some(e.clone()),
+            _ => None,
+        };
         JobView {
             job,
             key: canonical(&job.lock, here),
             named: lexical(&absolute(&job.lock, here)),
-            live,
-            user: owner.unwrap_or_else(|| rustix::process::geteuid().as_raw()),
+            live: live.map_err(LiveErr::into_string),
+            unseen,
+            user: owner.unwrap_or(state_user),
             unmeasurable: false,
             work: None,
         }
@@ -79,29 +106,50 @@ impl<'a> JobView<'a> {
 /// The token a lock names now: `Ok(None)` when it is free, an error when it
 /// cannot be read (then its runs count as live).
 pub(super) fn live_token(lock: &Path) -> Result<Option<String>, String> {
-    live_run(lock).0
+    live_run(lock).0.map_err(LiveErr::into_string)
+}
+
+/// Why a lock's live token is not known.
+enum LiveErr {
+    /// The lock file could not be looked at (opened, or read): a reap
+    /// says so.
+    Lock(String),
+    /// What it holds is not a record (or its directory is missing).
+    Content(String),
+}
+
+impl LiveErr {
+    fn into_string(self) -> String {
+        match self {
+            LiveErr::Lock(s) | LiveErr::Content(s) => s,
+        }
+    }
 }
 
 /// [`live_token`], and the owner of the lock's record when it holds one.
-fn live_run(lock: &Path) -> (Result<Option<String>, String>, Option<u32>) {
+fn live_run(lock: &Path) -> (Result<Option<String>, LiveErr>, Option<u32>) {
     let l = match LockFile::open(lock) {
         Ok(l) => l,
-        Err(e) => return (Err(e.to_string()), None),
+        // As before it existed: its runs count as live, said nowhere.
+        Err(e @ crate::Error::MissingDir { .. }) => {
+            return (Err(LiveErr::Content(e.to_string())), None);
+        }
+        Err(e) => return (Err(LiveErr::Lock(e.to_string())), None),
     };
     match l.inspect() {
         Ok(None) => (Ok(None), None),
         Ok(Some(seen)) => match seen.record {
             Ok(r) => (Ok(r.token), r.uid),
-            Err(why) => (Err(why.to_string()), None),
+            Err(why) => (Err(LiveErr::Content(why.to_string())), None),
         },
         Err(crate::Error::MissingDir { .. }) => (Ok(None), None),
-        Err(e) => (Err(e.to_string()), None),
+        Err(e) => (Err(LiveErr::Lock(e.to_string())), None),
     }
 }
 
 /// The path `p` of a lock this reaper was named, absolute, with its
 /// directory's symlinks resolved, as seen from the directory `cwd`.
-fn canonical(p: &Path, cwd: &Path) -> PathBuf {
+pub(super) fn canonical(p: &Path, cwd: &Path) -> PathBuf {
     let abs = absolute(p, cwd);
     match (abs.parent(), abs.file_name()) {
         (Some(dir), Some(name)) => fs::canonicalize(dir)
@@ -183,9 +231,12 @@ fn mount_ns(pid: &str) -> Option<u64> {
 }
 
 /// Every candidate: the marked processes of the host, then the other
-/// processes of the named jobs' live runs.
+/// processes of the named jobs' live runs, then what runs of the named
+/// jobs left with `--keep-strays` (`kept`, from the state of `state_user`).
 pub(super) fn scan(
     views: &mut [JobView<'_>],
+    kept: &BTreeMap<String, Kept>,
+    state_user: u32,
     deadline: Instant,
     errors: &mut Vec<String>,
 ) -> Vec<Marked> {
@@ -193,7 +244,49 @@ pub(super) fn scan(
     for (i, view) in views.iter_mut().enumerate() {
         live_run_processes(i, view, deadline, &mut out, errors);
     }
+    kept_strays(views, kept, state_user, &mut out);
     out
+}
+
+/// The processes that a run of a named job left with `--keep-strays`, as
+/// its wrapper noted them (by pid and start time, with the run's lock and
+/// token): that job's, whatever their user or their environment, when
+/// the state's user may name them as a record of theirs may (root's
+/// state: anyone's).
+fn kept_strays(
+    views: &[JobView<'_>],
+    kept: &BTreeMap<String, Kept>,
+    state_user: u32,
+    out: &mut Vec<Marked>,
+) {
+    for (id, k) in kept {
+        let Ok(id) = id.parse::<ProcId>() else {
+            continue;
+        };
+        let lock = Path::new(&k.lock);
+        let Some(i) = views.iter().position(|v| v.key == lock) else {
+            continue;
+        };
+        if !procfs::may_name(Some(state_user), id.pid) {
+            continue;
+        }
+        if let Some(o) = out.iter_mut().find(|o| o.id == id) {
+            o.job = Some(i);
+            o.token = Some(k.token.clone());
+            o.foreign = None;
+            continue;
+        }
+        if let Some(counters) = crate::idle::counters(id) {
+            out.push(Marked {
+                id,
+                job: Some(i),
+                lock: Some(k.lock.clone()),
+                token: Some(k.token.clone()),
+                counters,
+                foreign: None,
+            });
+        }
+    }
 }
 
 /// The processes whose environment carries `ONLYONE_TOKEN` or
@@ -260,12 +353,12 @@ fn marked_processes(
                 .position(|v| matches!(&v.live, Ok(Some(live)) if live == t))
         });
         // Both are the process's own word: only the job's user's count.
-        let job = job.filter(|&i| match procfs::uid_of(pid) {
-            Some(uid) if uid == views[i].user => true,
-            uid => {
-                foreign = Some(another_users(&views[i], uid));
-                false
+        let job = job.filter(|&i| {
+            let carried = procfs::may_carry(Some(views[i].user), pid);
+            if !carried {
+                foreign = Some(another_users(&views[i], procfs::uid_of(pid)));
             }
+            carried
         });
         out.push(Marked {
             id: ProcId {
