@@ -371,6 +371,14 @@ fn an_abandoned_run_is_a_fail_at_the_takeover() {
         .args(["run", "--ping", &url, "job", "--", "sleep", "1000"]);
     let wrapper = sb.keep(first);
     wait_until("the start ping", LIMIT, || hc.whats() == ["start"]);
+    // The start ping may come before the command is exec'd: a command
+    // killed while it is being exec'd is not yet known by its mark.
+    wait_until("the command runs", LIMIT, || {
+        sb.marked().into_iter().any(|p| {
+            p != wrapper
+                && std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c == "sleep\n")
+        })
+    });
     kill9_pid(wrapper);
     sb.end_processes();
     oo(&sb, &["run", "-q", "--ping", &url, "job", "--", "true"]).expect(0);

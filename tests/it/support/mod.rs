@@ -556,6 +556,7 @@ impl Sandbox {
         for pid in self.foreign.drain(..) {
             kill9_pid(pid);
         }
+        let mut killed = Vec::new();
         for _ in 0..50 {
             let marked = self.marked();
             if marked.is_empty() {
@@ -563,8 +564,20 @@ impl Sandbox {
             }
             for pid in marked {
                 kill9_pid(pid);
+                killed.push(pid);
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+        // A killed process's environment goes before it is dead: in exit(2)
+        // it still holds its files and its group. Done only once each is
+        // gone or a zombie, so that what follows sees them dead.
+        // (Quietly bounded: this runs in Drop too, perhaps in a panic.)
+        let until = Instant::now() + Duration::from_secs(10);
+        for pid in killed {
+            while matches!(state_of(pid), Some(s) if s != 'Z' && s != 'X') && Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 }
