@@ -150,7 +150,7 @@ pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
     match place.precheck(&a.lock, deadline) {
         Ok((name, Found::Held(why))) => {
             // Fail open: a bad URL is said, and the answer stays 75.
-            match super::ping::urls(&a.ping, a.ping_file.as_deref())
+            match super::ping::urls(&a.ping.urls, a.ping.file.as_deref())
                 .and_then(|u| Pings::new(&u, a.quiet, deadline))
             {
                 Ok(mut p) => {

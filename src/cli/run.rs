@@ -97,8 +97,8 @@ pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) 
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released: [`ping`]).
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
-    let urls = ping::urls(&a.ping, a.ping_file.as_deref());
-    let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
+    let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
+    let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -273,7 +273,7 @@ impl RunPlace for Ctx {
 
     fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code> {
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
-        let lock = match deadline_of(a.deadline) {
+        let lock = match deadline_of(a.busy.deadline) {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
@@ -395,20 +395,20 @@ impl Ctx {
     /// Takes the lock for a run: waiting with `--wait`, stopping the live
     /// run first with `--replace`.
     fn take_for_run(&self, lock: &LockFile, name: &str, a: &args::Run) -> Result<LockGuard, Code> {
-        let deadline = deadline_of(a.deadline);
+        let deadline = deadline_of(a.busy.deadline);
         let mut opts = AcquireOptions::new()
             .run_mode()
             .command(onlyone::text::display_command(&a.command));
-        if let Some(w) = a.wait {
+        if let Some(w) = a.busy.wait {
             opts = opts.wait(w);
         }
-        if a.queue {
+        if a.busy.queue {
             opts = opts.queue();
         }
         if let Some(d) = deadline {
             opts = opts.deadline(d);
         }
-        let held_exit = Code::Exit(a.held_exit);
+        let held_exit = Code::Exit(a.busy.held_exit);
         match lock.acquire(&opts) {
             Ok(g) => Ok(g),
             Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) if a.replace => {

@@ -13,16 +13,17 @@ use super::{
 
 impl Ctx {
     pub(super) fn acquire(&self, a: args::Acquire) -> Code {
-        let urls = ping::urls(&a.ping, a.ping_file.as_deref());
-        let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
-            Ok(p) => p,
-            Err(e) => {
-                if a.export {
-                    print_stdout(&format!("exit {}\n", exit::FAILURE));
+        let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
+        let mut pings =
+            match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
+                Ok(p) => p,
+                Err(e) => {
+                    if a.export {
+                        print_stdout(&format!("exit {}\n", exit::FAILURE));
+                    }
+                    return fail(e);
                 }
-                return fail(e);
-            }
-        };
+            };
         let mut code = self.acquire_lock(&a);
         match &mut code {
             Ok(e) => {
@@ -32,6 +33,7 @@ impl Ctx {
                 // environment, which its workers inherit).
                 let given: Vec<&str> = a
                     .ping
+                    .urls
                     .iter()
                     .map(String::as_str)
                     .filter(|u| !u.is_empty())
@@ -40,7 +42,8 @@ impl Ctx {
                     e.pings = Some(given.join(" "));
                 }
                 e.ping_file = a
-                    .ping_file
+                    .ping
+                    .file
                     .as_deref()
                     .and_then(|f| std::path::absolute(f).ok());
             }
@@ -62,7 +65,7 @@ impl Ctx {
     /// Takes the lock for the calling shell; on success returns what
     /// `--export` prints.
     fn acquire_lock(&self, a: &args::Acquire) -> Result<Exported, Code> {
-        let deadline = deadline_of(a.deadline);
+        let deadline = deadline_of(a.busy.deadline);
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
         let owner = match a.owner {
             Some(pid) => pid,
@@ -85,10 +88,10 @@ impl Ctx {
         if a.export {
             opts = opts.mode(onlyone::Mode::Script);
         }
-        if let Some(w) = a.wait {
+        if let Some(w) = a.busy.wait {
             opts = opts.wait(w);
         }
-        if a.queue {
+        if a.busy.queue {
             opts = opts.queue();
         }
         if let Some(d) = deadline {
@@ -125,9 +128,9 @@ impl Ctx {
                         a.lock
                     ));
                 }
-                Err(Code::Exit(a.held_exit))
+                Err(Code::Exit(a.busy.held_exit))
             }
-            Err(e) => Err(self.refused(&lock, e, &name, a.quiet, Code::Exit(a.held_exit))),
+            Err(e) => Err(self.refused(&lock, e, &name, a.quiet, Code::Exit(a.busy.held_exit))),
         }
     }
 

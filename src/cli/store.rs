@@ -400,9 +400,9 @@ fn take(
     a: &args::Run,
     signals: &onlyone::store::HeldSignals,
 ) -> Result<LeaseHold, Code> {
-    let deadline = deadline_of(a.deadline);
-    let wait_until = a.wait.map(|w| Instant::now() + w);
-    let waits = a.wait.is_some() || a.queue;
+    let deadline = deadline_of(a.busy.deadline);
+    let wait_until = a.busy.wait.map(|w| Instant::now() + w);
+    let waits = a.busy.wait.is_some() || a.busy.queue;
     let ttl = waiter_ttl(timing);
     let mut line = LeaseTicket {
         store,
@@ -430,7 +430,7 @@ fn take(
             Some(u) => u,
             None => {
                 let u = conn.has_line().map_err(super::fail)?;
-                if a.queue && !u {
+                if a.busy.queue && !u {
                     return Err(super::fail(no_line_for_queue(store)));
                 }
                 has_line = Some(u);
@@ -479,7 +479,7 @@ fn take(
                         store.line_setup().what
                     ));
                 }
-            } else if a.queue {
+            } else if a.busy.queue {
                 match take_queue_seat(line.via(), name, who, ttl, signals)? {
                     Ok(t) => line.ticket = Some(t),
                     Err(w) => return Err(skip_queued(line.via(), name, w, a)),
@@ -556,7 +556,7 @@ fn skip(store: &dyn LeaseStore, name: &str, why: Claimed, a: &args::Run) -> Code
     if !a.quiet {
         say(format_args!("{msg}"));
     }
-    Code::Exit(a.held_exit)
+    Code::Exit(a.busy.held_exit)
 }
 
 /// A `--queue` fire that found a waiter already queued: the skip recorded
@@ -582,7 +582,7 @@ fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoSeat, a: &args::Run) -> 
     if !a.quiet {
         say(format_args!("{msg}"));
     }
-    Code::Exit(a.held_exit)
+    Code::Exit(a.busy.held_exit)
 }
 
 /// Removes the rows ahead of `mine` in `name`'s line whose waiters were
