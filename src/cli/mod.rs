@@ -32,7 +32,7 @@ use onlyone::stop::{self, Stopped};
 use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact_duration};
 
 use args::{Cli, Command};
-use exit::Code;
+use exit::{CheckState, Code, Ending};
 
 /// Runs the command line `argv` (the program's name first) and returns how
 /// to exit.
@@ -44,7 +44,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
             usage_hints(&argv, &e);
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    Code::Exit(0)
+                    Ending::Done.code()
                 }
                 _ => usage_failure(&argv),
             };
@@ -66,7 +66,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
             match place::refuse(place, Feature::ScriptHold, "acquire", SCRIPTS_WITH_A_STORE) {
                 Some(code) => {
                     if a.export {
-                        print_stdout(&format!("exit {}\n", exit::FAILURE));
+                        print_stdout(&format!("exit {}\n", Ending::Failed.number()));
                     }
                     code
                 }
@@ -124,10 +124,10 @@ fn usage_failure(argv: &[OsString]) -> Code {
             say(format_args!(
                 "{c}: exiting 0 all the same (fail open: it never blocks a fire)"
             ));
-            Code::Exit(0)
+            Ending::FailedOpen.code()
         }
-        Some("check") => Code::Exit(monitor::UNKNOWN),
-        _ => Code::Exit(exit::FAILURE),
+        Some("check") => Ending::Check(CheckState::Unknown).code(),
+        _ => Ending::Failed.code(),
     }
 }
 
@@ -250,7 +250,7 @@ fn usage_hints(argv: &[OsString], e: &clap::Error) {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let sub = subcommand(argv);
     if sub == Some("acquire") && argv.iter().any(|a| a == "--export") {
-        print_stdout(&format!("exit {}\n", exit::FAILURE));
+        print_stdout(&format!("exit {}\n", Ending::Failed.number()));
     }
     if sub != Some("run")
         || e.kind() != ErrorKind::UnknownArgument
@@ -372,18 +372,18 @@ impl Ctx {
                 say(format_args!(
                     "precheck: {e}; letting the fire run (fail open)"
                 ));
-                Code::Exit(0)
+                Ending::FailedOpen.code()
             }
             Command::Reap(_) => {
                 say(format_args!("reap: {e}"));
-                Code::Exit(0)
+                Ending::FailedOpen.code()
             }
             Command::Check(_) => {
                 print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
-                Code::Exit(monitor::UNKNOWN)
+                Ending::Check(CheckState::Unknown).code()
             }
             Command::Acquire(a) if a.export => {
-                print_stdout(&format!("exit {}\n", exit::FAILURE));
+                print_stdout(&format!("exit {}\n", Ending::Failed.number()));
                 fail(e)
             }
             _ => fail(e),
@@ -763,7 +763,7 @@ fn pids(p: &[u32]) -> String {
 
 fn fail(e: impl std::fmt::Display) -> Code {
     say(e);
-    Code::Exit(exit::FAILURE)
+    Ending::Failed.code()
 }
 
 /// Writes to stdout; a closed stdout must not change the exit code.

@@ -12,7 +12,7 @@ use std::time::Instant;
 use onlyone::journal::{History, LockNow};
 use onlyone::place::Feature;
 
-use super::exit::{self, Code};
+use super::exit::{self, Code, Ending};
 use super::ping::Pings;
 use super::run::RunPlace;
 use super::view::Seen;
@@ -77,20 +77,20 @@ pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
     match stopped {
         Stopped::NotRunning => {
             say(format_args!("`{name}` is not running; nothing to stop"));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::WasStale(reason) => {
             say(format_args!(
                 "`{name}` was not running ({reason}); cleared its stale lock"
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::Ended { who, took, how } => {
             say(format_args!(
                 "stopped the run of `{name}` ({who}) in {}{how}",
                 compact_duration(took)
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::RanOut { who, took } => {
             say(format_args!(
@@ -98,18 +98,18 @@ pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
                  out after {}",
                 compact_duration(took)
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::KeptOutside(why) => {
             say(why);
-            Code::Exit(exit::FAILURE)
+            Ending::Failed.code()
         }
         Stopped::NotLetGo { who, waited } => {
             say(format_args!(
                 "asked the run of `{name}` ({who}) to stop; it has not let go after {}",
                 compact_duration(waited)
             ));
-            Code::Exit(exit::FAILURE)
+            Ending::Failed.code()
         }
     }
 }
@@ -162,26 +162,29 @@ pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
             if let Some(why) = why.filter(|_| !a.quiet) {
                 say(why);
             }
-            Code::Exit(exit::HELD)
+            Ending::Skipped {
+                held_exit: exit::HELD,
+            }
+            .code()
         }
-        Ok((_, Found::Free(None))) => Code::Exit(0),
+        Ok((_, Found::Free(None))) => Ending::Done.code(),
         Ok((name, Found::Free(Some(reason)))) => {
             say(format_args!(
                 "precheck: cleared the stale lock `{name}`: {reason}"
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Ok((name, Found::Unknown(why))) => {
             say(format_args!(
                 "precheck: `{name}` cannot be judged ({why}); letting the fire run (fail open)"
             ));
-            Code::Exit(0)
+            Ending::FailedOpen.code()
         }
         Err(e) => {
             say(format_args!(
                 "precheck: {e}; letting the fire run (fail open)"
             ));
-            Code::Exit(0)
+            Ending::FailedOpen.code()
         }
     }
 }

@@ -13,7 +13,7 @@ use onlyone::stop;
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
-use super::exit::{self, Code};
+use super::exit::{self, Code, Ending};
 use super::ping::{self, End, Pings};
 use super::tail::{Capture, Delivery, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
@@ -198,7 +198,7 @@ fn run_taken(
         .with_usage(outcome.usage);
     if !outcome.strays.survivors.is_empty() {
         taken.leave_to_survivors(name, &outcome.strays.survivors, &end, a.quiet);
-        return (Code::Exit(exit::FAILURE), outcome.ended_by, None);
+        return (Ending::Failed.code(), outcome.ended_by, None);
     }
     // The end is recorded before the release, so that the next run's
     // start follows it; and the command has stopped before the release
@@ -214,7 +214,7 @@ fn run_taken(
              ended before another holder could start"
         ));
         return (
-            Code::Exit(exit::ENDED),
+            Ending::EndedByOnlyone.code(),
             outcome.ended_by,
             Some(outcome.exit),
         );
@@ -243,7 +243,7 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
                 "the run of `{name}` reached --max-time {}; it was ended",
                 compact_duration(t)
             ));
-            Code::Exit(exit::ENDED)
+            Ending::EndedByOnlyone.code()
         }
         Some(EndedBy::Idle(t)) => {
             say(format_args!(
@@ -251,7 +251,7 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
                  any of its processes); it was ended",
                 compact_duration(t)
             ));
-            Code::Exit(exit::ENDED)
+            Ending::EndedByOnlyone.code()
         }
         _ => exit::command_exit(outcome.exit),
     }
@@ -408,7 +408,10 @@ impl Ctx {
         if let Some(d) = deadline {
             opts = opts.deadline(d);
         }
-        let held_exit = Code::Exit(a.busy.held_exit);
+        let held_exit = Ending::Skipped {
+            held_exit: a.busy.held_exit,
+        }
+        .code();
         match lock.acquire(&opts) {
             Ok(g) => Ok(g),
             Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) if a.replace => {

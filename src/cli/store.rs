@@ -13,7 +13,7 @@ use onlyone::store::{Claimant, Claimed, LeaseRow, LeaseStore, StoreError, StoreL
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
-use super::exit::{self, Code};
+use super::exit::{self, Code, Ending};
 use super::place::{Found, Named, Place, Stopped};
 use super::run::{HeldLock, RunPlace};
 use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
@@ -265,7 +265,7 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
         Duration::from_millis(a.lease_ms),
         Duration::from_millis(a.grace_ms),
     ) else {
-        return Code::Exit(exit::FAILURE);
+        return Ending::Failed.code();
     };
     let w = Watched {
         token: a.token.clone(),
@@ -276,12 +276,12 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
     };
     let input = match std::io::stdin().as_fd().try_clone_to_owned() {
         Ok(fd) => fd,
-        Err(_) => return Code::Exit(exit::FAILURE),
+        Err(_) => return Ending::Failed.code(),
     };
     match watch(input, &w) {
-        Watch::Done => Code::Exit(0),
-        Watch::Ended { survivors, .. } if survivors.is_empty() => Code::Exit(0),
-        Watch::Ended { .. } => Code::Exit(exit::FAILURE),
+        Watch::Done => Ending::Done.code(),
+        Watch::Ended { survivors, .. } if survivors.is_empty() => Ending::Done.code(),
+        Watch::Ended { .. } => Ending::Failed.code(),
     }
 }
 
@@ -556,7 +556,10 @@ fn skip(store: &dyn LeaseStore, name: &str, why: Claimed, a: &args::Run) -> Code
     if !a.quiet {
         say(format_args!("{msg}"));
     }
-    Code::Exit(a.busy.held_exit)
+    Ending::Skipped {
+        held_exit: a.busy.held_exit,
+    }
+    .code()
 }
 
 /// A `--queue` fire that found a waiter already queued: the skip recorded
@@ -582,7 +585,10 @@ fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoSeat, a: &args::Run) -> 
     if !a.quiet {
         say(format_args!("{msg}"));
     }
-    Code::Exit(a.busy.held_exit)
+    Ending::Skipped {
+        held_exit: a.busy.held_exit,
+    }
+    .code()
 }
 
 /// Removes the rows ahead of `mine` in `name`'s line whose waiters were
