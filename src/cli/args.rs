@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::exit::HELD;
+use onlyone::place::Feature;
+
+use super::exit::{FailMode, HELD};
 
 /// The grace between TERM and KILL, unless told otherwise
 /// (`onlyone::signal::DEFAULT_GRACE`).
@@ -1121,45 +1123,113 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 10m, 1h30m or 500ms"))
 }
 
+/// What a command is, for the checks made before it runs: one arm per
+/// command in [`Command::spec`], which the compiler asks of a new one.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// Whether it looks in the lock directory (an untrusted one is
+    /// refused before it does).
+    pub reads_dir: bool,
+    /// What it does with a store.
+    pub with_store: StoreUse,
+    /// How it fails before its work.
+    pub fails: FailMode,
+}
+
+/// What a command does with a store (`--store`, `$ONLYONE_STORE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreUse {
+    /// It works on the store's leases: the lock directory's options
+    /// (`--dir`, `--state-dir`, `--allow-shared-fs`) mean nothing to it.
+    Works,
+    /// The store cannot give what it needs: refused.
+    Refused(Feature),
+    /// It works in the lock directory all the same (`reap`).
+    DirAnyway,
+    /// It has nothing to do with locks.
+    Ignores,
+}
+
 impl Command {
+    /// What this command is (see [`Spec`]).
+    pub fn spec(&self) -> Spec {
+        use StoreUse::{DirAnyway, Ignores, Refused, Works};
+        let (name, reads_dir, with_store, fails) = match self {
+            Command::Run(_) => ("run", true, Works, FailMode::Fail),
+            Command::Acquire(a) => (
+                "acquire",
+                true,
+                Refused(Feature::ScriptHold),
+                if a.export {
+                    FailMode::ExportLine
+                } else {
+                    FailMode::Fail
+                },
+            ),
+            Command::Release(_) => (
+                "release",
+                true,
+                Refused(Feature::ScriptHold),
+                FailMode::Fail,
+            ),
+            Command::Precheck(_) => (
+                "precheck",
+                true,
+                Works,
+                FailMode::Open {
+                    note: "; letting the fire run (fail open)",
+                },
+            ),
+            Command::Status(_) => ("status", true, Works, FailMode::Fail),
+            Command::Stop(_) => ("stop", true, Works, FailMode::Fail),
+            Command::Reap(_) => ("reap", true, DirAnyway, FailMode::Open { note: "" }),
+            Command::History(_) => ("history", true, Works, FailMode::Fail),
+            Command::Check(_) => ("check", true, Works, FailMode::Unknown),
+            Command::Metrics(_) => ("metrics", true, Works, FailMode::Fail),
+            Command::Completions(_) => ("completions", false, Ignores, FailMode::Fail),
+            Command::Manpages(_) => ("manpages", false, Ignores, FailMode::Fail),
+            Command::Keeper(_) => ("keeper", false, Ignores, FailMode::Fail),
+            Command::LeaseWatchdog(_) => ("lease-watchdog", false, Ignores, FailMode::Fail),
+        };
+        Spec {
+            name,
+            reads_dir,
+            with_store,
+            fails,
+        }
+    }
+
+    /// Its ping options, for the commands that ping.
+    fn ping_args(&mut self) -> Option<&mut PingArgs> {
+        match self {
+            Command::Run(a) => Some(&mut a.0.ping),
+            Command::Acquire(a) => Some(&mut a.0.ping),
+            Command::Precheck(a) => Some(&mut a.0.ping),
+            Command::Release(_)
+            | Command::Status(_)
+            | Command::Stop(_)
+            | Command::Reap(_)
+            | Command::History(_)
+            | Command::Check(_)
+            | Command::Metrics(_)
+            | Command::Completions(_)
+            | Command::Manpages(_)
+            | Command::Keeper(_)
+            | Command::LeaseWatchdog(_) => None,
+        }
+    }
+
     /// Drops the URLs `--ping` took from $ONLYONE_PING.
     fn forget_env_ping(&mut self) {
-        match self {
-            Command::Run(a) => a.0.ping.urls.clear(),
-            Command::Acquire(a) => a.0.ping.urls.clear(),
-            Command::Precheck(a) => a.0.ping.urls.clear(),
-            _ => {}
+        if let Some(p) = self.ping_args() {
+            p.urls.clear();
         }
     }
 }
 
 impl Run {
-    /// Options given together that cannot both apply: refused rather than
-    /// one of them silently ignored. With `--linger` the wrapper exits with
-    /// the command and leaves the lock to the work that outlives it, which
-    /// nothing of the wrapper's then watches: a limit would bound the
-    /// command alone.
-    pub fn refused_combination(&self) -> Option<String> {
-        if !self.linger {
-            return None;
-        }
-        let limit = if self.idle_timeout.is_some() {
-            "--idle-timeout"
-        } else if self.max_time.is_some() {
-            "--max-time"
-        } else {
-            return None;
-        };
-        Some(format!(
-            "{limit} cannot be used with --linger: onlyone exits with the command and leaves \
-             the lock to the work that outlives it, so the limit would never apply to that \
-             work; end a lingering run once idle with `onlyone reap --idle DUR {lock}` before \
-             each fire (e.g. `onlyone reap -q --idle 10m {lock}; onlyone run --linger {lock} \
-             -- ...`), or drop --linger",
-            lock = self.lock
-        ))
-    }
-
     /// What the supervision needs of these options (`--linger` is set by
     /// the directory store's run alone: a lease has no lingering runs).
     pub fn run_options(&self) -> onlyone::supervise::RunOptions {

@@ -202,6 +202,24 @@ impl From<Ending> for Code {
     }
 }
 
+/// How a command fails before it does its work (a usage error, an
+/// untrusted lock directory, a refused option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// 125 ([`Ending::Failed`]).
+    Fail,
+    /// 0, said with `note` after the error: `precheck` and `reap` never
+    /// block a fire ([`Ending::FailedOpen`]).
+    Open {
+        /// What follows the error in its message.
+        note: &'static str,
+    },
+    /// `check`: UNKNOWN, on stdout as the plugin's status line.
+    Unknown,
+    /// `acquire --export`: 125, and `exit 125` on stdout for its `eval`.
+    ExportLine,
+}
+
 /// A monitoring plugin's state (`check`), from the best to the worst: an
 /// aggregate is the worst of its parts, and UNKNOWN is worse than WARNING
 /// but not than CRITICAL (the plugin guidelines' order: CRITICAL, UNKNOWN,

@@ -10,7 +10,6 @@
 use std::time::Instant;
 
 use onlyone::journal::{History, LockNow};
-use onlyone::place::Feature;
 
 use super::exit::{self, Code, Ending};
 use super::ping::Pings;
@@ -135,12 +134,6 @@ pub trait Place: RunPlace {
     /// `stop`: ends the live run of `a.lock` (the stop recorded); its
     /// name as messages give it, and what happened.
     fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String>;
-}
-
-/// `flag` asks for `feature`: refused, with why and `instead`, where
-/// `place` cannot give it.
-pub fn refuse(place: &dyn Place, feature: Feature, flag: &str, instead: &str) -> Option<Code> {
-    super::run::refusal(place.kind(), feature, flag, instead).map(super::fail)
 }
 
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on

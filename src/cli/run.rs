@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use onlyone::ProcId;
 use onlyone::journal::Event;
-use onlyone::place::{Feature, Kind};
+use onlyone::place::Kind;
 use onlyone::signal::GracefulStop;
 use onlyone::stop;
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
@@ -63,37 +63,6 @@ pub(super) trait HeldLock {
     fn release(self: Box<Self>);
 }
 
-/// The options of `run` that `place` cannot honour, refused with why and
-/// what to do instead (never ignored).
-pub(super) fn unsupported(place: Kind, a: &args::Run) -> Option<String> {
-    let asked = [
-        (a.linger, Feature::Linger, "--linger"),
-        (a.replace, Feature::Replace, "--replace"),
-    ];
-    let (_, feature, flag) = asked.into_iter().find(|(on, _, _)| *on)?;
-    let instead = match feature {
-        Feature::Linger => "keep the work under the command (have it wait for what it started, \
-                            e.g. `tmux wait-for`), or run it without --store"
-            .to_owned(),
-        _ => format!(
-            "stop the live run first (onlyone --store URL stop {0}), then run, or wait for it \
-             (--wait DUR)",
-            a.lock
-        ),
-    };
-    refusal(place, feature, flag, &instead)
-}
-
-/// What `place` says when `flag` asks it for `feature` it cannot give:
-/// the flag, why, and `instead`; `None` where it can.
-pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<String> {
-    let e = place.supports(feature).err()?;
-    Some(format!(
-        "{flag} is not supported with --store: {}; {instead}",
-        e.why
-    ))
-}
-
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released: [`ping`]).
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
@@ -128,7 +97,7 @@ struct Ended {
 /// it is still to be written out; no end when it did not start (the
 /// refusal is pinged here).
 fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, Option<Ended>) {
-    if let Some(why) = unsupported(place.kind(), a) {
+    if let Some(why) = super::plan::unsupported(place.kind(), a) {
         return (fail(why), None);
     }
     let taken = match place.take_for_run(a) {
