@@ -258,7 +258,7 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
     // Two scans: a process that forks and exits while /proc is listed could
     // hide its child from one pass (after pid wrap-around).
     for _ in 0..2 {
-        let scan = match procfs::run_members(&spec, &[], true, deadline) {
+        let scan = match crate::members::run_members(&spec, &[], true, deadline) {
             Ok(scan) => scan,
             Err(e) => {
                 return Some(Verdict::Unknown(UnknownReason::CannotScan {
@@ -326,7 +326,7 @@ pub(crate) fn processes_of(
         .filter(|id| id.is_alive() && record.may_name(id.pid) && of_work(id))
         .for_each(&mut push);
     if let Some(spec) = record.scan_spec() {
-        let scan = procfs::run_members(&spec, skip, false, deadline)
+        let scan = crate::members::run_members(&spec, skip, false, deadline)
             .map_err(|e| crate::error::Error::io("list processes in", "/proc", e))?;
         scan.members
             .into_iter()

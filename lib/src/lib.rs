@@ -36,6 +36,7 @@ mod error;
 pub mod journal;
 mod judge;
 mod lock;
+mod members;
 pub mod names;
 pub mod place;
 pub mod reap;
@@ -83,9 +84,8 @@ pub use lock::{
     REFRESH_INTERVAL, REPROBE_INTERVAL, Released, Releaser, TakeOver, Waiting, active_pid,
     new_token,
 };
-pub use procfs::{
-    FENCE_VAR, Group, Image, LOCK_VAR, ProcId, RUN_ID_VAR, TOKEN_VAR, host_name, with_census,
-};
+pub use members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR, with_census};
+pub use procfs::{Group, Image, ProcId, host_name};
 pub use record::{Mode, NotARecord, Record};
 pub use text::{compact_duration, display_command, format_unix_time, user_name};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::exit::HELD;
+use onlyone::place::Feature;
+
+use super::exit::{FailMode, HELD};
 
 /// The grace between TERM and KILL, unless told otherwise
 /// (`onlyone::signal::DEFAULT_GRACE`).
@@ -228,10 +230,10 @@ fn command_for(argv: &[OsString]) -> clap::Command {
     with_long_help(long_help)
 }
 
-impl<T: Args> Args for Lazy<T> {
+impl<T: Args + Adjust> Args for Lazy<T> {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        fn define<T: Args>(cmd: clap::Command) -> clap::Command {
-            Globals::augment_args(T::augment_args(cmd))
+        fn define<T: Args + Adjust>(cmd: clap::Command) -> clap::Command {
+            Globals::augment_args(T::adjust(T::augment_args(cmd)))
         }
         if EAGER.get() {
             define::<T>(cmd)
@@ -240,8 +242,8 @@ impl<T: Args> Args for Lazy<T> {
         }
     }
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        fn define<T: Args>(cmd: clap::Command) -> clap::Command {
-            Globals::augment_args_for_update(T::augment_args_for_update(cmd))
+        fn define<T: Args + Adjust>(cmd: clap::Command) -> clap::Command {
+            Globals::augment_args_for_update(T::adjust(T::augment_args_for_update(cmd)))
         }
         if EAGER.get() {
             define::<T>(cmd)
@@ -252,6 +254,190 @@ impl<T: Args> Args for Lazy<T> {
     fn group_id() -> Option<clap::Id> {
         T::group_id()
     }
+}
+
+/// What a subcommand changes in its options once they are defined: the
+/// options it shares ([`BusyArgs`], [`PingArgs`]) put where its help has
+/// always shown them, with its own texts.
+pub trait Adjust {
+    /// `cmd`, the subcommand with its options defined, adjusted.
+    fn adjust(cmd: clap::Command) -> clap::Command {
+        cmd
+    }
+}
+
+impl Adjust for Release {}
+impl Adjust for Status {}
+impl Adjust for Stop {}
+impl Adjust for Reap {}
+impl Adjust for History {}
+impl Adjust for Check {}
+impl Adjust for Metrics {}
+impl Adjust for Completions {}
+impl Adjust for Manpages {}
+impl Adjust for Keeper {}
+impl Adjust for LeaseWatchdog {}
+
+impl Adjust for Run {
+    fn adjust(cmd: clap::Command) -> clap::Command {
+        in_order(
+            cmd,
+            &[
+                "lock",
+                "command",
+                "wait",
+                "replace",
+                "queue",
+                "max_time",
+                "idle_timeout",
+                "kill_after",
+                "lease",
+                "held_exit",
+                "keep_strays",
+                "linger",
+                "deadline",
+                "ping",
+                "ping_file",
+                "quiet",
+            ],
+        )
+    }
+}
+
+impl Adjust for Acquire {
+    fn adjust(cmd: clap::Command) -> clap::Command {
+        // Texts first: clap puts an option it changes last.
+        let cmd = texts(
+            cmd,
+            &[
+                (
+                    "wait",
+                    "Wait up to DUR for a running one to finish (waiters get the lock in the \
+                     order they began to wait)",
+                    None,
+                ),
+                (
+                    "queue",
+                    "At most one waits: wait (for ever, or up to --wait DUR) unless another \
+                     caller already waits with --queue; then the lock counts as held",
+                    None,
+                ),
+                ("held_exit", "Exit code when the lock is held", None),
+                ("deadline", "One budget for the whole call", None),
+                (
+                    "ping",
+                    "Ping URL with the healthchecks.io protocol: URL/start?rid=RID now, the end \
+                     at `release --exit CODE` (repeatable)",
+                    Some(
+                        "Ping URL with the healthchecks.io protocol: URL/start?rid=RID now, the \
+                         end at `release --exit CODE` (repeatable).\n\nWith --export, the \
+                         assignments add ONLYONE_RUN_ID (RID) and ONLYONE_RELEASE_PING (these \
+                         URLs), which `release` reads when it is given no --ping: the end goes \
+                         where the start went. A skip is URL/log. Bounded and failing open as \
+                         `run --ping`.",
+                    ),
+                ),
+                (
+                    "ping_file",
+                    "Read ping URLs from FILE, one a line (`#` starts a comment), in place of \
+                     $ONLYONE_PING (with --ping, both are pinged)",
+                    Some(
+                        "Read ping URLs from FILE, one a line (`#` starts a comment), in place \
+                         of $ONLYONE_PING (with --ping, both are pinged).\n\nChecked as `run \
+                         --ping-file` checks it. With --export, the assignments add \
+                         ONLYONE_RELEASE_PING_FILE (the file's path, not its URLs), which \
+                         `release` reads again.",
+                    ),
+                ),
+            ],
+        );
+        in_order(
+            cmd,
+            &[
+                "lock",
+                "owner",
+                "wait",
+                "queue",
+                "held_exit",
+                "deadline",
+                "export",
+                "ping",
+                "ping_file",
+                "quiet",
+            ],
+        )
+    }
+}
+
+impl Adjust for Precheck {
+    fn adjust(cmd: clap::Command) -> clap::Command {
+        let cmd = texts(
+            cmd,
+            &[
+                (
+                    "ping",
+                    "Ping URL with the healthchecks.io protocol when the lock is held: \
+                     URL/log?rid=RID, its body saying who holds it (a skip is not a failure); \
+                     a free lock pings nothing (the fire's `run --ping` does). Repeatable; \
+                     bounded and failing open as `run --ping`",
+                    None,
+                ),
+                (
+                    "ping_file",
+                    "Read ping URLs from FILE, one a line (`#` starts a comment), in place of \
+                     $ONLYONE_PING (with --ping, both are pinged); checked as `run \
+                     --ping-file` checks it",
+                    None,
+                ),
+            ],
+        );
+        in_order(cmd, &["lock", "deadline", "ping", "ping_file", "quiet"])
+    }
+}
+
+/// `cmd` with its options in `order` (their ids; one not listed goes
+/// last), each shown in its place: the order in which clap lists them in
+/// the help, the manual page and the completions. The options are moved,
+/// not copied.
+fn in_order(cmd: clap::Command, order: &[&str]) -> clap::Command {
+    let rank = |a: &clap::Arg| {
+        order
+            .iter()
+            .position(|id| a.get_id() == *id)
+            .unwrap_or(order.len())
+    };
+    let mut args = Vec::with_capacity(order.len());
+    let cmd = cmd.mut_args(|a| {
+        args.push(a);
+        clap::Arg::default()
+    });
+    debug_assert!(
+        args.iter().all(|a| rank(a) < order.len()),
+        "an option left out of the order"
+    );
+    args.sort_by_key(|a| rank(a));
+    let mut args = args.into_iter();
+    let mut shown = 0;
+    cmd.mut_args(|_| {
+        let a = args.next().expect("as many options");
+        if a.is_positional() {
+            a
+        } else {
+            shown += 1;
+            a.display_order(shown - 1)
+        }
+    })
+}
+
+/// `cmd` with the help texts of `texts` (id, short help, long help):
+/// a subcommand's own words for an option it shares.
+fn texts(
+    cmd: clap::Command,
+    texts: &[(&str, &'static str, Option<&'static str>)],
+) -> clap::Command {
+    texts.iter().fold(cmd, |cmd, &(id, help, long)| {
+        cmd.mut_arg(id, |a| a.help(help).long_help(long))
+    })
 }
 
 impl<T: clap::FromArgMatches> clap::FromArgMatches for Lazy<T> {
@@ -555,14 +741,11 @@ pub struct Keeper {
     pub exit: Option<u8>,
 }
 
+// What `run` and `acquire` do when the lock is held: each option defined
+// once, with `run`'s texts (`acquire`'s own are put in by `Adjust::adjust`).
+// (A doc comment here would be the subcommands' about.)
 #[derive(Debug, Args)]
-pub struct Run {
-    /// The lock: a name or a path with a `/`.
-    #[arg(value_name = "LOCK")]
-    pub lock: String,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<OsString>,
+pub struct BusyArgs {
     /// Wait up to DUR for a running one to finish.
     ///
     /// The waiter wakes when the lock file is removed (inotify) or the
@@ -572,11 +755,6 @@ pub struct Run {
     /// shows them).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub wait: Option<Duration>,
-    /// Stop the running one (TERM, grace, KILL), then run.
-    ///
-    /// As `onlyone stop` does (Kubernetes' `Replace`).
-    #[arg(long, conflicts_with = "queue")]
-    pub replace: bool,
     /// At most one fire waits: wait for the running one (for ever, or up
     /// to --wait DUR) unless another fire already waits; then skip (75).
     ///
@@ -589,6 +767,80 @@ pub struct Run {
     /// they began to wait.
     #[arg(long)]
     pub queue: bool,
+    /// Exit code for a skip.
+    ///
+    /// `--held-exit 0` makes a skip a success.
+    #[arg(long, value_name = "N", default_value_t = HELD)]
+    pub held_exit: u8,
+    /// One budget for acquiring (waiting and stopping included).
+    ///
+    /// For everything before the command starts (waiting, stopping a run
+    /// to replace); when it runs out while the lock is held: 75, otherwise
+    /// 125.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub deadline: Option<Duration>,
+}
+
+// Where `run`, `acquire` and `precheck` ping: each option defined once,
+// with `run`'s texts (`acquire`'s and `precheck`'s own are put in by
+// `Adjust::adjust`). (A doc comment here would be the subcommands' about.)
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// Ping URL with the healthchecks.io protocol (repeatable).
+    ///
+    /// URL/start?rid=RID before the command starts, URL/N?rid=RID when it
+    /// ends with exit code N, URL/fail?rid=RID when it ends with none (a
+    /// signal, a lost lease), URL/log?rid=RID for a skip (a skip is not a
+    /// failure; the body says who holds the lock). The end's body is the
+    /// tail of what the run printed, within the server's Ping-Body-Limit
+    /// (none when stdout or stderr is a terminal, or with --linger or
+    /// --keep-strays). RID is the run's id, in its journal events and in
+    /// the command's $ONLYONE_RUN_ID. Pings fail
+    /// open: the start waits at most 2s, the end (sent once the lock is
+    /// released) at most 10s, the start within --deadline; a ping never changes
+    /// the exit code, and a failing server is said once on stderr (not with
+    /// -q), the URL shown as its host only. A sentry+https:// URL (Sentry's
+    /// cron check-in URL with `sentry+` before it) sends Sentry's check-ins
+    /// instead: in_progress, then ok or error with the duration, RID as the
+    /// check_in_id, nothing for a skip. The URL is the check's key: a URL
+    /// here shows in `ps` until onlyone starts and masks it; --ping-file
+    /// or $ONLYONE_PING never shows.
+    #[arg(
+        id = "ping",
+        long = "ping",
+        value_name = "URL",
+        env = "ONLYONE_PING",
+        hide_env_values = true
+    )]
+    pub urls: Vec<String>,
+    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
+    /// place of $ONLYONE_PING (with --ping, both are pinged).
+    ///
+    /// A URL on the command line shows in `ps` for a moment (onlyone
+    /// masks it once it starts); in a file only you and root can read, it
+    /// never does. Refused before anything runs unless FILE (a link is
+    /// followed) is a regular file of yours or root's that no one else
+    /// may write and others may not read (chmod 600).
+    #[arg(id = "ping_file", long = "ping-file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct Run {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+    // What to do when the lock is held.
+    #[command(flatten)]
+    pub busy: BusyArgs,
+    /// Stop the running one (TERM, grace, KILL), then run.
+    ///
+    /// As `onlyone stop` does (Kubernetes' `Replace`).
+    #[arg(long, conflicts_with = "queue")]
+    pub replace: bool,
     /// End the command after DUR (exit 124). More than 0: for no limit,
     /// leave it out.
     ///
@@ -618,11 +870,6 @@ pub struct Run {
     /// 100ms) < L (30s allows up to 19s).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = "30s")]
     pub lease: Duration,
-    /// Exit code for a skip.
-    ///
-    /// `--held-exit 0` makes a skip a success.
-    #[arg(long, value_name = "N", default_value_t = HELD)]
-    pub held_exit: u8,
     /// Leave the run's leftover processes running when the command exits
     /// (and release the lock).
     #[arg(long, conflicts_with = "linger")]
@@ -641,49 +888,9 @@ pub struct Run {
     /// returned, and a release then would let the next fire in beside it.
     #[arg(long)]
     pub linger: bool,
-    /// One budget for acquiring (waiting and stopping included).
-    ///
-    /// For everything before the command starts (waiting, stopping a run
-    /// to replace); when it runs out while the lock is held: 75, otherwise
-    /// 125.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
-    pub deadline: Option<Duration>,
-    /// Ping URL with the healthchecks.io protocol (repeatable).
-    ///
-    /// URL/start?rid=RID before the command starts, URL/N?rid=RID when it
-    /// ends with exit code N, URL/fail?rid=RID when it ends with none (a
-    /// signal, a lost lease), URL/log?rid=RID for a skip (a skip is not a
-    /// failure; the body says who holds the lock). The end's body is the
-    /// tail of what the run printed, within the server's Ping-Body-Limit
-    /// (none when stdout or stderr is a terminal, or with --linger or
-    /// --keep-strays). RID is the run's id, in its journal events and in
-    /// the command's $ONLYONE_RUN_ID. Pings fail
-    /// open: the start waits at most 2s, the end (sent once the lock is
-    /// released) at most 10s, the start within --deadline; a ping never changes
-    /// the exit code, and a failing server is said once on stderr (not with
-    /// -q), the URL shown as its host only. A sentry+https:// URL (Sentry's
-    /// cron check-in URL with `sentry+` before it) sends Sentry's check-ins
-    /// instead: in_progress, then ok or error with the duration, RID as the
-    /// check_in_id, nothing for a skip. The URL is the check's key: a URL
-    /// here shows in `ps` until onlyone starts and masks it; --ping-file
-    /// or $ONLYONE_PING never shows.
-    #[arg(
-        long = "ping",
-        value_name = "URL",
-        env = "ONLYONE_PING",
-        hide_env_values = true
-    )]
-    pub ping: Vec<String>,
-    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
-    /// place of $ONLYONE_PING (with --ping, both are pinged).
-    ///
-    /// A URL on the command line shows in `ps` for a moment (onlyone
-    /// masks it once it starts); in a file only you and root can read, it
-    /// never does. Refused before anything runs unless FILE (a link is
-    /// followed) is a regular file of yours or root's that no one else
-    /// may write and others may not read (chmod 600).
-    #[arg(long, value_name = "FILE")]
-    pub ping_file: Option<PathBuf>,
+    // Where to ping.
+    #[command(flatten)]
+    pub ping: PingArgs,
     /// No message on a skip or a takeover (cron mails whatever a job
     /// prints).
     #[arg(short, long)]
@@ -698,48 +905,17 @@ pub struct Acquire {
     /// The owner's pid (default: the calling shell).
     #[arg(long, value_name = "PID")]
     pub owner: Option<u32>,
-    /// Wait up to DUR for a running one to finish (waiters get the lock
-    /// in the order they began to wait).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
-    pub wait: Option<Duration>,
-    /// At most one waits: wait (for ever, or up to --wait DUR) unless
-    /// another caller already waits with --queue; then the lock counts as
-    /// held.
-    #[arg(long)]
-    pub queue: bool,
-    /// Exit code when the lock is held.
-    #[arg(long, value_name = "N", default_value_t = HELD)]
-    pub held_exit: u8,
-    /// One budget for the whole call.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
-    pub deadline: Option<Duration>,
+    // What to do when the lock is held.
+    #[command(flatten)]
+    pub busy: BusyArgs,
     /// Print shell assignments of ONLYONE_LOCK and ONLYONE_TOKEN for eval
     /// (`exit N` on failure); processes that carry the token keep the lock
     /// held.
     #[arg(long)]
     pub export: bool,
-    /// Ping URL with the healthchecks.io protocol: URL/start?rid=RID now,
-    /// the end at `release --exit CODE` (repeatable).
-    ///
-    /// With --export, the assignments add ONLYONE_RUN_ID (RID) and
-    /// ONLYONE_RELEASE_PING (these URLs), which `release` reads when it is
-    /// given no --ping: the end goes where the start went. A skip is
-    /// URL/log. Bounded and failing open as `run --ping`.
-    #[arg(
-        long = "ping",
-        value_name = "URL",
-        env = "ONLYONE_PING",
-        hide_env_values = true
-    )]
-    pub ping: Vec<String>,
-    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
-    /// place of $ONLYONE_PING (with --ping, both are pinged).
-    ///
-    /// Checked as `run --ping-file` checks it. With --export, the
-    /// assignments add ONLYONE_RELEASE_PING_FILE (the file's path, not
-    /// its URLs), which `release` reads again.
-    #[arg(long, value_name = "FILE")]
-    pub ping_file: Option<PathBuf>,
+    // Where to ping.
+    #[command(flatten)]
+    pub ping: PingArgs,
     /// No message when the lock is held or a stale lock is taken over.
     #[arg(short, long)]
     pub quiet: bool,
@@ -792,22 +968,9 @@ pub struct Precheck {
     /// One budget for the whole call; when it runs out, exit 0.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
-    /// Ping URL with the healthchecks.io protocol when the lock is held:
-    /// URL/log?rid=RID, its body saying who holds it (a skip is not a
-    /// failure); a free lock pings nothing (the fire's `run --ping` does).
-    /// Repeatable; bounded and failing open as `run --ping`.
-    #[arg(
-        long = "ping",
-        value_name = "URL",
-        env = "ONLYONE_PING",
-        hide_env_values = true
-    )]
-    pub ping: Vec<String>,
-    /// Read ping URLs from FILE, one a line (`#` starts a comment), in
-    /// place of $ONLYONE_PING (with --ping, both are pinged); checked as
-    /// `run --ping-file` checks it.
-    #[arg(long, value_name = "FILE")]
-    pub ping_file: Option<PathBuf>,
+    // Where to ping.
+    #[command(flatten)]
+    pub ping: PingArgs,
     /// No message when the lock is held.
     #[arg(short, long)]
     pub quiet: bool,
@@ -960,45 +1123,113 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 10m, 1h30m or 500ms"))
 }
 
+/// What a command is, for the checks made before it runs: one arm per
+/// command in [`Command::spec`], which the compiler asks of a new one.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// Whether it looks in the lock directory (an untrusted one is
+    /// refused before it does).
+    pub reads_dir: bool,
+    /// What it does with a store.
+    pub with_store: StoreUse,
+    /// How it fails before its work.
+    pub fails: FailMode,
+}
+
+/// What a command does with a store (`--store`, `$ONLYONE_STORE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreUse {
+    /// It works on the store's leases: the lock directory's options
+    /// (`--dir`, `--state-dir`, `--allow-shared-fs`) mean nothing to it.
+    Works,
+    /// The store cannot give what it needs: refused.
+    Refused(Feature),
+    /// It works in the lock directory all the same (`reap`).
+    DirAnyway,
+    /// It has nothing to do with locks.
+    Ignores,
+}
+
 impl Command {
+    /// What this command is (see [`Spec`]).
+    pub fn spec(&self) -> Spec {
+        use StoreUse::{DirAnyway, Ignores, Refused, Works};
+        let (name, reads_dir, with_store, fails) = match self {
+            Command::Run(_) => ("run", true, Works, FailMode::Fail),
+            Command::Acquire(a) => (
+                "acquire",
+                true,
+                Refused(Feature::ScriptHold),
+                if a.export {
+                    FailMode::ExportLine
+                } else {
+                    FailMode::Fail
+                },
+            ),
+            Command::Release(_) => (
+                "release",
+                true,
+                Refused(Feature::ScriptHold),
+                FailMode::Fail,
+            ),
+            Command::Precheck(_) => (
+                "precheck",
+                true,
+                Works,
+                FailMode::Open {
+                    note: "; letting the fire run (fail open)",
+                },
+            ),
+            Command::Status(_) => ("status", true, Works, FailMode::Fail),
+            Command::Stop(_) => ("stop", true, Works, FailMode::Fail),
+            Command::Reap(_) => ("reap", true, DirAnyway, FailMode::Open { note: "" }),
+            Command::History(_) => ("history", true, Works, FailMode::Fail),
+            Command::Check(_) => ("check", true, Works, FailMode::Unknown),
+            Command::Metrics(_) => ("metrics", true, Works, FailMode::Fail),
+            Command::Completions(_) => ("completions", false, Ignores, FailMode::Fail),
+            Command::Manpages(_) => ("manpages", false, Ignores, FailMode::Fail),
+            Command::Keeper(_) => ("keeper", false, Ignores, FailMode::Fail),
+            Command::LeaseWatchdog(_) => ("lease-watchdog", false, Ignores, FailMode::Fail),
+        };
+        Spec {
+            name,
+            reads_dir,
+            with_store,
+            fails,
+        }
+    }
+
+    /// Its ping options, for the commands that ping.
+    fn ping_args(&mut self) -> Option<&mut PingArgs> {
+        match self {
+            Command::Run(a) => Some(&mut a.0.ping),
+            Command::Acquire(a) => Some(&mut a.0.ping),
+            Command::Precheck(a) => Some(&mut a.0.ping),
+            Command::Release(_)
+            | Command::Status(_)
+            | Command::Stop(_)
+            | Command::Reap(_)
+            | Command::History(_)
+            | Command::Check(_)
+            | Command::Metrics(_)
+            | Command::Completions(_)
+            | Command::Manpages(_)
+            | Command::Keeper(_)
+            | Command::LeaseWatchdog(_) => None,
+        }
+    }
+
     /// Drops the URLs `--ping` took from $ONLYONE_PING.
     fn forget_env_ping(&mut self) {
-        match self {
-            Command::Run(a) => a.0.ping.clear(),
-            Command::Acquire(a) => a.0.ping.clear(),
-            Command::Precheck(a) => a.0.ping.clear(),
-            _ => {}
+        if let Some(p) = self.ping_args() {
+            p.urls.clear();
         }
     }
 }
 
 impl Run {
-    /// Options given together that cannot both apply: refused rather than
-    /// one of them silently ignored. With `--linger` the wrapper exits with
-    /// the command and leaves the lock to the work that outlives it, which
-    /// nothing of the wrapper's then watches: a limit would bound the
-    /// command alone.
-    pub fn refused_combination(&self) -> Option<String> {
-        if !self.linger {
-            return None;
-        }
-        let limit = if self.idle_timeout.is_some() {
-            "--idle-timeout"
-        } else if self.max_time.is_some() {
-            "--max-time"
-        } else {
-            return None;
-        };
-        Some(format!(
-            "{limit} cannot be used with --linger: onlyone exits with the command and leaves \
-             the lock to the work that outlives it, so the limit would never apply to that \
-             work; end a lingering run once idle with `onlyone reap --idle DUR {lock}` before \
-             each fire (e.g. `onlyone reap -q --idle 10m {lock}; onlyone run --linger {lock} \
-             -- ...`), or drop --linger",
-            lock = self.lock
-        ))
-    }
-
     /// What the supervision needs of these options (`--linger` is set by
     /// the directory store's run alone: a lease has no lingering runs).
     pub fn run_options(&self) -> onlyone::supervise::RunOptions {

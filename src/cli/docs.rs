@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::args;
-use super::exit::Code;
+use super::exit::{Code, Ending};
 
 /// `onlyone completions SHELL`: the script, on stdout. The hidden
 /// (internal) commands are left out: not every generator skips them.
@@ -19,7 +19,7 @@ pub fn completions(a: &args::Completions) -> Code {
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "onlyone", &mut out);
     super::print_stdout(&String::from_utf8_lossy(&out));
-    Code::Exit(0)
+    Ending::Done.code()
 }
 
 /// The sections clap does not write, for `onlyone(1)`, in roff, after
@@ -103,7 +103,7 @@ onlyone \-\-store postgres://jobs@db/ops run \-\-lease 30s sync \-\- ./sync.sh
 /// page per command, `onlyone-COMMAND.1`.
 pub fn manpages(a: &args::Manpages) -> Code {
     match write_pages(&a.dir) {
-        Ok(()) => Code::Exit(0),
+        Ok(()) => Ending::Done.code(),
         Err(e) => super::fail(format_args!(
             "cannot write the manual pages into `{}`: {e}",
             a.dir.display()

@@ -131,16 +131,127 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// Skipped: held by a live run.
+/// `--held-exit`'s default: the code of a skip (held by a live run).
 pub const HELD: u8 = 75;
-/// `run`: onlyone ended the command.
-pub const ENDED: u8 = 124;
-/// onlyone itself failed.
-pub const FAILURE: u8 = 125;
-/// `run`: the command could not be executed.
-pub const NOT_EXECUTABLE: u8 = 126;
-/// `run`: the command was not found.
-pub const NOT_FOUND: u8 = 127;
+
+/// How onlyone ends, as a kind: [`Ending::code`] is the one place the
+/// kinds become the numbers of [`TABLE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Success (`run`: the command exited 0).
+    Done,
+    /// Skipped: held by a live run; `held_exit` is `--held-exit` ([`HELD`]
+    /// unless told otherwise).
+    Skipped {
+        /// The code a skip exits with.
+        held_exit: u8,
+    },
+    /// `run`: onlyone ended the command (`--max-time`, `--idle-timeout`, a
+    /// lease it could not renew in time).
+    EndedByOnlyone,
+    /// onlyone itself failed.
+    Failed,
+    /// `run`: the command could not be executed.
+    NotExecutable,
+    /// `run`: the command was not found.
+    NotFound,
+    /// `run`: the command ended so.
+    Command(Exit),
+    /// `precheck` and `reap`: something failed, and the fire goes on.
+    FailedOpen,
+    /// `check`: the monitoring plugin's state.
+    Check(CheckState),
+}
+
+impl Ending {
+    /// The exit status this ending is.
+    pub fn code(self) -> Code {
+        Code::Exit(match self {
+            Ending::Done | Ending::FailedOpen => 0,
+            Ending::Skipped { held_exit } => held_exit,
+            Ending::EndedByOnlyone => 124,
+            Ending::Failed => 125,
+            Ending::NotExecutable => 126,
+            Ending::NotFound => 127,
+            Ending::Command(Exit::Code(c)) => c.clamp(0, 255) as u8,
+            Ending::Command(Exit::Signal(s)) => return Code::Signal(s),
+            Ending::Check(state) => match state {
+                CheckState::Ok => 0,
+                CheckState::Warning => 1,
+                CheckState::Critical => 2,
+                CheckState::Unknown => 3,
+            },
+        })
+    }
+}
+
+impl Ending {
+    /// The number this ending exits with, as `acquire --export`'s `exit
+    /// N` line says it (a signal as 128+N).
+    pub fn number(self) -> u8 {
+        match self.code() {
+            Code::Exit(n) => n,
+            Code::Signal(n) => (128 + n).clamp(0, 255) as u8,
+        }
+    }
+}
+
+impl From<Ending> for Code {
+    fn from(e: Ending) -> Code {
+        e.code()
+    }
+}
+
+/// How a command fails before it does its work (a usage error, an
+/// untrusted lock directory, a refused option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// 125 ([`Ending::Failed`]).
+    Fail,
+    /// 0, said with `note` after the error: `precheck` and `reap` never
+    /// block a fire ([`Ending::FailedOpen`]).
+    Open {
+        /// What follows the error in its message.
+        note: &'static str,
+    },
+    /// `check`: UNKNOWN, on stdout as the plugin's status line.
+    Unknown,
+    /// `acquire --export`: 125, and `exit 125` on stdout for its `eval`.
+    ExportLine,
+}
+
+/// A monitoring plugin's state (`check`), from the best to the worst: an
+/// aggregate is the worst of its parts, and UNKNOWN is worse than WARNING
+/// but not than CRITICAL (the plugin guidelines' order: CRITICAL, UNKNOWN,
+/// WARNING, OK).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CheckState {
+    /// OK (0).
+    Ok,
+    /// WARNING (1).
+    Warning,
+    /// UNKNOWN (3).
+    Unknown,
+    /// CRITICAL (2).
+    Critical,
+}
+
+impl CheckState {
+    /// The worst of two states.
+    pub fn worst(self, other: CheckState) -> CheckState {
+        self.max(other)
+    }
+
+    /// The state's word, as the status line says it.
+    pub fn word(self) -> &'static str {
+        match self {
+            CheckState::Ok => "OK",
+            CheckState::Warning => "WARNING",
+            CheckState::Critical => "CRITICAL",
+            CheckState::Unknown => "UNKNOWN",
+        }
+    }
+}
 
 /// How onlyone ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,17 +287,60 @@ impl Code {
 /// How `run` ends when its command could not run: 127 when it was not
 /// found, 126 when it could not be executed, 125 when onlyone failed.
 pub fn run_error(e: &RunError) -> Code {
-    Code::Exit(match e {
-        RunError::NotFound { .. } => NOT_FOUND,
-        RunError::NotExecutable { .. } => NOT_EXECUTABLE,
-        _ => FAILURE,
-    })
+    match e {
+        RunError::NotFound { .. } => Ending::NotFound,
+        RunError::NotExecutable { .. } => Ending::NotExecutable,
+        _ => Ending::Failed,
+    }
+    .code()
 }
 
 /// How `run` ends when its command ended.
 pub fn command_exit(exit: Exit) -> Code {
-    match exit {
-        Exit::Code(c) => Code::Exit(c.clamp(0, 255) as u8),
-        Exit::Signal(s) => Code::Signal(s),
+    Ending::Command(exit).code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind's number is the table's.
+    #[test]
+    fn the_kinds_are_the_tables_codes() {
+        let listed = |code: u8| {
+            TABLE
+                .iter()
+                .any(|r| r.code.split(" / ").any(|c| c == code.to_string()))
+        };
+        for e in [
+            Ending::Done,
+            Ending::Skipped { held_exit: HELD },
+            Ending::EndedByOnlyone,
+            Ending::Failed,
+            Ending::NotExecutable,
+            Ending::NotFound,
+        ] {
+            let Code::Exit(n) = e.code() else {
+                panic!("{e:?}")
+            };
+            assert!(listed(n), "{e:?}: {n}");
+        }
+        assert_eq!(Ending::Command(Exit::Signal(9)).code(), Code::Signal(9));
+        assert_eq!(Ending::Command(Exit::Code(300)).code(), Code::Exit(255));
+        let check: Vec<Code> = [
+            CheckState::Ok,
+            CheckState::Warning,
+            CheckState::Critical,
+            CheckState::Unknown,
+        ]
+        .map(|s| Ending::Check(s).code())
+        .into();
+        assert_eq!(check, (0..=3).map(Code::Exit).collect::<Vec<_>>());
+        assert!(EXCEPTIONS.contains("0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN"));
+        // The aggregate's order: CRITICAL, UNKNOWN, WARNING, OK.
+        use CheckState::*;
+        assert_eq!(Unknown.worst(Warning), Unknown);
+        assert_eq!(Unknown.worst(Critical), Critical);
+        assert_eq!(Ok.worst(Warning), Warning);
     }
 }

@@ -18,7 +18,7 @@ use onlyone::format_unix_time;
 use onlyone::journal::{Class, Outcome, Run, Usage};
 use onlyone::text::for_terminal;
 
-use super::exit::Code;
+use super::exit::{Code, Ending};
 use super::format::{ago, now, took};
 use super::place::Place;
 use super::view::{Seen, UsageJson, no_such_lock, nothing_in, outcome_word};
@@ -118,10 +118,10 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
             }
         }
         print_stdout(&out);
-        return Code::Exit(0);
+        return Ending::Done.code();
     }
     print_stdout(&table(&name, &shown, whence));
-    Code::Exit(0)
+    Ending::Done.code()
 }
 
 /// The human view: a summary line, then aligned columns.

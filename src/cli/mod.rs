@@ -10,6 +10,7 @@ mod journal;
 mod monitor;
 mod ping;
 mod place;
+mod plan;
 mod reap;
 mod run;
 mod script;
@@ -25,14 +26,13 @@ use std::time::{Duration, Instant};
 
 use onlyone::journal::Journal;
 use onlyone::names::{self, DirSource};
-use onlyone::place::Feature;
 use onlyone::signal::GracefulStop;
 use onlyone::state::StateDir;
 use onlyone::stop::{self, Stopped};
 use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact_duration};
 
 use args::{Cli, Command};
-use exit::Code;
+use exit::{Code, Ending};
 
 /// Runs the command line `argv` (the program's name first) and returns how
 /// to exit.
@@ -44,54 +44,32 @@ pub fn main(argv: Vec<OsString>) -> Code {
             usage_hints(&argv, &e);
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    Code::Exit(0)
+                    Ending::Done.code()
                 }
-                _ => usage_failure(&argv),
+                _ => plan::usage_failure(&argv),
             };
         }
     };
-    if let Some(msg) = ignored_options(&typed, &cli) {
+    if let Some(msg) = plan::ignored_options(&typed, &cli) {
         say(msg);
-        return usage_failure(&argv);
+        return plan::usage_failure(&argv);
     }
     let ctx = Ctx::new(&cli);
-    if let Some(refused) = ctx.refuse_untrusted_dir(&cli.command) {
+    if let Some(refused) = plan::refuse_untrusted_dir(&ctx, &cli.command) {
         return refused;
     }
     let place = place_of(&ctx);
     let place = place.as_ref();
+    if let Some(refused) = plan::refused_by_place(place.kind(), &cli.command) {
+        return refused;
+    }
     match cli.command {
         Command::Run(a) => run::run(place, &a),
-        Command::Acquire(a) => {
-            match place::refuse(place, Feature::ScriptHold, "acquire", SCRIPTS_WITH_A_STORE) {
-                Some(code) => {
-                    if a.export {
-                        print_stdout(&format!("exit {}\n", exit::FAILURE));
-                    }
-                    code
-                }
-                None => ctx.acquire(a.0),
-            }
-        }
-        Command::Release(a) => {
-            place::refuse(place, Feature::ScriptHold, "release", SCRIPTS_WITH_A_STORE)
-                .unwrap_or_else(|| ctx.release(a.0))
-        }
+        Command::Acquire(a) => ctx.acquire(a.0),
+        Command::Release(a) => ctx.release(a.0),
         Command::Precheck(a) => place::precheck(place, &a),
         Command::Status(a) => status::status(place, a.0),
-        Command::Stop(a) => {
-            let mut refused = None;
-            if a.signal.0 != rustix::process::Signal::TERM {
-                let instead = format!(
-                    "to send {} to a run of this host, signal its wrapper (the pid `onlyone \
-                     --store URL status` shows), which forwards it to the command",
-                    a.signal
-                );
-                let flag = format!("--signal {}", a.signal);
-                refused = place::refuse(place, Feature::StopSignal, &flag, &instead);
-            }
-            refused.unwrap_or_else(|| place::stop(place, &a))
-        }
+        Command::Stop(a) => place::stop(place, &a),
         Command::Reap(a) => reap::reap(&ctx, a.0),
         Command::History(a) => history::history(place, a.0),
         Command::Check(a) => monitor::check(place, a.0),
@@ -112,145 +90,13 @@ fn place_of(ctx: &Ctx) -> Box<dyn place::Place + '_> {
     }
 }
 
-/// What to do instead of `acquire` and `release` with a store.
-const SCRIPTS_WITH_A_STORE: &str = "put the work under `onlyone --store URL run NAME -- \
-     COMMAND`, which renews the lease while the command runs";
-
-/// How a usage error exits: a precheck fails open, and a reap always
-/// exits 0; a monitoring plugin's usage error is UNKNOWN; else 125.
-fn usage_failure(argv: &[OsString]) -> Code {
-    match subcommand(argv) {
-        Some(c @ ("precheck" | "reap")) => {
-            say(format_args!(
-                "{c}: exiting 0 all the same (fail open: it never blocks a fire)"
-            ));
-            Code::Exit(0)
-        }
-        Some("check") => Code::Exit(monitor::UNKNOWN),
-        _ => Code::Exit(exit::FAILURE),
-    }
-}
-
-/// Options that parse but would be silently ignored: refused, naming them
-/// and the fix. With a store, `--dir` and `--allow-shared-fs` mean nothing
-/// but to `reap` (the store's commands never look at a lock directory);
-/// `run`'s own combinations are [`args::Run::refused_combination`].
-fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> {
-    let typed = |id: &str| typed.has(id);
-    let store = cli.globals.store.as_deref().is_some_and(|s| !s.is_empty());
-    let store_command = match &cli.command {
-        Command::Run(_) => Some("run"),
-        Command::Precheck(_) => Some("precheck"),
-        Command::Status(_) => Some("status"),
-        Command::Stop(_) => Some("stop"),
-        Command::History(_) => Some("history"),
-        Command::Check(_) => Some("check"),
-        Command::Metrics(_) => Some("metrics"),
-        _ => None,
-    };
-    if store && let Some(sub) = store_command {
-        let from = if typed("store") {
-            ("--store", "leave --store out")
-        } else {
-            (
-                "$ONLYONE_STORE",
-                "unset ONLYONE_STORE (`env -u ONLYONE_STORE onlyone ...`)",
-            )
-        };
-        if let Some(opt) = ["dir", "state_dir", "allow_shared_fs"]
-            .into_iter()
-            .find(|o| typed(o))
-        {
-            let works_on = if opt == "state_dir" {
-                "keeps its history in the store, not in a state directory"
-            } else {
-                "works on the store's leases, not on a lock directory"
-            };
-            return Some(format!(
-                "--{} has no use with a store ({} is set): `{sub}` {works_on}; drop --{0}, or \
-                 to use the lock directory {}",
-                opt.replace('_', "-"),
-                from.0,
-                from.1
-            ));
-        }
-    }
-    if store
-        && typed("kill_after")
-        && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
-        && let Command::Stop(a) = &cli.command
-    {
-        return Some(format!(
-            "--kill-after is not supported by `stop` with --store: {}; drop --kill-after (the \
-             run's own grace is its `run --kill-after`), or end a run of this host sooner by \
-             signalling its wrapper: kill -KILL PID (`onlyone --store URL status {}` shows it)",
-            e.why, a.lock
-        ));
-    }
-    let Command::Run(a) = &cli.command else {
-        return None;
-    };
-    if let Some(refused) = a.refused_combination() {
-        return Some(refused);
-    }
-    if store {
-        return lease_misfit(a, typed("kill_after"));
-    }
-    None
-}
-
-/// With a store, a grace (`--kill-after`) that does not fit in the lease:
-/// the message names what was typed and what is a default, and the fix.
-fn lease_misfit(a: &args::Run, grace_typed: bool) -> Option<String> {
-    use onlyone::store::lease::LeaseTiming;
-    let free = LeaseTiming::new(a.lease, Duration::ZERO).ok()?;
-    if LeaseTiming::new(a.lease, a.kill_after).is_ok() {
-        return None;
-    }
-    let used = free.renew_every + free.call_timeout + free.margin;
-    let largest = a
-        .lease
-        .saturating_sub(used)
-        .saturating_sub(Duration::from_millis(1));
-    // The shortest whole-second lease that fits the grace.
-    let fits = (1..=100_000u64)
-        .map(Duration::from_secs)
-        .find(|l| LeaseTiming::new(*l, a.kill_after).is_ok());
-    // What is shown must fit as shown: whole seconds, or milliseconds.
-    let largest = if largest >= Duration::from_secs(1) {
-        Duration::from_secs(largest.as_secs())
-    } else {
-        Duration::from_millis(largest.as_millis() as u64)
-    };
-    let grace = compact_duration(a.kill_after);
-    let what = if grace_typed {
-        format!("--kill-after {grace}")
-    } else {
-        format!("the default --kill-after {grace} (the grace between TERM and KILL)")
-    };
-    Some(format!(
-        "{what} does not fit in --lease {}: a holder must end its command before its lease can \
-         run out, and this lease leaves room for a grace of at most {}; pass --kill-after {1} \
-         (or less), {}",
-        compact_duration(a.lease),
-        compact_duration(largest),
-        match fits {
-            Some(l) => format!(
-                "or lengthen the lease (--lease {} fits it)",
-                compact_duration(l)
-            ),
-            None => "or lengthen the lease".to_owned(),
-        }
-    ))
-}
-
 /// What clap cannot know: `run LOCK COMMAND` without `--`, and
 /// `acquire --export`'s promise to print `exit N` on any failure.
 fn usage_hints(argv: &[OsString], e: &clap::Error) {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let sub = subcommand(argv);
     if sub == Some("acquire") && argv.iter().any(|a| a == "--export") {
-        print_stdout(&format!("exit {}\n", exit::FAILURE));
+        print_stdout(&format!("exit {}\n", Ending::Failed.number()));
     }
     if sub != Some("run")
         || e.kind() != ErrorKind::UnknownArgument
@@ -334,60 +180,6 @@ impl Ctx {
             allow_shared_fs: g.allow_shared_fs,
             store: g.store.clone().filter(|s| !s.is_empty()),
         }
-    }
-
-    /// Refuses, before anything is read or signalled, a lock directory
-    /// reached through another account's symbolic link, and a default
-    /// one that another account made or could change, for every command
-    /// that looks in it; each command fails its own way (a precheck and a
-    /// reap exit 0, a check is UNKNOWN, `acquire --export` prints its
-    /// `exit N`). Otherwise an explicit `--dir` or `$ONLYONE_DIR` is the
-    /// caller's choice: readers read it, writers refuse it when they write.
-    fn refuse_untrusted_dir(&self, command: &Command) -> Option<Code> {
-        // With a store, only the reaper works in the directory.
-        let local = self.store.is_none() || matches!(command, Command::Reap(_));
-        let looks = matches!(
-            command,
-            Command::Run(_)
-                | Command::Acquire(_)
-                | Command::Release(_)
-                | Command::Precheck(_)
-                | Command::Status(_)
-                | Command::Stop(_)
-                | Command::Reap(_)
-                | Command::History(_)
-                | Command::Check(_)
-                | Command::Metrics(_)
-        );
-        if !local || !looks {
-            return None;
-        }
-        let default = self.source == DirSource::Default;
-        let e = default
-            .then(|| names::check_default_dir(&self.dir).err())
-            .flatten()
-            .or_else(|| names::check_links(&self.dir).err())?;
-        Some(match command {
-            Command::Precheck(_) => {
-                say(format_args!(
-                    "precheck: {e}; letting the fire run (fail open)"
-                ));
-                Code::Exit(0)
-            }
-            Command::Reap(_) => {
-                say(format_args!("reap: {e}"));
-                Code::Exit(0)
-            }
-            Command::Check(_) => {
-                print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
-                Code::Exit(monitor::UNKNOWN)
-            }
-            Command::Acquire(a) if a.export => {
-                print_stdout(&format!("exit {}\n", exit::FAILURE));
-                fail(e)
-            }
-            _ => fail(e),
-        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -763,7 +555,7 @@ fn pids(p: &[u32]) -> String {
 
 fn fail(e: impl std::fmt::Display) -> Code {
     say(e);
-    Code::Exit(exit::FAILURE)
+    Ending::Failed.code()
 }
 
 /// Writes to stdout; a closed stdout must not change the exit code.

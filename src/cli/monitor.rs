@@ -7,26 +7,12 @@ use std::path::Path;
 
 use onlyone::journal::{Class, Outcome};
 
-use super::exit::Code;
+use super::exit::CheckState::{self, Critical, Ok as Fine, Unknown, Warning};
+use super::exit::{Code, Ending};
 use super::format::{now, took};
 use super::place::{Named, Place};
 use super::view::{Seen, no_such_lock, nothing_in};
 use super::{Ctx, args, fail, print_stdout, say};
-
-/// The plugin exit codes.
-pub const OK: u8 = 0;
-pub const WARNING: u8 = 1;
-pub const CRITICAL: u8 = 2;
-pub const UNKNOWN: u8 = 3;
-
-fn state_word(s: u8) -> &'static str {
-    match s {
-        OK => "OK",
-        WARNING => "WARNING",
-        CRITICAL => "CRITICAL",
-        _ => "UNKNOWN",
-    }
-}
 
 /// What is known of LOCK: its record, when its directory exists, and its
 /// journal, found even when it does not.
@@ -80,23 +66,23 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
 
 /// One lock's state, the reasons, and its perfdata.
 struct Verdicts {
-    state: u8,
+    state: CheckState,
     reasons: Vec<String>,
     perf: Vec<String>,
 }
 
 impl Verdicts {
-    fn raise(&mut self, state: u8, why: String) {
-        self.state = self.state.max(state);
+    fn raise(&mut self, state: CheckState, why: String) {
+        self.state = self.state.worst(state);
         self.reasons.push(why);
     }
 
     /// Raises for `used` of `limit`: CRITICAL past it, WARNING from 80%.
     fn threshold(&mut self, used: f64, limit: f64, critical: String, warning: String) {
         if used > limit {
-            self.raise(CRITICAL, critical);
+            self.raise(Critical, critical);
         } else if used >= limit * 0.8 && used > 0.0 {
-            self.raise(WARNING, warning);
+            self.raise(Warning, warning);
         }
     }
 }
@@ -108,7 +94,7 @@ fn label(name: &str, what: &str) -> String {
 
 fn grade(s: &Seen, a: &args::Check) -> Verdicts {
     let mut v = Verdicts {
-        state: OK,
+        state: Fine,
         reasons: Vec::new(),
         perf: Vec::new(),
     };
@@ -118,7 +104,7 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
         let max = max.as_secs_f64();
         match s.history.last_success() {
             None => v.raise(
-                CRITICAL,
+                Critical,
                 format!("no success recorded (max-age {})", took(max)),
             ),
             Some(r) => {
@@ -187,11 +173,11 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
             .unwrap_or_default();
         match last.outcome.class() {
             Class::Failure => v.raise(
-                CRITICAL,
+                Critical,
                 format!("the last run failed ({}{when})", last.outcome.describe()),
             ),
             Class::ExitUnknown => v.raise(
-                WARNING,
+                Warning,
                 format!(
                     "the last run was released without its exit code{when} (the script's \
                      trap should run `onlyone release {} --exit $?`)",
@@ -202,7 +188,7 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
         }
     }
     if let Some(r) = &s.unknown {
-        v.raise(WARNING, format!("the lock cannot be judged ({r})"));
+        v.raise(Warning, format!("the lock cannot be judged ({r})"));
     }
     v
 }
@@ -228,14 +214,14 @@ impl Ctx {
 }
 
 pub fn check(place: &dyn Place, a: args::Check) -> Code {
-    let mut worst = OK;
-    let mut lines: Vec<(u8, String)> = Vec::new();
+    let mut worst = Fine;
+    let mut lines: Vec<(CheckState, String)> = Vec::new();
     let mut perf: Vec<String> = Vec::new();
     let all = match place.seen(&a.locks) {
         Ok(all) => all,
         Err(e) => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
-            return Code::Exit(UNKNOWN);
+            return Ending::Check(Unknown).code();
         }
     };
     for (l, seen) in all {
@@ -244,7 +230,7 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
                 name,
                 missing: Some(looked),
                 ..
-            }) => (UNKNOWN, no_such_lock(&name, &looked)),
+            }) => (Unknown, no_such_lock(&name, &looked)),
             Ok(s) => {
                 let v = grade(&s, &a);
                 perf.extend(v.perf);
@@ -266,32 +252,32 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
                 };
                 (v.state, text)
             }
-            Err(e) => (UNKNOWN, format!("{l}: {e}")),
+            Err(e) => (Unknown, format!("{l}: {e}")),
         };
-        worst = worst_of(worst, state);
+        worst = worst.worst(state);
         lines.push((state, text));
     }
     let mut out = String::new();
     let summary = if lines.len() == 1 {
         lines[0].1.clone()
     } else {
-        let count = |s: u8| lines.iter().filter(|(x, _)| *x == s).count();
+        let count = |s: CheckState| lines.iter().filter(|(x, _)| *x == s).count();
         let mut parts = Vec::new();
-        for s in [CRITICAL, WARNING, UNKNOWN, OK] {
+        for s in [Critical, Warning, Unknown, Fine] {
             if count(s) > 0 {
-                parts.push(format!("{} {}", count(s), state_word(s).to_lowercase()));
+                parts.push(format!("{} {}", count(s), s.word().to_lowercase()));
             }
         }
         format!("{} locks: {}", lines.len(), parts.join(", "))
     };
-    let _ = write!(out, "ONLYONE {} - {summary}", state_word(worst));
+    let _ = write!(out, "ONLYONE {} - {summary}", worst.word());
     if !perf.is_empty() {
         let _ = write!(out, " | {}", perf.join(" "));
     }
     out.push('\n');
     if lines.len() > 1 {
         for (s, text) in &lines {
-            let _ = writeln!(out, "{} {text}", state_word(*s));
+            let _ = writeln!(out, "{} {text}", s.word());
         }
     }
     // A journal's values reach the terminal (or the monitoring's web page)
@@ -302,19 +288,7 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
         shown.push('\n');
     }
     print_stdout(&shown);
-    Code::Exit(worst)
-}
-
-/// UNKNOWN is worse than WARNING but not than CRITICAL (the plugin
-/// guidelines' order for an aggregate: CRITICAL, UNKNOWN, WARNING, OK).
-fn worst_of(a: u8, b: u8) -> u8 {
-    let rank = |s: u8| match s {
-        OK => 0,
-        WARNING => 1,
-        UNKNOWN => 2,
-        _ => 3,
-    };
-    if rank(b) > rank(a) { b } else { a }
+    Ending::Check(worst).code()
 }
 
 /// A label value in the Prometheus text format: `\`, `"` and newlines
@@ -472,10 +446,10 @@ pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
     match &a.textfile {
         None => {
             print_stdout(&text);
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Some(path) => match write_atomically(path, text.as_bytes()) {
-            Ok(()) => Code::Exit(0),
+            Ok(()) => Ending::Done.code(),
             Err(e) => fail(format_args!(
                 "cannot write the metrics to `{}`: {e}",
                 path.display()

@@ -238,8 +238,40 @@ struct Target {
     query: Option<String>,
     /// What messages show of it: the scheme and the host.
     shown: String,
-    /// Sentry's cron check-ins (`sentry+https://`), not healthchecks'.
-    sentry: bool,
+    /// Who it speaks to.
+    provider: Provider,
+}
+
+/// Who a ping URL speaks to, from its scheme's prefix: each provider's
+/// URLs and how they are sent are its arms here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Provider {
+    /// The healthchecks.io protocol (`http://`, `https://`): `URL/start`,
+    /// `URL/N`, `URL/fail`, `URL/log`, POSTed with a body.
+    Healthchecks,
+    /// Sentry's cron check-ins (`sentry+https://`): GETs of the URL with
+    /// `status`, `check_in_id` and `duration`.
+    SentryCron,
+}
+
+impl Provider {
+    /// The provider a URL's scheme (lowercase) names by its prefix
+    /// (`sentry+`), and the scheme it is sent with.
+    fn of_scheme(scheme: &str) -> (Provider, &str) {
+        match scheme.split_once('+') {
+            Some(("sentry", wire)) => (Provider::SentryCron, wire),
+            _ => (Provider::Healthchecks, scheme),
+        }
+    }
+
+    /// Whether its pings are GETs without a body (Sentry's check-ins, as
+    /// its guide sends them), not POSTs.
+    fn gets(self) -> bool {
+        match self {
+            Provider::Healthchecks => false,
+            Provider::SentryCron => true,
+        }
+    }
 }
 
 /// How a run ended, as a ping says it.
@@ -441,7 +473,7 @@ impl Pings {
             if posts.is_empty() {
                 continue;
             }
-            let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.sentry);
+            let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.provider.gets());
             let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
                 let mut r = Ok(None);
                 for (url, body) in &posts {
@@ -503,24 +535,28 @@ impl Target {
     /// Sentry has no check-in for.
     fn url(&self, what: &str, rid: Option<&str>, took: Option<Duration>) -> Option<String> {
         let mut q: Vec<String> = self.query.iter().cloned().collect();
-        if !self.sentry {
-            q.extend(rid.map(|r| format!("rid={r}")));
-            return Some(with_query(format!("{}/{what}", self.base), &q));
+        match self.provider {
+            Provider::Healthchecks => {
+                q.extend(rid.map(|r| format!("rid={r}")));
+                Some(with_query(format!("{}/{what}", self.base), &q))
+            }
+            Provider::SentryCron => {
+                let status = match what {
+                    "start" => "in_progress",
+                    "log" => return None,
+                    "0" => "ok",
+                    _ => "error",
+                };
+                q.extend(rid.map(|r| format!("check_in_id={r}")));
+                q.push(format!("status={status}"));
+                if status != "in_progress"
+                    && let Some(t) = took
+                {
+                    q.push(format!("duration={:.3}", t.as_secs_f64()));
+                }
+                Some(with_query(format!("{}/", self.base), &q))
+            }
         }
-        let status = match what {
-            "start" => "in_progress",
-            "log" => return None,
-            "0" => "ok",
-            _ => "error",
-        };
-        q.extend(rid.map(|r| format!("check_in_id={r}")));
-        q.push(format!("status={status}"));
-        if status != "in_progress"
-            && let Some(t) = took
-        {
-            q.push(format!("duration={:.3}", t.as_secs_f64()));
-        }
-        Some(with_query(format!("{}/", self.base), &q))
     }
 }
 
@@ -572,10 +608,7 @@ fn parse_as(url: &str, source: &str) -> Result<Target, String> {
         _ => return Err(format!("{source}: not a URL; {fix}")),
     };
     let scheme = scheme.to_ascii_lowercase();
-    let (sentry, scheme) = match scheme.strip_prefix("sentry+") {
-        Some(s) => (true, s.to_owned()),
-        None => (false, scheme),
-    };
+    let (provider, scheme) = Provider::of_scheme(&scheme);
     if scheme != "http" && scheme != "https" {
         return Err(format!(
             "{source}: {scheme}:// is not a scheme pings use (http:// or \
@@ -602,7 +635,7 @@ fn parse_as(url: &str, source: &str) -> Result<Target, String> {
         base: format!("{scheme}://{authority}{path}"),
         query,
         shown: format!("{scheme}://{host}/…"),
-        sentry,
+        provider,
     })
 }
 
@@ -734,6 +767,17 @@ mod tests {
             );
         }
         assert_eq!(s.url("log", Some("r"), None), None);
+        assert_eq!(
+            (t.provider, s.provider),
+            (Provider::Healthchecks, Provider::SentryCron)
+        );
+        let other = parse("cronitor+https://h/x").unwrap_err();
+        assert!(
+            other.contains("cronitor+https:// is not a scheme"),
+            "{other}"
+        );
+        let wrong = parse("sentry+ftp://h/x").unwrap_err();
+        assert!(wrong.contains(" ftp:// is not a scheme"), "{wrong}");
         for bad in ["notaurl", "ftp://h/x", "https:///x", "http://a b/"] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains("--ping"), "{e}");

@@ -10,9 +10,8 @@
 use std::time::Instant;
 
 use onlyone::journal::{History, LockNow};
-use onlyone::place::Feature;
 
-use super::exit::{self, Code};
+use super::exit::{self, Code, Ending};
 use super::ping::Pings;
 use super::run::RunPlace;
 use super::view::Seen;
@@ -77,20 +76,20 @@ pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
     match stopped {
         Stopped::NotRunning => {
             say(format_args!("`{name}` is not running; nothing to stop"));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::WasStale(reason) => {
             say(format_args!(
                 "`{name}` was not running ({reason}); cleared its stale lock"
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::Ended { who, took, how } => {
             say(format_args!(
                 "stopped the run of `{name}` ({who}) in {}{how}",
                 compact_duration(took)
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::RanOut { who, took } => {
             say(format_args!(
@@ -98,18 +97,18 @@ pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
                  out after {}",
                 compact_duration(took)
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Stopped::KeptOutside(why) => {
             say(why);
-            Code::Exit(exit::FAILURE)
+            Ending::Failed.code()
         }
         Stopped::NotLetGo { who, waited } => {
             say(format_args!(
                 "asked the run of `{name}` ({who}) to stop; it has not let go after {}",
                 compact_duration(waited)
             ));
-            Code::Exit(exit::FAILURE)
+            Ending::Failed.code()
         }
     }
 }
@@ -137,12 +136,6 @@ pub trait Place: RunPlace {
     fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String>;
 }
 
-/// `flag` asks for `feature`: refused, with why and `instead`, where
-/// `place` cannot give it.
-pub fn refuse(place: &dyn Place, feature: Feature, flag: &str, instead: &str) -> Option<Code> {
-    super::run::refusal(place.kind(), feature, flag, instead).map(super::fail)
-}
-
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on
 /// any error included (fail open: it never blocks a fire).
 pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
@@ -150,7 +143,7 @@ pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
     match place.precheck(&a.lock, deadline) {
         Ok((name, Found::Held(why))) => {
             // Fail open: a bad URL is said, and the answer stays 75.
-            match super::ping::urls(&a.ping, a.ping_file.as_deref())
+            match super::ping::urls(&a.ping.urls, a.ping.file.as_deref())
                 .and_then(|u| Pings::new(&u, a.quiet, deadline))
             {
                 Ok(mut p) => {
@@ -162,26 +155,29 @@ pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
             if let Some(why) = why.filter(|_| !a.quiet) {
                 say(why);
             }
-            Code::Exit(exit::HELD)
+            Ending::Skipped {
+                held_exit: exit::HELD,
+            }
+            .code()
         }
-        Ok((_, Found::Free(None))) => Code::Exit(0),
+        Ok((_, Found::Free(None))) => Ending::Done.code(),
         Ok((name, Found::Free(Some(reason)))) => {
             say(format_args!(
                 "precheck: cleared the stale lock `{name}`: {reason}"
             ));
-            Code::Exit(0)
+            Ending::Done.code()
         }
         Ok((name, Found::Unknown(why))) => {
             say(format_args!(
                 "precheck: `{name}` cannot be judged ({why}); letting the fire run (fail open)"
             ));
-            Code::Exit(0)
+            Ending::FailedOpen.code()
         }
         Err(e) => {
             say(format_args!(
                 "precheck: {e}; letting the fire run (fail open)"
             ));
-            Code::Exit(0)
+            Ending::FailedOpen.code()
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use onlyone::names;
 use onlyone::reap::{self, Fate, Job, ReapOptions};
 
-use super::exit::Code;
+use super::exit::{Code, Ending};
 use super::{Ctx, args, journal, say};
 
 pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
@@ -35,13 +35,13 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
         }
     }
     if jobs.is_empty() {
-        return Code::Exit(0);
+        return Ending::FailedOpen.code();
     }
     if !a.dry_run
         && let Err(e) = names::ensure_dir(ctx.dir(), ctx.source)
     {
         say(format_args!("reap: {e}"));
-        return Code::Exit(0);
+        return Ending::FailedOpen.code();
     }
     let opts = ReapOptions::new(a.idle, a.grace, deadline).dry_run(a.dry_run);
     let report = reap::reap(&jobs, ctx.dir(), &opts);
@@ -93,7 +93,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
     for e in &report.errors {
         say(format_args!("reap: {e}"));
     }
-    Code::Exit(0)
+    Ending::Done.code()
 }
 
 /// One `reap` event per run whose processes were ended, in its job's

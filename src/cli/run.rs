@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use onlyone::ProcId;
 use onlyone::journal::Event;
-use onlyone::place::{Feature, Kind};
+use onlyone::place::Kind;
 use onlyone::signal::GracefulStop;
 use onlyone::stop;
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
 
-use super::exit::{self, Code};
+use super::exit::{self, Code, Ending};
 use super::ping::{self, End, Pings};
 use super::tail::{Capture, Delivery, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
@@ -63,42 +63,11 @@ pub(super) trait HeldLock {
     fn release(self: Box<Self>);
 }
 
-/// The options of `run` that `place` cannot honour, refused with why and
-/// what to do instead (never ignored).
-pub(super) fn unsupported(place: Kind, a: &args::Run) -> Option<String> {
-    let asked = [
-        (a.linger, Feature::Linger, "--linger"),
-        (a.replace, Feature::Replace, "--replace"),
-    ];
-    let (_, feature, flag) = asked.into_iter().find(|(on, _, _)| *on)?;
-    let instead = match feature {
-        Feature::Linger => "keep the work under the command (have it wait for what it started, \
-                            e.g. `tmux wait-for`), or run it without --store"
-            .to_owned(),
-        _ => format!(
-            "stop the live run first (onlyone --store URL stop {0}), then run, or wait for it \
-             (--wait DUR)",
-            a.lock
-        ),
-    };
-    refusal(place, feature, flag, &instead)
-}
-
-/// What `place` says when `flag` asks it for `feature` it cannot give:
-/// the flag, why, and `instead`; `None` where it can.
-pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<String> {
-    let e = place.supports(feature).err()?;
-    Some(format!(
-        "{flag} is not supported with --store: {}; {instead}",
-        e.why
-    ))
-}
-
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released: [`ping`]).
 pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
-    let urls = ping::urls(&a.ping, a.ping_file.as_deref());
-    let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
+    let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
+    let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -128,7 +97,7 @@ struct Ended {
 /// it is still to be written out; no end when it did not start (the
 /// refusal is pinged here).
 fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, Option<Ended>) {
-    if let Some(why) = unsupported(place.kind(), a) {
+    if let Some(why) = super::plan::unsupported(place.kind(), a) {
         return (fail(why), None);
     }
     let taken = match place.take_for_run(a) {
@@ -198,7 +167,7 @@ fn run_taken(
         .with_usage(outcome.usage);
     if !outcome.strays.survivors.is_empty() {
         taken.leave_to_survivors(name, &outcome.strays.survivors, &end, a.quiet);
-        return (Code::Exit(exit::FAILURE), outcome.ended_by, None);
+        return (Ending::Failed.code(), outcome.ended_by, None);
     }
     // The end is recorded before the release, so that the next run's
     // start follows it; and the command has stopped before the release
@@ -214,7 +183,7 @@ fn run_taken(
              ended before another holder could start"
         ));
         return (
-            Code::Exit(exit::ENDED),
+            Ending::EndedByOnlyone.code(),
             outcome.ended_by,
             Some(outcome.exit),
         );
@@ -243,7 +212,7 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
                 "the run of `{name}` reached --max-time {}; it was ended",
                 compact_duration(t)
             ));
-            Code::Exit(exit::ENDED)
+            Ending::EndedByOnlyone.code()
         }
         Some(EndedBy::Idle(t)) => {
             say(format_args!(
@@ -251,7 +220,7 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
                  any of its processes); it was ended",
                 compact_duration(t)
             ));
-            Code::Exit(exit::ENDED)
+            Ending::EndedByOnlyone.code()
         }
         _ => exit::command_exit(outcome.exit),
     }
@@ -273,7 +242,7 @@ impl RunPlace for Ctx {
 
     fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code> {
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
-        let lock = match deadline_of(a.deadline) {
+        let lock = match deadline_of(a.busy.deadline) {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
@@ -395,20 +364,23 @@ impl Ctx {
     /// Takes the lock for a run: waiting with `--wait`, stopping the live
     /// run first with `--replace`.
     fn take_for_run(&self, lock: &LockFile, name: &str, a: &args::Run) -> Result<LockGuard, Code> {
-        let deadline = deadline_of(a.deadline);
+        let deadline = deadline_of(a.busy.deadline);
         let mut opts = AcquireOptions::new()
             .run_mode()
             .command(onlyone::text::display_command(&a.command));
-        if let Some(w) = a.wait {
+        if let Some(w) = a.busy.wait {
             opts = opts.wait(w);
         }
-        if a.queue {
+        if a.busy.queue {
             opts = opts.queue();
         }
         if let Some(d) = deadline {
             opts = opts.deadline(d);
         }
-        let held_exit = Code::Exit(a.held_exit);
+        let held_exit = Ending::Skipped {
+            held_exit: a.busy.held_exit,
+        }
+        .code();
         match lock.acquire(&opts) {
             Ok(g) => Ok(g),
             Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) if a.replace => {

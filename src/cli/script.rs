@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use onlyone::{AcquireOptions, Error, LockFile, Owner, Released, Releaser, Verdict};
 
-use super::exit::{self, Code};
+use super::exit::{Code, Ending};
 use super::ping::{self, End, Pings};
 use super::{
     Ctx, args, deadline_of, fail, journal, parent_pid, print_stdout, report_takeover, say,
@@ -13,16 +13,17 @@ use super::{
 
 impl Ctx {
     pub(super) fn acquire(&self, a: args::Acquire) -> Code {
-        let urls = ping::urls(&a.ping, a.ping_file.as_deref());
-        let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.deadline))) {
-            Ok(p) => p,
-            Err(e) => {
-                if a.export {
-                    print_stdout(&format!("exit {}\n", exit::FAILURE));
+        let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
+        let mut pings =
+            match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
+                Ok(p) => p,
+                Err(e) => {
+                    if a.export {
+                        print_stdout(&format!("exit {}\n", Ending::Failed.number()));
+                    }
+                    return fail(e);
                 }
-                return fail(e);
-            }
-        };
+            };
         let mut code = self.acquire_lock(&a);
         match &mut code {
             Ok(e) => {
@@ -32,6 +33,7 @@ impl Ctx {
                 // environment, which its workers inherit).
                 let given: Vec<&str> = a
                     .ping
+                    .urls
                     .iter()
                     .map(String::as_str)
                     .filter(|u| !u.is_empty())
@@ -40,7 +42,8 @@ impl Ctx {
                     e.pings = Some(given.join(" "));
                 }
                 e.ping_file = a
-                    .ping_file
+                    .ping
+                    .file
                     .as_deref()
                     .and_then(|f| std::path::absolute(f).ok());
             }
@@ -56,13 +59,13 @@ impl Ctx {
             };
             print_stdout(&line);
         }
-        code.map_or_else(|c| c, |_| Code::Exit(0))
+        code.map_or_else(|c| c, |_| Ending::Done.code())
     }
 
     /// Takes the lock for the calling shell; on success returns what
     /// `--export` prints.
     fn acquire_lock(&self, a: &args::Acquire) -> Result<Exported, Code> {
-        let deadline = deadline_of(a.deadline);
+        let deadline = deadline_of(a.busy.deadline);
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
         let owner = match a.owner {
             Some(pid) => pid,
@@ -85,10 +88,10 @@ impl Ctx {
         if a.export {
             opts = opts.mode(onlyone::Mode::Script);
         }
-        if let Some(w) = a.wait {
+        if let Some(w) = a.busy.wait {
             opts = opts.wait(w);
         }
-        if a.queue {
+        if a.busy.queue {
             opts = opts.queue();
         }
         if let Some(d) = deadline {
@@ -125,9 +128,21 @@ impl Ctx {
                         a.lock
                     ));
                 }
-                Err(Code::Exit(a.held_exit))
+                Err(Ending::Skipped {
+                    held_exit: a.busy.held_exit,
+                }
+                .code())
             }
-            Err(e) => Err(self.refused(&lock, e, &name, a.quiet, Code::Exit(a.held_exit))),
+            Err(e) => Err(self.refused(
+                &lock,
+                e,
+                &name,
+                a.quiet,
+                Ending::Skipped {
+                    held_exit: a.busy.held_exit,
+                }
+                .code(),
+            )),
         }
     }
 
@@ -174,7 +189,7 @@ impl Ctx {
             let code = match lock.force_release() {
                 Ok(None) => {
                     say(format_args!("`{name}` was not held"));
-                    Code::Exit(0)
+                    Ending::Done.code()
                 }
                 Ok(Some(seen)) => {
                     if let Ok(r) = &seen.record {
@@ -192,7 +207,7 @@ impl Ctx {
                     say(format_args!(
                         "removed `{name}`, which was {state}; it belonged to {whose}"
                     ));
-                    Code::Exit(0)
+                    Ending::Done.code()
                 }
                 Err(e) => fail(e),
             };
@@ -229,7 +244,7 @@ impl Ctx {
                     journal::released(&self.journal(&lock), r, a.exit, a.quiet);
                     released.clone_from(&r.token);
                 }
-                Code::Exit(0)
+                Ending::Done.code()
             }
             Ok(Released::StillHeld { pid, others }) => {
                 if let Some(r) = &held {
@@ -255,13 +270,13 @@ impl Ctx {
                          (carrying its token): it is free once the last one exits"
                     ));
                 }
-                Code::Exit(0)
+                Ending::Done.code()
             }
             Ok(Released::AlreadyFree) => {
                 if !a.quiet {
                     say(format_args!("`{name}` was not held; nothing to release"));
                 }
-                Code::Exit(0)
+                Ending::Done.code()
             }
             Err(Error::NotOwner { pid, held }) => {
                 say(format_args!(
@@ -270,7 +285,7 @@ impl Ctx {
                     held.describe(),
                     a.lock
                 ));
-                Code::Exit(exit::FAILURE)
+                Ending::Failed.code()
             }
             Err(e) => fail(e),
         };
@@ -339,7 +354,7 @@ fn start_keeper(lock: &Path, token: &str, end: Option<&RecordEnd<'_>>) {
 /// for.
 pub(super) fn keeper(ctx: &Ctx, a: args::Keeper) -> Code {
     let Ok(lock) = LockFile::open(&a.lock) else {
-        return Code::Exit(exit::FAILURE);
+        return Ending::Failed.code();
     };
     // The run's record, read while it is still there.
     let held = lock
@@ -353,8 +368,8 @@ pub(super) fn keeper(ctx: &Ctx, a: args::Keeper) -> Code {
         journal::carried_on(&ctx.journal(&lock), r, a.exit);
     }
     match kept {
-        Ok(()) => Code::Exit(0),
-        Err(_) => Code::Exit(exit::FAILURE),
+        Ok(()) => Ending::Done.code(),
+        Err(_) => Ending::Failed.code(),
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::Duration;
 use onlyone::text::for_terminal;
 use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
 
-use super::exit::{Code, FAILURE};
+use super::exit::{Code, Ending};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
 use super::view::{
@@ -306,7 +306,7 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
         Ok(s) => s,
         Err(e) => {
             super::say(e);
-            return Code::Exit(FAILURE);
+            return Ending::Failed.code();
         }
     };
     for n in &shown.notes {
@@ -336,11 +336,11 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
         print_table(&mut out, locks, std::io::stdout().is_terminal())
     };
     match written.and_then(|()| out.flush()) {
-        Ok(()) => Code::Exit(0),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Code::Exit(0),
+        Ok(()) => Ending::Done.code(),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ending::Done.code(),
         Err(e) => {
             super::say(format_args!("cannot write the status: {e}"));
-            Code::Exit(FAILURE)
+            Ending::Failed.code()
         }
     }
 }

@@ -13,7 +13,7 @@ use onlyone::store::{Claimant, Claimed, LeaseRow, LeaseStore, StoreError, StoreL
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
-use super::exit::{self, Code};
+use super::exit::{self, Code, Ending};
 use super::place::{Found, Named, Place, Stopped};
 use super::run::{HeldLock, RunPlace};
 use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
@@ -265,7 +265,7 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
         Duration::from_millis(a.lease_ms),
         Duration::from_millis(a.grace_ms),
     ) else {
-        return Code::Exit(exit::FAILURE);
+        return Ending::Failed.code();
     };
     let w = Watched {
         token: a.token.clone(),
@@ -276,12 +276,12 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
     };
     let input = match std::io::stdin().as_fd().try_clone_to_owned() {
         Ok(fd) => fd,
-        Err(_) => return Code::Exit(exit::FAILURE),
+        Err(_) => return Ending::Failed.code(),
     };
     match watch(input, &w) {
-        Watch::Done => Code::Exit(0),
-        Watch::Ended { survivors, .. } if survivors.is_empty() => Code::Exit(0),
-        Watch::Ended { .. } => Code::Exit(exit::FAILURE),
+        Watch::Done => Ending::Done.code(),
+        Watch::Ended { survivors, .. } if survivors.is_empty() => Ending::Done.code(),
+        Watch::Ended { .. } => Ending::Failed.code(),
     }
 }
 
@@ -400,9 +400,9 @@ fn take(
     a: &args::Run,
     signals: &onlyone::store::HeldSignals,
 ) -> Result<LeaseHold, Code> {
-    let deadline = deadline_of(a.deadline);
-    let wait_until = a.wait.map(|w| Instant::now() + w);
-    let waits = a.wait.is_some() || a.queue;
+    let deadline = deadline_of(a.busy.deadline);
+    let wait_until = a.busy.wait.map(|w| Instant::now() + w);
+    let waits = a.busy.wait.is_some() || a.busy.queue;
     let ttl = waiter_ttl(timing);
     let mut line = LeaseTicket {
         store,
@@ -430,7 +430,7 @@ fn take(
             Some(u) => u,
             None => {
                 let u = conn.has_line().map_err(super::fail)?;
-                if a.queue && !u {
+                if a.busy.queue && !u {
                     return Err(super::fail(no_line_for_queue(store)));
                 }
                 has_line = Some(u);
@@ -479,7 +479,7 @@ fn take(
                         store.line_setup().what
                     ));
                 }
-            } else if a.queue {
+            } else if a.busy.queue {
                 match take_queue_seat(line.via(), name, who, ttl, signals)? {
                     Ok(t) => line.ticket = Some(t),
                     Err(w) => return Err(skip_queued(line.via(), name, w, a)),
@@ -556,7 +556,10 @@ fn skip(store: &dyn LeaseStore, name: &str, why: Claimed, a: &args::Run) -> Code
     if !a.quiet {
         say(format_args!("{msg}"));
     }
-    Code::Exit(a.held_exit)
+    Ending::Skipped {
+        held_exit: a.busy.held_exit,
+    }
+    .code()
 }
 
 /// A `--queue` fire that found a waiter already queued: the skip recorded
@@ -582,7 +585,10 @@ fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoSeat, a: &args::Run) -> 
     if !a.quiet {
         say(format_args!("{msg}"));
     }
-    Code::Exit(a.held_exit)
+    Ending::Skipped {
+        held_exit: a.busy.held_exit,
+    }
+    .code()
 }
 
 /// Removes the rows ahead of `mine` in `name`'s line whose waiters were

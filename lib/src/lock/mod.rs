@@ -313,7 +313,7 @@ impl LockFile {
         Ok(self.look()?.map(|ev| Inspection {
             // A report: inside `with_census`, one listing of the host's
             // processes serves every inspection.
-            verdict: crate::procfs::reporting(|| crate::judge::judge(&ev, self.deadline)),
+            verdict: crate::members::reporting(|| crate::judge::judge(&ev, self.deadline)),
             record: ev.record,
             mtime: ev.mtime,
         }))

@@ -171,7 +171,7 @@ impl LockFile {
     /// itself: anyone who can open a file can flock it (a 0644 record
     /// included), so it counts only when a process whose real uid is the
     /// file's owner holds it exclusively, as writers do (`/proc/locks`;
-    /// [`procfs::may_carry`]). Not any of its uids: another account can
+    /// [`members::may_carry`](crate::members::may_carry)). Not any of its uids: another account can
     /// take the flock and exec a setuid program of the owner's that waits
     /// for ever (`su` at its password prompt), whose effective and saved
     /// uids are then the owner's. Who holds it legitimately once the
@@ -221,7 +221,7 @@ impl LockFile {
                         // a process that inherited it (a fork), is the
                         // run's.
                         None => pid == 0 || pid == r.pid,
-                        Some(_) => procfs::may_carry(Some(owner), pid),
+                        Some(_) => crate::members::may_carry(Some(owner), pid),
                     }
             }))
     }

@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use super::Job;
 use crate::idle::Counters;
 use crate::lock::LockFile;
-use crate::procfs::{self, LOCK_VAR, ProcId, TOKEN_VAR};
+use crate::members::{self, LOCK_VAR, TOKEN_VAR};
+use crate::procfs::{self, ProcId};
 use crate::record::{Mode, Record};
 use crate::work::{Lingered, Work};
 
@@ -267,7 +268,7 @@ fn kept_strays(
         let Some(i) = views.iter().position(|v| v.key == lock) else {
             continue;
         };
-        if !procfs::may_name(Some(state_user), id.pid) {
+        if !members::may_name(Some(state_user), id.pid) {
             continue;
         }
         if let Some(o) = out.iter_mut().find(|o| o.id == id) {
@@ -354,7 +355,7 @@ fn marked_processes(
         });
         // Both are the process's own word: only the job's user's count.
         let job = job.filter(|&i| {
-            let carried = procfs::may_carry(Some(views[i].user), pid);
+            let carried = members::may_carry(Some(views[i].user), pid);
             if !carried {
                 foreign = Some(another_users(&views[i], procfs::uid_of(pid)));
             }
@@ -463,7 +464,7 @@ fn live_run_processes(
     let Some(spec) = rec.scan_spec() else {
         return;
     };
-    match procfs::run_members(&spec, &[me, rec.pid], false, Some(deadline)) {
+    match members::run_members(&spec, &[me, rec.pid], false, Some(deadline)) {
         Ok(found) => {
             view.unmeasurable |= !found.unreadable.is_empty();
             for m in found.members {

@@ -34,7 +34,7 @@
 
 use std::fmt;
 
-use crate::procfs::{Group, Image, ProcId, RunSpec};
+use crate::procfs::{Group, Image, ProcId};
 
 /// The most bytes of a lock file that are ever read. A record written by
 /// onlyone is well under 2 KiB; anything longer is not a record.
@@ -640,44 +640,6 @@ impl Record {
             let _ = writeln!(s, "onlyone={}", self.format);
         }
         s.into_bytes()
-    }
-
-    /// What to look for in `/proc` to find the processes that keep this
-    /// record's lock held besides the owner: a run's command group and
-    /// token carriers, a script's token carriers, or the process group of
-    /// a script that acquired. `None` when the owner alone counts.
-    pub fn scan_spec(&self) -> Option<RunSpec<'_>> {
-        let spec = |token, group| RunSpec {
-            token,
-            since_start: self.start,
-            group,
-            uid: self.uid,
-            image: self.image,
-            cgroup: self.cgroup.as_deref(),
-        };
-        match (self.mode, self.group) {
-            // A run's command leads its own group, whose id is its pid.
-            (Mode::Run, _) => Some(spec(
-                self.token.as_deref(),
-                self.cmd_id.map(|c| Group {
-                    pgid: c.pid,
-                    leader_start: Some(c.start),
-                }),
-            )),
-            (Mode::Script, group) => Some(spec(self.token.as_deref(), group)),
-            (Mode::Lock, Some(group)) => Some(spec(None, Some(group))),
-            (Mode::Lock, None) => None,
-        }
-    }
-
-    /// Whether the record may name the live process `pid` (as its owner,
-    /// command, lingerer or group member): a process of the user who owns
-    /// the record's file (root's record: anyone's), or one in the run's own
-    /// cgroup when that is in the writer's own systemd slice
-    /// (`/user.slice/user-UID.slice/`), where no other user can move a
-    /// process. A forged record may claim any cgroup: no other is believed.
-    pub fn may_name(&self, pid: u32) -> bool {
-        crate::procfs::may_name_in(self.uid, self.cgroup.as_deref(), pid)
     }
 
     /// The owner, as an identity, when the record names its start time

@@ -27,7 +27,8 @@ use std::io::BufRead;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use crate::procfs::{Group, ProcId, RunSpec};
+use crate::members::RunSpec;
+use crate::procfs::{Group, ProcId};
 use crate::signal::GracefulStop;
 use crate::store::lease::{LeaseTiming, boot_ns};
 
@@ -197,7 +198,7 @@ fn end_run(w: &Watched, command: Option<ProcId>, sent: i64) -> Watch {
     };
     let members = || -> Vec<ProcId> {
         let mut out: Vec<ProcId> = command.filter(|c| c.is_alive()).into_iter().collect();
-        if let Ok(scan) = crate::procfs::run_members(&spec, &[me], false, None) {
+        if let Ok(scan) = crate::members::run_members(&spec, &[me], false, None) {
             for id in scan.members.into_iter().map(|m| m.id) {
                 if out.iter().all(|o| o.pid != id.pid) {
                     out.push(id);
