@@ -307,6 +307,15 @@ impl Event {
         }
     }
 
+    /// An event of a run's token at a chosen time, for the tests.
+    #[cfg(test)]
+    pub(crate) fn of(kind: EventKind, token: &str, time: f64) -> Event {
+        let mut e = Event::now(kind);
+        e.token = Some(token.into());
+        e.time = time;
+        e
+    }
+
     /// An event of `kind` about the run `token` of process `pid`.
     fn about(kind: EventKind, token: Option<&str>, pid: Option<u32>, cmd: Option<&str>) -> Event {
         let mut ev = Event::now(kind);

@@ -600,13 +600,6 @@ mod tests {
     use super::*;
     use crate::journal::{EventKind, Exit, Outcome, Usage};
 
-    fn ev(kind: EventKind, token: &str, time: f64) -> Event {
-        let mut e = Event::now(kind);
-        e.token = Some(token.into());
-        e.time = time;
-        e
-    }
-
     /// What a run used goes out in an `end` line (in base units) and comes
     /// back in its run, from a journal's bytes and from a store's lines; a
     /// value that is not one costs the usage, never the run's end.
@@ -661,10 +654,10 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_and_foreign_lines_are_skipped() {
-        let mut bytes = ev(EventKind::Start, "a", 1.0).to_line();
+        let mut bytes = Event::of(EventKind::Start, "a", 1.0).to_line();
         bytes.extend_from_slice(b"not json\n{\"v\":1}\n");
-        bytes.extend_from_slice(&ev(EventKind::Skip, "a", 2.0).to_line());
-        let mut torn = ev(EventKind::Skip, "a", 3.0).to_line();
+        bytes.extend_from_slice(&Event::of(EventKind::Skip, "a", 2.0).to_line());
+        let mut torn = Event::of(EventKind::Skip, "a", 3.0).to_line();
         torn.pop();
         bytes.extend_from_slice(&torn);
         let mut out = Vec::new();
@@ -685,8 +678,8 @@ mod tests {
         let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
         let legacy = dir.path().join("j.lock.journal");
         let older = dir.path().join("j.lock.journal.1");
-        std::fs::write(&older, ev(EventKind::Start, "a", 1.0).to_line()).unwrap();
-        std::fs::write(&legacy, ev(EventKind::Start, "b", 2.0).to_line()).unwrap();
+        std::fs::write(&older, Event::of(EventKind::Start, "a", 1.0).to_line()).unwrap();
+        std::fs::write(&legacy, Event::of(EventKind::Start, "b", 2.0).to_line()).unwrap();
         let said: Arc<Mutex<Vec<SetAside>>> = Arc::default();
         let log = said.clone();
         let journal =

@@ -535,32 +535,25 @@ impl History {
 mod tests {
     use super::*;
 
-    fn ev(kind: EventKind, token: &str, time: f64) -> Event {
-        let mut e = Event::now(kind);
-        e.token = Some(token.into());
-        e.time = time;
-        e
-    }
-
     #[test]
     fn runs_pair_by_token_and_count_their_skips() {
-        let mut end = ev(EventKind::End, "a", 10.0);
+        let mut end = Event::of(EventKind::End, "a", 10.0);
         end.exit = Some(0);
         end.duration = Some(9.0);
-        let mut end_b = ev(EventKind::End, "b", 30.0);
+        let mut end_b = Event::of(EventKind::End, "b", 30.0);
         end_b.signal = Some("KILL".into());
         let events = vec![
-            ev(EventKind::Start, "a", 1.0),
-            ev(EventKind::Skip, "a", 2.0),
-            ev(EventKind::Skip, "a", 3.0),
+            Event::of(EventKind::Start, "a", 1.0),
+            Event::of(EventKind::Skip, "a", 2.0),
+            Event::of(EventKind::Skip, "a", 3.0),
             end,
-            ev(EventKind::Skip, "zz", 11.0),
-            ev(EventKind::Start, "b", 20.0),
+            Event::of(EventKind::Skip, "zz", 11.0),
+            Event::of(EventKind::Start, "b", 20.0),
             end_b,
-            ev(EventKind::Start, "c", 40.0),
-            ev(EventKind::Abandoned, "c", 50.0),
-            ev(EventKind::Start, "d", 60.0),
-            ev(EventKind::Skip, "d", 61.0),
+            Event::of(EventKind::Start, "c", 40.0),
+            Event::of(EventKind::Abandoned, "c", 50.0),
+            Event::of(EventKind::Start, "d", 60.0),
+            Event::of(EventKind::Skip, "d", 61.0),
         ];
         let h = History::of(&events);
         let outcomes: Vec<_> = h.runs.iter().map(|r| r.outcome.clone()).collect();

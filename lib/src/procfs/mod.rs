@@ -32,8 +32,8 @@ mod ns;
 #[cfg(test)]
 mod tests;
 
-// The initial namespace's inode is the fuzzers' and tests' only.
-#[cfg(any(test, feature = "test-hooks"))]
+// The initial namespace's inode, for the fuzzers (the `test-hooks` feature).
+#[cfg(feature = "test-hooks")]
 pub use ns::INIT_PIDNS;
 pub use ns::{
     NsSeen, own_boottime_offset_ns, own_pidns, own_timens, pidns_members, proc_hides_processes,
