@@ -283,6 +283,15 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
                 cmd: procfs::command_line(id.pid),
             }));
         }
+        if let Some(pid) = scan.exiting.first() {
+            return Some(Verdict::Unknown(UnknownReason::CannotScan {
+                why: format!(
+                    "pid {pid} started after the run and is still exiting, past the time \
+                     it was given; what it carried can no longer be read, and it may hold \
+                     the run's files until it has exited"
+                ),
+            }));
+        }
         if let Some(pid) = scan.unreadable.first() {
             return Some(Verdict::Unknown(UnknownReason::CannotScan {
                 why: format!(

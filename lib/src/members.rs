@@ -211,6 +211,29 @@ pub struct RunScan {
     /// Live processes of the owner's uid, started after the run, whose
     /// environment could not be read: they may carry the token.
     pub unreadable: Vec<u32>,
+    /// Live processes of the owner's uid, started after the run, that are
+    /// in exit(2) with their memory gone (what they carried can no longer
+    /// be read) and did not finish exiting in time: they may still hold
+    /// the run's files.
+    pub exiting: Vec<u32>,
+}
+
+/// How long a search waits for a process in exit(2) whose memory is gone
+/// to finish exiting (letting go of its memory can take a while for a
+/// large process; its files are closed after).
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `id`, whose environment read as gone, is not a live process
+/// in exit(2) any more, waiting for it to finish exiting (until
+/// [`EXIT_WAIT`] from now, or `deadline` if sooner).
+fn exited(id: ProcId, deadline: Option<std::time::Instant>) -> bool {
+    let exiting =
+        matches!(read_stat(id.pid), Ok(Some(st)) if st.start == id.start && st.is_exiting());
+    if !exiting {
+        return true;
+    }
+    let until = std::time::Instant::now() + EXIT_WAIT;
+    crate::procfs::wait_exited(id, deadline.map_or(until, |d| d.min(until)))
 }
 
 /// Whether a process whose environment could not be read may still carry
@@ -256,7 +279,8 @@ fn in_cgroup(path: &str, run: &str) -> bool {
 enum TokenSeen {
     /// Read: the variable's value, if it is set.
     Read(Option<Box<str>>),
-    /// The process is gone or exiting.
+    /// The process is gone, or exiting with its memory gone (or has an
+    /// empty environment).
     Gone,
     /// Not readable by this user.
     Denied,
@@ -273,6 +297,11 @@ impl TokenSeen {
             } else {
                 TokenSeen::Denied
             };
+        }
+        // Only a process whose memory is gone (in exit(2)) or one started
+        // with no environment at all reads as empty.
+        if data.is_empty() {
+            return TokenSeen::Gone;
         }
         let prefix = TOKEN_VAR.len();
         TokenSeen::Read(
@@ -479,10 +508,18 @@ pub fn run_members(
                 // environment: a carrier counts only as the record's user.
                 Environ::Has(true) if spec.may_carry(pid) => Some(Membership::Token),
                 Environ::Has(true) => None,
+                Environ::Has(false) => None,
                 // A process in exit(2) whose memory is already gone cannot
-                // say; it runs no more user code. (One in the command's
-                // group counts above, exiting or not.)
-                Environ::Has(false) | Environ::Gone => None,
+                // say, yet it still holds its files, and the flocks and
+                // record locks of the run's own work with them: it is
+                // waited out. (One in the command's group counts above,
+                // exiting or not.)
+                Environ::Gone => {
+                    if spec.may_carry(pid) && !exited(id, deadline) {
+                        scan.exiting.push(pid);
+                    }
+                    None
+                }
                 Environ::Denied => {
                     if may_carry_token(pid, stat, spec) {
                         scan.unreadable.push(pid);

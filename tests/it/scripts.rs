@@ -158,3 +158,66 @@ fn pid_in(path: &std::path::Path) -> u32 {
         .parse()
         .unwrap_or_else(|e| panic!("{}: {text:?}: {e}", path.display()))
 }
+
+/// A worker that carried the run on after its script was killed holds the
+/// lock until it has exited: all the way, files closed. While a process is
+/// in exit(2) its memory goes first, and with it what made it the run's
+/// (its environment reads as empty), and its files go after: a flock of
+/// its own work is still held then. A contender that took the lock in
+/// that window would run beside it. The worker here holds a flock on a
+/// file of its own and a gigabyte of memory, whose release makes the
+/// window long; a contender tries all through it, and its command checks
+/// the worker's flock, with the lock held.
+#[test]
+fn a_worker_in_exit_holds_the_lock_until_its_files_are_closed() {
+    if !have_python3() || !have("flock") {
+        return;
+    }
+    let mut sb = Sandbox::new("ONLYONE_SCRIPTS_MARK");
+    let dir = sb.dir().to_str().unwrap().to_owned();
+    let (check, ready, go) = (sb.path("check"), sb.path("ready"), sb.path("go"));
+    let worker = "import fcntl, mmap, os, sys, time\n\
+                  f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n\
+                  n = 1 << 30; m = mmap.mmap(-1, n)\n\
+                  m.madvise(mmap.MADV_NOHUGEPAGE)\n\
+                  for i in range(0, n, 4096): m[i] = 1\n\
+                  open(sys.argv[2] + '.tmp', 'w').write(str(os.getpid()))\n\
+                  os.rename(sys.argv[2] + '.tmp', sys.argv[2])\n\
+                  while not os.path.exists(sys.argv[3]): time.sleep(0.001)\n\
+                  os._exit(0)\n";
+    let script = format!(
+        "vars=$('{BIN}' --dir '{dir}' acquire job --export) || exit; eval \"$vars\"; \
+         python3 -c \"$1\" '{check}' '{ready}' '{go}' & wait",
+        check = check.display(),
+        ready = ready.display(),
+        go = go.display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script, "sh", worker]);
+    let mut owner = Kid::new(c.spawn().unwrap());
+    wait_until("the worker to be ready", LIMIT, || ready.exists());
+    let pid = pid_in(&ready);
+    sb.foreign.push(pid);
+    kill9(&mut owner);
+    let contend = || {
+        let mut c = sb.program(BIN);
+        c.arg("--dir")
+            .arg(&dir)
+            .args(["run", "job", "--", "flock", "-n", "-E", "42"]);
+        c.arg(&check).arg("true");
+        finish(c, LIMIT)
+    };
+    contend().expect(75).says(&format!("pid {pid}"));
+    put(&go, "");
+    let mut tries = 0;
+    // The worker's exit is waited out within a try, or the try is 75.
+    wait_until("a contender to take the lock", LIMIT, || {
+        tries += 1;
+        let out = contend();
+        match out.code() {
+            75 => false,
+            0 => true,
+            _ => panic!("after {tries} tries, a contender ran beside the worker: {out:#?}"),
+        }
+    });
+}

@@ -225,6 +225,10 @@ impl Image {
 
 /// `PF_KTHREAD`: the process is a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_EXITING`: the process is in exit(2). It is set before the process
+/// lets go of its memory, and the process closes its files (and so lets go
+/// of its flocks and record locks) only after that.
+const PF_EXITING: u64 = 0x0000_0004;
 
 impl ProcStat {
     /// True for a kernel thread: it has no environment and runs no command.
@@ -238,6 +242,35 @@ impl ProcStat {
     /// as alive.
     pub fn is_dead(&self) -> bool {
         matches!(self.state, 'Z' | 'X' | 'x')
+    }
+
+    /// True while the process is in exit(2) and not a zombie yet: it runs
+    /// no more code of its own, but may still hold its files. Once its
+    /// memory is gone, its environment reads as empty and its image as
+    /// `None`: what it carried can no longer be read.
+    pub fn is_exiting(&self) -> bool {
+        self.flags & PF_EXITING != 0 && !self.is_dead()
+    }
+}
+
+/// Waits until `id`, a process in exit(2), has finished exiting (it is a
+/// zombie, or gone, or its pid is another process's), polling `/proc`
+/// until `until`. True when it has: its files, and the locks they held,
+/// are closed.
+pub fn wait_exited(id: ProcId, until: std::time::Instant) -> bool {
+    let mut pause = std::time::Duration::from_micros(200);
+    loop {
+        match read_stat(id.pid) {
+            Ok(Some(st)) if st.start == id.start && !is_dead_process(id.pid, &st) => {}
+            Ok(_) => return true,
+            Err(_) => return false,
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return false;
+        }
+        std::thread::sleep(pause.min(until - now));
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
     }
 }
 

@@ -466,7 +466,7 @@ fn live_run_processes(
     };
     match members::run_members(&spec, &[me, rec.pid], false, Some(deadline)) {
         Ok(found) => {
-            view.unmeasurable |= !found.unreadable.is_empty();
+            view.unmeasurable |= !found.unreadable.is_empty() || !found.exiting.is_empty();
             for m in found.members {
                 let counters = Counters {
                     cpu_ticks: m.stat.cpu_ticks,
