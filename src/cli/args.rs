@@ -781,6 +781,14 @@ pub struct BusyArgs {
     pub deadline: Option<Duration>,
 }
 
+impl BusyArgs {
+    /// What `--wait` and `--queue` ask of a held lock, as the library's
+    /// one policy.
+    pub fn policy(&self) -> onlyone::BusyPolicy {
+        onlyone::BusyPolicy::of(self.wait, self.queue)
+    }
+}
+
 // Where `run`, `acquire` and `precheck` ping: each option defined once,
 // with `run`'s texts (`acquire`'s and `precheck`'s own are put in by
 // `Adjust::adjust`). (A doc comment here would be the subcommands' about.)

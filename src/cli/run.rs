@@ -367,13 +367,8 @@ impl Ctx {
         let deadline = deadline_of(a.busy.deadline);
         let mut opts = AcquireOptions::new()
             .run_mode()
-            .command(onlyone::text::display_command(&a.command));
-        if let Some(w) = a.busy.wait {
-            opts = opts.wait(w);
-        }
-        if a.busy.queue {
-            opts = opts.queue();
-        }
+            .command(onlyone::text::display_command(&a.command))
+            .busy(a.busy.policy());
         if let Some(d) = deadline {
             opts = opts.deadline(d);
         }

@@ -84,15 +84,11 @@ impl Ctx {
                 caller
             }
         };
-        let mut opts = AcquireOptions::new().owner(Owner::Pid(owner));
+        let mut opts = AcquireOptions::new()
+            .owner(Owner::Pid(owner))
+            .busy(a.busy.policy());
         if a.export {
             opts = opts.mode(onlyone::Mode::Script);
-        }
-        if let Some(w) = a.busy.wait {
-            opts = opts.wait(w);
-        }
-        if a.busy.queue {
-            opts = opts.queue();
         }
         if let Some(d) = deadline {
             opts = opts.deadline(d);

@@ -33,6 +33,7 @@
 //!   a run's command and what lingers after it.
 
 mod acquire;
+mod busy;
 mod guard;
 mod queue;
 mod read;
@@ -54,6 +55,7 @@ use crate::record::{NotARecord, Record};
 use crate::verdict::Verdict;
 
 pub use acquire::{AcquireOptions, Owner, new_token};
+pub use busy::BusyPolicy;
 pub use guard::TakeOver;
 pub use guard::{LockGuard, REFRESH_INTERVAL};
 pub use queue::{HEAD_GRACE, Waiting};
