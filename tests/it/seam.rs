@@ -185,12 +185,7 @@ impl World {
 
     /// `onlyone --store URL ARGS...`.
     fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        let mut c = self.program(BIN);
-        c.arg("--store")
-            .arg(url)
-            .args(args)
-            .env_remove("ONLYONE_STORE");
-        c
+        self.store_cmd(url, args)
     }
 
     fn oo(&self, args: &[&str]) -> Out {
@@ -205,35 +200,16 @@ impl World {
         let mut args = vec!["run"];
         args.extend_from_slice(opts);
         args.extend_from_slice(&["j", "--", "sh", "-c", script]);
-        let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
-        let child = self
-            .oo_at(&self.pg.url(), &args)
-            .env("READY", &ready)
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .expect("spawn onlyone");
-        let pid = child.id();
-        self.kids.push(child);
-        let kid = self.kids.last_mut().unwrap();
-        wait_until("the holder's command", HANG, || {
-            if let Ok(Some(s)) = kid.try_wait() {
-                panic!("the holder exited early: {s:?}");
-            }
-            ready.exists()
-        });
+        let mut c = self.oo_at(&self.pg.url(), &args);
+        c.env("READY", &ready);
+        let pid = self.start_logged(c, tag);
+        self.wait_ready(pid, &ready, HANG);
         pid
     }
 
     /// Waits for the exit of a child started by [`World::holder`].
     fn exit_of(&mut self, pid: u32) -> std::process::ExitStatus {
-        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
-        let mut status = None;
-        wait_until("the holder to exit", HANG, || {
-            status = kid.try_wait().unwrap();
-            status.is_some()
-        });
-        status.unwrap()
+        self.exit_of_kid(pid, HANG)
     }
 
     /// SIGKILLs a child started by [`World::holder`], and reaps it.

@@ -46,12 +46,7 @@ impl World {
 
     /// `onlyone --store URL ARGS...` (the server's URL unless `url`).
     fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        let mut c = self.program(BIN);
-        c.arg("--store")
-            .arg(url)
-            .args(args)
-            .env_remove("ONLYONE_STORE");
-        c
+        self.store_cmd(url, args)
     }
 
     fn oo(&self, args: &[&str]) -> Out {
@@ -79,29 +74,17 @@ impl World {
         args.extend_from_slice(opts);
         args.extend_from_slice(&[name, "--", "sh", "-c", script]);
         let mut c = self.oo_at(url, &args);
-        c.env("DIR", self.dir()).env("READY", &ready);
+        c.env("READY", &ready);
         for (k, v) in vars {
             c.env(k, v);
         }
         let pid = self.keep(c);
-        let kid = self.kids.last_mut().unwrap();
-        wait_until("the holder's command", HANG, || {
-            if let Ok(Some(s)) = kid.try_wait() {
-                panic!("the holder exited early: {s:?}");
-            }
-            ready.exists()
-        });
+        self.wait_ready(pid, &ready, HANG);
         pid
     }
 
     fn kid_exit(&mut self, pid: u32, limit: Duration) -> std::process::ExitStatus {
-        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
-        let mut status = None;
-        wait_until("a holder to exit", limit, || {
-            status = kid.try_wait().unwrap();
-            status.is_some()
-        });
-        status.unwrap()
+        self.exit_of_kid(pid, limit)
     }
 
     fn read(&self, name: &str) -> String {

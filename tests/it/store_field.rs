@@ -34,24 +34,7 @@ impl World {
     /// `onlyone --store URL ARGS...`, no libpq variable from the test's
     /// own environment.
     fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        let mut c = self.program(BIN);
-        c.arg("--store")
-            .arg(url)
-            .args(args)
-            .env_remove("ONLYONE_STORE");
-        for v in [
-            "PGHOST",
-            "PGPORT",
-            "PGUSER",
-            "PGDATABASE",
-            "PGSSLMODE",
-            "PGSSLROOTCERT",
-            "PGPASSWORD",
-            "PGPASSFILE",
-        ] {
-            c.env_remove(v);
-        }
-        c
+        self.store_cmd(url, args)
     }
 
     fn oo(&self, args: &[&str]) -> Out {
@@ -67,22 +50,9 @@ impl World {
         args.extend_from_slice(opts);
         args.extend_from_slice(&[name, "--", "sh", "-c", script]);
         let mut c = self.oo_at(&self.pg.url(), &args);
-        c.env("DIR", self.dir()).env("READY", &ready);
-        let log = std::fs::File::create(self.path(&format!("{name}.stderr"))).unwrap();
-        let child = c
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        self.kids.push(child);
-        let kid = self.kids.last_mut().unwrap();
-        wait_until("the holder's command", HANG, || {
-            if let Ok(Some(s)) = kid.try_wait() {
-                panic!("the holder exited early: {s:?}");
-            }
-            ready.exists()
-        });
+        c.env("READY", &ready);
+        let pid = self.start_logged(c, name);
+        self.wait_ready(pid, &ready, HANG);
         pid
     }
 
@@ -90,14 +60,8 @@ impl World {
     /// when it was seen gone.
     fn kid_exit(&mut self, pid: u32, limit: Duration) -> (i32, Instant) {
         use std::os::unix::process::ExitStatusExt;
-        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
-        let mut status = None;
-        wait_until("a wrapper to exit", limit, || {
-            status = kid.try_wait().unwrap();
-            status.is_some()
-        });
+        let s = self.exit_of_kid(pid, limit);
         let at = Instant::now();
-        let s = status.unwrap();
         (s.code().unwrap_or_else(|| 128 + s.signal().unwrap()), at)
     }
 
@@ -270,7 +234,7 @@ fn a_run_that_ends_during_a_server_restart_records_its_end_and_releases() {
     assert!(
         running(wrapper),
         "the wrapper waits for the store: {}",
-        std::fs::read_to_string(w.path("job.stderr")).unwrap_or_default()
+        std::fs::read_to_string(w.path("job.err")).unwrap_or_default()
     );
     w.pg.start_again().unwrap();
     let (code, _) = w.kid_exit(wrapper, HANG);

@@ -8,7 +8,7 @@
 
 use crate::support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::pg::Pg;
@@ -34,21 +34,13 @@ impl World {
 
     /// `onlyone --store URL ARGS...`, with `DIR` set to the sandbox.
     fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        let mut c = self.program(BIN);
-        c.arg("--store")
-            .arg(url)
-            .args(args)
-            .env_remove("ONLYONE_STORE")
-            .env("DIR", self.dir());
-        c
+        self.store_cmd(url, args)
     }
 
     fn oo(&self, args: &[&str]) -> Out {
         finish(self.oo_at(&self.pg.url(), args), HANG)
     }
 
-    /// Starts `onlyone --store URL ARGS...` in the background (killed at
-    /// the end), its stderr in `DIR/TAG.err`: its pid.
     /// A waiter of `job` (`run --wait DUR`) whose command appends `tag`
     /// to the order file ([`appends`]).
     fn start_waiter(&mut self, url: &str, tag: &str, wait: &str) -> u32 {
@@ -71,17 +63,11 @@ impl World {
         )
     }
 
+    /// Starts `onlyone --store URL ARGS...` in the background (killed at
+    /// the end), its stderr in `DIR/TAG.err`: its pid.
     fn start(&mut self, url: &str, tag: &str, args: &[&str]) -> u32 {
-        let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
-        let child = self
-            .oo_at(url, args)
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .expect("spawn");
-        let pid = child.id();
-        self.kids.push(child);
-        pid
+        let c = self.oo_at(url, args);
+        self.start_logged(c, tag)
     }
 
     /// A run of `job` that holds its lease until `DIR/go` exists: its pid,

@@ -937,3 +937,68 @@ impl Drop for StallWatch {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// What the store's test modules do with a sandbox: their `onlyone
+/// --store` commands and the runs they start in the background.
+impl Sandbox {
+    /// `onlyone --store URL ARGS...`: `DIR` is the sandbox, and no store
+    /// or libpq variable comes from the test's own environment.
+    pub fn store_cmd(&self, url: &str, args: &[&str]) -> Command {
+        let mut c = self.program(BIN);
+        c.arg("--store")
+            .arg(url)
+            .args(args)
+            .env_remove("ONLYONE_STORE")
+            .env("DIR", self.dir());
+        for v in [
+            "PGHOST",
+            "PGPORT",
+            "PGUSER",
+            "PGDATABASE",
+            "PGSSLMODE",
+            "PGSSLROOTCERT",
+            "PGPASSWORD",
+            "PGPASSFILE",
+        ] {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    /// Starts `cmd` in the background (killed at the end), its stdout
+    /// closed and its stderr in `DIR/TAG.err`: its pid.
+    pub fn start_logged(&mut self, mut cmd: Command, tag: &str) -> u32 {
+        let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("spawn onlyone");
+        let pid = child.id();
+        self.kids.push(child);
+        pid
+    }
+
+    /// Waits until `ready` exists, while the child `pid` (one of ours)
+    /// runs: a holder whose command has started.
+    pub fn wait_ready(&mut self, pid: u32, ready: &Path, limit: Duration) {
+        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
+        wait_until("the holder's command", limit, || {
+            if let Ok(Some(s)) = kid.try_wait() {
+                panic!("the holder exited early: {s:?}");
+            }
+            ready.exists()
+        });
+    }
+
+    /// Waits for the child `pid` (one of ours) to exit: its status.
+    pub fn exit_of_kid(&mut self, pid: u32, limit: Duration) -> std::process::ExitStatus {
+        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
+        let mut status = None;
+        wait_until("a holder to exit", limit, || {
+            status = kid.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+}
