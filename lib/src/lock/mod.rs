@@ -34,7 +34,7 @@
 
 mod acquire;
 mod guard;
-mod queue;
+pub(crate) mod queue;
 mod read;
 mod removal;
 mod temp;
