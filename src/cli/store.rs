@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History, LockNow};
 use onlyone::place::Kind;
-use onlyone::store::hold::{LeaseHold, Taking};
+use onlyone::place::lease::{
+    self, Busy, BusyPolicy, Leased, Notice, Refused, RunLease, STORE_POLL,
+};
+use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
-use onlyone::store::{Claimant, Claimed, LeaseRow, LeaseStore, StoreError, StoreLog};
+use onlyone::store::{Claimant, LeaseRow, LeaseStore, StoreError, StoreLog, WaiterRow};
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
 use onlyone::{compact_duration, names};
 
@@ -18,9 +21,6 @@ use super::place::{Found, Named, Place, Stopped};
 use super::run::{HeldLock, RunPlace};
 use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
 use super::{args, deadline_of, journal, say};
-
-/// How often a waiter looks at a held lease again.
-const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// How long a command that only reads the store waits for it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -224,36 +224,24 @@ impl HeldLock for LeaseHeld {
     }
 }
 
-/// Starts the run's watchdog (see `onlyone::store::watchdog`): a process
-/// group of its own, no token in its environment (it is not the run), its
-/// standard input the link.
+/// Starts the run's watchdog (see `onlyone::place::lease::start_watchdog`):
+/// this program's `lease-watchdog`, told what it watches over.
 fn start_watchdog(
     hold: &LeaseHold,
     token: &str,
     timing: LeaseTiming,
 ) -> std::io::Result<std::process::Child> {
-    use std::os::unix::process::CommandExt;
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    let me = onlyone::ProcId::of(std::process::id())
-        .ok_or_else(|| std::io::Error::other("cannot read this process's start time"))?;
-    let child = std::process::Command::new(std::env::current_exe()?)
+    let w = lease::watched(hold, token, timing)?;
+    let mut program = std::process::Command::new(std::env::current_exe()?);
+    program
         .arg("lease-watchdog")
-        .args(["--token", token])
-        .args(["--uid", &rustix::process::getuid().as_raw().to_string()])
-        .args(["--since", &me.start.to_string()])
-        .args(["--lease-ms", &timing.lease.as_millis().to_string()])
-        .args(["--grace-ms", &timing.grace.as_millis().to_string()])
-        .args(["--sent", &hold.watch().sent().to_string()])
-        .env_remove(onlyone::LOCK_VAR)
-        .env_remove(onlyone::TOKEN_VAR)
-        .env_remove(onlyone::FENCE_VAR)
-        .stdin(std::os::fd::OwnedFd::from(theirs))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()?;
-    hold.attach(onlyone::store::watchdog::Link::new(ours.into()));
-    Ok(child)
+        .args(["--token", &w.token])
+        .args(["--uid", &w.uid.to_string()])
+        .args(["--since", &w.since.to_string()])
+        .args(["--lease-ms", &w.timing.lease.as_millis().to_string()])
+        .args(["--grace-ms", &w.timing.grace.as_millis().to_string()])
+        .args(["--sent", &w.sent.to_string()]);
+    lease::start_watchdog(hold, program)
 }
 
 /// `onlyone lease-watchdog`: watches over a leased run until its wrapper
@@ -285,113 +273,9 @@ pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
     }
 }
 
-/// How long a waiter's row in the line lasts unless refreshed (at every
-/// look): a waiter killed with SIGKILL holds its place that long at most.
-fn waiter_ttl(timing: LeaseTiming) -> Duration {
-    (timing.call_timeout * 4).max(Duration::from_secs(3))
-}
-
-/// How long a fire that finds the queue seat held by a waiter that has
-/// just taken the lease waits for that waiter to let the seat go.
-const PLACE_HANDOVER: Duration = Duration::from_secs(2);
-
-/// A waiter's place in the store's line: its row is removed when it is
-/// dropped (the take removes it itself; a timeout, a signal, a failure
-/// leave here), so that only a waiter killed outright leaves one, dead
-/// once its `until` has passed.
-struct LeaseTicket<'s> {
-    store: &'s dyn LeaseStore,
-    /// The connection the waiter looks through, between its tries.
-    conn: Option<Box<dyn LeaseStore>>,
-    name: &'s str,
-    ticket: Option<i64>,
-}
-
-impl LeaseTicket<'_> {
-    /// The store to speak through now: the waiter's connection, else the
-    /// store's own.
-    fn via(&self) -> &dyn LeaseStore {
-        self.conn.as_deref().unwrap_or(self.store)
-    }
-}
-
-impl Drop for LeaseTicket<'_> {
-    fn drop(&mut self) {
-        if let Some(t) = self.ticket.take() {
-            let _ = self.via().leave_line(self.name, t);
-        }
-    }
-}
-
-/// What took the queue seat from this fire.
-enum NoSeat {
-    /// This live waiter (not yet the lease's holder when last seen).
-    Waiter(Box<onlyone::store::WaiterRow>),
-    /// One that came and went while this fire looked.
-    Unknown,
-}
-
-/// Takes the queue seat of `name` for `who`: its ticket, or who has
-/// it. A seat whose waiter is dead is taken over: a row past its end, or
-/// one of this host whose waiter's process is gone (at once, not after its
-/// end). A live waiter that has already taken the lease is letting the
-/// seat go: that is waited for ([`PLACE_HANDOVER`]). Otherwise the fire
-/// gives up: the waiter it saw had not yet begun its run, which will pick
-/// up what this fire would have done.
-fn take_queue_seat(
-    c: &dyn LeaseStore,
-    name: &str,
-    who: &Claimant<'_>,
-    ttl: Duration,
-    signals: &onlyone::store::HeldSignals,
-) -> Result<Result<i64, NoSeat>, Code> {
-    let here = host();
-    let mut replacing: Option<String> = None;
-    for _ in 0..8 {
-        if let Some(t) = c
-            .take_queue_seat(name, who, ttl, replacing.as_deref())
-            .map_err(super::fail)?
-        {
-            return Ok(Ok(t));
-        }
-        // The lease is looked at after the seat (see the directory's
-        // queue: a fire gives up only while the waiter's run has not
-        // begun).
-        let Some(w) = c.queued(name).map_err(super::fail)? else {
-            continue;
-        };
-        if !w.is_live() || w.alive_on(&here) == Some(false) {
-            replacing = Some(w.token.clone());
-            continue;
-        }
-        let lease = c.inspect(name).map_err(super::fail)?;
-        if !lease.is_some_and(|l| l.is_live() && l.token == w.token) {
-            return Ok(Err(NoSeat::Waiter(Box::new(w))));
-        }
-        let until = Instant::now() + PLACE_HANDOVER;
-        while Instant::now() < until {
-            std::thread::sleep(WAIT_POLL / 2);
-            if let Some(sig) = signals.pending() {
-                return Err(Code::Signal(sig.as_raw()));
-            }
-            if let Some(t) = c
-                .take_queue_seat(name, who, ttl, Some(&w.token))
-                .map_err(super::fail)?
-            {
-                return Ok(Ok(t));
-            }
-        }
-        return Ok(Err(match c.queued(name).map_err(super::fail)? {
-            Some(w) => NoSeat::Waiter(Box::new(w)),
-            None => NoSeat::Unknown,
-        }));
-    }
-    Ok(Err(NoSeat::Unknown))
-}
-
 /// Takes the lease of `name`, waiting as `--wait`, `--queue` and
-/// `--deadline` allow, in line behind those who waited first; the exit
-/// code when it stays held (the skip recorded) or the store fails.
+/// `--deadline` allow (see `onlyone::place::lease`); the exit code when it
+/// stays held (the skip recorded) or the store fails.
 fn take(
     store: &dyn LeaseStore,
     name: &str,
@@ -400,104 +284,32 @@ fn take(
     a: &args::Run,
     signals: &onlyone::store::HeldSignals,
 ) -> Result<LeaseHold, Code> {
-    let deadline = deadline_of(a.busy.deadline);
-    let wait_until = a.busy.wait.map(|w| Instant::now() + w);
-    let waits = a.busy.wait.is_some() || a.busy.queue;
-    let ttl = waiter_ttl(timing);
-    let mut line = LeaseTicket {
-        store,
-        conn: None,
+    let busy = BusyPolicy::new(a.busy.wait, a.busy.queue, deadline_of(a.busy.deadline));
+    let run = RunLease {
         name,
-        ticket: None,
+        who,
+        timing,
+        busy,
+        connect_within: READ_TIMEOUT,
     };
-    let mut has_line = None;
-    let mut warned = false;
-    loop {
-        let conn = match line.conn.take() {
-            Some(c) => c,
-            // The connection may take longer than a call (nothing is held
-            // yet): up to what is left of --deadline, and at least a
-            // call's timeout.
-            None => {
-                let within = deadline.map_or(READ_TIMEOUT, |d| {
-                    d.saturating_duration_since(Instant::now())
-                        .min(READ_TIMEOUT)
-                });
-                store.fresh_connected(within).map_err(super::fail)?
-            }
-        };
-        let usable = match has_line {
-            Some(u) => u,
-            None => {
-                let u = conn.has_line().map_err(super::fail)?;
-                if a.busy.queue && !u {
-                    return Err(super::fail(no_line_for_queue(store)));
-                }
-                has_line = Some(u);
-                u
-            }
-        };
-        // A waiter keeps its row fresh at every look; one found gone (its
-        // waiter paused past its end, and the row cleared or its seat
-        // taken over) joins the line again, at its end.
-        if let Some(t) = line.ticket
-            && !conn.stay_in_line(name, t, ttl).map_err(super::fail)?
-        {
-            line.ticket = Some(conn.join_line(name, who, ttl).map_err(super::fail)?);
-        }
-        let why = match LeaseHold::take_in_line(conn, name, who, timing, line.ticket) {
-            Ok(Taking::Taken(h)) => {
-                // The take removed the waiter's row in the same statement
-                // (only once it held the lease: a `--queue` fire that finds
-                // the seat held looks at the lease next).
-                line.ticket = None;
-                return Ok(h);
-            }
-            Ok(Taking::Busy { store: c, why }) => {
-                line.conn = Some(c);
-                why
-            }
-            Err(e) => return Err(super::fail(e)),
-        };
-        let now = Instant::now();
-        let waiting =
-            waits && wait_until.is_none_or(|w| now < w) && deadline.is_none_or(|d| now < d);
-        if !waiting {
-            return Err(skip(line.via(), name, why, a));
-        }
-        if line.ticket.is_none() {
-            if !usable {
-                // Said once: on the first look that finds the lease held.
-                if !warned {
-                    warned = true;
-                    say(format_args!(
-                        "the store `{}` has no {} that this role may use, so the waiters of \
-                         `{name}` are served in no order (the first to look once it is free takes \
-                         it); have it created with the SQL in doc/store.md (\"Setup and the least \
-                         privileges\")",
-                        store.url(),
-                        store.line_setup().what
-                    ));
-                }
-            } else if a.busy.queue {
-                match take_queue_seat(line.via(), name, who, ttl, signals)? {
-                    Ok(t) => line.ticket = Some(t),
-                    Err(w) => return Err(skip_queued(line.via(), name, w, a)),
-                }
-            } else {
-                line.ticket = Some(line.via().join_line(name, who, ttl).map_err(super::fail)?);
-            }
-        }
-        if let Claimed::Behind { .. } = why {
-            clear_dead_ahead(line.via(), name, line.ticket);
-        }
-        std::thread::sleep(WAIT_POLL);
-        // A signal ends the wait, as it would end a waiting onlyone
-        // without a store; nothing was taken, and the place in line is
-        // left (the guard).
-        if let Some(sig) = signals.pending() {
-            return Err(Code::Signal(sig.as_raw()));
-        }
+    // Said once (the library tells it once): on the first look that finds
+    // the lease held.
+    let mut notice = |n: Notice| match n {
+        Notice::Unordered => say(format_args!(
+            "the store `{}` has no {} that this role may use, so the waiters of \
+             `{name}` are served in no order (the first to look once it is free takes \
+             it); have it created with the SQL in doc/store.md (\"Setup and the least \
+             privileges\")",
+            store.url(),
+            store.line_setup().what
+        )),
+    };
+    match lease::take_for_run(store, &run, signals, &mut notice) {
+        Leased::Taken(h) => Ok(h),
+        Leased::Busy(b) => Err(skip(&b, name, a)),
+        Leased::NoLine => Err(super::fail(no_line_for_queue(store))),
+        Leased::Signalled(sig) => Err(Code::Signal(sig.as_raw())),
+        Leased::Failed(e) => Err(super::fail(e)),
     }
 }
 
@@ -516,15 +328,17 @@ fn no_line_for_queue(store: &dyn LeaseStore) -> String {
 
 /// A fire that did not get the lease (held, or free but owed to waiters
 /// ahead): the skip recorded, pinged and said; the held exit code.
-fn skip(store: &dyn LeaseStore, name: &str, why: Claimed, a: &args::Run) -> Code {
-    let row = store.inspect(name).ok().flatten();
-    let (msg, ev) = match why {
-        Claimed::Behind { ahead } => {
-            let first = store.waiters(name).ok().and_then(|w| w.into_iter().next());
+fn skip(busy: &Busy<'_>, name: &str, a: &args::Run) -> Code {
+    let (store, row) = (busy.store(), &busy.holder);
+    let (msg, ev) = match &busy.why {
+        Refused::Queued(w) => return skip_queued(busy, name, w.as_deref(), a),
+        Refused::Behind { ahead, first } => {
             let ev = first
                 .as_ref()
                 .map(|w| Event::skip(Some(&w.token), w.pid, w.cmd.as_deref()));
-            let first = first.map_or_else(String::new, |w| format!(", first {}", w.describe()));
+            let first = first
+                .as_ref()
+                .map_or_else(String::new, |w| format!(", first {}", w.describe()));
             (
                 format!(
                     "the lease of `{name}` is free, but {ahead} waiter(s) are ahead in line{first}; \
@@ -564,18 +378,15 @@ fn skip(store: &dyn LeaseStore, name: &str, why: Claimed, a: &args::Run) -> Code
 
 /// A `--queue` fire that found a waiter already queued: the skip recorded
 /// with why ([`super::QUEUED`]), pinged and said; the held exit code.
-fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoSeat, a: &args::Run) -> Code {
-    let row = store.inspect(name).ok().flatten();
-    let mut ev = match &row {
+fn skip_queued(busy: &Busy<'_>, name: &str, w: Option<&WaiterRow>, a: &args::Run) -> Code {
+    let (store, row) = (busy.store(), &busy.holder);
+    let mut ev = match row {
         Some(r) => Event::skip(Some(&r.token), r.pid, r.cmd.as_deref()),
         None => Event::skip(None, None, None),
     };
     ev.reason = Some(super::QUEUED.to_owned());
     record(store, name, &ev, a.quiet);
-    let waiter = match &w {
-        NoSeat::Waiter(w) => w.describe(),
-        NoSeat::Unknown => "another fire".to_owned(),
-    };
+    let waiter = w.map_or_else(|| "another fire".to_owned(), WaiterRow::describe);
     let holder = row
         .as_ref()
         .filter(|r| r.is_live())
@@ -589,24 +400,6 @@ fn skip_queued(store: &dyn LeaseStore, name: &str, w: NoSeat, a: &args::Run) -> 
         held_exit: a.busy.held_exit,
     }
     .code()
-}
-
-/// Removes the rows ahead of `mine` in `name`'s line whose waiters were
-/// of this host and are gone (killed): they would keep the free lease from
-/// the line until their end. Another host's rows are left to their end.
-fn clear_dead_ahead(store: &dyn LeaseStore, name: &str, mine: Option<i64>) {
-    let here = host();
-    let Ok(waiters) = store.waiters(name) else {
-        return;
-    };
-    for w in waiters {
-        if mine.is_some_and(|t| w.ticket >= t) {
-            break;
-        }
-        if w.alive_on(&here) == Some(false) {
-            let _ = store.leave_line(name, w.ticket);
-        }
-    }
 }
 
 /// `status` with a store: every lease (or the named ones), in the schema
@@ -703,7 +496,7 @@ fn stop(url: &str, a: &args::Stop) -> Result<(String, Stopped), String> {
             let waited = started.elapsed();
             return Ok((name, Stopped::NotLetGo { who, waited }));
         }
-        std::thread::sleep(WAIT_POLL);
+        std::thread::sleep(STORE_POLL);
     }
     let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
     record(store.as_ref(), &name, &ev, false);

@@ -35,7 +35,7 @@
 mod acquire;
 mod busy;
 mod guard;
-mod queue;
+pub(crate) mod queue;
 mod read;
 mod removal;
 mod temp;

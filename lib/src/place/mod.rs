@@ -8,6 +8,10 @@
 //! place, and a [`Feature`] that a place cannot give is refused
 //! ([`Kind::supports`]) with why, so that an option is never silently
 //! ignored.
+//!
+//! [`lease`] takes a store's lease for a run under a busy policy.
+
+pub mod lease;
 
 /// Where a lock lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
