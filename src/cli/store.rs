@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History, LockNow};
 use onlyone::place::Kind;
-use onlyone::place::lease::{
-    self, Busy, BusyPolicy, Leased, Notice, Refused, RunLease, STORE_POLL,
-};
+use onlyone::place::lease::{self, Busy, Leased, Notice, Refused, RunLease, STORE_POLL};
 use onlyone::store::hold::LeaseHold;
 use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
 use onlyone::store::{Claimant, LeaseRow, LeaseStore, StoreError, StoreLog, WaiterRow};
@@ -284,12 +282,12 @@ fn take(
     a: &args::Run,
     signals: &onlyone::store::HeldSignals,
 ) -> Result<LeaseHold, Code> {
-    let busy = BusyPolicy::new(a.busy.wait, a.busy.queue, deadline_of(a.busy.deadline));
     let run = RunLease {
         name,
         who,
         timing,
-        busy,
+        busy: a.busy.policy(),
+        deadline: deadline_of(a.busy.deadline),
         connect_within: READ_TIMEOUT,
     };
     // Said once (the library tells it once): on the first look that finds

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
+use crate::BusyPolicy;
 use crate::lock::queue::PLACE_HANDOVER;
 use crate::store::hold::{LeaseHold, Taking};
 use crate::store::lease::LeaseTiming;
@@ -23,31 +24,6 @@ use crate::store::{Claimant, Claimed, HeldSignals, LeaseRow, LeaseStore, StoreEr
 /// How often a waiter looks at a held lease again: the store is polled,
 /// as it tells no waiter when a lease is let go.
 pub const STORE_POLL: Duration = Duration::from_millis(100);
-
-/// How a run that finds the lease held goes on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct BusyPolicy {
-    /// Waits in line up to this long; `None`: not at all (unless queued).
-    pub wait: Option<Duration>,
-    /// Waits in the line's queue seat (up to `wait`, if given): one waiter
-    /// at most; a run that finds the seat held gives up.
-    pub queue: bool,
-    /// Gives up at this instant, whatever the wait.
-    pub deadline: Option<Instant>,
-}
-
-impl BusyPolicy {
-    /// A policy: wait up to `wait`, in the queue seat if `queue`, never
-    /// past `deadline`.
-    pub fn new(wait: Option<Duration>, queue: bool, deadline: Option<Instant>) -> BusyPolicy {
-        BusyPolicy {
-            wait,
-            queue,
-            deadline,
-        }
-    }
-}
 
 /// A take of a lease for a run: which lease, by whom, for how long, and
 /// what to do when it is held.
@@ -61,6 +37,8 @@ pub struct RunLease<'a> {
     pub timing: LeaseTiming,
     /// What to do when it is held.
     pub busy: BusyPolicy,
+    /// Gives up at this instant, whatever the wait.
+    pub deadline: Option<Instant>,
     /// How long a waiter's new connection may take at most (less when the
     /// deadline is nearer).
     pub connect_within: Duration,
@@ -224,7 +202,7 @@ impl<'s> Waiter<'s> {
                 name: run.name.to_owned(),
                 ticket: None,
             },
-            wait_until: run.busy.wait.map(|w| Instant::now() + w),
+            wait_until: run.busy.wait().map(|w| Instant::now() + w),
             ttl: waiter_ttl(run.timing),
             has_line: None,
             warned: false,
@@ -240,14 +218,14 @@ impl<'s> Waiter<'s> {
         notice: &mut dyn FnMut(Notice),
     ) -> Result<Leased<'s>, Halt> {
         let (name, who, busy) = (run.name, run.who, run.busy);
-        let waits = busy.wait.is_some() || busy.queue;
+        let waits = busy != BusyPolicy::Skip;
         loop {
             let conn = self.connection(run)?;
             let usable = match self.has_line {
                 Some(u) => u,
                 None => {
                     let u = conn.has_line()?;
-                    if busy.queue && !u {
+                    if busy.is_queue() && !u {
                         return Ok(Leased::NoLine);
                     }
                     self.has_line = Some(u);
@@ -279,7 +257,7 @@ impl<'s> Waiter<'s> {
             let now = Instant::now();
             let waiting = waits
                 && self.wait_until.is_none_or(|w| now < w)
-                && busy.deadline.is_none_or(|d| now < d);
+                && run.deadline.is_none_or(|d| now < d);
             if !waiting {
                 return Ok(self.refused(why));
             }
@@ -306,7 +284,7 @@ impl<'s> Waiter<'s> {
         match self.line.conn.take() {
             Some(c) => Ok(c),
             None => {
-                let within = run.busy.deadline.map_or(run.connect_within, |d| {
+                let within = run.deadline.map_or(run.connect_within, |d| {
                     d.saturating_duration_since(Instant::now())
                         .min(run.connect_within)
                 });
@@ -330,7 +308,7 @@ impl<'s> Waiter<'s> {
                 self.warned = true;
                 notice(Notice::Unordered);
             }
-        } else if run.busy.queue {
+        } else if run.busy.is_queue() {
             match take_queue_seat(self.line.via(), run.name, run.who, self.ttl, signals)? {
                 Ok(t) => self.line.ticket = Some(t),
                 Err(w) => return Ok(Err(w)),
