@@ -128,6 +128,19 @@ impl World {
         (user, start_of(user))
     }
 
+    /// The user ends their session (`user`, started at `user_start`), the
+    /// last on the `server`, which exits a moment after it: waits for both
+    /// to be gone.
+    fn end_user_session(&self, user: u32, user_start: u64, server: u32) {
+        let server_start = start_of(server);
+        let out = self.tmux_out(&["kill-session", "-t", "user"]);
+        assert!(out.status.success(), "{out:?}");
+        wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
+        wait_until("the emptied server to exit", LIMIT, || {
+            !alive(server, server_start)
+        });
+    }
+
     fn server_pid(&self) -> u32 {
         let out = self.tmux_out(&["display-message", "-p", "#{pid}"]);
         assert!(out.status.success(), "{out:?}");
@@ -261,9 +274,7 @@ fn reap_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
     );
     user_lives();
     // Once the user ends their session, the lock is free: the next fire runs.
-    let out = w.tmux_out(&["kill-session", "-t", "user"]);
-    assert!(out.status.success(), "{out:?}");
-    wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
+    w.end_user_session(user, user_start, server);
     let out = w.onlyone(&["run", "agent", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 }
@@ -329,9 +340,7 @@ fn stop_never_ends_a_session_the_user_opened_on_a_server_a_fire_started() {
             && !said.contains("stop it"),
         "stop: {out:?}"
     );
-    let out = w.tmux_out(&["kill-session", "-t", "user"]);
-    assert!(out.status.success(), "{out:?}");
-    wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
+    w.end_user_session(user, user_start, server);
     let out = w.onlyone(&["run", "agent", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 }
@@ -397,9 +406,7 @@ fn status_the_skip_and_stop_name_the_session_that_keeps_the_lock_and_what_to_do(
     names_it(&String::from_utf8_lossy(&out.stderr), "stop");
     assert!(alive(user, user_start), "the user's session was ended");
     // The one thing to do, done: the lock frees.
-    let out = w.tmux_out(&["kill-session", "-t", "user"]);
-    assert!(out.status.success(), "{out:?}");
-    wait_until("the user's pane to go", LIMIT, || !alive(user, user_start));
+    w.end_user_session(user, user_start, server);
     let out = w.onlyone(&["run", "agent", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "the next fire: {out:?}");
 }
