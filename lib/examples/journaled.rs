@@ -5,11 +5,14 @@
 //!
 //! ```text
 //! cargo run -p onlyone --example journaled -- /tmp/jobs sync -- ./sync.sh --all
+//! cargo run -p onlyone --example journaled -- --replace /tmp/jobs sync -- ./sync.sh --all
 //! onlyone --dir /tmp/jobs history sync      # the same journal, read by the command
 //! ```
 //!
 //! The journal is in the state directory (`$ONLYONE_STATE_DIR`, else the
-//! user's default), where the command writes and reads it. Exits with the
+//! user's default), where the command writes and reads it. With
+//! `--replace`, a live run is stopped and this one takes its place, where
+//! it would skip otherwise. Exits with the
 //! command's code (128 + the signal that killed it), 75 when a live run
 //! held the lock and this one skipped, 127 or 126 when the command could
 //! not start, 1 on any other failure.
@@ -29,15 +32,20 @@ use onlyone::{HeldBy, LockFile, Record, TakeOver, compact_duration};
 const SKIPPED: u8 = 75;
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let mut opts = JobOptions::default();
+    if args.first().is_some_and(|a| a == "--replace") {
+        opts.replace = true;
+        args.remove(0);
+    }
     let (dir, name, argv) = match &args[..] {
         [dir, name, sep, argv @ ..] if sep == "--" && !argv.is_empty() => (dir, name, argv),
         _ => {
-            eprintln!("usage: journaled DIR NAME -- COMMAND [ARG...]");
+            eprintln!("usage: journaled [--replace] DIR NAME -- COMMAND [ARG...]");
             return ExitCode::from(2);
         }
     };
-    match run(Path::new(dir), &name.to_string_lossy(), argv) {
+    match run(Path::new(dir), &name.to_string_lossy(), argv, &opts) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("journaled: {e}");
@@ -46,13 +54,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `argv` under the lock `NAME` of `dir`, journaled.
-fn run(dir: &Path, name: &str, argv: &[OsString]) -> Result<ExitCode, Box<dyn std::error::Error>> {
+/// Runs `argv` under the lock `name` of `dir`, journaled.
+fn run(
+    dir: &Path,
+    name: &str,
+    argv: &[OsString],
+    opts: &JobOptions,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     let lock = LockFile::open(onlyone::names::lock_path(name, dir)?)?;
     let journal = Journal::of(&lock, &StateDir::resolve(None));
     let mut observer = (JournalObserver::new(journal), Said { name });
-    let ended = runner::run(&lock, argv, &JobOptions::default(), &mut observer);
+    let ended = runner::run(&lock, argv, opts, &mut observer);
     if let Some(e) = observer.0.error() {
         eprintln!(
             "journaled: could not write {} ({e}); the run went on without it",
@@ -108,6 +121,14 @@ impl RunObserver for Said<'_> {
     fn skipped(&mut self, held: &HeldBy) {
         eprintln!(
             "journaled: `{}` is running as {}; skipped",
+            self.name,
+            held.describe()
+        );
+    }
+
+    fn stopped(&mut self, held: &HeldBy, signal: &str) {
+        eprintln!(
+            "journaled: stopped the run of `{}` ({signal}): {}",
             self.name,
             held.describe()
         );

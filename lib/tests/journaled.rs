@@ -12,7 +12,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use onlyone::journal::{EventKind, Journal, Outcome};
+use onlyone::journal::{EndReason, EventKind, Journal, Outcome};
 use onlyone::names::StateSource;
 use onlyone::state::StateDir;
 use onlyone::{LockFile, Verdict};
@@ -126,8 +126,14 @@ impl Sandbox {
     /// `journaled LOCKS NAME -- argv`, its stderr piped, its journal in
     /// the sandbox's state directory.
     fn job(&self, name: &str, argv: &[&str]) -> Command {
+        self.job_with(&[], name, argv)
+    }
+
+    /// `journaled OPTIONS LOCKS NAME -- argv`, as [`Sandbox::job`].
+    fn job_with(&self, options: &[&str], name: &str, argv: &[&str]) -> Command {
         let mut c = Command::new(journaled());
-        c.arg(self.locks())
+        c.args(options)
+            .arg(self.locks())
             .arg(name)
             .arg("--")
             .args(argv)
@@ -217,12 +223,23 @@ impl Running {
     }
 }
 
+/// A test that stops early ends the run: TERM, which the wrapper forwards
+/// to its command (leaving nothing behind), then KILL.
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
         }
+        // Our own child, not reaped yet: its pid is still its own.
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < until {
+            std::thread::sleep(LOOK);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -357,4 +374,49 @@ fn a_stale_lock_is_taken_over_and_the_observer_is_told() {
     assert_eq!(h.runs[1].outcome, Outcome::Exited(0));
     assert_eq!(h.takeovers, 1);
     assert!(lock.inspect().unwrap().is_none(), "the lock was let go");
+}
+
+/// A run that replaces stops the live one (TERM, forwarded to its
+/// command), is told so, and takes its place; the stopped run's end is
+/// journaled as the stop's, before the stop and the new run.
+#[test]
+fn a_replacing_run_stops_the_live_one_and_the_stop_is_journaled() {
+    let sb = Sandbox::new();
+    let mut first = Running::start(sb.job("job", &["sleep", "1000"]));
+    first.wait_for_line("started as pid");
+    let pid = first.child.id();
+
+    let (status, said) = Running::start(sb.job_with(&["--replace"], "job", &["true"])).finish();
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!(
+            "stopped the run of `job` (TERM): pid {pid} (`sleep 1000`"
+        )),
+        "{said}"
+    );
+    let (status, said) = first.finish();
+    assert_eq!(status.code(), Some(128 + 15), "{said}");
+    assert_eq!(
+        sb.kinds("job"),
+        [
+            EventKind::Start,
+            EventKind::End,
+            EventKind::Stop,
+            EventKind::Start,
+            EventKind::End
+        ]
+    );
+    let h = sb.journal("job").history().unwrap();
+    assert_eq!(h.runs.len(), 2, "{h:#?}");
+    assert!(
+        matches!(
+            h.runs[0].outcome,
+            Outcome::Ended {
+                by: EndReason::Stop,
+                ..
+            }
+        ),
+        "{h:#?}"
+    );
+    assert_eq!(h.runs[1].outcome, Outcome::Exited(0));
 }
