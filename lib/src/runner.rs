@@ -1,0 +1,209 @@
+//! A job under a lock directory's lock, its moments told to a
+//! [`RunObserver`]: the library's own sequence of a run.
+//!
+//! [`run`] takes the lock (skipping when a live run holds it, after a wait
+//! when one is asked for, or stopping that run first to take its place);
+//! tells the observer of a stale lock taken over, then of the start; runs
+//! the command under the lock with the supervisor ([`crate::supervise`]:
+//! signals forwarded, time and idleness limits, the run's leftovers ended);
+//! tells the observer of the end; and lets the lock go. With a
+//! [`JournalObserver`](crate::observer::JournalObserver), the journal has
+//! the same events as a run of the command's.
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, HeldBy};
+use crate::lock::{AcquireOptions, LockFile, LockGuard};
+use crate::observer::{RunEnd, RunObserver};
+use crate::signal::GracefulStop;
+use crate::supervise::{self, Exit, RunError, RunOptions, RunOutcome};
+
+/// How much longer than its grace a stopped run is given to let go.
+const REPLACE_SLACK: Duration = Duration::from_secs(5);
+
+/// What a shell exits with when it cannot find a command.
+const NOT_FOUND: i32 = 127;
+
+/// What a shell exits with when it finds a command but cannot execute it.
+const NOT_EXECUTABLE: i32 = 126;
+
+/// How a job is run.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct JobOptions {
+    /// Wait up to this long for a live run to finish, instead of skipping
+    /// at once.
+    pub wait: Option<Duration>,
+    /// Stop a live run (TERM, then KILL after `run.kill_after`) and take
+    /// its place, instead of skipping.
+    pub replace: bool,
+    /// How the command is supervised.
+    pub run: RunOptions,
+}
+
+/// What became of a job.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum JobEnd {
+    /// A live run held the lock: the command did not run.
+    Skipped(Box<HeldBy>),
+    /// The command ran.
+    Ran(Box<Ran>),
+}
+
+/// A job whose command ran.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Ran {
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// What became of the lock.
+    pub lock: Release,
+}
+
+/// What became of the lock once a run's command ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Release {
+    /// It was let go.
+    Released,
+    /// It is left to the processes of the run that outlive its command:
+    /// lingering ones ([`RunOutcome::lingers`]), or leftovers that would
+    /// not die (the survivors of [`RunOutcome::strays`]). The run is not
+    /// over: no end is told, and the lock is free once they are gone.
+    Left,
+    /// Letting it go failed, or naming the lingering processes in it.
+    Failed(Error),
+}
+
+/// Runs `argv` under `lock` as the module docs say, telling `observer`.
+/// The lock is taken in the run's mode, naming the command.
+///
+/// The run's command is supervised by [`supervise::run`], whose terms
+/// hold: the forwarded signals are blocked in the calling thread for the
+/// run (block them in the program's other threads too), and the calling
+/// process is the subreaper of the run (spawn nothing else meanwhile).
+///
+/// An error is one of the lock (other than being held) or of the
+/// supervisor; a command that could not start is told ended (127 or 126)
+/// before its error is returned, and the lock let go.
+pub fn run(
+    lock: &LockFile,
+    argv: &[OsString],
+    opts: &JobOptions,
+    observer: &mut dyn RunObserver,
+) -> Result<JobEnd, RunError> {
+    let mut guard = match take(lock, argv, opts, observer)? {
+        Ok(g) => g,
+        Err(held) => return Ok(JobEnd::Skipped(held)),
+    };
+    if let Some(from) = guard.took_over() {
+        observer.took_over(guard.record(), from);
+    }
+    observer.started(lock.path(), guard.record());
+    let started = Instant::now();
+    let outcome = match supervise::run(&mut guard, argv, &opts.run) {
+        Ok(o) => o,
+        Err(e) => {
+            let code = match &e {
+                RunError::NotFound { .. } => Some(NOT_FOUND),
+                RunError::NotExecutable { .. } => Some(NOT_EXECUTABLE),
+                _ => None,
+            };
+            if let Some(c) = code {
+                let end = RunEnd::new(Exit::Code(c), None, started.elapsed());
+                observer.ended(guard.record(), &end);
+            }
+            return Err(e);
+        }
+    };
+    let lock = finish(guard, &outcome, started, observer);
+    Ok(JobEnd::Ran(Box::new(Ran { outcome, lock })))
+}
+
+/// Takes the lock for the run: the guard, or who holds it (the skip
+/// told).
+fn take(
+    lock: &LockFile,
+    argv: &[OsString],
+    opts: &JobOptions,
+    observer: &mut dyn RunObserver,
+) -> Result<Result<LockGuard, Box<HeldBy>>, RunError> {
+    let mut acquire = AcquireOptions::new()
+        .run_mode()
+        .command(crate::text::display_command(argv));
+    if let Some(w) = opts.wait {
+        acquire = acquire.wait(w);
+    }
+    let held = match lock.acquire(&acquire) {
+        Ok(g) => return Ok(Ok(g)),
+        Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) => h,
+        Err(e) => return Err(e.into()),
+    };
+    if !opts.replace {
+        observer.skipped(&held);
+        return Ok(Err(held));
+    }
+    crate::stop::stop(lock, GracefulStop::term(opts.run.kill_after), None)?;
+    observer.stopped(&held, "TERM");
+    // Out of line: the run that replaces goes before the waiters (it
+    // supersedes what they wait for).
+    let again = acquire
+        .wait(opts.run.kill_after + REPLACE_SLACK)
+        .fifo(false);
+    match lock.acquire(&again) {
+        Ok(g) => Ok(Ok(g)),
+        Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) => {
+            observer.skipped(&h);
+            Ok(Err(h))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The command has ended: the end told and the lock let go, or the lock
+/// left to the run's processes that outlive the command.
+fn finish(
+    mut guard: LockGuard,
+    outcome: &RunOutcome,
+    started: Instant,
+    observer: &mut dyn RunObserver,
+) -> Release {
+    if outcome.lingers {
+        let named = if outcome.kept.is_empty() {
+            Ok(())
+        } else {
+            let named = guard.set_lingering(&outcome.kept);
+            // Best effort: the reaper then needs a second look.
+            crate::reap::note_lingering(guard.lock().dir(), &outcome.kept, guard.record());
+            named
+        };
+        guard.leave_to_owner();
+        return named.map_or_else(Release::Failed, |()| Release::Left);
+    }
+    if !outcome.strays.survivors.is_empty() {
+        // They carry the run's token, or are named: the lock stays held,
+        // and the next run waits for them (their end is the run's).
+        guard.leave_to_owner();
+        return Release::Left;
+    }
+    // The end is told before the release, so that the next run's start
+    // follows it; and the command has stopped before the release.
+    let end =
+        RunEnd::new(outcome.exit, outcome.ended_by, started.elapsed()).with_usage(outcome.usage);
+    observer.ended(guard.record(), &end);
+    if !outcome.kept.is_empty() {
+        // Best effort: a reap of the job ends them once idle.
+        crate::reap::note_kept(
+            guard.lock().dir(),
+            guard.lock().path(),
+            guard.token(),
+            &outcome.kept,
+        );
+    }
+    match guard.release() {
+        Ok(()) => Release::Released,
+        Err(e) => Release::Failed(e),
+    }
+}
