@@ -14,13 +14,14 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, HeldBy};
-use crate::lock::{AcquireOptions, LockFile, LockGuard};
+use crate::lock::{AcquireOptions, BusyPolicy, LockFile, LockGuard};
 use crate::observer::{RunEnd, RunObserver};
 use crate::signal::GracefulStop;
 use crate::supervise::{self, Exit, RunError, RunOptions, RunOutcome};
 
-/// How much longer than its grace a stopped run is given to let go.
-const REPLACE_SLACK: Duration = Duration::from_secs(5);
+/// How much longer than its grace a run stopped to be replaced is given
+/// to let go, before the run that replaces it gives up.
+pub const REPLACE_SLACK: Duration = Duration::from_secs(5);
 
 /// What a shell exits with when it cannot find a command.
 const NOT_FOUND: i32 = 127;
@@ -32,9 +33,9 @@ const NOT_EXECUTABLE: i32 = 126;
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct JobOptions {
-    /// Wait up to this long for a live run to finish, instead of skipping
-    /// at once.
-    pub wait: Option<Duration>,
+    /// What to do when a live run holds the lock (skip, the default; wait;
+    /// queue).
+    pub busy: BusyPolicy,
     /// Stop a live run (TERM, then KILL after `run.kill_after`) and take
     /// its place, instead of skipping.
     pub replace: bool,
@@ -130,12 +131,10 @@ fn take(
     opts: &JobOptions,
     observer: &mut dyn RunObserver,
 ) -> Result<Result<LockGuard, Box<HeldBy>>, RunError> {
-    let mut acquire = AcquireOptions::new()
+    let acquire = AcquireOptions::new()
         .run_mode()
-        .command(crate::text::display_command(argv));
-    if let Some(w) = opts.wait {
-        acquire = acquire.wait(w);
-    }
+        .command(crate::text::display_command(argv))
+        .busy(opts.busy);
     let held = match lock.acquire(&acquire) {
         Ok(g) => return Ok(Ok(g)),
         Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) => h,

@@ -18,9 +18,6 @@ use super::ping::{self, End, Pings};
 use super::tail::{Capture, Delivery, Tail};
 use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
 
-/// How much longer than its grace a replaced run is given to let go.
-const REPLACE_SLACK: Duration = Duration::from_secs(5);
-
 /// Where a run's lock lives: a lock directory ([`Ctx`]) or the store.
 pub(super) trait RunPlace {
     /// Which kind of place this is.
@@ -390,7 +387,10 @@ impl Ctx {
                 // Out of line: the run that replaces goes before the
                 // waiters (it supersedes what they wait for), as it did
                 // before there was a line.
-                let again = opts.clone().wait(a.kill_after + REPLACE_SLACK).fifo(false);
+                let again = opts
+                    .clone()
+                    .wait(a.kill_after + onlyone::runner::REPLACE_SLACK)
+                    .fifo(false);
                 lock.acquire(&again)
                     .map_err(|e| self.refused(lock, e, name, a.quiet, held_exit))
             }
