@@ -153,24 +153,11 @@ impl<L: EventLog> JournalObserver<L> {
 
 impl<L: EventLog> RunObserver for JournalObserver<L> {
     fn skipped(&mut self, held: &HeldBy) {
-        let r = &held.record;
-        let ev = Event::skip(
-            r.token.as_deref(),
-            Some(held.holder.pid()),
-            r.cmd.as_deref(),
-        );
-        self.write(&ev);
+        self.write(&skip_event(held));
     }
 
     fn stopped(&mut self, held: &HeldBy, signal: &str) {
-        let r = &held.record;
-        let ev = Event::stop(
-            r.token.as_deref(),
-            Some(r.pid),
-            r.cmd.as_deref(),
-            Some(signal),
-        );
-        self.write(&ev);
+        self.write(&stop_event(&held.record, Some(signal)));
     }
 
     /// The stale run's end (`abandoned`: its wrapper died without a word),
@@ -181,34 +168,14 @@ impl<L: EventLog> RunObserver for JournalObserver<L> {
             return;
         };
         let reason = from.reason.to_string();
-        if old.token.is_some() && old.released.is_none() {
-            let ev = Event::abandoned(
-                old.token.as_deref(),
-                old.pid,
-                old.cmd.as_deref(),
-                &reason,
-                age(old),
-            );
+        if let Some(ev) = abandoned_event(old, &reason) {
             self.write(&ev);
         }
-        let ev = Event::takeover(
-            old.token.as_deref(),
-            old.pid,
-            old.cmd.as_deref(),
-            &reason,
-            run.pid,
-        );
-        self.write(&ev);
+        self.write(&takeover_event(old, &reason, run.pid));
     }
 
     fn started(&mut self, _lock: &Path, run: &Record) {
-        let ev = Event::start(
-            run.token.as_deref(),
-            run.pid,
-            run.cmd.as_deref(),
-            run.mode.as_str(),
-        );
-        self.write(&ev);
+        self.write(&start_event(run));
     }
 
     fn ended(&mut self, run: &Record, end: &RunEnd) {
@@ -226,6 +193,79 @@ impl<L: EventLog> RunObserver for JournalObserver<L> {
         };
         self.write(&ev);
     }
+}
+
+/// The journal's event of a skip: the lock was held by `held`'s run.
+pub fn skip_event(held: &HeldBy) -> Event {
+    let r = &held.record;
+    Event::skip(
+        r.token.as_deref(),
+        Some(held.holder.pid()),
+        r.cmd.as_deref(),
+    )
+}
+
+/// The journal's event of a stop of `run` (by `signal`, when one was
+/// sent).
+pub fn stop_event(run: &Record, signal: Option<&str>) -> Event {
+    Event::stop(
+        run.token.as_deref(),
+        Some(run.pid),
+        run.cmd.as_deref(),
+        signal,
+    )
+}
+
+/// The journal's event of the end of a stale run whose wrapper died
+/// without a word (`reason`: why it was stale); `None` when it has none to
+/// write (no token, or a script's hold it released, whose end is
+/// recorded).
+pub fn abandoned_event(old: &Record, reason: &str) -> Option<Event> {
+    if old.token.is_none() || old.released.is_some() {
+        return None;
+    }
+    Some(Event::abandoned(
+        old.token.as_deref(),
+        old.pid,
+        old.cmd.as_deref(),
+        reason,
+        age(old),
+    ))
+}
+
+/// The journal's event of a takeover of the stale run `old` (`reason`:
+/// why it was stale) by the run whose wrapper is `by`.
+pub fn takeover_event(old: &Record, reason: &str, by: u32) -> Event {
+    Event::takeover(
+        old.token.as_deref(),
+        old.pid,
+        old.cmd.as_deref(),
+        reason,
+        by,
+    )
+}
+
+/// The journal's event of the start of `run`.
+pub fn start_event(run: &Record) -> Event {
+    Event::start(
+        run.token.as_deref(),
+        run.pid,
+        run.cmd.as_deref(),
+        run.mode.as_str(),
+    )
+}
+
+/// The journal's event of a script's hold released (`exit`: the script's
+/// exit code, when it gave one), `took` seconds after it began (`None`:
+/// from the record's `since`).
+pub fn release_event(run: &Record, took: Option<f64>, exit: Option<u8>) -> Event {
+    Event::release(
+        run.token.as_deref(),
+        run.pid,
+        run.cmd.as_deref(),
+        took.or_else(|| age(run)),
+        exit.map(i32::from),
+    )
 }
 
 /// Seconds from a record's `since` until now.

@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use onlyone::journal::{Event, EventLog, Journal};
+use onlyone::observer;
 use onlyone::{HeldBy, LockGuard, Record, StaleReason};
 
 use super::say;
@@ -28,12 +29,6 @@ pub(super) fn write(log: &dyn EventLog, ev: &Event, quiet: bool) {
     }
 }
 
-/// Seconds from a record's `since` until now.
-fn age(record: &Record) -> Option<f64> {
-    let since = record.since? as f64;
-    Some((super::format::now() - since).max(0.0))
-}
-
 /// A run (or a script's hold) began: with, first, the end of the stale run
 /// it took over from (`abandoned`) and the takeover.
 pub(super) fn started(log: &dyn EventLog, guard: &LockGuard, quiet: bool) {
@@ -41,41 +36,17 @@ pub(super) fn started(log: &dyn EventLog, guard: &LockGuard, quiet: bool) {
         && let Some(old) = &t.record
     {
         abandoned(log, old, &t.reason, quiet);
-        let reason = t.reason.to_string();
-        let by = guard.record().pid;
-        let ev = Event::takeover(
-            old.token.as_deref(),
-            old.pid,
-            old.cmd.as_deref(),
-            &reason,
-            by,
-        );
+        let ev = observer::takeover_event(old, &t.reason.to_string(), guard.record().pid);
         write(log, &ev, quiet);
     }
-    let rec = guard.record();
-    let ev = Event::start(
-        rec.token.as_deref(),
-        rec.pid,
-        rec.cmd.as_deref(),
-        rec.mode.as_str(),
-    );
-    write(log, &ev, quiet);
+    write(log, &observer::start_event(guard.record()), quiet);
 }
 
 /// A run found stale was closed: its wrapper died without a word.
 pub(super) fn abandoned(log: &dyn EventLog, old: &Record, reason: &StaleReason, quiet: bool) {
-    // A script released while its workers lived: its end is recorded.
-    if old.token.is_none() || old.released.is_some() {
-        return;
+    if let Some(ev) = observer::abandoned_event(old, &reason.to_string()) {
+        write(log, &ev, quiet);
     }
-    let ev = Event::abandoned(
-        old.token.as_deref(),
-        old.pid,
-        old.cmd.as_deref(),
-        &reason.to_string(),
-        age(old),
-    );
-    write(log, &ev, quiet);
 }
 
 /// A fire skipped: the lock is held by `h`.
@@ -86,34 +57,20 @@ pub(super) fn skipped(log: &dyn EventLog, h: &HeldBy, quiet: bool) {
 /// A skip with why, when it is not only that the lock was held ("one
 /// already queued").
 pub(super) fn skipped_because(log: &dyn EventLog, h: &HeldBy, why: Option<&str>, quiet: bool) {
-    let r = &h.record;
-    let mut ev = Event::skip(r.token.as_deref(), Some(h.holder.pid()), r.cmd.as_deref());
+    let mut ev = observer::skip_event(h);
     ev.reason = why.map(str::to_owned);
     write(log, &ev, quiet);
 }
 
 /// `stop` (or `run --replace`) ended a run, with `signal`.
 pub(super) fn stopped(log: &dyn EventLog, record: &Record, signal: Option<&str>, quiet: bool) {
-    let ev = Event::stop(
-        record.token.as_deref(),
-        Some(record.pid),
-        record.cmd.as_deref(),
-        signal,
-    );
-    write(log, &ev, quiet);
+    write(log, &observer::stop_event(record, signal), quiet);
 }
 
 /// A script's hold was released, with the script's exit code when it gave
 /// one (`release --exit`).
 pub(super) fn released(log: &dyn EventLog, record: &Record, exit: Option<u8>, quiet: bool) {
-    let ev = Event::release(
-        record.token.as_deref(),
-        record.pid,
-        record.cmd.as_deref(),
-        age(record),
-        exit.map(i32::from),
-    );
-    write(log, &ev, quiet);
+    write(log, &observer::release_event(record, None, exit), quiet);
 }
 
 /// A script's hold that its workers carried on after its `release` has
@@ -125,18 +82,8 @@ pub(super) fn carried_on(journal: &Journal, record: &Record, exit: Option<u8>) {
         let h = journal.history().ok()?;
         h.runs.iter().rev().find(|r| r.token == t).map(|r| r.start)
     });
-    let took = match start {
-        Some(s) => Some((super::format::now() - s).max(0.0)),
-        None => age(record),
-    };
-    let ev = Event::release(
-        record.token.as_deref(),
-        record.pid,
-        record.cmd.as_deref(),
-        took,
-        exit.map(i32::from),
-    );
-    write(journal, &ev, true);
+    let took = start.map(|s| (super::format::now() - s).max(0.0));
+    write(journal, &observer::release_event(record, took, exit), true);
 }
 
 /// `reap` ended the lingering processes of a run (by its token).
