@@ -66,6 +66,12 @@ pub trait RunObserver {
         let _ = held;
     }
 
+    /// The live run of `held` is about to be stopped so that this one
+    /// takes its place.
+    fn stopping(&mut self, held: &HeldBy) {
+        let _ = held;
+    }
+
     /// The live run of `held` was stopped (with `signal`, by name) so
     /// that this one takes its place.
     fn stopped(&mut self, held: &HeldBy, signal: &str) {
@@ -95,6 +101,11 @@ impl<A: RunObserver, B: RunObserver> RunObserver for (A, B) {
     fn skipped(&mut self, held: &HeldBy) {
         self.0.skipped(held);
         self.1.skipped(held);
+    }
+
+    fn stopping(&mut self, held: &HeldBy) {
+        self.0.stopping(held);
+        self.1.stopping(held);
     }
 
     fn stopped(&mut self, held: &HeldBy, signal: &str) {

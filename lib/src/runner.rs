@@ -135,30 +135,52 @@ fn take(
         .run_mode()
         .command(crate::text::display_command(argv))
         .busy(opts.busy);
-    let held = match lock.acquire(&acquire) {
-        Ok(g) => return Ok(Ok(g)),
-        Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) => h,
-        Err(e) => return Err(e.into()),
-    };
-    if !opts.replace {
-        observer.skipped(&held);
-        return Ok(Err(held));
-    }
-    crate::stop::stop(lock, GracefulStop::term(opts.run.kill_after), None)?;
-    observer.stopped(&held, "TERM");
-    // Out of line: the run that replaces goes before the waiters (it
-    // supersedes what they wait for).
-    let again = acquire
-        .wait(opts.run.kill_after + REPLACE_SLACK)
-        .fifo(false);
-    match lock.acquire(&again) {
+    let replace = opts.replace.then_some(opts.run.kill_after);
+    match take_for_run(lock, &acquire, replace, None, observer) {
         Ok(g) => Ok(Ok(g)),
-        Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) => {
+        Err(TakeError::Acquire(Error::Held(h)))
+        | Err(TakeError::Acquire(Error::Timeout { held: h, .. })) => {
             observer.skipped(&h);
             Ok(Err(h))
         }
-        Err(e) => Err(e.into()),
+        Err(TakeError::Acquire(e) | TakeError::Stop(e)) => Err(e.into()),
     }
+}
+
+/// Why [`take_for_run`] took no lock.
+#[derive(Debug)]
+pub enum TakeError {
+    /// Taking the lock failed: held by a live run ([`Error::Held`], or
+    /// [`Error::Timeout`] after a wait), or another error of the lock.
+    Acquire(Error),
+    /// Stopping the live run to replace it failed.
+    Stop(Error),
+}
+
+/// Takes `lock` for a run with `opts`. When a live run holds it and
+/// `replace` gives a grace, that run is stopped first (TERM, then KILL
+/// after the grace; `observer` told before and after, as
+/// [`RunObserver::stopping`] and [`RunObserver::stopped`]) and the lock is
+/// taken out of line, before the waiters (the run that replaces supersedes
+/// what they wait for), within the grace and [`REPLACE_SLACK`]. The stop is
+/// bounded by `deadline`. The skip is not told: the caller says it.
+pub fn take_for_run(
+    lock: &LockFile,
+    opts: &AcquireOptions,
+    replace: Option<Duration>,
+    deadline: Option<Instant>,
+    observer: &mut dyn RunObserver,
+) -> Result<LockGuard, TakeError> {
+    let (held, grace) = match (lock.acquire(opts), replace) {
+        (Ok(g), _) => return Ok(g),
+        (Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }), Some(grace)) => (h, grace),
+        (Err(e), _) => return Err(TakeError::Acquire(e)),
+    };
+    observer.stopping(&held);
+    crate::stop::stop(lock, GracefulStop::term(grace), deadline).map_err(TakeError::Stop)?;
+    observer.stopped(&held, "TERM");
+    let again = opts.clone().wait(grace + REPLACE_SLACK).fifo(false);
+    lock.acquire(&again).map_err(TakeError::Acquire)
 }
 
 /// The command has ended: the end told and the lock let go, or the lock

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use onlyone::ProcId;
 use onlyone::journal::Event;
+use onlyone::observer::RunObserver;
 use onlyone::place::Kind;
-use onlyone::signal::GracefulStop;
-use onlyone::stop;
+use onlyone::runner::{self, TakeError};
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
-use onlyone::{AcquireOptions, Error, LockFile, LockGuard, compact_duration};
+use onlyone::{AcquireOptions, HeldBy, LockFile, LockGuard, compact_duration};
 
 use super::exit::{self, Code, Ending};
 use super::ping::{self, End, Pings};
@@ -373,28 +373,42 @@ impl Ctx {
             held_exit: a.busy.held_exit,
         }
         .code();
-        match lock.acquire(&opts) {
+        let mut words = Replacing {
+            ctx: self,
+            lock,
+            name,
+            quiet: a.quiet,
+        };
+        let replace = a.replace.then_some(a.kill_after);
+        match runner::take_for_run(lock, &opts, replace, deadline, &mut words) {
             Ok(g) => Ok(g),
-            Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }) if a.replace => {
-                if !a.quiet {
-                    say(format_args!(
-                        "replacing the run of `{name}`: stopping {}",
-                        h.describe()
-                    ));
-                }
-                stop::stop(lock, GracefulStop::term(a.kill_after), deadline).map_err(fail)?;
-                journal::stopped(&self.journal(lock), &h.record, Some("TERM"), a.quiet);
-                // Out of line: the run that replaces goes before the
-                // waiters (it supersedes what they wait for), as it did
-                // before there was a line.
-                let again = opts
-                    .clone()
-                    .wait(a.kill_after + onlyone::runner::REPLACE_SLACK)
-                    .fifo(false);
-                lock.acquire(&again)
-                    .map_err(|e| self.refused(lock, e, name, a.quiet, held_exit))
-            }
-            Err(e) => Err(self.refused(lock, e, name, a.quiet, held_exit)),
+            Err(TakeError::Stop(e)) => Err(fail(e)),
+            Err(TakeError::Acquire(e)) => Err(self.refused(lock, e, name, a.quiet, held_exit)),
         }
+    }
+}
+
+/// What a run that replaces another says and records of the stop.
+struct Replacing<'a> {
+    ctx: &'a Ctx,
+    lock: &'a LockFile,
+    name: &'a str,
+    quiet: bool,
+}
+
+impl RunObserver for Replacing<'_> {
+    fn stopping(&mut self, held: &HeldBy) {
+        if !self.quiet {
+            say(format_args!(
+                "replacing the run of `{}`: stopping {}",
+                self.name,
+                held.describe()
+            ));
+        }
+    }
+
+    fn stopped(&mut self, held: &HeldBy, signal: &str) {
+        let log = self.ctx.journal(self.lock);
+        journal::stopped(&log, &held.record, Some(signal), self.quiet);
     }
 }
