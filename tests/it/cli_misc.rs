@@ -667,25 +667,7 @@ fn status_json_follows_the_documented_schema() {
         check_schema(l);
     }
 
-    let free = entry(&v, "free");
-    assert_eq!(free["state"], "free");
-    assert_eq!(free["path"], w.lock("free").display().to_string());
-    for k in KEYS.iter().filter(|k| {
-        ![
-            "name",
-            "path",
-            "state",
-            "stopped",
-            "waiters",
-            "outside_work",
-        ]
-        .contains(k)
-    }) {
-        assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
-    }
-    assert_eq!(free["stopped"], false);
-    assert_eq!(free["waiters"], serde_json::json!([]));
-    assert_eq!(free["outside_work"], serde_json::json!([]));
+    assert_the_free_lock_has_no_holder(&w, &v);
 
     let r = entry(&v, "run");
     assert_eq!(r["state"], "held", "{r:#}");
@@ -738,9 +720,39 @@ fn status_json_follows_the_documented_schema() {
     // status only reads: the stale and unknown locks are still there.
     assert!(w.lock("stale").exists() && w.lock("unknown").exists());
 
+    status_json_without_names_lists_every_lock(&w);
+}
+
+/// The free lock's entry in `status --json`'s `v`: its name and path, and
+/// nothing of a holder.
+fn assert_the_free_lock_has_no_holder(w: &World, v: &Value) {
+    let free = entry(v, "free");
+    assert_eq!(free["state"], "free");
+    assert_eq!(free["path"], w.lock("free").display().to_string());
+    for k in KEYS.iter().filter(|k| {
+        ![
+            "name",
+            "path",
+            "state",
+            "stopped",
+            "waiters",
+            "outside_work",
+        ]
+        .contains(k)
+    }) {
+        assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
+    }
+    assert_eq!(free["stopped"], false);
+    assert_eq!(free["waiters"], serde_json::json!([]));
+    assert_eq!(free["outside_work"], serde_json::json!([]));
+}
+
+/// `status --json` without names: every `*.lock` of the directory, sorted,
+/// nothing else; and none for a directory that does not exist.
+fn status_json_without_names_lists_every_lock(w: &World) {
     // Without names: every *.lock of DIR, sorted, nothing else.
     std::fs::write(w.dir().join("notes.txt"), "x").unwrap();
-    let all = status_json(&w, &[]);
+    let all = status_json(w, &[]);
     let names: Vec<&str> = all["locks"]
         .as_array()
         .unwrap()
