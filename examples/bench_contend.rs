@@ -31,7 +31,7 @@
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
@@ -168,51 +168,14 @@ fn main() {
     std::fs::write(dir.join("seq"), b"").expect("create seq");
     std::fs::write(dir.join("counter"), 0u64.to_le_bytes()).expect("create counter");
 
-    // The start pipe: only its read end is inherited by the workers, so
-    // that closing the write end here is EOF for all of them.
-    let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
-    rustix::io::fcntl_setfd(&go_r, rustix::io::FdFlags::empty()).expect("fcntl");
-    let me = std::env::current_exe().expect("current exe");
-    let mut children = Vec::new();
-    for i in 0..procs {
-        let child = Command::new(&me)
-            .args(["--worker", kind])
-            .arg(&dir)
-            .args([
-                i.to_string(),
-                cycles.to_string(),
-                go_r.as_raw_fd().to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn a worker");
-        children.push(child);
-    }
-    drop(go_r);
-    // Give every worker time to reach the start line, then start them.
-    std::thread::sleep(Duration::from_millis(300));
-    let start = now_ns();
-    drop(go_w);
+    let (children, start) = start_workers(kind, &dir, procs, cycles);
 
-    let mut finish = vec![0u64; procs];
-    let mut overlaps = 0u64;
-    let mut failed = 0u64;
-    let mut ok = true;
-    for mut c in children {
-        let out = c.stdout.take().expect("stdout");
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let v: Vec<u64> = line
-                .split_whitespace()
-                .filter_map(|s| s.parse().ok())
-                .collect();
-            if let [i, t, o, f] = v[..] {
-                finish[i as usize] = t;
-                overlaps += o;
-                failed += f;
-            }
-        }
-        ok &= c.wait().map(|s| s.success()).unwrap_or(false);
-    }
+    let Tally {
+        finish,
+        overlaps,
+        failed,
+        ok,
+    } = tally(children, procs);
     let end = finish.iter().copied().max().unwrap_or(start);
     let first_done = finish.iter().copied().min().unwrap_or(start);
     let wall = (end.saturating_sub(start)) as f64 / 1e9;
@@ -226,26 +189,7 @@ fn main() {
     let seq = std::fs::read(dir.join("seq")).unwrap_or_default();
     let lost = total.saturating_sub(counted);
 
-    // Fairness: acquisitions per process when the first one reached CYCLES.
-    let mut counts = vec![0u64; procs];
-    for &b in &seq {
-        let i = (b - b'a') as usize;
-        if i < procs {
-            counts[i] += 1;
-            if counts[i] == cycles {
-                break;
-            }
-        }
-    }
-    let min = counts.iter().copied().min().unwrap_or(0);
-    let max = counts.iter().copied().max().unwrap_or(0);
-    let mean = counts.iter().sum::<u64>() as f64 / procs as f64;
-    let var = counts
-        .iter()
-        .map(|&c| (c as f64 - mean).powi(2))
-        .sum::<f64>()
-        / procs as f64;
-    let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
+    let (min, max, cv) = fairness(&seq, procs, cycles);
     let runs = 1 + seq.windows(2).filter(|w| w[0] != w[1]).count();
     let mean_run = seq.len() as f64 / runs as f64;
     let spread_ms = (end - first_done) as f64 / 1e6;
@@ -270,4 +214,99 @@ fn main() {
             " **a worker failed** |"
         }
     );
+}
+
+/// Starts `procs` workers of `kind`, each for `cycles` cycles, holds them
+/// at a start line, then lets them all go: the workers, and when they
+/// went (ns).
+fn start_workers(kind: &str, dir: &Path, procs: usize, cycles: u64) -> (Vec<Child>, u64) {
+    // The start pipe: only its read end is inherited by the workers, so
+    // that closing the write end here is EOF for all of them.
+    let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+    rustix::io::fcntl_setfd(&go_r, rustix::io::FdFlags::empty()).expect("fcntl");
+    let me = std::env::current_exe().expect("current exe");
+    let mut children = Vec::new();
+    for i in 0..procs {
+        let child = Command::new(&me)
+            .args(["--worker", kind])
+            .arg(dir)
+            .args([
+                i.to_string(),
+                cycles.to_string(),
+                go_r.as_raw_fd().to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn a worker");
+        children.push(child);
+    }
+    drop(go_r);
+    // Give every worker time to reach the start line, then start them.
+    std::thread::sleep(Duration::from_millis(300));
+    let start = now_ns();
+    drop(go_w);
+    (children, start)
+}
+
+/// What the workers reported: when each finished (ns), the overlaps
+/// they saw, their failed tries, and whether all of them exited well.
+struct Tally {
+    finish: Vec<u64>,
+    overlaps: u64,
+    failed: u64,
+    ok: bool,
+}
+
+/// Reads every worker's report line and waits for it to exit.
+fn tally(children: Vec<Child>, procs: usize) -> Tally {
+    let mut finish = vec![0u64; procs];
+    let mut overlaps = 0u64;
+    let mut failed = 0u64;
+    let mut ok = true;
+    for mut c in children {
+        let out = c.stdout.take().expect("stdout");
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let v: Vec<u64> = line
+                .split_whitespace()
+                .filter_map(|s| s.parse().ok())
+                .collect();
+            if let [i, t, o, f] = v[..] {
+                finish[i as usize] = t;
+                overlaps += o;
+                failed += f;
+            }
+        }
+        ok &= c.wait().map(|s| s.success()).unwrap_or(false);
+    }
+    Tally {
+        finish,
+        overlaps,
+        failed,
+        ok,
+    }
+}
+
+/// Fairness: acquisitions per process when the first one reached
+/// `cycles`, as the fewest, the most, and their coefficient of variation.
+fn fairness(seq: &[u8], procs: usize, cycles: u64) -> (u64, u64, f64) {
+    let mut counts = vec![0u64; procs];
+    for &b in seq {
+        let i = (b - b'a') as usize;
+        if i < procs {
+            counts[i] += 1;
+            if counts[i] == cycles {
+                break;
+            }
+        }
+    }
+    let min = counts.iter().copied().min().unwrap_or(0);
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let mean = counts.iter().sum::<u64>() as f64 / procs as f64;
+    let var = counts
+        .iter()
+        .map(|&c| (c as f64 - mean).powi(2))
+        .sum::<f64>()
+        / procs as f64;
+    let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
+    (min, max, cv)
 }

@@ -224,35 +224,11 @@ impl Stats {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("--cs") => {
-            let check = PathBuf::from(args.next().expect("CHECK"));
-            let log = PathBuf::from(args.next().expect("LOG"));
-            critical_section(&check, &log);
-        }
-        Some("--lib-worker") => {
-            let lock = PathBuf::from(args.next().expect("LOCK"));
-            let check = PathBuf::from(args.next().expect("CHECK"));
-            let log = PathBuf::from(args.next().expect("LOG"));
-            lib_worker(&lock, &check, &log);
-        }
-        _ => {}
-    }
+    run_role_if_asked();
     let o = parse_args();
     let exe = std::env::current_exe().expect("current_exe");
-    let onlyone = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("onlyone"))
-        .filter(|p| p.exists())
-        .or_else(|| std::env::var_os("ONLYONE_BIN").map(PathBuf::from))
-        .expect("the onlyone binary (build it, or set ONLYONE_BIN)");
-    let base = o.dir.clone().unwrap_or_else(|| {
-        let shm = Path::new("/dev/shm");
-        let root = if shm.is_dir() { shm } else { Path::new("/tmp") };
-        root.join(format!("onlyone-chaos-{}", std::process::id()))
-    });
+    let onlyone = onlyone_binary(&exe);
+    let base = chaos_dir(&o);
     let _ = std::fs::remove_dir_all(&base);
     let locks = base.join("locks");
     std::fs::create_dir_all(&locks).expect("create the chaos dir");
@@ -263,44 +239,21 @@ fn main() {
     let stats = Arc::new(Stats::default());
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let until = started + Duration::from_secs(o.seconds);
 
     if o.mode == Mode::Cron {
         cron_script(&locks);
     }
-    let store = (o.mode == Mode::Store).then(|| {
-        let pg = Arc::new(pg::Pg::start().unwrap_or_else(|e| {
-            eprintln!("chaos: cannot start PostgreSQL: {e}");
-            std::process::exit(2)
-        }));
-        let proxy = Arc::new(pg::Proxy::start(pg.port));
-        (pg, proxy)
-    });
+    let store = (o.mode == Mode::Store).then(start_store);
     let url = store.as_ref().map(|(pg, proxy)| pg.url_at(proxy.port));
-    let mut threads = Vec::new();
-    for i in 0..o.contenders {
-        let (stats, stop) = (stats.clone(), stop.clone());
-        let (exe, onlyone, locks, check, log) = (
-            exe.clone(),
-            onlyone.clone(),
-            locks.clone(),
-            check.clone(),
-            log.clone(),
-        );
-        let mode = o.mode;
-        let url = url.clone();
-        threads.push(std::thread::spawn(move || {
-            let at = Paths {
-                exe: &exe,
-                onlyone: &onlyone,
-                locks: &locks,
-                check: &check,
-                log: &log,
-                url: url.as_deref(),
-            };
-            contender(i, mode, &at, &stats, &stop)
-        }));
-    }
+    let at = Paths {
+        exe: &exe,
+        onlyone: &onlyone,
+        locks: &locks,
+        check: &check,
+        log: &log,
+        url: url.as_deref(),
+    };
+    let threads = spawn_contenders(&o, &at, &stats, &stop);
     let faults = store.as_ref().map(|(pg, proxy)| {
         let (stats, stop, pg, proxy) = (stats.clone(), stop.clone(), pg.clone(), proxy.clone());
         std::thread::spawn(move || store_faults(&pg, &proxy, &stats, &stop))
@@ -316,30 +269,11 @@ fn main() {
         std::thread::spawn(move || monitor(&lock_path, &stats, &stop))
     };
 
-    // Run for --seconds; then, up to --max-seconds, until the minimum runs
-    // and kills are reached (a slower machine takes longer, not fewer).
-    let hard_until = started + Duration::from_secs(o.max_seconds.max(o.seconds));
-    loop {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = Instant::now();
-        if now >= hard_until {
-            break;
-        }
-        if now >= until {
-            let runs = count_lines(&log);
-            if runs >= o.min_runs && stats.kills.load(Ordering::Relaxed) >= o.min_kills {
-                break;
-            }
-        }
-    }
+    wait_for_enough(&o, started, &log, &stats);
     stop.store(true, Ordering::SeqCst);
     // Library workers loop until killed.
     if o.mode == Mode::Lib {
-        for (pid, _) in stats.live.lock().unwrap().iter() {
-            if let Some(p) = rustix::process::Pid::from_raw(*pid as i32) {
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-            }
-        }
+        kill_live(&stats);
     }
     for t in threads {
         let _ = t.join();
@@ -352,7 +286,134 @@ fn main() {
 
     let runs = count_lines(&log);
     let secs = started.elapsed().as_secs_f64();
-    let s = &stats;
+    print_report(&o, &stats, runs, secs);
+    let _ = std::fs::remove_dir_all(&base);
+    if failed(&o, &stats, runs) {
+        println!("chaos: FAILED");
+        std::process::exit(1);
+    }
+    println!("chaos: ok");
+}
+
+/// Plays the part a contender started this program for, and exits:
+/// `--cs CHECK LOG` (the critical section) or `--lib-worker LOCK CHECK
+/// LOG`. Returns when asked for neither.
+fn run_role_if_asked() {
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        Some("--cs") => {
+            let check = PathBuf::from(args.next().expect("CHECK"));
+            let log = PathBuf::from(args.next().expect("LOG"));
+            critical_section(&check, &log);
+        }
+        Some("--lib-worker") => {
+            let lock = PathBuf::from(args.next().expect("LOCK"));
+            let check = PathBuf::from(args.next().expect("CHECK"));
+            let log = PathBuf::from(args.next().expect("LOG"));
+            lib_worker(&lock, &check, &log);
+        }
+        _ => {}
+    }
+}
+
+/// The onlyone binary: next to the examples' directory, else
+/// `$ONLYONE_BIN`.
+fn onlyone_binary(exe: &Path) -> PathBuf {
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("onlyone"))
+        .filter(|p| p.exists())
+        .or_else(|| std::env::var_os("ONLYONE_BIN").map(PathBuf::from))
+        .expect("the onlyone binary (build it, or set ONLYONE_BIN)")
+}
+
+/// The directory the chaos runs in: `--dir`, else one of this process in
+/// `/dev/shm` (or `/tmp`).
+fn chaos_dir(o: &Opts) -> PathBuf {
+    o.dir.clone().unwrap_or_else(|| {
+        let shm = Path::new("/dev/shm");
+        let root = if shm.is_dir() { shm } else { Path::new("/tmp") };
+        root.join(format!("onlyone-chaos-{}", std::process::id()))
+    })
+}
+
+/// Store mode's server and the proxy in front of it; exits when the
+/// server cannot start.
+fn start_store() -> (Arc<pg::Pg>, Arc<pg::Proxy>) {
+    let pg = Arc::new(pg::Pg::start().unwrap_or_else(|e| {
+        eprintln!("chaos: cannot start PostgreSQL: {e}");
+        std::process::exit(2)
+    }));
+    let proxy = Arc::new(pg::Proxy::start(pg.port));
+    (pg, proxy)
+}
+
+/// Starts `--contenders` contenders, each in a thread of its own.
+fn spawn_contenders(
+    o: &Opts,
+    at: &Paths<'_>,
+    stats: &Arc<Stats>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let mut threads = Vec::new();
+    for i in 0..o.contenders {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        let (exe, onlyone, locks, check, log) = (
+            at.exe.to_owned(),
+            at.onlyone.to_owned(),
+            at.locks.to_owned(),
+            at.check.to_owned(),
+            at.log.to_owned(),
+        );
+        let mode = o.mode;
+        let url = at.url.map(str::to_owned);
+        threads.push(std::thread::spawn(move || {
+            let at = Paths {
+                exe: &exe,
+                onlyone: &onlyone,
+                locks: &locks,
+                check: &check,
+                log: &log,
+                url: url.as_deref(),
+            };
+            contender(i, mode, &at, &stats, &stop)
+        }));
+    }
+    threads
+}
+
+/// Runs for `--seconds`; then, up to `--max-seconds`, until the minimum
+/// runs and kills are reached (a slower machine takes longer, not fewer).
+fn wait_for_enough(o: &Opts, started: Instant, log: &Path, stats: &Stats) {
+    let until = started + Duration::from_secs(o.seconds);
+    let hard_until = started + Duration::from_secs(o.max_seconds.max(o.seconds));
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = Instant::now();
+        if now >= hard_until {
+            break;
+        }
+        if now >= until {
+            let runs = count_lines(log);
+            if runs >= o.min_runs && stats.kills.load(Ordering::Relaxed) >= o.min_kills {
+                break;
+            }
+        }
+    }
+}
+
+/// Sends SIGKILL to every live contender process.
+fn kill_live(stats: &Stats) {
+    for (pid, _) in stats.live.lock().unwrap().iter() {
+        if let Some(p) = rustix::process::Pid::from_raw(*pid as i32) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// Prints the counts of a chaos run of `secs` seconds that started `runs`
+/// runs, and its first errors.
+fn print_report(o: &Opts, s: &Stats, runs: u64, secs: f64) {
     let overlaps = s.overlaps.load(Ordering::Relaxed);
     let stuck = s.stuck.load(Ordering::Relaxed);
     let live = s.live_takeovers.load(Ordering::Relaxed);
@@ -384,23 +445,23 @@ fn main() {
     for e in s.first_errors.lock().unwrap().iter() {
         println!("    {e}");
     }
-    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Whether the chaos run failed: an overlap, a stuck interval or a live
+/// takeover; a wait that ran out (outside store mode); too few faults in a
+/// store run of 20 s or more; or fewer runs or kills than asked for.
+fn failed(o: &Opts, s: &Stats, runs: u64) -> bool {
     // A critical section lasts milliseconds: a 10 s wait that runs out
     // means the lock was held by something that was not a run.
     let timeouts = s.timeouts.load(Ordering::Relaxed);
     let faults = s.restarts.load(Ordering::Relaxed) + s.holes.load(Ordering::Relaxed);
-    let bad = overlaps > 0
-        || stuck > 0
-        || live > 0
+    s.overlaps.load(Ordering::Relaxed) > 0
+        || s.stuck.load(Ordering::Relaxed) > 0
+        || s.live_takeovers.load(Ordering::Relaxed) > 0
         || (timeouts > 0 && o.mode != Mode::Store)
         || (o.mode == Mode::Store && o.seconds >= 20 && faults < 2)
         || runs < o.min_runs
-        || kills < o.min_kills;
-    if bad {
-        println!("chaos: FAILED");
-        std::process::exit(1);
-    }
-    println!("chaos: ok");
+        || s.kills.load(Ordering::Relaxed) < o.min_kills
 }
 
 /// Where a contender finds its programs, files and store.
@@ -413,83 +474,11 @@ struct Paths<'a> {
     url: Option<&'a str>,
 }
 
+/// Contender `i`: starts runs of `mode` one after another until stopped,
+/// and counts how each ended.
 fn contender(i: usize, mode: Mode, at: &Paths<'_>, stats: &Stats, stop: &AtomicBool) {
-    let Paths {
-        exe,
-        onlyone,
-        locks,
-        check,
-        log,
-        url,
-    } = *at;
     while !stop.load(Ordering::Relaxed) {
-        let mut cmd = match mode {
-            Mode::Run => {
-                let mut c = Command::new(onlyone);
-                c.arg("--dir")
-                    .arg(locks)
-                    .args(["run", "--wait", "10s", "job", "--"])
-                    .arg(exe)
-                    .arg("--cs")
-                    .arg(check)
-                    .arg(log);
-                c
-            }
-            Mode::Shell => {
-                let mut c = Command::new("sh");
-                c.arg("-c")
-                    .arg(
-                        "\"$1\" --dir \"$2\" acquire --wait 10s job || exit $?; \
-                         \"$3\" --cs \"$4\" \"$5\"; rc=$?; \
-                         \"$1\" --dir \"$2\" release job; exit $rc",
-                    )
-                    .arg("sh")
-                    .arg(onlyone)
-                    .arg(locks)
-                    .arg(exe)
-                    .arg(check)
-                    .arg(log)
-                    .process_group(0);
-                c
-            }
-            Mode::Cron => {
-                // cron: `/bin/sh -c LINE` leads the group; dash forks the
-                // script (`; exit` makes sure of it in any sh).
-                let mut c = Command::new("sh");
-                c.arg("-c")
-                    .arg("\"$0\" \"$@\"; exit $?")
-                    .arg(cron_script(locks))
-                    .arg(onlyone)
-                    .arg(locks)
-                    .arg(exe)
-                    .arg(check)
-                    .arg(log)
-                    .env("CHAOS_CS_MAX_US", "20000")
-                    .process_group(0);
-                c
-            }
-            Mode::Store => {
-                let mut c = Command::new(onlyone);
-                c.arg("--store")
-                    .arg(url.expect("the store's URL"))
-                    .args(["run", "--lease", "2s", "--kill-after", "300ms"])
-                    .args(["--wait", "30s", "job", "--"])
-                    .arg(exe)
-                    .arg("--cs")
-                    .arg(check)
-                    .arg(log)
-                    .env("CHAOS_CS_MAX_US", "6000000");
-                c
-            }
-            Mode::Lib => {
-                let mut c = Command::new(exe);
-                c.arg("--lib-worker")
-                    .arg(locks.join("job.lock"))
-                    .arg(check)
-                    .arg(log);
-                c
-            }
-        };
+        let mut cmd = contender_command(mode, at);
         let spawned_at = Instant::now();
         let child = cmd
             .stdin(Stdio::null())
@@ -523,41 +512,133 @@ fn contender(i: usize, mode: Mode, at: &Paths<'_>, stats: &Stats, stop: &AtomicB
         let finished_at = Instant::now();
         check_takeovers(&stderr, spawned_at, finished_at, stats);
         let Ok(status) = status else { continue };
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(0), _) => {}
-            (Some(OVERLAP_EXIT), _) => {
-                stats.overlaps.fetch_add(1, Ordering::Relaxed);
-                stats.error(format!("OVERLAP seen by a critical section: {stderr}"));
+        judge_exit(status, &stderr, mode, at.locks, stats, stop);
+    }
+}
+
+/// The command a contender of `mode` starts for one run.
+fn contender_command(mode: Mode, at: &Paths<'_>) -> Command {
+    let Paths {
+        exe,
+        onlyone,
+        locks,
+        check,
+        log,
+        url,
+    } = *at;
+    match mode {
+        Mode::Run => {
+            let mut c = Command::new(onlyone);
+            c.arg("--dir")
+                .arg(locks)
+                .args(["run", "--wait", "10s", "job", "--"])
+                .arg(exe)
+                .arg("--cs")
+                .arg(check)
+                .arg(log);
+            c
+        }
+        Mode::Shell => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(
+                    "\"$1\" --dir \"$2\" acquire --wait 10s job || exit $?; \
+                     \"$3\" --cs \"$4\" \"$5\"; rc=$?; \
+                     \"$1\" --dir \"$2\" release job; exit $rc",
+                )
+                .arg("sh")
+                .arg(onlyone)
+                .arg(locks)
+                .arg(exe)
+                .arg(check)
+                .arg(log)
+                .process_group(0);
+            c
+        }
+        Mode::Cron => {
+            // cron: `/bin/sh -c LINE` leads the group; dash forks the
+            // script (`; exit` makes sure of it in any sh).
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg("\"$0\" \"$@\"; exit $?")
+                .arg(cron_script(locks))
+                .arg(onlyone)
+                .arg(locks)
+                .arg(exe)
+                .arg(check)
+                .arg(log)
+                .env("CHAOS_CS_MAX_US", "20000")
+                .process_group(0);
+            c
+        }
+        Mode::Store => {
+            let mut c = Command::new(onlyone);
+            c.arg("--store")
+                .arg(url.expect("the store's URL"))
+                .args(["run", "--lease", "2s", "--kill-after", "300ms"])
+                .args(["--wait", "30s", "job", "--"])
+                .arg(exe)
+                .arg("--cs")
+                .arg(check)
+                .arg(log)
+                .env("CHAOS_CS_MAX_US", "6000000");
+            c
+        }
+        Mode::Lib => {
+            let mut c = Command::new(exe);
+            c.arg("--lib-worker")
+                .arg(locks.join("job.lock"))
+                .arg(check)
+                .arg(log);
+            c
+        }
+    }
+}
+
+/// Counts how one run of a contender ended: an overlap, a wait that ran
+/// out, a lost lease, a store error, a kill, or an error to report.
+fn judge_exit(
+    status: std::process::ExitStatus,
+    stderr: &str,
+    mode: Mode,
+    locks: &Path,
+    stats: &Stats,
+    stop: &AtomicBool,
+) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => {}
+        (Some(OVERLAP_EXIT), _) => {
+            stats.overlaps.fetch_add(1, Ordering::Relaxed);
+            stats.error(format!("OVERLAP seen by a critical section: {stderr}"));
+        }
+        (Some(75), _) => {
+            stats.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        (Some(124), _) if mode == Mode::Store => {
+            stats.lease_losses.fetch_add(1, Ordering::Relaxed);
+        }
+        (Some(125), _) if mode == Mode::Store => {
+            stats.store_errors.fetch_add(1, Ordering::Relaxed);
+            // The server is down or cut off: try again in a moment.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Killed by the killer: the process itself, or its command
+        // (onlyone reports 128+9), or in shell mode the script.
+        (_, Some(9)) | (Some(137), _) => {}
+        (code, sig) => {
+            if mode == Mode::Lib && stop.load(Ordering::Relaxed) {
+                return;
             }
-            (Some(75), _) => {
-                stats.timeouts.fetch_add(1, Ordering::Relaxed);
-            }
-            (Some(124), _) if mode == Mode::Store => {
-                stats.lease_losses.fetch_add(1, Ordering::Relaxed);
-            }
-            (Some(125), _) if mode == Mode::Store => {
-                stats.store_errors.fetch_add(1, Ordering::Relaxed);
-                // The server is down or cut off: try again in a moment.
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            // Killed by the killer: the process itself, or its command
-            // (onlyone reports 128+9), or in shell mode the script.
-            (_, Some(9)) | (Some(137), _) => {}
-            (code, sig) => {
-                if mode == Mode::Lib && stop.load(Ordering::Relaxed) {
-                    continue;
-                }
-                let diag = if std::env::var_os("CHAOS_DIAG").is_some() {
-                    diagnose(&stderr, &locks.join("job.lock"))
-                } else {
-                    String::new()
-                };
-                stats.error(format!(
-                    "exit {code:?} signal {sig:?}: {} {diag}",
-                    stderr.trim()
-                ))
-            }
+            let diag = if std::env::var_os("CHAOS_DIAG").is_some() {
+                diagnose(stderr, &locks.join("job.lock"))
+            } else {
+                String::new()
+            };
+            stats.error(format!(
+                "exit {code:?} signal {sig:?}: {} {diag}",
+                stderr.trim()
+            ))
         }
     }
 }

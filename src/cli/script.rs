@@ -182,48 +182,9 @@ impl Ctx {
             None => lock,
         };
         if a.force {
-            let code = match lock.force_release() {
-                Ok(None) => {
-                    say(format_args!("`{name}` was not held"));
-                    Ending::Done.code()
-                }
-                Ok(Some(seen)) => {
-                    if let Ok(r) = &seen.record {
-                        journal::released(&self.journal(&lock), r, a.exit, a.quiet);
-                    }
-                    let state = match &seen.verdict {
-                        Verdict::Held(_) => "held".to_owned(),
-                        Verdict::Stale(r) => format!("stale: {r}"),
-                        Verdict::Unknown(r) => format!("unknown: {r}"),
-                    };
-                    let whose = match &seen.record {
-                        Ok(r) => format!("pid {} (`{}`)", r.pid, r.cmd.as_deref().unwrap_or("?")),
-                        Err(_) => "no readable owner".to_owned(),
-                    };
-                    say(format_args!(
-                        "removed `{name}`, which was {state}; it belonged to {whose}"
-                    ));
-                    Ending::Done.code()
-                }
-                Err(e) => fail(e),
-            };
-            return (code, None);
+            return (self.force_release(a, lock, name), None);
         }
-        let releaser = match a.owner {
-            Some(pid) => Releaser::new().owner(pid),
-            // The calling shell, or onlyone itself when the shell exec'd it
-            // (`bash -c '...; onlyone release L'`), or a script's worker
-            // that carries the token `acquire --export` handed out.
-            None => {
-                let mut r = Releaser::new()
-                    .owner(parent_pid())
-                    .owner(std::process::id());
-                if let Some(token) = exported_token_for(lock.path()) {
-                    r = r.token(token);
-                }
-                r
-            }
-        };
+        let releaser = releaser_for(a, &lock);
         // What is released, for the journal (read before: the file is gone
         // after), as carefully as any look at a lock path (a FIFO there is
         // never opened).
@@ -286,6 +247,56 @@ impl Ctx {
             Err(e) => fail(e),
         };
         (code, released)
+    }
+
+    /// Removes the lock whoever holds it (`--force`), journaling the run
+    /// it held: the exit code.
+    fn force_release(&self, a: &args::Release, lock: LockFile, name: &str) -> Code {
+        match lock.force_release() {
+            Ok(None) => {
+                say(format_args!("`{name}` was not held"));
+                Ending::Done.code()
+            }
+            Ok(Some(seen)) => {
+                if let Ok(r) = &seen.record {
+                    journal::released(&self.journal(&lock), r, a.exit, a.quiet);
+                }
+                let state = match &seen.verdict {
+                    Verdict::Held(_) => "held".to_owned(),
+                    Verdict::Stale(r) => format!("stale: {r}"),
+                    Verdict::Unknown(r) => format!("unknown: {r}"),
+                };
+                let whose = match &seen.record {
+                    Ok(r) => format!("pid {} (`{}`)", r.pid, r.cmd.as_deref().unwrap_or("?")),
+                    Err(_) => "no readable owner".to_owned(),
+                };
+                say(format_args!(
+                    "removed `{name}`, which was {state}; it belonged to {whose}"
+                ));
+                Ending::Done.code()
+            }
+            Err(e) => fail(e),
+        }
+    }
+}
+
+/// Who may release the lock: the pid given, else the calling shell,
+/// onlyone itself, and a worker carrying the exported token.
+fn releaser_for(a: &args::Release, lock: &LockFile) -> Releaser {
+    match a.owner {
+        Some(pid) => Releaser::new().owner(pid),
+        // The calling shell, or onlyone itself when the shell exec'd it
+        // (`bash -c '...; onlyone release L'`), or a script's worker
+        // that carries the token `acquire --export` handed out.
+        None => {
+            let mut r = Releaser::new()
+                .owner(parent_pid())
+                .owner(std::process::id());
+            if let Some(token) = exported_token_for(lock.path()) {
+                r = r.token(token);
+            }
+            r
+        }
     }
 }
 

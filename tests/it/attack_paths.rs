@@ -206,6 +206,13 @@ fn a_link_another_account_made_never_leads_a_root_job() {
         "root's backup still holds its lock"
     );
 
+    roots_own_links_and_nobodys_for_nobody_still_lead(&ns);
+}
+
+/// Root's own links, and nobody's own link used by nobody, still lead to
+/// their directories; root's own dangling link is no directory.
+fn roots_own_links_and_nobodys_for_nobody_still_lead(ns: &Ns) {
+    let root = |args: &[&str]| ns.run(ns.oo(None, args), LIMIT, &args.join(" "));
     // Root's own links, and nobody's own used by nobody; root's own
     // dangling link is no directory, as before.
     ns.must(
@@ -279,62 +286,76 @@ fn a_mount_point_at_a_name_in_a_lock_directory_hangs_nothing() {
     let Some(_mounts) = crate::attack_members::hang_at(&mut ns, &names) else {
         return;
     };
-    let root = |args: &str| {
-        let args: Vec<&str> = args.split(' ').collect();
-        let out = ns.run(ns.oo(None, &args), Duration::from_secs(20), &args.join(" "));
-        assert!(
-            out.took < Duration::from_secs(5),
-            "root's `{}` waited on a mount point: {out:#?}",
-            args.join(" ")
-        );
-        out
-    };
-    let mount_point = |out: &Out, name: &str| {
-        let text = format!("{}{}", out.stdout, out.stderr);
-        assert!(
-            text.contains(&format!("`{name}`")) && text.contains("mount"),
-            "{name} named as a mount point: {out:#?}"
-        );
-    };
+    let root = |args: &str| root_waits_on_no_mount(&ns, args);
     let lock = "/run/lock/backup.lock";
     let out = root("--dir /run/lock run backup -- true");
     out.expect(125);
-    mount_point(&out, lock);
+    named_as_mount_point(&out, lock);
     let out = root(&format!("run {lock} -- true"));
     out.expect(125);
-    mount_point(&out, lock);
+    named_as_mount_point(&out, lock);
     let out = root("--dir /run/lock precheck backup");
     out.expect(0);
-    mount_point(&out, lock);
+    named_as_mount_point(&out, lock);
     let out = root("--dir /run/lock acquire backup");
     out.expect(125);
-    mount_point(&out, lock);
+    named_as_mount_point(&out, lock);
     let out = root("--dir /run/lock stop backup");
     assert_ne!(out.code(), 0, "{out:#?}");
-    mount_point(&out, lock);
-    mount_point(&root("--dir /run/lock status backup"), lock);
-    mount_point(&root("--dir /run/lock status"), lock);
+    named_as_mount_point(&out, lock);
+    named_as_mount_point(&root("--dir /run/lock status backup"), lock);
+    named_as_mount_point(&root("--dir /run/lock status"), lock);
     let out = root("--dir /run/lock reap backup");
     out.expect(0);
-    mount_point(&out, lock);
+    named_as_mount_point(&out, lock);
     let out = root("--dir /run/lock check backup");
     out.expect(3);
-    mount_point(&out, lock);
+    named_as_mount_point(&out, lock);
 
+    passes_or_names_the_other_mount_points(&ns);
+}
+
+/// Runs root's onlyone with `args` (split at spaces) in `ns`, and fails
+/// when it waited on a mount point.
+fn root_waits_on_no_mount(ns: &Ns, args: &str) -> Out {
+    let args: Vec<&str> = args.split(' ').collect();
+    let out = ns.run(ns.oo(None, &args), Duration::from_secs(20), &args.join(" "));
+    assert!(
+        out.took < Duration::from_secs(5),
+        "root's `{}` waited on a mount point: {out:#?}",
+        args.join(" ")
+    );
+    out
+}
+
+/// Fails unless `out` names `name` as a mount point.
+fn named_as_mount_point(out: &Out, name: &str) {
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains(&format!("`{name}`")) && text.contains("mount"),
+        "{name} named as a mount point: {out:#?}"
+    );
+}
+
+/// The names beside the hung lock file: an earlier version's journal and
+/// q's queue seat are named, a ticket ahead and a dead writer's temp file
+/// are passed over, and the removal and reaper's guards are named.
+fn passes_or_names_the_other_mount_points(ns: &Ns) {
+    let root = |args: &str| root_waits_on_no_mount(ns, args);
     // An earlier version's journal beside a lock.
     let journal = "/run/lock/old.lock.journal";
     let out = root("--dir /run/lock check old");
     out.expect(3);
-    mount_point(&out, journal);
-    mount_point(&root("--dir /run/lock history old"), journal);
-    mount_point(&root("--dir /run/lock metrics old"), journal);
+    named_as_mount_point(&out, journal);
+    named_as_mount_point(&root("--dir /run/lock history old"), journal);
+    named_as_mount_point(&root("--dir /run/lock metrics old"), journal);
 
     // A ticket ahead in q's line is passed over; q's queue seat is named.
     let out = root("--dir /run/lock run --wait 1s q -- true");
     out.expect(75);
     let out = root("--dir /run/lock run --queue --wait 1s q -- true");
     out.expect(125);
-    mount_point(&out, "/run/lock/.q.lock.queue");
+    named_as_mount_point(&out, "/run/lock/.q.lock.queue");
 
     // A takeover sweeps dead writers' temp files, passing the mount point.
     root("--dir /run/lock run t -- true")
@@ -345,10 +366,10 @@ fn a_mount_point_at_a_name_in_a_lock_directory_hangs_nothing() {
     // The removal guard and the reaper's guard.
     let out = root("--dir /tmp run g -- true");
     assert_ne!(out.code(), 75, "{out:#?}");
-    mount_point(&out, "/tmp/.onlyone-guard.0");
+    named_as_mount_point(&out, "/tmp/.onlyone-guard.0");
     let out = root("--dir /tmp reap x");
     out.expect(0);
-    mount_point(&out, "/tmp/.onlyone-reap.lock");
+    named_as_mount_point(&out, "/tmp/.onlyone-reap.lock");
 }
 
 /// A hard link of root's symbolic link: where `fs.protected_hardlinks` is

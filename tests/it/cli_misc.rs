@@ -271,7 +271,18 @@ fn precheck_exits_0_or_75_whatever_the_input() {
     precheck(&w, &d, &["otherboot"], 0, &[]);
     assert_untouched(sp);
 
-    // Records that are not records: unknown, fail open, left in place.
+    precheck_fails_open_on_records_it_cannot_judge(&w, &d, &boot);
+    precheck_fails_open_on_what_is_not_a_lock_file(&w, &d);
+    precheck_fails_open_on_usage_errors(&w, &d);
+
+    // Nothing above touched the live holder or its lock.
+    assert_untouched(sp);
+    precheck(&w, &d, &["live"], 75, &[]);
+}
+
+/// `precheck` on records that are not records: unknown, fail open, left
+/// in place.
+fn precheck_fails_open_on_records_it_cannot_judge(w: &World, d: &Path, boot: &str) {
     let garbage: &[(&str, &[u8])] = &[
         ("garbage", b"hello world\n"),
         ("empty", b""),
@@ -283,17 +294,21 @@ fn precheck_exits_0_or_75_whatever_the_input() {
     ];
     for (name, bytes) in garbage {
         put(&w.lock(name), bytes);
-        precheck(&w, &d, &[name], 0, &["cannot be judged", "fail open"]);
+        precheck(w, d, &[name], 0, &["cannot be judged", "fail open"]);
         assert!(w.lock(name).exists(), "{name}: an unknown lock was removed");
     }
-    put(&w.lock("pid0full"), record(0, 1, &boot, "lock", "x"));
-    precheck(&w, &d, &["pid0full"], 0, &["fail open"]);
+    put(&w.lock("pid0full"), record(0, 1, boot, "lock", "x"));
+    precheck(w, d, &["pid0full"], 0, &["fail open"]);
+}
 
+/// `precheck` on a lock path that is not a lock file (a symlink, a FIFO, a
+/// directory) and on a `--dir` that is not a directory one can use.
+fn precheck_fails_open_on_what_is_not_a_lock_file(w: &World, d: &Path) {
     // A symlink at the lock path is never followed, even to a live record.
     std::os::unix::fs::symlink(w.lock("live"), w.lock("link")).unwrap();
-    precheck(&w, &d, &["link"], 0, &["symbolic link", "fail open"]);
+    precheck(w, d, &["link"], 0, &["symbolic link", "fail open"]);
     std::os::unix::fs::symlink(d.join("nowhere"), w.lock("dangling")).unwrap();
-    precheck(&w, &d, &["dangling"], 0, &["symbolic link", "fail open"]);
+    precheck(w, d, &["dangling"], 0, &["symbolic link", "fail open"]);
 
     // A FIFO at the lock path: a clear error, never a hang.
     let fifo = w.lock("fifo");
@@ -303,19 +318,19 @@ fn precheck_exits_0_or_75_whatever_the_input() {
         c
     });
     out.expect(0);
-    let out = precheck(&w, &d, &["fifo"], 0, &["FIFO", "fail open"]);
+    let out = precheck(w, d, &["fifo"], 0, &["FIFO", "fail open"]);
     assert!(out.took < Duration::from_secs(2), "took {:?}", out.took);
 
     // A directory at the lock path.
     std::fs::create_dir(w.lock("adir")).unwrap();
-    precheck(&w, &d, &["adir"], 0, &["directory", "fail open"]);
+    precheck(w, d, &["adir"], 0, &["directory", "fail open"]);
 
     // A --dir that is a regular file, or does not exist.
     let file = d.join("plainfile");
     std::fs::write(&file, "x").unwrap();
-    precheck(&w, &file, &["x"], 0, &["not a directory", "fail open"]);
+    precheck(w, &file, &["x"], 0, &["not a directory", "fail open"]);
     // A missing directory (`/run` after a reboot) means no lock: silent.
-    precheck(&w, &d.join("missing"), &["x"], 0, &[]).quiet();
+    precheck(w, &d.join("missing"), &["x"], 0, &[]).quiet();
     assert!(!d.join("missing").exists(), "precheck created the dir");
 
     // An unreadable directory: root still reads it.
@@ -325,34 +340,32 @@ fn precheck_exits_0_or_75_whatever_the_input() {
         std::fs::read(w.lock("live")).unwrap(),
     );
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
-    precheck(&w, &locked, &["held"], if is_root() { 75 } else { 0 }, &[]);
-    precheck(&w, &locked, &["free"], 0, &[]);
+    precheck(w, &locked, &["held"], if is_root() { 75 } else { 0 }, &[]);
+    precheck(w, &locked, &["free"], 0, &[]);
+}
 
-    // Bad lock names, usage errors.
-    precheck(&w, &d, &["a b"], 0, &["not a lock name", "fail open"]);
-    precheck(&w, &d, &["--", "-x"], 0, &["not a lock name", "fail open"]);
-    precheck(&w, &d, &["-x"], 0, &["fail open"]);
-    precheck(&w, &d, &[&"x".repeat(300)], 0, &["not a lock name"]);
-    precheck(&w, &d, &[".."], 0, &["not a lock name"]);
-    precheck(&w, &d, &["é"], 0, &["not a lock name"]);
-    precheck(&w, &d, &[""], 0, &["not a lock name"]);
-    precheck(&w, &d, &["--bogus", "live"], 0, &["--bogus", "fail open"]);
-    precheck(&w, &d, &[], 0, &["fail open"]);
-    precheck(&w, &d, &["--deadline", "soon", "live"], 0, &["fail open"]);
-    precheck(&w, &d, &["--deadline"], 0, &["fail open"]);
-    precheck(&w, &d, &["--deadline", "0s", "free"], 0, &[]);
+/// `precheck` on bad lock names and usage errors: 0, failing open.
+fn precheck_fails_open_on_usage_errors(w: &World, d: &Path) {
+    precheck(w, d, &["a b"], 0, &["not a lock name", "fail open"]);
+    precheck(w, d, &["--", "-x"], 0, &["not a lock name", "fail open"]);
+    precheck(w, d, &["-x"], 0, &["fail open"]);
+    precheck(w, d, &[&"x".repeat(300)], 0, &["not a lock name"]);
+    precheck(w, d, &[".."], 0, &["not a lock name"]);
+    precheck(w, d, &["é"], 0, &["not a lock name"]);
+    precheck(w, d, &[""], 0, &["not a lock name"]);
+    precheck(w, d, &["--bogus", "live"], 0, &["--bogus", "fail open"]);
+    precheck(w, d, &[], 0, &["fail open"]);
+    precheck(w, d, &["--deadline", "soon", "live"], 0, &["fail open"]);
+    precheck(w, d, &["--deadline"], 0, &["fail open"]);
+    precheck(w, d, &["--deadline", "0s", "free"], 0, &[]);
     // A global usage error before the subcommand is still a precheck.
     let mut c = w.program(BIN);
     c.args(["--bogus", "--dir"])
-        .arg(&d)
+        .arg(d)
         .args(["precheck", "live"]);
     let out = w.finish(c);
     assert_eq!(out.status.code(), Some(0), "{out:#?}");
     assert!(out.stderr.contains("fail open"), "{out:#?}");
-
-    // Nothing above touched the live holder or its lock.
-    assert_untouched(sp);
-    precheck(&w, &d, &["live"], 75, &[]);
 }
 
 /// `precheck` whose stderr is a pipe nobody reads any more (cron's mailer
@@ -654,25 +667,7 @@ fn status_json_follows_the_documented_schema() {
         check_schema(l);
     }
 
-    let free = entry(&v, "free");
-    assert_eq!(free["state"], "free");
-    assert_eq!(free["path"], w.lock("free").display().to_string());
-    for k in KEYS.iter().filter(|k| {
-        ![
-            "name",
-            "path",
-            "state",
-            "stopped",
-            "waiters",
-            "outside_work",
-        ]
-        .contains(k)
-    }) {
-        assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
-    }
-    assert_eq!(free["stopped"], false);
-    assert_eq!(free["waiters"], serde_json::json!([]));
-    assert_eq!(free["outside_work"], serde_json::json!([]));
+    assert_the_free_lock_has_no_holder(&w, &v);
 
     let r = entry(&v, "run");
     assert_eq!(r["state"], "held", "{r:#}");
@@ -725,9 +720,39 @@ fn status_json_follows_the_documented_schema() {
     // status only reads: the stale and unknown locks are still there.
     assert!(w.lock("stale").exists() && w.lock("unknown").exists());
 
+    status_json_without_names_lists_every_lock(&w);
+}
+
+/// The free lock's entry in `status --json`'s `v`: its name and path, and
+/// nothing of a holder.
+fn assert_the_free_lock_has_no_holder(w: &World, v: &Value) {
+    let free = entry(v, "free");
+    assert_eq!(free["state"], "free");
+    assert_eq!(free["path"], w.lock("free").display().to_string());
+    for k in KEYS.iter().filter(|k| {
+        ![
+            "name",
+            "path",
+            "state",
+            "stopped",
+            "waiters",
+            "outside_work",
+        ]
+        .contains(k)
+    }) {
+        assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
+    }
+    assert_eq!(free["stopped"], false);
+    assert_eq!(free["waiters"], serde_json::json!([]));
+    assert_eq!(free["outside_work"], serde_json::json!([]));
+}
+
+/// `status --json` without names: every `*.lock` of the directory, sorted,
+/// nothing else; and none for a directory that does not exist.
+fn status_json_without_names_lists_every_lock(w: &World) {
     // Without names: every *.lock of DIR, sorted, nothing else.
     std::fs::write(w.dir().join("notes.txt"), "x").unwrap();
-    let all = status_json(&w, &[]);
+    let all = status_json(w, &[]);
     let names: Vec<&str> = all["locks"]
         .as_array()
         .unwrap()

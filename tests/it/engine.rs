@@ -149,81 +149,12 @@ fn child_entry() {
             println!("@@ {r:?}");
         }
         // Acquire (marking the moment a reclaim starts), report, then hold.
-        "take" => {
-            let marker = env_path(GO);
-            test_hooks::set(lock.path(), move |p, _| {
-                if p == Point::BeforeReclaim {
-                    touch(&marker, "");
-                }
-            });
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let g = lock.acquire(&AcquireOptions::new().deadline(deadline));
-            match g {
-                Ok(g) => {
-                    touch(&ready, "acquired");
-                    let _keep = g;
-                    loop {
-                        std::thread::park();
-                    }
-                }
-                Err(e) => touch(&ready, &format!("error: {e}")),
-            }
-        }
+        "take" => take_and_hold(&lock, &ready),
         // A run's wrapper: acquire in run mode, start `sh` that leaves a
         // `sleep` grandchild, record the command, report both pids, hold.
-        "wrapper" => {
-            let token = onlyone::new_token();
-            let mut g = lock
-                .acquire(&AcquireOptions::new().run_mode().token(token.clone()))
-                .unwrap();
-            let sh = Command::new("sh")
-                .args([
-                    "-c",
-                    // Written whole, then renamed: the parent waits for the name.
-                    "sleep 1000 & echo $! > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"; wait",
-                    "sh",
-                ])
-                .arg(ready.with_extension("grandchild"))
-                .env("ONLYONE_TOKEN", &token)
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap();
-            g.set_command(sh.id()).unwrap();
-            wait_for_file(&ready.with_extension("grandchild"));
-            touch(&ready, &sh.id().to_string());
-            // Hold until killed; the wait is for the lint: sh is killed too.
-            let mut sh = sh;
-            let _ = sh.wait();
-            loop {
-                std::thread::park();
-            }
-        }
+        "wrapper" => be_a_wrapper(&lock, &ready),
         // One contender of the reclaim race: one try per byte on stdin.
-        "racer" => {
-            let mut held = None;
-            let stdin = std::io::stdin();
-            let mut out = std::io::stdout();
-            for line in stdin.lock().lines() {
-                let line = line.unwrap();
-                if line == "go" {
-                    if let Some(g) = held.take() {
-                        onlyone::LockGuard::leave_to_owner(g);
-                    }
-                    let verdict = match lock.try_acquire() {
-                        Ok(g) => {
-                            // Keep the record (owner: this live process), so
-                            // a slower racer of this round sees it held.
-                            held = Some(g);
-                            "won".to_owned()
-                        }
-                        Err(Error::Held(_)) => "held".to_owned(),
-                        Err(e) => format!("error {e}"),
-                    };
-                    writeln!(out, "@@ {verdict}").unwrap();
-                    out.flush().unwrap();
-                }
-            }
-        }
+        "racer" => race_for(&lock),
         // Print the verdict and what kill(pid, 0) says (run as `nobody`).
         "inspect" => {
             let seen = lock.inspect().unwrap();
@@ -237,6 +168,88 @@ fn child_entry() {
         other => panic!("unknown role {other}"),
     }
     std::process::exit(0);
+}
+
+/// The child role `take`: acquires (marking the moment a reclaim starts),
+/// reports, then holds.
+fn take_and_hold(lock: &LockFile, ready: &Path) {
+    let marker = env_path(GO);
+    test_hooks::set(lock.path(), move |p, _| {
+        if p == Point::BeforeReclaim {
+            touch(&marker, "");
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let g = lock.acquire(&AcquireOptions::new().deadline(deadline));
+    match g {
+        Ok(g) => {
+            touch(ready, "acquired");
+            let _keep = g;
+            loop {
+                std::thread::park();
+            }
+        }
+        Err(e) => touch(ready, &format!("error: {e}")),
+    }
+}
+
+/// The child role `wrapper`, a run's wrapper: acquires in run mode,
+/// starts `sh` that leaves a `sleep` grandchild, records the command,
+/// reports both pids, holds.
+fn be_a_wrapper(lock: &LockFile, ready: &Path) -> ! {
+    let token = onlyone::new_token();
+    let mut g = lock
+        .acquire(&AcquireOptions::new().run_mode().token(token.clone()))
+        .unwrap();
+    let sh = Command::new("sh")
+        .args([
+            "-c",
+            // Written whole, then renamed: the parent waits for the name.
+            "sleep 1000 & echo $! > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"; wait",
+            "sh",
+        ])
+        .arg(ready.with_extension("grandchild"))
+        .env("ONLYONE_TOKEN", &token)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    g.set_command(sh.id()).unwrap();
+    wait_for_file(&ready.with_extension("grandchild"));
+    touch(ready, &sh.id().to_string());
+    // Hold until killed; the wait is for the lint: sh is killed too.
+    let mut sh = sh;
+    let _ = sh.wait();
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The child role `racer`, one contender of the reclaim race: one try
+/// per `go` line on stdin.
+fn race_for(lock: &LockFile) {
+    let mut held = None;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let line = line.unwrap();
+        if line == "go" {
+            if let Some(g) = held.take() {
+                onlyone::LockGuard::leave_to_owner(g);
+            }
+            let verdict = match lock.try_acquire() {
+                Ok(g) => {
+                    // Keep the record (owner: this live process), so
+                    // a slower racer of this round sees it held.
+                    held = Some(g);
+                    "won".to_owned()
+                }
+                Err(Error::Held(_)) => "held".to_owned(),
+                Err(e) => format!("error {e}"),
+            };
+            writeln!(out, "@@ {verdict}").unwrap();
+            out.flush().unwrap();
+        }
+    }
 }
 
 /// Reads the `@@ ` lines a child printed.

@@ -124,52 +124,7 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
     let d = dir();
     std::fs::create_dir_all(&d.path).unwrap();
     let lock = d.path.join("sync.lock");
-    // A run whose command leaves an idle process behind and whose wrapper
-    // is then killed: the lingering process keeps the lock held.
-    let pidfile = d.path.join("pid");
-    let mut wrapper = Proc(
-        bin(&d)
-            .arg("--dir")
-            .arg(&d.path)
-            .args(["run", "sync", "--", "sh", "-c"])
-            .arg(format!(
-                "sleep 1000 & echo $! > {}; wait",
-                pidfile.display()
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until(
-        "the run to start its child",
-        Duration::from_secs(10),
-        || std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n')),
-    );
-    let lingering: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // The wrapper names the command in the record once its spawn returns,
-    // which may be after the command's child wrote its pid.
-    wait_until(
-        "the record to name the command",
-        Duration::from_secs(10),
-        || std::fs::read_to_string(&lock).is_ok_and(|r| r.contains("\ncmdpid=")),
-    );
-    let rec = onlyone::LockFile::open(&lock)
-        .unwrap()
-        .inspect()
-        .unwrap()
-        .unwrap()
-        .record
-        .unwrap();
-    kill9(&mut wrapper.0);
-    kill9_pid(rec.cmd_id.unwrap().pid);
-    wait_gone(rec.cmd_id.unwrap().pid);
-    settle(lingering);
+    let lingering = leave_a_lingering_run(&d, &lock);
 
     // The next fire is refused: the run is still "alive".
     assert_eq!(onlyone(&d, &["precheck", "sync"]).status.code(), Some(75));
@@ -230,6 +185,57 @@ fn the_seed_scenario_a_finished_run_that_lingers_is_reaped_and_the_next_fire_run
     // Nothing else was touched.
     assert!(running(own.0.id()) && running(other.0.id()));
     kill9(&mut own.0);
+}
+
+/// A run of `sync` whose command leaves an idle process behind and whose
+/// wrapper and command are then killed: the lingering process (its pid
+/// returned) keeps the lock held.
+fn leave_a_lingering_run(d: &Dir, lock: &Path) -> u32 {
+    let pidfile = d.path.join("pid");
+    let mut wrapper = Proc(
+        bin(d)
+            .arg("--dir")
+            .arg(&d.path)
+            .args(["run", "sync", "--", "sh", "-c"])
+            .arg(format!(
+                "sleep 1000 & echo $! > {}; wait",
+                pidfile.display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until(
+        "the run to start its child",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n')),
+    );
+    let lingering: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The wrapper names the command in the record once its spawn returns,
+    // which may be after the command's child wrote its pid.
+    wait_until(
+        "the record to name the command",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(lock).is_ok_and(|r| r.contains("\ncmdpid=")),
+    );
+    let rec = onlyone::LockFile::open(lock)
+        .unwrap()
+        .inspect()
+        .unwrap()
+        .unwrap()
+        .record
+        .unwrap();
+    kill9(&mut wrapper.0);
+    kill9_pid(rec.cmd_id.unwrap().pid);
+    wait_gone(rec.cmd_id.unwrap().pid);
+    settle(lingering);
+    lingering
 }
 
 #[test]

@@ -875,6 +875,14 @@ fn a_run_ends_the_same_way_in_a_directory_and_in_the_store() {
             }
         }
     }
+    status_is_one_schema_and_one_table_in_both_places(&at);
+}
+
+/// `status` of a lock that ran `three` (exit 3), in the directory and in
+/// the store (`at(store, args)` runs onlyone in one of them): one JSON
+/// schema, the lease's fields added with a store, one table renderer, and
+/// the last run in both.
+fn status_is_one_schema_and_one_table_in_both_places(at: &dyn Fn(bool, &[&str]) -> Out) {
     // `status --json`: one schema, the lease's fields added with a store,
     // and the last run known in both.
     let keys = |v: &serde_json::Value| -> Vec<String> {

@@ -646,8 +646,17 @@ mod tests {
     /// their sentences: the command prints `Display` alone.
     #[test]
     fn every_kind_says_its_sentence() {
-        let url = "postgres://u@db/jobs".to_owned();
-        let cases: Vec<(StoreError, &str)> = vec![
+        let url = "postgres://u@db/jobs";
+        for (e, said) in connection_kinds(url).into_iter().chain(setup_kinds(url)) {
+            assert_eq!(e.to_string(), said, "{e:?}");
+        }
+        lease_timing_says_its_sentences();
+    }
+
+    /// The kinds of a connection that failed, each with its sentence.
+    fn connection_kinds(url: &str) -> Vec<(StoreError, &'static str)> {
+        let url = url.to_owned();
+        vec![
             (
                 StoreError::Unreachable {
                     url: url.clone(),
@@ -717,6 +726,14 @@ mod tests {
                 },
                 "cannot use the store `postgres://u@db/jobs`: nobody listens there",
             ),
+        ]
+    }
+
+    /// The kinds of a store that cannot be used as it is set up or built,
+    /// each with its sentence.
+    fn setup_kinds(url: &str) -> Vec<(StoreError, &'static str)> {
+        let url = url.to_owned();
+        vec![
             (
                 StoreError::NoTables {
                     source: Box::new(StoreError::Server {
@@ -758,10 +775,11 @@ mod tests {
                 },
                 "cannot start the renewals: no threads",
             ),
-        ];
-        for (e, said) in cases {
-            assert_eq!(e.to_string(), said, "{e:?}");
-        }
+        ]
+    }
+
+    /// A lease timing that cannot work says why, and what fits.
+    fn lease_timing_says_its_sentences() {
         assert_eq!(
             LeaseTiming::new(Duration::from_millis(400), Duration::ZERO)
                 .unwrap_err()
