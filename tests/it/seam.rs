@@ -10,7 +10,7 @@
 
 use crate::support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rustix::process::Signal;
@@ -296,15 +296,8 @@ fn a_store_queued_skip_names_the_waiter_and_the_holder() {
     let Some(mut w) = World::new() else { return };
     let host = onlyone::host_name();
     let a = w.holder("a", &[], "touch \"$READY\"; exec sleep 1000");
-    let err = std::fs::File::create(w.path("waiter.err")).unwrap();
-    let child = w
-        .oo_at(&w.pg.url(), &["run", "--queue", "j", "--", "true"])
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn onlyone");
-    let waiter = child.id();
-    w.kids.push(child);
+    let queued = w.oo_at(&w.pg.url(), &["run", "--queue", "j", "--", "true"]);
+    let waiter = w.start_logged(queued, "waiter");
     wait_until("the first fire queued", HANG, || {
         let s = w.oo(&["status", "--json", "j"]).json();
         s["locks"][0]["waiters"][0]["pid"] == waiter
