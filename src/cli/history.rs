@@ -82,9 +82,9 @@ impl<'a> RunJson<'a> {
 
 /// `history`, in either place.
 pub fn history(place: &dyn Place, a: args::History) -> Code {
-    let (name, h, whence) = match place.history(&a.lock) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
+    let (name, h, whence) = match place.seam().history(&a.lock) {
+        Ok(r) => (r.name, r.history, r.source),
+        Err(e) => return fail(super::place::words(&e)),
     };
     // Nothing at all: a typo (or the wrong user or directory) is an
     // error, as `check` makes it UNKNOWN, not an empty history.

@@ -20,11 +20,16 @@ static SAID: AtomicBool = AtomicBool::new(false);
 pub(super) fn write(log: &dyn EventLog, ev: &Event, quiet: bool) {
     if let Err(e) = log.append(ev)
         && !quiet
-        && !SAID.swap(true, Ordering::Relaxed)
     {
+        unlogged(&log.describe(), &e);
+    }
+}
+
+/// Says that an event could not be written to `log`, once per process.
+pub(super) fn unlogged(log: &str, e: &std::io::Error) {
+    if !SAID.swap(true, Ordering::Relaxed) {
         say(format_args!(
-            "could not write {} ({e}); the run goes on without it",
-            log.describe()
+            "could not write {log} ({e}); the run goes on without it"
         ));
     }
 }

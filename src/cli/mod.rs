@@ -19,17 +19,14 @@ mod store;
 mod tail;
 mod view;
 
-use std::collections::HashSet;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use onlyone::journal::Journal;
-use onlyone::names::{self, DirSource};
-use onlyone::signal::GracefulStop;
+use onlyone::names;
+use onlyone::place::dir::DirPlace;
+use onlyone::place::{Note, Notes};
 use onlyone::state::StateDir;
-use onlyone::stop::{self, Stopped};
-use onlyone::{Error, HeldBy, Inspection, LockFile, StaleReason, Verdict, compact_duration};
+use onlyone::{Error, HeldBy, LockFile, compact_duration};
 
 use args::{Cli, Command};
 use exit::{Code, Ending};
@@ -67,9 +64,9 @@ pub fn main(argv: Vec<OsString>) -> Code {
         Command::Run(a) => run::run(place, &a),
         Command::Acquire(a) => ctx.acquire(a.0),
         Command::Release(a) => ctx.release(a.0),
-        Command::Precheck(a) => place::precheck(place, &a),
+        Command::Precheck(a) => place::precheck(place.seam(), &a),
         Command::Status(a) => status::status(place, a.0),
-        Command::Stop(a) => place::stop(place, &a),
+        Command::Stop(a) => place::stop(place.seam(), &a),
         Command::Reap(a) => reap::reap(&ctx, a.0),
         Command::History(a) => history::history(place, a.0),
         Command::Check(a) => monitor::check(place, a.0),
@@ -139,23 +136,34 @@ fn subcommand(argv: &[OsString]) -> Option<&str> {
     None
 }
 
-/// What every command shares: the lock directory and where it came from,
-/// and the state directory that keeps the journals.
+/// What every command shares: the lock directory place (the lock
+/// directory and where it came from, and the state directory that keeps
+/// the journals), which it derefs to, and the store the command line names.
 #[derive(Clone)]
 pub struct Ctx {
-    dir: PathBuf,
-    source: DirSource,
-    /// Resolved once: every journal of the command is there.
-    state: StateDir,
-    /// `--allow-shared-fs`: write even on a network or FUSE filesystem.
-    allow_shared_fs: bool,
+    /// The lock directory, as a place.
+    place: DirPlace,
     /// `--store URL`: the PostgreSQL store.
     store: Option<String>,
 }
 
-/// How long a precheck may wait for the removal guard to clear a stale
-/// lock: a courtesy that must not hold the answer up.
-const PRECHECK_CLEARING: Duration = Duration::from_millis(100);
+impl std::ops::Deref for Ctx {
+    type Target = DirPlace;
+
+    fn deref(&self) -> &DirPlace {
+        &self.place
+    }
+}
+
+/// What a place says on the side, said on stderr: an earlier version's
+/// journal set aside, an event that could not be written (once).
+fn notes() -> Notes {
+    std::sync::Arc::new(|n: Note<'_>| match n {
+        Note::SetAside(s) => say(s),
+        Note::Unlogged { log, error } => journal::unlogged(log, error),
+        _ => {}
+    })
+}
 
 /// Prints a message on stderr. A closed stderr must not change the exit
 /// code (a precheck must still answer 0 or 75), so write errors are
@@ -172,117 +180,15 @@ fn deadline_of(d: Option<Duration>) -> Option<Instant> {
 impl Ctx {
     fn new(cli: &Cli) -> Ctx {
         let g = &cli.globals;
-        let (dir, source) = names::lock_dir(g.dir.as_deref());
         Ctx {
-            dir,
-            source,
-            state: StateDir::resolve(g.state_dir.as_deref()),
-            allow_shared_fs: g.allow_shared_fs,
+            place: DirPlace::new(
+                names::lock_dir(g.dir.as_deref()),
+                StateDir::resolve(g.state_dir.as_deref()),
+                g.allow_shared_fs,
+                notes(),
+            ),
             store: g.store.clone().filter(|s| !s.is_empty()),
         }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The journal of `lock`, in the state directory. An earlier
-    /// version's journal beside the lock that a read sets aside is said
-    /// on stderr, once per read.
-    pub fn journal(&self, lock: &LockFile) -> Journal {
-        Journal::of(lock, &self.state).on_set_aside(|s| say(s))
-    }
-
-    /// The journal of the lock file `path`, found even when neither it nor
-    /// its directory exists (`/run` after a reboot).
-    pub fn journal_at(&self, path: &Path) -> Journal {
-        Journal::at(path, &self.state).on_set_aside(|s| say(s))
-    }
-
-    /// True when the lock directory exists (the reaper keeps its state
-    /// there).
-    fn state_dir_exists(&self) -> bool {
-        self.dir.is_dir()
-    }
-
-    /// Resolves LOCK for a command that writes: the directory is created
-    /// when it is ours to create.
-    fn open_for_writing(&self, lock: &str) -> Result<(LockFile, String), Error> {
-        let path = names::lock_path(lock, &self.dir)?;
-        if path.parent() == Some(self.dir.as_path()) {
-            names::ensure_dir(&self.dir, self.source)?;
-        }
-        let name = names::display_name(&path, &self.dir);
-        let lock = self.open_checked(&path)?;
-        let lock = if self.allow_shared_fs {
-            lock.allow_shared_fs()
-        } else {
-            lock
-        };
-        Ok((lock, name))
-    }
-
-    /// Resolves LOCK for a command that only reads.
-    pub fn open_for_reading(&self, lock: &str) -> Result<(LockFile, String), Error> {
-        let path = names::lock_path(lock, &self.dir)?;
-        let name = names::display_name(&path, &self.dir);
-        Ok((self.open_checked(&path)?, name))
-    }
-
-    /// The journal of LOCK for a command that only reads it, the lock's
-    /// name, and the lock when its directory exists: found by name or path
-    /// even when neither the lock file nor its directory exists (`/run` is
-    /// emptied at boot).
-    fn journal_for_reading(
-        &self,
-        lock: &str,
-    ) -> Result<(Journal, String, Option<LockFile>), String> {
-        match self.open_for_reading(lock) {
-            Ok((l, name)) => Ok((self.journal(&l), name, Some(l))),
-            Err(Error::MissingDir { .. }) => {
-                let path = names::lock_path(lock, &self.dir).map_err(|e| e.to_string())?;
-                let name = names::display_name(&path, &self.dir);
-                Ok((self.journal_at(&path), name, None))
-            }
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// Every lock of the lock directory: its lock files, and the locks
-    /// that have a journal there (an earlier version's) or in the state
-    /// directory, so that a job shows after a reboot before its next run;
-    /// and which of them have a journal (`None`: any may).
-    fn listing(&self) -> Result<(Vec<String>, Option<HashSet<String>>), String> {
-        let (mut locks, mut journals) = view::lock_listing(&self.dir).map_err(|e| {
-            format!(
-                "cannot list the lock directory `{}`: {e}",
-                self.dir.display()
-            )
-        })?;
-        // A state directory that cannot be listed says why when each
-        // lock's journal is read.
-        let Ok(in_state) = self.state.locks_in(&self.dir) else {
-            return Ok((locks, None));
-        };
-        for p in in_state {
-            let p = p.display().to_string();
-            journals.insert(p.clone());
-            locks.push(p);
-        }
-        locks.sort();
-        locks.dedup();
-        Ok((locks, Some(journals)))
-    }
-
-    /// Opens a lock; in the default directory, checks the directory it
-    /// holds open as well as the one [`Ctx::refuse_untrusted_dir`] looked
-    /// at by path.
-    fn open_checked(&self, path: &Path) -> Result<LockFile, Error> {
-        let lock = LockFile::open(path)?;
-        if self.source == DirSource::Default && path.parent() == Some(self.dir.as_path()) {
-            names::check_default_dir_held(&lock)?;
-        }
-        Ok(lock)
     }
 
     /// Maps a failed acquire to a message and a code: held (or a wait that
@@ -316,148 +222,6 @@ impl Ctx {
             _ => fail(e),
         }
     }
-
-    /// What a precheck finds in the lock directory.
-    fn precheck_found(
-        &self,
-        lock_arg: &str,
-        deadline: Option<Instant>,
-    ) -> Result<(String, place::Found), String> {
-        use place::Found;
-        let (lock, name, seen, cleaned) = match self.precheck_look(lock_arg, deadline) {
-            Ok(x) => x,
-            // No lock directory (`/run` is emptied at boot): no lock.
-            Err(Error::MissingDir { .. }) => return Ok((lock_arg.to_owned(), Found::Free(None))),
-            Err(e) => return Err(e.to_string()),
-        };
-        let Some(s) = seen else {
-            return Ok((name, Found::Free(None)));
-        };
-        let found = match (&s.verdict, s.held_by(lock.path())) {
-            (Verdict::Held(_), held) => {
-                // Best effort and silent: precheck answers 0 or 75.
-                Found::Held(held.map(|h| {
-                    journal::skipped(&self.journal(&lock), &h, true);
-                    held_message(&name, &h, deadline)
-                }))
-            }
-            (Verdict::Stale(r), _) => {
-                if let (Some(reason), Ok(old)) = (&cleaned, &s.record) {
-                    journal::abandoned(&self.journal(&lock), old, reason, true);
-                }
-                Found::Free(cleaned.is_some().then(|| r.to_string()))
-            }
-            (Verdict::Unknown(r), _) => Found::Unknown(r.to_string()),
-        };
-        Ok((name, found))
-    }
-
-    /// The lock a precheck asks about, its verdict, and whether a stale one
-    /// was cleared: every call bounded by `deadline` (a search of `/proc`
-    /// that runs out makes the verdict unknown, so the fire runs).
-    fn precheck_look(
-        &self,
-        lock_arg: &str,
-        deadline: Option<Instant>,
-    ) -> Result<(LockFile, String, Option<Inspection>, Option<StaleReason>), Error> {
-        let (lock, name) = self.open_for_reading(lock_arg)?;
-        let lock = match deadline {
-            Some(d) => lock.with_deadline(d),
-            None => lock,
-        };
-        let seen = lock.inspect()?;
-        // Clearing is a courtesy: it must not hold the answer up when
-        // another process holds the removal guard.
-        let courtesy = Instant::now() + PRECHECK_CLEARING;
-        let cleaned = match &seen {
-            Some(s) if matches!(s.verdict, Verdict::Stale(_)) => lock
-                .clone()
-                .with_deadline(deadline.map_or(courtesy, |d| d.min(courtesy)))
-                .reclaim_if_stale()
-                .ok()
-                .flatten(),
-            _ => None,
-        };
-        Ok((lock, name, seen, cleaned))
-    }
-
-    fn stop_run(&self, a: &args::Stop) -> Result<(String, place::Stopped), String> {
-        use place::Stopped as Done;
-        let deadline = deadline_of(a.deadline);
-        let (lock, name) = self.open_for_writing(&a.lock).map_err(|e| e.to_string())?;
-        let lock = match deadline {
-            Some(d) => lock.with_deadline(d),
-            None => lock,
-        };
-        let how = GracefulStop {
-            signal: a.signal.0,
-            grace: a.kill_after,
-        };
-        // Held only by what is not the run's own work: nothing to signal.
-        if let Some(keepers) = keepers_now(&lock, deadline) {
-            let why = outside_message(&name, &keepers, false);
-            return Ok((name, Done::KeptOutside(why)));
-        }
-        let stopped = match stop::stop(&lock, how, deadline) {
-            Err(Error::Timeout { held, waited }) => {
-                let keepers = view::keepers_of(&held.record, &held.holder, deadline);
-                if keepers.is_empty() {
-                    return Err(Error::Timeout { waited, held }.to_string());
-                }
-                return Ok((
-                    name.clone(),
-                    Done::KeptOutside(outside_message(&name, &keepers, true)),
-                ));
-            }
-            other => other.map_err(|e| e.to_string())?,
-        };
-        let done = match stopped {
-            Stopped::NotRunning => Done::NotRunning,
-            Stopped::WasStale { reason } => Done::WasStale(reason.to_string()),
-            Stopped::Ended {
-                record,
-                ended,
-                took,
-            } => {
-                journal::stopped(
-                    &self.journal(&lock),
-                    &record,
-                    Some(&a.signal.to_string()),
-                    false,
-                );
-                let killed = if ended.killed.is_empty() {
-                    String::new()
-                } else {
-                    format!("; KILL was needed for {}", pids(&ended.killed))
-                };
-                Done::Ended {
-                    who: format!(
-                        "pid {}, `{}`",
-                        record.pid,
-                        record.cmd.as_deref().unwrap_or("?")
-                    ),
-                    took,
-                    how: format!(": {} to {}{killed}", a.signal, pids(&ended.signalled)),
-                }
-            }
-            // A kind of outcome this onlyone does not know: the run is not
-            // held any more.
-            _ => Done::NotRunning,
-        };
-        Ok((name, done))
-    }
-}
-
-/// What keeps `lock` held now when nothing of its run's own work lives
-/// (see [`view::keepers_of`]); `None` when it is free, stale, unknown, or
-/// its run's work holds it.
-fn keepers_now(lock: &LockFile, deadline: Option<Instant>) -> Option<Vec<onlyone::reap::Keeper>> {
-    let seen = lock.inspect().ok()??;
-    let (Verdict::Held(h), Ok(r)) = (&seen.verdict, &seen.record) else {
-        return None;
-    };
-    let keepers = view::keepers_of(r, h, deadline);
-    (!keepers.is_empty()).then_some(keepers)
 }
 
 /// What `stop` says of a lock that `keepers`, outside its run's own work,

@@ -17,7 +17,7 @@ use super::{Ctx, args, fail, print_stdout, say};
 /// What is known of LOCK: its record, when its directory exists, and its
 /// journal, found even when it does not.
 fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
-    let (journal, name, lock) = ctx.journal_for_reading(lock)?;
+    let (journal, name, lock) = ctx.journal_for_reading(lock).map_err(|e| e.to_string())?;
     // Read before the lock is looked at (see `History::close_over`).
     let mut history = journal.history().map_err(|e| {
         format!(
@@ -198,7 +198,7 @@ impl Ctx {
     /// the lock directory.
     pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
         let targets = if locks.is_empty() {
-            self.listing()?.0
+            self.listing().map_err(|e| e.to_string())?.0
         } else {
             locks.to_vec()
         };

@@ -1,15 +1,18 @@
-//! Where a lock lives, as the commands see it: a lock directory ([`Ctx`])
-//! or the store (`store::StorePlace`). Each command is one function over a
-//! [`Place`]: `run` ([`super::run::run`]), [`precheck`], `history`
-//! ([`super::history::history`]), `check` and `metrics`
-//! ([`super::monitor`]), `status` ([`super::status::status`]), [`stop`]
-//! and the refusals of what a place cannot do ([`refuse`]). A place gives
-//! what differs: how a lock is taken, looked at and stopped there; the
-//! command says what happened and exits.
+//! Where a lock lives, as the commands see it: a lock directory ([`Ctx`],
+//! over the library's `DirPlace`) or the store (`store::StorePlace`, over
+//! the library's). [`precheck`] and [`stop`] are one function each over
+//! the library's [`onlyone::place::Place`], and word what it found or
+//! did; `history` ([`super::history::history`]), `check` and `metrics`
+//! ([`super::monitor`]), `status` ([`super::status::status`]) and `run`
+//! ([`super::run::run`]) take the command's [`Place`], which adds the
+//! command's own views; what a place cannot do is refused first
+//! ([`super::plan::refused_by_place`]). The command says what happened
+//! and exits.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use onlyone::journal::{History, LockNow};
+use onlyone::compact_duration;
+use onlyone::place::{Found, Holding, PlaceError, StopRequest, Stopped};
 
 use super::exit::{self, Code, Ending};
 use super::ping::Pings;
@@ -18,97 +21,96 @@ use super::view::Seen;
 use super::view::Shown;
 use super::{Ctx, args, deadline_of, say};
 
-/// What `precheck` found, in either place.
-pub enum Found {
-    /// Held by a live run (the skip recorded): what to say of it, when
-    /// its holder is known.
-    Held(Option<String>),
-    /// Free; a stale lock cleared first, for this reason.
-    Free(Option<String>),
-    /// It cannot be judged, for this reason: the fire runs.
-    Unknown(String),
-}
-
-/// What `stop` did, in either place.
-pub enum Stopped {
-    /// Nothing held the lock.
-    NotRunning,
-    /// A stale lock, cleared, for this reason.
-    WasStale(String),
-    /// The run ended: who it was, how long it took, and how (the signals,
-    /// where this process sent them).
-    Ended {
-        /// "pid 4242, `./sync.sh`".
-        who: String,
-        /// How long the stop took.
-        took: std::time::Duration,
-        /// ": TERM to pid 4242", or nothing for a request.
-        how: String,
-    },
-    /// Its holder was dead: nothing released it, and it ran out.
-    RanOut {
-        /// Who held it.
-        who: String,
-        /// After how long.
-        took: std::time::Duration,
-    },
-    /// Held by what is not the run's own work (a session opened later on
-    /// its terminal server), which `stop` never ends: what holds it and
-    /// what to do, as a sentence.
-    KeptOutside(String),
-    /// Asked, it has not let go by the deadline.
-    NotLetGo {
-        /// Who holds it.
-        who: String,
-        /// How long it was waited for.
-        waited: std::time::Duration,
-    },
+/// A place's error as the command says it.
+pub fn words(e: &PlaceError) -> String {
+    match e {
+        PlaceError::PathForName(lock) => format!(
+            "`{lock}` is a path; with --store a lock is a name (a letter or digit, then up \
+             to 63 letters, digits, `.`, `_` or `-`)"
+        ),
+        e => e.to_string(),
+    }
 }
 
 /// `stop`, in either place: 0 once the run is over (or was not running),
 /// 125 when it would not let go or the stop failed.
-pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
-    use onlyone::compact_duration;
-    let (name, stopped) = match place.stop(a) {
-        Ok(x) => x,
-        Err(e) => return super::fail(e),
+pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
+    let how = StopRequest {
+        signal: a.signal.0,
+        grace: a.kill_after,
+        deadline: deadline_of(a.deadline),
     };
-    match stopped {
-        Stopped::NotRunning => {
-            say(format_args!("`{name}` is not running; nothing to stop"));
-            Ending::Done.code()
-        }
+    let done = match place.stop(&a.lock, &how) {
+        Ok(x) => x,
+        Err(e) => return super::fail(words(&e)),
+    };
+    let name = done.name;
+    let ended = |who: String, took: Duration, how: String| {
+        say(format_args!(
+            "stopped the run of `{name}` ({who}) in {}{how}",
+            compact_duration(took)
+        ));
+        Ending::Done.code()
+    };
+    match done.stopped {
         Stopped::WasStale(reason) => {
             say(format_args!(
                 "`{name}` was not running ({reason}); cleared its stale lock"
             ));
             Ending::Done.code()
         }
-        Stopped::Ended { who, took, how } => {
-            say(format_args!(
-                "stopped the run of `{name}` ({who}) in {}{how}",
-                compact_duration(took)
-            ));
-            Ending::Done.code()
+        Stopped::Ended {
+            record,
+            took,
+            signal,
+            signalled,
+            killed,
+        } => {
+            let killed = if killed.is_empty() {
+                String::new()
+            } else {
+                format!("; KILL was needed for {}", super::pids(&killed))
+            };
+            let who = format!(
+                "pid {}, `{}`",
+                record.pid,
+                record.cmd.as_deref().unwrap_or("?")
+            );
+            let signal = onlyone::signal::signal_name(signal);
+            let how = format!(": {signal} to {}{killed}", super::pids(&signalled));
+            ended(who, took, how)
         }
-        Stopped::RanOut { who, took } => {
+        Stopped::LetGo { holder, took } => ended(
+            super::view::describe_lease_ago(&holder, took),
+            took,
+            String::new(),
+        ),
+        Stopped::RanOut { holder, took } => {
             say(format_args!(
-                "the holder of `{name}` ({who}) was dead: nothing released its lease, which ran \
+                "the holder of `{name}` ({}) was dead: nothing released its lease, which ran \
                  out after {}",
+                super::view::describe_lease_ago(&holder, took),
                 compact_duration(took)
             ));
             Ending::Done.code()
         }
-        Stopped::KeptOutside(why) => {
-            say(why);
+        Stopped::KeptOutside { keepers, after } => {
+            say(super::outside_message(&name, &keepers, after));
             Ending::Failed.code()
         }
-        Stopped::NotLetGo { who, waited } => {
+        Stopped::NotLetGo { holder, waited } => {
             say(format_args!(
-                "asked the run of `{name}` ({who}) to stop; it has not let go after {}",
+                "asked the run of `{name}` ({}) to stop; it has not let go after {}",
+                super::view::describe_lease_ago(&holder, waited),
                 compact_duration(waited)
             ));
             Ending::Failed.code()
+        }
+        // Not running, or a kind of outcome this command does not know:
+        // the run is not held any more.
+        _ => {
+            say(format_args!("`{name}` is not running; nothing to stop"));
+            Ending::Done.code()
         }
     }
 }
@@ -116,32 +118,47 @@ pub fn stop(place: &dyn Place, a: &args::Stop) -> Code {
 /// What `check` and `metrics` know of one lock (or why nothing is).
 pub type Named = (String, Result<Seen, String>);
 
-/// A place where locks live.
+/// A place where locks live, as the commands see it: the library's
+/// [`onlyone::place::Place`] (its [`Place::seam`]) with what a run takes
+/// there ([`RunPlace`]) and what `check`, `metrics` and `status` read of
+/// it. Those reads stay in the command: their results ([`Seen`],
+/// [`Shown`]) are the command's own views.
 pub trait Place: RunPlace {
-    /// `precheck`: is `lock` held by a live run? Its name as messages
-    /// give it, and what was found; every call bounded by `deadline` (an
-    /// error is said, and the fire runs).
-    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<(String, Found), String>;
-    /// The runs of `lock`: its name as messages give it, its history, and
-    /// where that was read.
-    fn history(&self, lock: &str) -> Result<(String, History, String), String>;
+    /// The place as the library knows it: precheck, stop and history.
+    fn seam(&self) -> &dyn onlyone::place::Place;
     /// What `check` and `metrics` need of each lock named (or of every
     /// lock, none named).
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String>;
     /// What `status` shows of the locks named (or of every lock, none
     /// named), every call bounded by `deadline`.
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String>;
-    /// `stop`: ends the live run of `a.lock` (the stop recorded); its
-    /// name as messages give it, and what happened.
-    fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String>;
 }
 
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on
 /// any error included (fail open: it never blocks a fire).
-pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
+pub fn precheck(place: &dyn onlyone::place::Place, a: &args::Precheck) -> Code {
     let deadline = deadline_of(a.deadline);
-    match place.precheck(&a.lock, deadline) {
-        Ok((name, Found::Held(why))) => {
+    let checked = match place.precheck(&a.lock, deadline) {
+        Ok(c) => c,
+        Err(e) => {
+            say(format_args!(
+                "precheck: {}; letting the fire run (fail open)",
+                words(&e)
+            ));
+            return Ending::FailedOpen.code();
+        }
+    };
+    let name = checked.name;
+    match checked.found {
+        Found::Held(holding) => {
+            let why = holding.map(|h| match h {
+                Holding::Run(h) => super::held_message(&name, &h, deadline),
+                Holding::Lease(row) => format!(
+                    "another run of `{name}` holds the lease as {}",
+                    super::view::describe_lease(&row)
+                ),
+                _ => format!("`{name}` is held"),
+            });
             // Fail open: a bad URL is said, and the answer stays 75.
             match super::ping::urls(&a.ping.urls, a.ping.file.as_deref())
                 .and_then(|u| Pings::new(&u, a.quiet, deadline))
@@ -160,46 +177,27 @@ pub fn precheck(place: &dyn Place, a: &args::Precheck) -> Code {
             }
             .code()
         }
-        Ok((_, Found::Free(None))) => Ending::Done.code(),
-        Ok((name, Found::Free(Some(reason)))) => {
+        Found::Free(None) => Ending::Done.code(),
+        Found::Free(Some(reason)) => {
             say(format_args!(
                 "precheck: cleared the stale lock `{name}`: {reason}"
             ));
             Ending::Done.code()
         }
-        Ok((name, Found::Unknown(why))) => {
+        Found::Unknown(why) => {
             say(format_args!(
                 "precheck: `{name}` cannot be judged ({why}); letting the fire run (fail open)"
             ));
             Ending::FailedOpen.code()
         }
-        Err(e) => {
-            say(format_args!(
-                "precheck: {e}; letting the fire run (fail open)"
-            ));
-            Ending::FailedOpen.code()
-        }
+        // A finding this command does not know: the fire runs.
+        _ => Ending::FailedOpen.code(),
     }
 }
 
 impl Place for Ctx {
-    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<(String, Found), String> {
-        self.precheck_found(lock, deadline)
-    }
-
-    fn history(&self, lock: &str) -> Result<(String, History, String), String> {
-        let (journal, name, lock) = self.journal_for_reading(lock)?;
-        let path = journal.path().display().to_string();
-        let mut h = journal
-            .history()
-            .map_err(|e| format!("cannot read the journal `{path}`: {e}"))?;
-        // Looked at after the journal is read (see `History::close_over`).
-        match lock.map(|l| l.inspect()) {
-            Some(Ok(seen)) => h.close_over(super::view::lock_now(seen.as_ref())),
-            None | Some(Err(onlyone::Error::MissingDir { .. })) => h.close_over(LockNow::Free),
-            Some(Err(_)) => {}
-        }
-        Ok((name, h, path))
+    fn seam(&self) -> &dyn onlyone::place::Place {
+        &**self
     }
 
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
@@ -208,9 +206,5 @@ impl Place for Ctx {
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         self.shown_in_dir(named, deadline)
-    }
-
-    fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String> {
-        self.stop_run(a)
     }
 }

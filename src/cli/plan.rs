@@ -197,11 +197,11 @@ pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code>
     if !local || !spec.reads_dir {
         return None;
     }
-    let default = ctx.source == DirSource::Default;
+    let default = ctx.source() == DirSource::Default;
     let e = default
-        .then(|| names::check_default_dir(&ctx.dir).err())
+        .then(|| names::check_default_dir(ctx.dir()).err())
         .flatten()
-        .or_else(|| names::check_links(&ctx.dir).err())?;
+        .or_else(|| names::check_links(ctx.dir()).err())?;
     Some(match spec.fails {
         FailMode::Open { note } => {
             say(format_args!("{}: {e}{note}", spec.name));

@@ -15,7 +15,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
     // A store holds no run reap could end (a store's run leaves nothing to
     // linger): reap works in a lock directory all the same, and says which
     // when the store may have made the user think otherwise.
-    if ctx.store.is_some() && ctx.source == names::DirSource::Default && !a.quiet {
+    if ctx.store.is_some() && ctx.source() == names::DirSource::Default && !a.quiet {
         say(format_args!(
             "reap: a store is set (--store or $ONLYONE_STORE), but reap works on this host's \
              processes of the runs whose locks are in a lock directory, not on the store's \
@@ -38,7 +38,7 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
         return Ending::FailedOpen.code();
     }
     if !a.dry_run
-        && let Err(e) = names::ensure_dir(ctx.dir(), ctx.source)
+        && let Err(e) = names::ensure_dir(ctx.dir(), ctx.source())
     {
         say(format_args!("reap: {e}"));
         return Ending::FailedOpen.code();

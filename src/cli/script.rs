@@ -211,7 +211,7 @@ impl Ctx {
                     // last of them exits, which a keeper records.
                     if let Some(t) = &r.token {
                         let end = RecordEnd {
-                            state: self.state.path(),
+                            state: self.state().path(),
                             exit: a.exit,
                         };
                         start_keeper(lock.path(), t, Some(&end));

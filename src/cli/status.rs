@@ -250,7 +250,7 @@ fn describe_all(
     // Named locks are looked up in full; listed ones have a journal only
     // when the listing showed one.
     let (targets, journals) = if named.is_empty() {
-        ctx.listing()?
+        ctx.listing().map_err(|e| e.to_string())?
     } else {
         (named.to_vec(), None)
     };
@@ -357,7 +357,7 @@ impl Ctx {
         let locks = describe_all(self, named, deadline)?;
         let mut notes = Vec::new();
         for l in &locks {
-            notes.extend(roots_lock_hint(l, &dir, self.source));
+            notes.extend(roots_lock_hint(l, &dir, self.source()));
             if let Some(e) = &l.journal_error {
                 notes.push(format!("status: {}", for_terminal(e)));
             }
@@ -367,7 +367,7 @@ impl Ctx {
         let none = format!(
             "no locks in `{}`{}",
             dir.display(),
-            other_dirs_hint(&dir, self.source)
+            other_dirs_hint(&dir, self.source())
         );
         Ok(Shown {
             locks,

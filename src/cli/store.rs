@@ -5,40 +5,30 @@
 
 use std::time::{Duration, Instant};
 
-use onlyone::journal::{Event, History, LockNow};
+use onlyone::journal::{Event, LockNow};
 use onlyone::place::Kind;
-use onlyone::place::lease::{self, Busy, Leased, Notice, Refused, RunLease, STORE_POLL};
+use onlyone::place::lease::{self, Busy, Leased, Notice, Refused, RunLease};
+use onlyone::place::store::{READ_TIMEOUT, history};
 use onlyone::store::hold::LeaseHold;
-use onlyone::store::lease::{DEFAULT_LEASE, LeaseTiming};
-use onlyone::store::{Claimant, LeaseRow, LeaseStore, StoreError, StoreLog, WaiterRow};
+use onlyone::store::lease::LeaseTiming;
+use onlyone::store::{Claimant, LeaseRow, LeaseStore, StoreLog, WaiterRow};
 use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
-use onlyone::{compact_duration, names};
 
 use super::exit::{self, Code, Ending};
-use super::place::{Found, Named, Place, Stopped};
+use super::place::{Named, Place};
 use super::run::{HeldLock, RunPlace};
-use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
+use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence, describe_lease};
 use super::{args, deadline_of, journal, say};
-
-/// How long a command that only reads the store waits for it.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The store at `url`, every call given up after `timeout`.
 pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, String> {
     onlyone::store::open(url, timeout).map_err(|e| e.to_string())
 }
 
-/// A lock name as the store keys it: the same names as the directory
-/// store's (a path means nothing to a shared store).
+/// A lock name as the store keys it (see
+/// [`onlyone::place::store::lock_name`]), or what the command says of it.
 fn lock_name(lock: &str) -> Result<String, String> {
-    if lock.contains('/') {
-        return Err(format!(
-            "`{lock}` is a path; with --store a lock is a name (a letter or digit, then up \
-             to 63 letters, digits, `.`, `_` or `-`)"
-        ));
-    }
-    names::check_name(lock).map_err(|e| e.to_string())?;
-    Ok(lock.to_owned())
+    onlyone::place::store::lock_name(lock).map_err(|e| super::place::words(&e))
 }
 
 fn host() -> String {
@@ -51,28 +41,11 @@ fn record(store: &dyn LeaseStore, name: &str, ev: &Event, quiet: bool) {
     journal::write(&StoreLog { store, name }, ev, quiet);
 }
 
-/// "pid 4242 on build-01 (`./sync.sh`, for 3m12s, fence 17)".
-fn describe(row: &LeaseRow) -> String {
-    let now = super::format::now();
-    format!(
-        "pid {} on {} (`{}`, for {}, fence {})",
-        row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-        onlyone::text::for_terminal(row.host.as_deref().unwrap_or("?")),
-        onlyone::text::for_terminal(row.cmd.as_deref().unwrap_or("?")),
-        compact_duration(seconds(now - row.since)),
-        row.epoch
-    )
-}
-
-/// A span of seconds from the store as a duration (negative, NaN or huge
-/// values read from a row are no panic: 0, or the largest).
-fn seconds(s: f64) -> Duration {
-    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
-}
-
 /// The store, as the place of a run's lock.
 pub struct StorePlace<'u> {
     url: &'u str,
+    /// The store as the library's place: precheck, stop and history.
+    place: onlyone::place::store::StorePlace,
     /// The forwarded signals (TERM, INT, HUP, QUIT, USR1, USR2, ALRM) wait
     /// from the take to the exit: before the
     /// command starts (while waiting for the lease) one ends the wait,
@@ -86,6 +59,7 @@ impl<'u> StorePlace<'u> {
     pub fn new(url: &'u str) -> StorePlace<'u> {
         StorePlace {
             url,
+            place: onlyone::place::store::StorePlace::new(url, super::notes()),
             signals: std::cell::OnceCell::new(),
         }
     }
@@ -351,7 +325,7 @@ fn skip(busy: &Busy<'_>, name: &str, a: &args::Run) -> Code {
                 .map(|r| Event::skip(Some(&r.token), r.pid, r.cmd.as_deref()));
             let who = row
                 .as_ref()
-                .map_or_else(|| "another holder".into(), describe);
+                .map_or_else(|| "another holder".into(), describe_lease);
             (
                 format!(
                     "another run of `{name}` holds the lease as {who}; wait for it (--wait) or \
@@ -388,7 +362,7 @@ fn skip_queued(busy: &Busy<'_>, name: &str, w: Option<&WaiterRow>, a: &args::Run
     let holder = row
         .as_ref()
         .filter(|r| r.is_live())
-        .map_or_else(|| "another holder".into(), describe);
+        .map_or_else(|| "another holder".into(), describe_lease);
     let msg = super::queued_message(name, &waiter, &holder);
     super::ping::note_skip(msg.clone());
     if !a.quiet {
@@ -455,106 +429,9 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
     })
 }
 
-/// `stop` with a store: a request the holder sees at its next renewal; it
-/// ends its command, then releases. Waits for that, up to the deadline.
-fn stop(url: &str, a: &args::Stop) -> Result<(String, Stopped), String> {
-    let name = lock_name(&a.lock)?;
-    let store = open(url, READ_TIMEOUT)?;
-    let row = match store.inspect(&name).map_err(|e| e.to_string())? {
-        Some(r) if r.is_live() => r,
-        _ => return Ok((name, Stopped::NotRunning)),
-    };
-    // Judged now: once the lease is gone, a holder that ended cleanly is
-    // gone too.
-    let dead = row.holder_alive_on(&host()) == Some(false);
-    if store
-        .request_stop(&name)
-        .map_err(|e| e.to_string())?
-        .is_none()
-    {
-        return Ok((name, Stopped::NotRunning));
-    }
-    // The holder renews every L/6 at most; its command then gets its grace.
-    let limit = deadline_of(a.deadline).unwrap_or_else(|| {
-        let wait = seconds(row.left_ms as f64 / 1000.0)
-            .saturating_add(a.kill_after)
-            .saturating_add(DEFAULT_LEASE);
-        let now = Instant::now();
-        now.checked_add(wait)
-            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
-    });
-    let started = Instant::now();
-    let who = describe(&row);
-    loop {
-        match store.inspect(&name).map_err(|e| e.to_string())? {
-            Some(now) if now.epoch == row.epoch && now.is_live() => {}
-            _ => break,
-        }
-        if Instant::now() >= limit {
-            let waited = started.elapsed();
-            return Ok((name, Stopped::NotLetGo { who, waited }));
-        }
-        std::thread::sleep(STORE_POLL);
-    }
-    let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
-    record(store.as_ref(), &name, &ev, false);
-    let took = started.elapsed();
-    let done = if dead {
-        Stopped::RanOut { who, took }
-    } else {
-        Stopped::Ended {
-            who,
-            took,
-            how: String::new(),
-        }
-    };
-    Ok((name, done))
-}
-
-/// The history of `name` in the store.
-pub fn history(store: &dyn LeaseStore, name: &str) -> Result<History, StoreError> {
-    let lines = store.events(name)?;
-    Ok(History::from_lines(lines.iter().map(String::as_str)))
-}
-
 impl Place for StorePlace<'_> {
-    /// Held only while a live lease exists; an unreachable server is an
-    /// error (the fire runs).
-    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<(String, Found), String> {
-        let timeout = deadline
-            .map_or(READ_TIMEOUT, |d| {
-                d.saturating_duration_since(Instant::now())
-            })
-            .min(READ_TIMEOUT);
-        let name = lock_name(lock)?;
-        let store = open(self.url, timeout)?;
-        let row = store.inspect(&name).map_err(|e| e.to_string())?;
-        let found = match row {
-            Some(row) if row.is_live() => {
-                let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
-                record(store.as_ref(), &name, &ev, true);
-                Found::Held(Some(format!(
-                    "another run of `{name}` holds the lease as {}",
-                    describe(&row)
-                )))
-            }
-            _ => Found::Free(None),
-        };
-        Ok((name, found))
-    }
-
-    fn history(&self, lock: &str) -> Result<(String, History, String), String> {
-        let name = lock_name(lock)?;
-        let store = open(self.url, READ_TIMEOUT)?;
-        let mut h = history(store.as_ref(), &name).map_err(|e| e.to_string())?;
-        // The row after the history (see `History::close_over`).
-        if let Ok(row) = store.inspect(&name) {
-            h.close_over(match &row {
-                Some(r) if r.is_live() => LockNow::HeldBy(&r.token),
-                _ => LockNow::Free,
-            });
-        }
-        Ok((name, h, store.url().to_owned()))
+    fn seam(&self) -> &dyn onlyone::place::Place {
+        &self.place
     }
 
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
@@ -595,9 +472,5 @@ impl Place for StorePlace<'_> {
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         shown(self.url, named, deadline)
-    }
-
-    fn stop(&self, a: &args::Stop) -> Result<(String, Stopped), String> {
-        stop(self.url, a)
     }
 }

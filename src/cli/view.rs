@@ -3,16 +3,15 @@
 //! `metrics` know ([`Seen`]), a run's outcome in one word, and the listing
 //! of a lock directory.
 
-use std::collections::HashSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use onlyone::journal::{History, LockNow, Outcome, Usage};
 use onlyone::reap::Keeper;
 use onlyone::text::for_terminal;
-use onlyone::{Holder, Inspection, Record, Verdict, compact_duration};
+use onlyone::{Inspection, Verdict, compact_duration};
 
 use super::format::now_unix;
 
@@ -344,21 +343,8 @@ pub(super) struct Seen {
     pub(super) missing: Option<String>,
 }
 
-/// What holds a lock of the lock directory now, from its inspection
-/// (`None`: no lock file).
-pub(super) fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
-    match seen {
-        None => LockNow::Free,
-        Some(i) => match (&i.verdict, &i.record) {
-            (Verdict::Held(_), Ok(r)) => r
-                .token
-                .as_deref()
-                .map_or(LockNow::CannotTell, LockNow::HeldBy),
-            (Verdict::Stale(_), _) => LockNow::Free,
-            _ => LockNow::CannotTell,
-        },
-    }
-}
+pub(super) use onlyone::place::dir::lock_now;
+pub use onlyone::reap::keepers_of;
 
 /// What `check` and `history` say of a name that is nowhere: neither a
 /// lock nor an event of it where they `looked` (a typo, the wrong user or
@@ -426,43 +412,7 @@ impl Seen {
 
 /// The lock files in `dir`: regular `*.lock` files, not temp files.
 pub(super) fn lock_files(dir: &Path) -> std::io::Result<Vec<String>> {
-    lock_listing(dir).map(|(locks, _)| locks)
-}
-
-/// The lock files in `dir` (as [`lock_files`]), and those of them that
-/// have a journal (either generation): one listing, so that a lock without
-/// a journal costs no attempt to open one.
-pub(super) fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>)> {
-    let mut out = Vec::new();
-    let mut journals = HashSet::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((out, journals)),
-        Err(e) => return Err(e),
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with('.') {
-            continue;
-        }
-        // A free lock has no lock file, but its journal says it exists.
-        let journal = name
-            .strip_suffix(".journal")
-            .or_else(|| name.strip_suffix(".journal.1"));
-        let lock = journal.unwrap_or(name);
-        if !lock.ends_with(".lock") {
-            continue;
-        }
-        let path = dir.join(lock).display().to_string();
-        if journal.is_some() {
-            journals.insert(path.clone());
-        }
-        out.push(path);
-    }
-    out.sort();
-    out.dedup();
-    Ok((out, journals))
+    onlyone::place::dir::lock_listing(dir).map(|(locks, _)| locks)
 }
 
 /// What a place shows for `status`: its locks, where they were read, and
@@ -511,18 +461,6 @@ impl OutsideWork {
             server_pid: k.server,
         }
     }
-}
-
-/// What keeps a lock held that `holder` proves held, when it is a
-/// lingering run none of whose own work lives any more: the sessions
-/// opened later on its terminal server, the processes outside its work
-/// that carry its token. Empty otherwise (its work lives, it does not
-/// linger, or `/proc` could not be listed by `deadline`).
-pub fn keepers_of(record: &Record, holder: &Holder, deadline: Option<Instant>) -> Vec<Keeper> {
-    if !matches!(holder, Holder::Member { .. }) || record.lingered.is_none() {
-        return Vec::new();
-    }
-    onlyone::reap::keepers(record, deadline).unwrap_or_default()
 }
 
 /// "pid 4321 (`bash`, on /dev/pts/3), a session that the run's terminal
@@ -578,5 +516,23 @@ pub fn keepers_remedy(keepers: &[Keeper]) -> String {
     format!(
         "not the run's own work, so onlyone never ends it: {}, and the lock is free",
         todo.join(" and ")
+    )
+}
+
+/// "pid 4242 on build-01 (`./sync.sh`, for 3m12s, fence 17)".
+pub(super) fn describe_lease(row: &onlyone::store::LeaseRow) -> String {
+    describe_lease_ago(row, Duration::ZERO)
+}
+
+/// The holder of `row` as [`describe_lease`] says it, as it was `ago`.
+pub(super) fn describe_lease_ago(row: &onlyone::store::LeaseRow, ago: Duration) -> String {
+    let now = super::format::now() - ago.as_secs_f64();
+    format!(
+        "pid {} on {} (`{}`, for {}, fence {})",
+        row.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+        onlyone::text::for_terminal(row.host.as_deref().unwrap_or("?")),
+        onlyone::text::for_terminal(row.cmd.as_deref().unwrap_or("?")),
+        compact_duration(onlyone::place::store::seconds(now - row.since)),
+        row.epoch
     )
 }

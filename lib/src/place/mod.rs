@@ -1,17 +1,223 @@
 //! Where a lock lives, and what each place can do.
 //!
 //! A lock lives in a directory of this host (a [`LockFile`](crate::LockFile)
-//! and its journal) or in a store that several hosts share (a lease of
-//! [`crate::store`] and the store's history). The commands are written once
-//! over both: each takes the lock for a run, inspects it, stops it and
-//! logs its events ([`EventLog`](crate::journal::EventLog)) through the
-//! place, and a [`Feature`] that a place cannot give is refused
+//! and its journal: [`dir::DirPlace`]) or in a store that several hosts
+//! share (a lease of [`crate::store`] and the store's history:
+//! [`store::StorePlace`]). A command is written once over both, as a
+//! [`Place`]: it prechecks a lock, stops its run and reads its history
+//! there, and a [`Feature`] that a place cannot give is refused
 //! ([`Kind::supports`]) with why, so that an option is never silently
-//! ignored.
+//! ignored. What a place finds or does is typed ([`Prechecked`],
+//! [`StopDone`], [`HistoryRead`]); the caller words it.
 //!
 //! [`lease`] takes a store's lease for a run under a busy policy.
 
+pub mod dir;
 pub mod lease;
+pub mod store;
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+use crate::journal::{Event, EventLog, History, SetAside};
+use crate::reap::Keeper;
+use crate::store::{LeaseRow, StoreError};
+use crate::{HeldBy, Record, StaleReason, UnknownReason};
+
+/// A place where locks live: what a command asks of a lock there.
+pub trait Place {
+    /// Which place this is.
+    fn kind(&self) -> Kind;
+    /// Is `lock` held by a live run? A skip is recorded when it is; a
+    /// stale lock is cleared. Every call is bounded by `deadline`.
+    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError>;
+    /// Ends the live run of `lock` as `how` asks (the stop recorded).
+    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError>;
+    /// The runs of `lock`, and where they were read.
+    fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError>;
+}
+
+/// How to stop a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopRequest {
+    /// The first signal (a directory's run; a store's holder uses TERM).
+    pub signal: Signal,
+    /// The grace between the signal and KILL.
+    pub grace: Duration,
+    /// Gives up at this instant.
+    pub deadline: Option<Instant>,
+}
+
+/// Who holds a lock, as its place knows it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Holding {
+    /// A live run of this host holds the lock file.
+    Run(Box<HeldBy>),
+    /// A live lease of the store.
+    Lease(Box<LeaseRow>),
+}
+
+/// What a precheck found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Found {
+    /// Held by a live run (the skip recorded): who, when it is known.
+    Held(Option<Holding>),
+    /// Free; a stale lock cleared first, for this reason.
+    Free(Option<StaleReason>),
+    /// It cannot be judged, for this reason: the fire runs.
+    Unknown(UnknownReason),
+}
+
+/// A precheck of a lock: its name as messages give it, and what was
+/// found.
+#[derive(Debug, Clone)]
+pub struct Prechecked {
+    /// The lock's name.
+    pub name: String,
+    /// What was found.
+    pub found: Found,
+}
+
+/// What a stop did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Stopped {
+    /// Nothing held the lock.
+    NotRunning,
+    /// A stale lock, cleared, for this reason.
+    WasStale(StaleReason),
+    /// The run of this host ended.
+    Ended {
+        /// Its record.
+        record: Box<Record>,
+        /// How long the stop took.
+        took: Duration,
+        /// The first signal.
+        signal: Signal,
+        /// The pids it was sent to.
+        signalled: Vec<u32>,
+        /// The pids that needed KILL.
+        killed: Vec<u32>,
+    },
+    /// Asked, the lease's holder ended its run and let go.
+    LetGo {
+        /// The lease as it was.
+        holder: Box<LeaseRow>,
+        /// How long the stop took.
+        took: Duration,
+    },
+    /// The lease's holder was dead: nothing released the lease, and it
+    /// ran out.
+    RanOut {
+        /// The lease as it was.
+        holder: Box<LeaseRow>,
+        /// After how long.
+        took: Duration,
+    },
+    /// Held by what is not the run's own work (a session opened later on
+    /// its terminal server), which a stop never ends.
+    KeptOutside {
+        /// What holds it.
+        keepers: Vec<Keeper>,
+        /// True once the stop ended what was left of the run's own work.
+        after: bool,
+    },
+    /// Asked, the lease's holder has not let go by the deadline.
+    NotLetGo {
+        /// The lease as it was.
+        holder: Box<LeaseRow>,
+        /// How long it was waited for.
+        waited: Duration,
+    },
+}
+
+/// A stop of a lock: its name as messages give it, and what happened.
+#[derive(Debug, Clone)]
+pub struct StopDone {
+    /// The lock's name.
+    pub name: String,
+    /// What happened.
+    pub stopped: Stopped,
+}
+
+/// The runs of a lock: its name as messages give it, its history, and
+/// where that was read (a journal's path, a store's URL).
+#[derive(Debug, Clone)]
+pub struct HistoryRead {
+    /// The lock's name.
+    pub name: String,
+    /// Its runs.
+    pub history: History,
+    /// Where they were read.
+    pub source: String,
+}
+
+/// Why a place could not answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlaceError {
+    /// The lock (its name, directory or file) failed.
+    #[error(transparent)]
+    Lock(#[from] crate::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A journal could not be read.
+    #[error("cannot read the journal `{}`: {source}", path.display())]
+    Journal {
+        /// Its path.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The lock directory could not be listed.
+    #[error("cannot list the lock directory `{}`: {source}", dir.display())]
+    Listing {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A path was given where a store keys its locks by name.
+    #[error("`{0}` is a path; a store's lock is a name")]
+    PathForName(String),
+}
+
+/// Something a place says on the side while it answers, for the caller
+/// to word (or not).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Note<'a> {
+    /// An earlier version's journal beside a lock was set aside.
+    SetAside(&'a SetAside),
+    /// An event could not be written to a lock's event log.
+    Unlogged {
+        /// What the log is ("the journal `PATH`").
+        log: &'a str,
+        /// Why.
+        error: &'a io::Error,
+    },
+}
+
+/// Who hears a place's [`Note`]s.
+pub type Notes = std::sync::Arc<dyn Fn(Note<'_>) + Send + Sync>;
+
+/// Appends `ev` to `log`, best effort: a failure is told to `notes`
+/// (none: said to nobody).
+fn log_event(log: &dyn EventLog, ev: &Event, notes: Option<&Notes>) {
+    if let Err(error) = log.append(ev)
+        && let Some(n) = notes
+    {
+        n(Note::Unlogged {
+            log: &log.describe(),
+            error: &error,
+        });
+    }
+}
 
 /// Where a lock lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

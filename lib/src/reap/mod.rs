@@ -60,6 +60,22 @@ use crate::work;
 pub use crate::work::{Keeper, keepers, now_ticks};
 pub use state::{STATE_FILE, STATE_LOCK, note_kept, note_lingering};
 
+/// What keeps a lock held that `holder` proves held, when it is a
+/// lingering run none of whose own work lives any more: the sessions
+/// opened later on its terminal server, the processes outside its work
+/// that carry its token. Empty otherwise (its work lives, it does not
+/// linger, or `/proc` could not be listed by `deadline`).
+pub fn keepers_of(
+    record: &crate::Record,
+    holder: &crate::Holder,
+    deadline: Option<Instant>,
+) -> Vec<Keeper> {
+    if !matches!(holder, crate::Holder::Member { .. }) || record.lingered.is_none() {
+        return Vec::new();
+    }
+    keepers(record, deadline).unwrap_or_default()
+}
+
 /// How long to wait, after the processes are gone, for a live wrapper to
 /// release its lock.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);

@@ -1,0 +1,451 @@
+//! The directory place: a lock file in a lock directory of this host, its
+//! journal in the user's state directory.
+//!
+//! A lock is named by a name (a file of the lock directory) or by a path
+//! with a `/`. The lock directory is created when it is the place's to
+//! create, and the default one is checked as it is held open
+//! ([`names::check_default_dir_held`]).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::{
+    Found, HistoryRead, Holding, Kind, Note, Notes, Place, PlaceError, Prechecked, StopDone,
+    StopRequest, Stopped, log_event,
+};
+use crate::journal::{Journal, LockNow};
+use crate::names::{self, DirSource};
+use crate::reap::{Keeper, keepers_of};
+use crate::signal::GracefulStop;
+use crate::state::StateDir;
+use crate::{Error, Inspection, LockFile, StaleReason, Verdict, observer, stop};
+
+/// How long a precheck may wait for the removal guard to clear a stale
+/// lock: a courtesy that must not hold the answer up.
+const PRECHECK_CLEARING: Duration = Duration::from_millis(100);
+
+/// A lock directory of this host, and the state directory that keeps its
+/// journals.
+#[derive(Clone)]
+pub struct DirPlace {
+    dir: PathBuf,
+    source: DirSource,
+    /// Resolved once: every journal is there.
+    state: StateDir,
+    /// Write even on a network or FUSE filesystem.
+    allow_shared_fs: bool,
+    /// Who hears what is said on the side.
+    notes: Notes,
+}
+
+impl DirPlace {
+    /// The lock directory `dir` (where its path came from: `source`), the
+    /// journals in `state`; `allow_shared_fs` writes even on a network or
+    /// FUSE filesystem; `notes` hears what is said on the side.
+    pub fn new(
+        (dir, source): (PathBuf, DirSource),
+        state: StateDir,
+        allow_shared_fs: bool,
+        notes: Notes,
+    ) -> DirPlace {
+        DirPlace {
+            dir,
+            source,
+            state,
+            allow_shared_fs,
+            notes,
+        }
+    }
+
+    /// The lock directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the lock directory's path came from.
+    pub fn source(&self) -> DirSource {
+        self.source
+    }
+
+    /// The state directory that keeps the journals.
+    pub fn state(&self) -> &StateDir {
+        &self.state
+    }
+
+    /// The journal of `lock`, in the state directory. An earlier
+    /// version's journal beside the lock that a read sets aside is told
+    /// to the notes, once per read.
+    pub fn journal(&self, lock: &LockFile) -> Journal {
+        let notes = self.notes.clone();
+        Journal::of(lock, &self.state).on_set_aside(move |s| notes(Note::SetAside(s)))
+    }
+
+    /// The journal of the lock file `path`, found even when neither it nor
+    /// its directory exists (`/run` after a reboot).
+    pub fn journal_at(&self, path: &Path) -> Journal {
+        let notes = self.notes.clone();
+        Journal::at(path, &self.state).on_set_aside(move |s| notes(Note::SetAside(s)))
+    }
+
+    /// True when the lock directory exists (the reaper keeps its state
+    /// there).
+    pub fn state_dir_exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    /// Resolves `lock` to write it: the directory is created when it is
+    /// the place's to create. The lock and its name as messages give it.
+    pub fn open_for_writing(&self, lock: &str) -> Result<(LockFile, String), Error> {
+        let path = names::lock_path(lock, &self.dir)?;
+        if path.parent() == Some(self.dir.as_path()) {
+            names::ensure_dir(&self.dir, self.source)?;
+        }
+        let name = names::display_name(&path, &self.dir);
+        let lock = self.open_checked(&path)?;
+        let lock = if self.allow_shared_fs {
+            lock.allow_shared_fs()
+        } else {
+            lock
+        };
+        Ok((lock, name))
+    }
+
+    /// Resolves `lock` only to read it.
+    pub fn open_for_reading(&self, lock: &str) -> Result<(LockFile, String), Error> {
+        let path = names::lock_path(lock, &self.dir)?;
+        let name = names::display_name(&path, &self.dir);
+        Ok((self.open_checked(&path)?, name))
+    }
+
+    /// The journal of `lock` only to read it, the lock's name, and the
+    /// lock when its directory exists: found by name or path even when
+    /// neither the lock file nor its directory exists (`/run` is emptied
+    /// at boot).
+    pub fn journal_for_reading(
+        &self,
+        lock: &str,
+    ) -> Result<(Journal, String, Option<LockFile>), Error> {
+        match self.open_for_reading(lock) {
+            Ok((l, name)) => Ok((self.journal(&l), name, Some(l))),
+            Err(Error::MissingDir { .. }) => {
+                let path = names::lock_path(lock, &self.dir)?;
+                let name = names::display_name(&path, &self.dir);
+                Ok((self.journal_at(&path), name, None))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every lock of the lock directory: its lock files, and the locks
+    /// that have a journal there (an earlier version's) or in the state
+    /// directory, so that a job shows after a reboot before its next run;
+    /// and which of them have a journal (`None`: any may).
+    pub fn listing(&self) -> Result<(Vec<String>, Option<HashSet<String>>), PlaceError> {
+        let (mut locks, mut journals) =
+            lock_listing(&self.dir).map_err(|source| PlaceError::Listing {
+                dir: self.dir.clone(),
+                source,
+            })?;
+        // A state directory that cannot be listed says why when each
+        // lock's journal is read.
+        let Ok(in_state) = self.state.locks_in(&self.dir) else {
+            return Ok((locks, None));
+        };
+        for p in in_state {
+            let p = p.display().to_string();
+            journals.insert(p.clone());
+            locks.push(p);
+        }
+        locks.sort();
+        locks.dedup();
+        Ok((locks, Some(journals)))
+    }
+
+    /// Opens a lock; in the default directory, checks the directory it
+    /// holds open as well as the one looked at by path before.
+    fn open_checked(&self, path: &Path) -> Result<LockFile, Error> {
+        let lock = LockFile::open(path)?;
+        if self.source == DirSource::Default && path.parent() == Some(self.dir.as_path()) {
+            names::check_default_dir_held(&lock)?;
+        }
+        Ok(lock)
+    }
+
+    /// The lock a precheck asks about, its verdict, and whether a stale one
+    /// was cleared: every call bounded by `deadline` (a search of `/proc`
+    /// that runs out makes the verdict unknown, so the fire runs).
+    fn precheck_look(
+        &self,
+        lock_arg: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(LockFile, String, Option<Inspection>, Option<StaleReason>), Error> {
+        let (lock, name) = self.open_for_reading(lock_arg)?;
+        let lock = match deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        let seen = lock.inspect()?;
+        // Clearing is a courtesy: it must not hold the answer up when
+        // another process holds the removal guard.
+        let courtesy = Instant::now() + PRECHECK_CLEARING;
+        let cleaned = match &seen {
+            Some(s) if matches!(s.verdict, Verdict::Stale(_)) => lock
+                .clone()
+                .with_deadline(deadline.map_or(courtesy, |d| d.min(courtesy)))
+                .reclaim_if_stale()
+                .ok()
+                .flatten(),
+            _ => None,
+        };
+        Ok((lock, name, seen, cleaned))
+    }
+}
+
+impl Place for DirPlace {
+    fn kind(&self) -> Kind {
+        Kind::Directory
+    }
+
+    fn precheck(
+        &self,
+        lock_arg: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Prechecked, PlaceError> {
+        let (lock, name, seen, cleaned) = match self.precheck_look(lock_arg, deadline) {
+            Ok(x) => x,
+            // No lock directory (`/run` is emptied at boot): no lock.
+            Err(Error::MissingDir { .. }) => {
+                return Ok(Prechecked {
+                    name: lock_arg.to_owned(),
+                    found: Found::Free(None),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(s) = seen else {
+            return Ok(Prechecked {
+                name,
+                found: Found::Free(None),
+            });
+        };
+        let found = match (&s.verdict, s.held_by(lock.path())) {
+            (Verdict::Held(_), held) => {
+                // Best effort and silent: a precheck answers held or not.
+                Found::Held(held.map(|h| {
+                    log_event(&self.journal(&lock), &observer::skip_event(&h), None);
+                    Holding::Run(Box::new(h))
+                }))
+            }
+            (Verdict::Stale(r), _) => {
+                if let (Some(reason), Ok(old)) = (&cleaned, &s.record)
+                    && let Some(ev) = observer::abandoned_event(old, &reason.to_string())
+                {
+                    log_event(&self.journal(&lock), &ev, None);
+                }
+                Found::Free(cleaned.is_some().then(|| r.clone()))
+            }
+            (Verdict::Unknown(r), _) => Found::Unknown(r.clone()),
+        };
+        Ok(Prechecked { name, found })
+    }
+
+    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
+        let deadline = how.deadline;
+        let (lock, name) = self.open_for_writing(lock)?;
+        let lock = match deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        let done = |stopped| {
+            Ok(StopDone {
+                name: name.clone(),
+                stopped,
+            })
+        };
+        // Held only by what is not the run's own work: nothing to signal.
+        if let Some(keepers) = keepers_now(&lock, deadline) {
+            return done(Stopped::KeptOutside {
+                keepers,
+                after: false,
+            });
+        }
+        let graceful = GracefulStop {
+            signal: how.signal,
+            grace: how.grace,
+        };
+        let stopped = match stop::stop(&lock, graceful, deadline) {
+            Err(Error::Timeout { held, waited }) => {
+                let keepers = keepers_of(&held.record, &held.holder, deadline);
+                if keepers.is_empty() {
+                    return Err(Error::Timeout { waited, held }.into());
+                }
+                return done(Stopped::KeptOutside {
+                    keepers,
+                    after: true,
+                });
+            }
+            other => other?,
+        };
+        done(match stopped {
+            stop::Stopped::NotRunning => Stopped::NotRunning,
+            stop::Stopped::WasStale { reason } => Stopped::WasStale(reason),
+            stop::Stopped::Ended {
+                record,
+                ended,
+                took,
+            } => {
+                let signal = crate::signal::signal_name(how.signal);
+                let ev = observer::stop_event(&record, Some(&signal));
+                log_event(&self.journal(&lock), &ev, Some(&self.notes));
+                Stopped::Ended {
+                    record,
+                    took,
+                    signal: how.signal,
+                    signalled: ended.signalled,
+                    killed: ended.killed,
+                }
+            }
+        })
+    }
+
+    fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError> {
+        let (journal, name, lock) = self.journal_for_reading(lock)?;
+        let path = journal.path().to_path_buf();
+        let mut h = journal.history().map_err(|source| PlaceError::Journal {
+            path: path.clone(),
+            source,
+        })?;
+        // Looked at after the journal is read (see `History::close_over`).
+        match lock.map(|l| l.inspect()) {
+            Some(Ok(seen)) => h.close_over(lock_now(seen.as_ref())),
+            None | Some(Err(Error::MissingDir { .. })) => h.close_over(LockNow::Free),
+            Some(Err(_)) => {}
+        }
+        Ok(HistoryRead {
+            name,
+            history: h,
+            source: path.display().to_string(),
+        })
+    }
+}
+
+/// What holds a lock of the lock directory now, from its inspection
+/// (`None`: no lock file).
+pub fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
+    match seen {
+        None => LockNow::Free,
+        Some(i) => match (&i.verdict, &i.record) {
+            (Verdict::Held(_), Ok(r)) => r
+                .token
+                .as_deref()
+                .map_or(LockNow::CannotTell, LockNow::HeldBy),
+            (Verdict::Stale(_), _) => LockNow::Free,
+            _ => LockNow::CannotTell,
+        },
+    }
+}
+
+/// What keeps `lock` held now when nothing of its run's own work lives
+/// (see [`keepers_of`]); `None` when it is free, stale, unknown, or its
+/// run's work holds it.
+fn keepers_now(lock: &LockFile, deadline: Option<Instant>) -> Option<Vec<Keeper>> {
+    let seen = lock.inspect().ok()??;
+    let (Verdict::Held(h), Ok(r)) = (&seen.verdict, &seen.record) else {
+        return None;
+    };
+    let keepers = keepers_of(r, h, deadline);
+    (!keepers.is_empty()).then_some(keepers)
+}
+
+/// The locks of the lock directory `dir` (their paths): its lock files
+/// and the journals of an earlier version beside them; and which of them
+/// have such a journal. A directory that does not exist has none.
+pub fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>)> {
+    let mut out = Vec::new();
+    let mut journals = HashSet::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((out, journals)),
+        Err(e) => return Err(e),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        // A free lock has no lock file, but its journal says it exists.
+        let journal = name
+            .strip_suffix(".journal")
+            .or_else(|| name.strip_suffix(".journal.1"));
+        let lock = journal.unwrap_or(name);
+        if !lock.ends_with(".lock") {
+            continue;
+        }
+        let path = dir.join(lock).display().to_string();
+        if journal.is_some() {
+            journals.insert(path.clone());
+        }
+        out.push(path);
+    }
+    out.sort();
+    out.dedup();
+    Ok((out, journals))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A place in a fresh lock directory, and what it said on the side.
+    fn place() -> (tempfile::TempDir, DirPlace, Arc<Mutex<Vec<String>>>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let heard = said.clone();
+        let notes: Notes = Arc::new(move |n: Note<'_>| {
+            heard.lock().unwrap().push(format!("{n:?}"));
+        });
+        let place = DirPlace::new(
+            (tmp.path().join("locks"), DirSource::Flag),
+            StateDir::resolve(Some(&tmp.path().join("state"))),
+            false,
+            notes,
+        );
+        (tmp, place, said)
+    }
+
+    #[test]
+    fn a_lock_nobody_took_is_free_not_running_and_has_no_runs() {
+        let (_tmp, place, said) = place();
+        let found = place.precheck("job", None).unwrap();
+        assert_eq!(found.name, "job");
+        assert!(matches!(found.found, Found::Free(None)));
+        let how = StopRequest {
+            signal: rustix::process::Signal::TERM,
+            grace: Duration::from_secs(1),
+            deadline: None,
+        };
+        let done = place.stop("job", &how).unwrap();
+        assert!(matches!(done.stopped, Stopped::NotRunning));
+        let read = place.history("job").unwrap();
+        assert!(read.history.runs.is_empty());
+        assert!(read.source.ends_with(".journal"), "{}", read.source);
+        assert!(said.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_held_lock_is_found_held_by_its_run() {
+        let (_tmp, place, _) = place();
+        let (lock, _) = place.open_for_writing("job").unwrap();
+        let guard = lock.try_acquire().unwrap();
+        let found = place.precheck("job", None).unwrap();
+        match found.found {
+            Found::Held(Some(Holding::Run(h))) => assert_eq!(h.record.pid, std::process::id()),
+            other => panic!("not held by this run: {other:?}"),
+        }
+        drop(guard);
+    }
+}

@@ -1,0 +1,178 @@
+//! The store place: a lease in a store that several hosts share, its
+//! history kept in the store, so that every host sees every host's runs.
+//!
+//! A lock is a name (the same names as a lock directory's: a path means
+//! nothing to a shared store). A stop is a request that the lease's
+//! holder, on whatever host, sees at its next renewal: it ends its
+//! command, then lets go.
+
+use std::time::{Duration, Instant};
+
+use super::lease::STORE_POLL;
+use super::{
+    Found, HistoryRead, Holding, Kind, Notes, Place, PlaceError, Prechecked, StopDone, StopRequest,
+    Stopped, log_event,
+};
+use crate::journal::{Event, History, LockNow};
+use crate::names;
+use crate::store::lease::DEFAULT_LEASE;
+use crate::store::{LeaseStore, StoreError, StoreLog};
+
+/// How long a look that only reads the store waits for it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The store at a URL, as a place.
+#[derive(Clone)]
+pub struct StorePlace {
+    url: String,
+    /// Who hears what is said on the side.
+    notes: Notes,
+}
+
+impl StorePlace {
+    /// The store at `url`; `notes` hears what is said on the side.
+    pub fn new(url: &str, notes: Notes) -> StorePlace {
+        StorePlace {
+            url: url.to_owned(),
+            notes,
+        }
+    }
+
+    /// The store's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The store, every call given up after `timeout`.
+    pub fn open(&self, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
+        crate::store::open(&self.url, timeout)
+    }
+}
+
+/// A lock's name as the store keys it: a name, never a path.
+pub fn lock_name(lock: &str) -> Result<String, PlaceError> {
+    if lock.contains('/') {
+        return Err(PlaceError::PathForName(lock.to_owned()));
+    }
+    names::check_name(lock)?;
+    Ok(lock.to_owned())
+}
+
+/// The history of `name` in the store.
+pub fn history(store: &dyn LeaseStore, name: &str) -> Result<History, StoreError> {
+    let lines = store.events(name)?;
+    Ok(History::from_lines(lines.iter().map(String::as_str)))
+}
+
+/// A span of seconds from the store as a duration (negative, NaN or huge
+/// values read from a row are no panic: 0, or the largest).
+pub fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+impl Place for StorePlace {
+    fn kind(&self) -> Kind {
+        Kind::Store
+    }
+
+    /// Held only while a live lease exists; an unreachable server is an
+    /// error (the fire runs).
+    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError> {
+        let timeout = deadline
+            .map_or(READ_TIMEOUT, |d| {
+                d.saturating_duration_since(Instant::now())
+            })
+            .min(READ_TIMEOUT);
+        let name = lock_name(lock)?;
+        let store = self.open(timeout)?;
+        let found = match store.inspect(&name)? {
+            Some(row) if row.is_live() => {
+                let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
+                let log = StoreLog {
+                    store: store.as_ref(),
+                    name: &name,
+                };
+                log_event(&log, &ev, None);
+                Found::Held(Some(Holding::Lease(Box::new(row))))
+            }
+            _ => Found::Free(None),
+        };
+        Ok(Prechecked { name, found })
+    }
+
+    /// A request the holder sees at its next renewal; it ends its command,
+    /// then releases. Waits for that, up to the deadline.
+    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
+        let name = lock_name(lock)?;
+        let store = self.open(READ_TIMEOUT)?;
+        let done = |stopped| {
+            Ok(StopDone {
+                name: name.clone(),
+                stopped,
+            })
+        };
+        let row = match store.inspect(&name)? {
+            Some(r) if r.is_live() => r,
+            _ => return done(Stopped::NotRunning),
+        };
+        // Judged now: once the lease is gone, a holder that ended cleanly is
+        // gone too.
+        let dead = row.holder_alive_on(&crate::host_name()) == Some(false);
+        if store.request_stop(&name)?.is_none() {
+            return done(Stopped::NotRunning);
+        }
+        // The holder renews every L/6 at most; its command then gets its grace.
+        let limit = how.deadline.unwrap_or_else(|| {
+            let wait = seconds(row.left_ms as f64 / 1000.0)
+                .saturating_add(how.grace)
+                .saturating_add(DEFAULT_LEASE);
+            let now = Instant::now();
+            now.checked_add(wait)
+                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+        });
+        let started = Instant::now();
+        loop {
+            match store.inspect(&name)? {
+                Some(now) if now.epoch == row.epoch && now.is_live() => {}
+                _ => break,
+            }
+            if Instant::now() >= limit {
+                let waited = started.elapsed();
+                let holder = Box::new(row);
+                return done(Stopped::NotLetGo { holder, waited });
+            }
+            std::thread::sleep(STORE_POLL);
+        }
+        let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
+        let log = StoreLog {
+            store: store.as_ref(),
+            name: &name,
+        };
+        log_event(&log, &ev, Some(&self.notes));
+        let took = started.elapsed();
+        let holder = Box::new(row);
+        done(if dead {
+            Stopped::RanOut { holder, took }
+        } else {
+            Stopped::LetGo { holder, took }
+        })
+    }
+
+    fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError> {
+        let name = lock_name(lock)?;
+        let store = self.open(READ_TIMEOUT)?;
+        let mut h = history(store.as_ref(), &name)?;
+        // The row after the history (see `History::close_over`).
+        if let Ok(row) = store.inspect(&name) {
+            h.close_over(match &row {
+                Some(r) if r.is_live() => LockNow::HeldBy(&r.token),
+                _ => LockNow::Free,
+            });
+        }
+        Ok(HistoryRead {
+            name,
+            history: h,
+            source: store.url().to_owned(),
+        })
+    }
+}
