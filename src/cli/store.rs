@@ -42,8 +42,7 @@ fn record(store: &dyn LeaseStore, name: &str, ev: &Event, quiet: bool) {
 }
 
 /// The store, as the place of a run's lock.
-pub struct StorePlace<'u> {
-    url: &'u str,
+pub struct StorePlace {
     /// The store as the library's place: precheck, stop and history.
     place: onlyone::place::store::StorePlace,
     /// The forwarded signals (TERM, INT, HUP, QUIT, USR1, USR2, ALRM) wait
@@ -55,10 +54,10 @@ pub struct StorePlace<'u> {
     signals: std::cell::OnceCell<onlyone::store::HeldSignals>,
 }
 
-impl<'u> StorePlace<'u> {
-    pub fn new(url: &'u str) -> StorePlace<'u> {
+impl StorePlace {
+    /// The store at `url`.
+    pub fn new(url: &str) -> StorePlace {
         StorePlace {
-            url,
             place: onlyone::place::store::StorePlace::new(url, super::notes()),
             signals: std::cell::OnceCell::new(),
         }
@@ -74,7 +73,7 @@ struct LeaseHeld {
     cmd: String,
 }
 
-impl RunPlace for StorePlace<'_> {
+impl RunPlace for StorePlace {
     fn kind(&self) -> Kind {
         Kind::Store
     }
@@ -85,7 +84,7 @@ impl RunPlace for StorePlace<'_> {
             .map_err(|e| super::fail(format_args!("cannot block the signals: {e}")))?;
         let signals = self.signals.get_or_init(|| signals);
         let timing = LeaseTiming::new(a.lease, a.kill_after).map_err(super::fail)?;
-        let store = open(self.url, timing.call_timeout).map_err(super::fail)?;
+        let store = open(self.place.url(), timing.call_timeout).map_err(super::fail)?;
         let token = onlyone::new_token();
         let cmd = onlyone::text::display_command(&a.command);
         let me = std::process::id();
@@ -429,13 +428,13 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
     })
 }
 
-impl Place for StorePlace<'_> {
+impl Place for StorePlace {
     fn seam(&self) -> &dyn onlyone::place::Place {
         &self.place
     }
 
     fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
-        let store = open(self.url, READ_TIMEOUT)?;
+        let store = open(self.place.url(), READ_TIMEOUT)?;
         let names = if locks.is_empty() {
             store.names().map_err(|e| e.to_string())?
         } else {
@@ -471,6 +470,6 @@ impl Place for StorePlace<'_> {
     }
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
-        shown(self.url, named, deadline)
+        shown(self.place.url(), named, deadline)
     }
 }
