@@ -18,6 +18,7 @@ mod status;
 mod store;
 mod tail;
 mod view;
+mod words;
 
 use std::collections::HashSet;
 use std::ffi::OsString;

@@ -54,14 +54,14 @@ pub struct LeaseTiming {
 pub enum LeaseTimingError {
     /// The lease leaves no room: under 500 ms, or its renewals, a call's
     /// timeout and the margin fill it.
-    #[error("--lease {} is too short: it must be at least 500ms", duration(.lease))]
+    #[error("the lease {} is too short: it must be at least 500ms", duration(.lease))]
     TooShort {
         /// L.
         lease: Duration,
     },
     /// The grace does not fit: `R + T + G + M < L` does not hold.
     #[error(
-        "--kill-after {} does not fit in --lease {}: a holder must end its command before the \
+        "the grace {} does not fit in the lease {}: a holder must end its command before the \
          lease can run out (renew {} + call timeout {} + grace + margin {} < lease); the largest \
          grace that fits is {}, or lengthen the lease",
         duration(.grace),

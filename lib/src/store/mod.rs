@@ -248,7 +248,7 @@ pub enum StoreError {
     /// This onlyone was built without the engine the URL names.
     #[error(
         "this onlyone was built without the {engine} store (cargo feature `{feature}`), so \
-         --store cannot be used; build it with the default features"
+         it cannot use one; build it with the default features"
     )]
     NotBuilt {
         /// The engine.
@@ -762,7 +762,7 @@ mod tests {
                     feature: "postgres",
                 },
                 "this onlyone was built without the PostgreSQL store (cargo feature `postgres`), \
-                 so --store cannot be used; build it with the default features",
+                 so it cannot use one; build it with the default features",
             ),
             (
                 StoreError::UnknownScheme,
@@ -784,13 +784,13 @@ mod tests {
             LeaseTiming::new(Duration::from_millis(400), Duration::ZERO)
                 .unwrap_err()
                 .to_string(),
-            "--lease 400ms is too short: it must be at least 500ms"
+            "the lease 400ms is too short: it must be at least 500ms"
         );
         let e = LeaseTiming::new(Duration::from_secs(4), Duration::from_secs(3)).unwrap_err();
         assert!(matches!(e, LeaseTimingError::GraceTooLong { .. }), "{e:?}");
         assert_eq!(
             e.to_string(),
-            "--kill-after 3s does not fit in --lease 4s: a holder must end its command before \
+            "the grace 3s does not fit in the lease 4s: a holder must end its command before \
              the lease can run out (renew 666ms + call timeout 400ms + grace + margin 266ms < \
              lease); the largest grace that fits is 2s, or lengthen the lease"
         );
