@@ -33,6 +33,7 @@ compile_error!("onlyone reads process liveness from /proc and supports Linux onl
 
 pub mod atomic;
 mod error;
+pub mod hint;
 pub mod journal;
 mod judge;
 mod lock;

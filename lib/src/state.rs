@@ -41,6 +41,7 @@ use std::sync::{Arc, OnceLock};
 use rustix::fs::{CWD, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::hint::Hint;
 use crate::names::{self, Risk, STATE_DIR_VAR, StateSource};
 
 /// The longest file name most filesystems take.
@@ -205,10 +206,10 @@ impl StateDir {
 
     fn refusal(&self, why: &str) -> io::Error {
         let from = match self.source() {
-            StateSource::Flag => " (from --state-dir)",
-            StateSource::Env => " (from $ONLYONE_STATE_DIR)",
-            StateSource::Default => "",
-            StateSource::Fallback => " (this user's, who has no home directory of its own)",
+            StateSource::Given => format!(" ({})", Hint::StateDirGiven),
+            StateSource::Env => format!(" (from ${STATE_DIR_VAR})"),
+            StateSource::Default => String::new(),
+            StateSource::Fallback => " (this user's, who has no home directory of its own)".into(),
         };
         io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -222,7 +223,7 @@ impl StateDir {
     fn fix_owner(&self) -> String {
         let d = self.path().display();
         match self.source() {
-            StateSource::Flag | StateSource::Env => format!("use {}", self.elsewhere_words()),
+            StateSource::Given | StateSource::Env => format!("use {}", self.elsewhere_words()),
             _ => format!(
                 "remove it as root (sudo rm -r {d}) if another account made it, or {}",
                 self.elsewhere()
@@ -235,7 +236,10 @@ impl StateDir {
     }
 
     fn elsewhere_words(&self) -> String {
-        format!("a directory of your own (--state-dir DIR or ${STATE_DIR_VAR})")
+        format!(
+            "a directory of your own ({} or ${STATE_DIR_VAR})",
+            Hint::OtherStateDir
+        )
     }
 
     /// The locks of `lock_dir` (as paths in it, the way `lock_dir` is
@@ -313,9 +317,10 @@ fn make_missing(path: &Path) -> Result<(), String> {
             return Err(format!(
                 "it is missing, and onlyone will not make it in `{}`: {risk}, so another account \
                  could put a directory of its choice in its place; make it yourself (mkdir -m 700 \
-                 -p {}), or use a directory of your own (--state-dir DIR or ${STATE_DIR_VAR})",
+                 -p {}), or use a directory of your own ({} or ${STATE_DIR_VAR})",
                 at.display(),
-                path.display()
+                path.display(),
+                Hint::OtherStateDir
             ));
         }
         let made = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {

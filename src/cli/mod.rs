@@ -38,6 +38,7 @@ use exit::{Code, Ending};
 /// Runs the command line `argv` (the program's name first) and returns how
 /// to exit.
 pub fn main(argv: Vec<OsString>) -> Code {
+    onlyone::hint::set_wording(words::hint);
     let (typed, cli) = match args::parse(&argv) {
         Ok(x) => x,
         Err(e) => {

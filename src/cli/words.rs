@@ -1,6 +1,7 @@
 //! The command's wording of the library's errors: the library says the
 //! kind and the reason; here they are said with the command's flags.
 
+use onlyone::hint::Hint;
 use onlyone::store::StoreError;
 use onlyone::store::lease::LeaseTimingError;
 use onlyone::text::compact_duration as duration;
@@ -44,5 +45,24 @@ pub fn lease_timing_error(e: &LeaseTimingError) -> String {
             duration(largest)
         ),
         e => e.to_string(),
+    }
+}
+
+/// A hint of the library's messages as the command says it, with its
+/// options: the wording [`main`](super::main) sets for every message.
+pub fn hint(h: &Hint<'_>) -> String {
+    match *h {
+        Hint::LockDirGiven => "from --dir".to_owned(),
+        Hint::StateDirGiven => "from --state-dir".to_owned(),
+        Hint::OtherStateDir => "--state-dir DIR".to_owned(),
+        Hint::AllowSharedFs => {
+            "pass --allow-shared-fs (or set ONLYONE_ALLOW_SHARED_FS=1)".to_owned()
+        }
+        Hint::Force => "use --force".to_owned(),
+        Hint::ForcedRelease { path, as_root } => format!(
+            "`{}onlyone release --force {}`",
+            if as_root { "sudo " } else { "" },
+            path.display()
+        ),
     }
 }

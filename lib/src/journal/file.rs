@@ -674,7 +674,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         use std::sync::{Arc, Mutex};
         let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::at(dir.path().join("state"), crate::names::StateSource::Flag);
+        let state = StateDir::at(dir.path().join("state"), crate::names::StateSource::Given);
         let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
         let legacy = dir.path().join("j.lock.journal");
         let older = dir.path().join("j.lock.journal.1");
