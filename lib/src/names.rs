@@ -35,19 +35,19 @@ use crate::error::Error;
 use crate::hint::Hint;
 
 /// The longest lock name.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// root's default lock directory.
 pub const ROOT_DIR: &str = "/run/onlyone";
 
 /// The environment variable that overrides the lock directory.
-pub const DIR_VAR: &str = "ONLYONE_DIR";
+pub(crate) const DIR_VAR: &str = "ONLYONE_DIR";
 
 /// root's default state directory.
-pub const ROOT_STATE_DIR: &str = "/var/lib/onlyone";
+pub(crate) const ROOT_STATE_DIR: &str = "/var/lib/onlyone";
 
 /// The environment variable that overrides the state directory.
-pub const STATE_DIR_VAR: &str = "ONLYONE_STATE_DIR";
+pub(crate) const STATE_DIR_VAR: &str = "ONLYONE_STATE_DIR";
 
 /// Where a state directory came from, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 //! appended), so that `/var/run/onlyone` and `/run/onlyone` share one
 //! journal and a lock whose directory is gone (after a reboot) still finds
 //! it. A name longer than a file name may be (255 bytes) is cut, and ends
-//! with a hash of the whole path instead ([`journal_name`]).
+//! with a hash of the whole path instead.
 //!
 //! **Trust.** Writers make the missing directories 0700 (what the XDG spec
 //! asks of `~/.local/state`), on descriptors, in parents no other account
@@ -346,7 +346,7 @@ fn make_missing(path: &Path) -> Result<(), String> {
 
 /// The journal's name (and its older generation's) in the state
 /// directory, for the lock file `lock` (see "Names" in the module docs).
-pub fn journal_name(lock: &Path) -> (OsString, OsString) {
+pub(crate) fn journal_name(lock: &Path) -> (OsString, OsString) {
     let path = canonical_lock(lock);
     let mut name = escape_path(&path);
     const LONGEST_SUFFIX: usize = ".journal.1".len();
