@@ -5,6 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::hint::Hint;
 use crate::record::Record;
 use crate::text::compact_duration;
 use crate::verdict::{Holder, UnknownReason};
@@ -267,12 +268,11 @@ pub enum Error {
 
     /// This user may not remove the lock file.
     #[error(
-        "{}you ({me}) may not remove `{}`: {why}; {} must clear it (`sudo onlyone release \
-         --force {}`)",
+        "{}you ({me}) may not remove `{}`: {why}; {} must clear it ({})",
         .state.as_ref().map(|s| format!("`{}` is {s}, but ", .path.display())).unwrap_or_default(),
         .path.display(),
         if .owner == "root" { "root".to_owned() } else { format!("{} or root", .owner) },
-        .path.display()
+        forced_release(.path, true)
     )]
     CannotRemove {
         /// The lock file.
@@ -293,8 +293,8 @@ pub enum Error {
          that shares it cannot see this host's processes, nor this host its, so two hosts \
          could both run. Use a local directory (the default is), and for a job shared between \
          hosts a lock that all of them see (a database, not a file); if this filesystem is \
-         used by this host alone, pass --allow-shared-fs (or set ONLYONE_ALLOW_SHARED_FS=1)",
-        .dir.display()
+         used by this host alone, {}",
+        .dir.display(), Hint::AllowSharedFs
     )]
     SharedFs {
         /// The directory.
@@ -331,8 +331,8 @@ pub enum Error {
 
     /// A release by pid found the lock held by someone else.
     #[error(
-        "`{}` is not held by pid {pid}: {}; use --force to remove it anyway",
-        .held.path.display(), held_or_record(.held)
+        "`{}` is not held by pid {pid}: {}; {} to remove it anyway",
+        .held.path.display(), held_or_record(.held), Hint::Force
     )]
     NotOwner {
         /// The pid that asked to release.
@@ -460,12 +460,20 @@ fn unknown_remedy(path: &std::path::Path, reason: &UnknownReason) -> String {
             format!("{who} can judge it (`sudo onlyone status {p}`) and clear it if it is stale")
         }
         UnknownReason::OtherHost { host } => format!(
-            "Once you know the run on `{host}` is over, remove it with `onlyone release \
-             --force {p}`; a job shared between hosts needs a lock that all of them see (a \
-             database, not a file)"
+            "Once you know the run on `{host}` is over, remove it with {}; a job shared between \
+             hosts needs a lock that all of them see (a database, not a file)",
+            forced_release(path, false)
         ),
-        _ => format!("If no run is active, remove it with `onlyone release --force {p}`"),
+        _ => format!(
+            "If no run is active, remove it with {}",
+            forced_release(path, false)
+        ),
     }
+}
+
+/// The hint that removes `path` whoever holds it, as root or as the user.
+fn forced_release(path: &std::path::Path, as_root: bool) -> Hint<'_> {
+    Hint::ForcedRelease { path, as_root }
 }
 
 fn foreign_link(dir: &std::path::Path, link: &std::path::Path, owner: &str, me: &str) -> String {

@@ -33,6 +33,7 @@ compile_error!("onlyone reads process liveness from /proc and supports Linux onl
 
 pub mod atomic;
 mod error;
+pub mod hint;
 pub mod journal;
 mod judge;
 mod lock;
@@ -83,8 +84,7 @@ mod test_hooks;
 pub use error::{Error, HeldBy, Result};
 pub use lock::{
     AcquireOptions, Active, BusyPolicy, HEAD_GRACE, Inspection, LockFile, LockGuard,
-    MAX_TAKEOVER_TRIES, Owner, REFRESH_INTERVAL, REPROBE_INTERVAL, Released, Releaser, TakeOver,
-    Waiting, active_pid, new_token,
+    MAX_TAKEOVER_TRIES, Owner, Released, Releaser, TakeOver, Waiting, active_pid, new_token,
 };
 pub use members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR, with_census};
 pub use procfs::{Group, Image, ProcId, host_name};

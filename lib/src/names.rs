@@ -32,27 +32,28 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+use crate::hint::Hint;
 
 /// The longest lock name.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// root's default lock directory.
 pub const ROOT_DIR: &str = "/run/onlyone";
 
 /// The environment variable that overrides the lock directory.
-pub const DIR_VAR: &str = "ONLYONE_DIR";
+pub(crate) const DIR_VAR: &str = "ONLYONE_DIR";
 
 /// root's default state directory.
-pub const ROOT_STATE_DIR: &str = "/var/lib/onlyone";
+pub(crate) const ROOT_STATE_DIR: &str = "/var/lib/onlyone";
 
 /// The environment variable that overrides the state directory.
-pub const STATE_DIR_VAR: &str = "ONLYONE_STATE_DIR";
+pub(crate) const STATE_DIR_VAR: &str = "ONLYONE_STATE_DIR";
 
 /// Where a state directory came from, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateSource {
-    /// `--state-dir`.
-    Flag,
+    /// Given explicitly, by the program that uses the library.
+    Given,
     /// `$ONLYONE_STATE_DIR`.
     Env,
     /// The default for this user: root's, or under its home.
@@ -62,12 +63,11 @@ pub enum StateSource {
     Fallback,
 }
 
-/// The state directory for this user: `explicit` (from `--state-dir`),
-/// else `$ONLYONE_STATE_DIR`, else the default (see the module docs).
+/// The state directory for this user: `explicit` (the one given), else `$ONLYONE_STATE_DIR`, else the default (see the module docs).
 pub fn state_dir(explicit: Option<&Path>) -> (PathBuf, StateSource) {
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     if let Some(d) = explicit.filter(|d| !d.as_os_str().is_empty()) {
-        return (absolute(d), StateSource::Flag);
+        return (absolute(d), StateSource::Given);
     }
     if let Some(d) = std::env::var_os(STATE_DIR_VAR).filter(|d| !d.is_empty()) {
         return (absolute(Path::new(&d)), StateSource::Env);
@@ -96,19 +96,19 @@ pub fn state_dir(explicit: Option<&Path>) -> (PathBuf, StateSource) {
 /// Where a DIR came from, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirSource {
-    /// `--dir`.
-    Flag,
+    /// Given explicitly, by the program that uses the library.
+    Given,
     /// `$ONLYONE_DIR`.
     Env,
     /// The default for this user.
     Default,
 }
 
-/// The lock directory for this user: `explicit` (from `--dir`), else
+/// The lock directory for this user: `explicit` (the one given), else
 /// `$ONLYONE_DIR`, else the default.
 pub fn lock_dir(explicit: Option<&Path>) -> (PathBuf, DirSource) {
     if let Some(d) = explicit {
-        return (d.to_path_buf(), DirSource::Flag);
+        return (d.to_path_buf(), DirSource::Given);
     }
     if let Some(d) = std::env::var_os(DIR_VAR).filter(|d| !d.is_empty()) {
         return (PathBuf::from(d), DirSource::Env);
@@ -423,11 +423,11 @@ fn missing_parent(dir: &Path, parent: &Path, source: DirSource) -> Error {
     }
 }
 
-fn from(source: DirSource) -> &'static str {
+fn from(source: DirSource) -> String {
     match source {
-        DirSource::Flag => " (from --dir)",
-        DirSource::Env => " (from $ONLYONE_DIR)",
-        DirSource::Default => "",
+        DirSource::Given => format!(" ({})", Hint::LockDirGiven),
+        DirSource::Env => format!(" (from ${DIR_VAR})"),
+        DirSource::Default => String::new(),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::supervise::{self, Exit, RunError, RunOptions, RunOutcome};
 
 /// How much longer than its grace a run stopped to be replaced is given
 /// to let go, before the run that replaces it gives up.
-pub const REPLACE_SLACK: Duration = Duration::from_secs(5);
+pub(crate) const REPLACE_SLACK: Duration = Duration::from_secs(5);
 
 /// What a shell exits with when it cannot find a command.
 const NOT_FOUND: i32 = 127;
@@ -162,7 +162,7 @@ pub enum TakeError {
 /// after the grace; `observer` told before and after, as
 /// [`RunObserver::stopping`] and [`RunObserver::stopped`]) and the lock is
 /// taken out of line, before the waiters (the run that replaces supersedes
-/// what they wait for), within the grace and [`REPLACE_SLACK`]. The stop is
+/// what they wait for), within the grace and 5 seconds more. The stop is
 /// bounded by `deadline`. The skip is not told: the caller says it.
 pub fn take_for_run(
     lock: &LockFile,

@@ -17,7 +17,7 @@
 //! appended), so that `/var/run/onlyone` and `/run/onlyone` share one
 //! journal and a lock whose directory is gone (after a reboot) still finds
 //! it. A name longer than a file name may be (255 bytes) is cut, and ends
-//! with a hash of the whole path instead ([`journal_name`]).
+//! with a hash of the whole path instead.
 //!
 //! **Trust.** Writers make the missing directories 0700 (what the XDG spec
 //! asks of `~/.local/state`), on descriptors, in parents no other account
@@ -41,6 +41,7 @@ use std::sync::{Arc, OnceLock};
 use rustix::fs::{CWD, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::hint::Hint;
 use crate::names::{self, Risk, STATE_DIR_VAR, StateSource};
 
 /// The longest file name most filesystems take.
@@ -205,10 +206,10 @@ impl StateDir {
 
     fn refusal(&self, why: &str) -> io::Error {
         let from = match self.source() {
-            StateSource::Flag => " (from --state-dir)",
-            StateSource::Env => " (from $ONLYONE_STATE_DIR)",
-            StateSource::Default => "",
-            StateSource::Fallback => " (this user's, who has no home directory of its own)",
+            StateSource::Given => format!(" ({})", Hint::StateDirGiven),
+            StateSource::Env => format!(" (from ${STATE_DIR_VAR})"),
+            StateSource::Default => String::new(),
+            StateSource::Fallback => " (this user's, who has no home directory of its own)".into(),
         };
         io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -222,7 +223,7 @@ impl StateDir {
     fn fix_owner(&self) -> String {
         let d = self.path().display();
         match self.source() {
-            StateSource::Flag | StateSource::Env => format!("use {}", self.elsewhere_words()),
+            StateSource::Given | StateSource::Env => format!("use {}", self.elsewhere_words()),
             _ => format!(
                 "remove it as root (sudo rm -r {d}) if another account made it, or {}",
                 self.elsewhere()
@@ -235,7 +236,10 @@ impl StateDir {
     }
 
     fn elsewhere_words(&self) -> String {
-        format!("a directory of your own (--state-dir DIR or ${STATE_DIR_VAR})")
+        format!(
+            "a directory of your own ({} or ${STATE_DIR_VAR})",
+            Hint::OtherStateDir
+        )
     }
 
     /// The locks of `lock_dir` (as paths in it, the way `lock_dir` is
@@ -313,9 +317,10 @@ fn make_missing(path: &Path) -> Result<(), String> {
             return Err(format!(
                 "it is missing, and onlyone will not make it in `{}`: {risk}, so another account \
                  could put a directory of its choice in its place; make it yourself (mkdir -m 700 \
-                 -p {}), or use a directory of your own (--state-dir DIR or ${STATE_DIR_VAR})",
+                 -p {}), or use a directory of your own ({} or ${STATE_DIR_VAR})",
                 at.display(),
-                path.display()
+                path.display(),
+                Hint::OtherStateDir
             ));
         }
         let made = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
@@ -341,7 +346,7 @@ fn make_missing(path: &Path) -> Result<(), String> {
 
 /// The journal's name (and its older generation's) in the state
 /// directory, for the lock file `lock` (see "Names" in the module docs).
-pub fn journal_name(lock: &Path) -> (OsString, OsString) {
+pub(crate) fn journal_name(lock: &Path) -> (OsString, OsString) {
     let path = canonical_lock(lock);
     let mut name = escape_path(&path);
     const LONGEST_SUFFIX: usize = ".journal.1".len();

@@ -171,8 +171,8 @@ pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
 pub(crate) const MAX_VALUE_BYTES: usize = 1024;
 
 /// Makes a value safe for one record line: control characters become
-/// `\xNN`, and the result is cut at [`MAX_CMD_BYTES`](crate::record::MAX_CMD_BYTES) (1 KiB) on a character
-/// boundary with a trailing `…`.
+/// `\xNN`, and the result is cut at 1 KiB on a character boundary with a
+/// trailing `…`.
 pub fn escape_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len().min(MAX_VALUE_BYTES));
     for c in v.chars() {

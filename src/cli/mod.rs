@@ -18,6 +18,7 @@ mod status;
 mod store;
 mod tail;
 mod view;
+mod words;
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
@@ -34,6 +35,7 @@ use exit::{Code, Ending};
 /// Runs the command line `argv` (the program's name first) and returns how
 /// to exit.
 pub fn main(argv: Vec<OsString>) -> Code {
+    onlyone::hint::set_wording(words::hint);
     let (typed, cli) = match args::parse(&argv) {
         Ok(x) => x,
         Err(e) => {

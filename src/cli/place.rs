@@ -28,6 +28,7 @@ pub fn words(e: &PlaceError) -> String {
             "`{lock}` is a path; with --store a lock is a name (a letter or digit, then up \
              to 63 letters, digits, `.`, `_` or `-`)"
         ),
+        PlaceError::Store(e) => super::words::store_error(e),
         e => e.to_string(),
     }
 }

@@ -22,7 +22,7 @@ use super::{args, deadline_of, journal, say};
 
 /// The store at `url`, every call given up after `timeout`.
 pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, String> {
-    onlyone::store::open(url, timeout).map_err(|e| e.to_string())
+    onlyone::store::open(url, timeout).map_err(|e| super::words::store_error(&e))
 }
 
 /// A lock name as the store keys it (see
@@ -83,7 +83,8 @@ impl RunPlace for StorePlace {
         let signals = onlyone::store::HeldSignals::new()
             .map_err(|e| super::fail(format_args!("cannot block the signals: {e}")))?;
         let signals = self.signals.get_or_init(|| signals);
-        let timing = LeaseTiming::new(a.lease, a.kill_after).map_err(super::fail)?;
+        let timing = LeaseTiming::new(a.lease, a.kill_after)
+            .map_err(|e| super::fail(super::words::lease_timing_error(&e)))?;
         let store = open(self.place.url(), timing.call_timeout).map_err(super::fail)?;
         let token = onlyone::new_token();
         let cmd = onlyone::text::display_command(&a.command);

@@ -411,13 +411,16 @@ fn expect_unknown(c: &mut Case, name: &str, why: &str) {
         .expect("the file exists");
     // The fix it names: a file that is not a record is never onlyone's to
     // remove (`rm` it, if it is a stale lock of another tool); a record is
-    // (`release --force`).
-    let fix = match &seen.verdict {
+    // (a forced release, which the command says as `release --force`).
+    let (lib_fix, fix) = match &seen.verdict {
         Verdict::Unknown(r) => {
             assert!(r.to_string().contains(why), "{why:?} not in {r}");
             match r {
-                UnknownReason::Unreadable { .. } => format!("rm {p}"),
-                _ => "release --force".to_owned(),
+                UnknownReason::Unreadable { .. } => (format!("rm {p}"), format!("rm {p}")),
+                _ => (
+                    format!("a forced release of `{p}`"),
+                    "release --force".to_owned(),
+                ),
             }
         }
         v => panic!("{}: expected unknown, got {v:?}", c.name),
@@ -427,7 +430,7 @@ fn expect_unknown(c: &mut Case, name: &str, why: &str) {
     assert!(matches!(e, Error::Unknown { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(
-        msg.contains(&p) && msg.contains(&fix) && msg.contains(why),
+        msg.contains(&p) && msg.contains(&lib_fix) && msg.contains(why),
         "{msg}"
     );
     // A release by a pid that is not the owner: refused, whatever the record.

@@ -15,7 +15,7 @@ pub const SCHEMA: u32 = 1;
 
 /// The longest line an event takes, newline included: the command is cut
 /// to fit.
-pub const MAX_LINE: usize = 2048;
+pub(crate) const MAX_LINE: usize = 2048;
 
 /// The latest time an event may carry: the end of the year 9999.
 const MAX_TIME: f64 = 253_402_300_799.0;
@@ -218,7 +218,7 @@ pub struct Event {
     /// The user who wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<u32>,
-    /// The run's command line (cut to fit [`MAX_LINE`]).
+    /// The run's command line (cut to fit a line of 2,048 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<String>,
     /// `run`, `script` or `lock` (`start`).
@@ -442,7 +442,7 @@ impl Event {
         self
     }
 
-    /// The event as one line, newline included, at most [`MAX_LINE`]
+    /// The event as one line, newline included, at most 2,048
     /// bytes: the command, then the reason, are cut to fit.
     pub fn to_line(&self) -> Vec<u8> {
         let mut ev = self.clone();

@@ -25,11 +25,11 @@ pub const ROTATE_AT: u64 = 4 << 20;
 
 /// The most of a generation that is read: its last this many bytes (a
 /// journal rotates long before; one that did not is someone else's doing).
-pub const MAX_READ: u64 = 8 * ROTATE_AT;
+pub(crate) const MAX_READ: u64 = 8 * ROTATE_AT;
 
 /// The longest wait for a `flock` another process holds on a journal (see
 /// "Nothing waits forever" in `journal`'s docs).
-pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(1);
 
 /// The mode of a journal: its owner's.
 const MODE: u32 = 0o600;
@@ -158,7 +158,7 @@ impl Journal {
     }
 
     /// Appends one event: one `write(2)` of one line (see `journal`'s docs).
-    /// Every wait is bounded by [`LOCK_WAIT`] and the lock handle's
+    /// Every wait is bounded by a second and the lock handle's
     /// deadline.
     pub fn append(&self, ev: &Event) -> io::Result<()> {
         let line = ev.to_line();
@@ -674,7 +674,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         use std::sync::{Arc, Mutex};
         let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::at(dir.path().join("state"), crate::names::StateSource::Flag);
+        let state = StateDir::at(dir.path().join("state"), crate::names::StateSource::Given);
         let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
         let legacy = dir.path().join("j.lock.journal");
         let older = dir.path().join("j.lock.journal.1");

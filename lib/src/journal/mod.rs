@@ -11,7 +11,7 @@
 //! takeover, stop, reap and release is one [`Event`], one line of JSON
 //! (schema [`SCHEMA`], documented in doc/json.md), appended with one
 //! `write(2)` on a file opened with `O_APPEND`: concurrent writers never tear
-//! or interleave a line, and a line is at most [`MAX_LINE`] bytes (the
+//! or interleave a line, and a line is at most 2,048 bytes (the
 //! command is cut to fit).
 //!
 //! **The owner's file.** A journal outlives its runs and holds their
@@ -37,7 +37,7 @@
 //!
 //! **Nothing waits forever.** A `flock` is something any process that can
 //! open the file can take, and hold: every wait for one is bounded (by
-//! [`LOCK_WAIT`], and by the lock handle's deadline,
+//! a second, and by the lock handle's deadline,
 //! [`LockFile::with_deadline`](crate::LockFile::with_deadline)). An
 //! append whose shared lock does not come in time is not written (the
 //! error says why); a rotator whose exclusive lock does not come in time
@@ -69,10 +69,10 @@
 //! reading goes on without it, and [`Journal::on_set_aside`] is told which
 //! file and why ([`SetAside`]), so the command can say so. [`Journal::history`] pairs them into runs. What is read is
 //! input (another user's journal in a shared directory is too): a line
-//! longer than [`MAX_LINE`] is skipped, and so is an event whose time is
+//! longer than 2,048 bytes is skipped, and so is an event whose time is
 //! not a time (before 1970, past the year 9999, not a number); a duration
 //! (or a CPU time) that is not one (negative, past that range) is dropped;
-//! only the last [`MAX_READ`] bytes of a generation are read.
+//! only the last 32 MiB (8 × [`ROTATE_AT`]) of a generation are read.
 //!
 //! Three parts: the events and their line (`event.rs`), the journal's
 //! file, its rotation and its reading (`file.rs`), and the runs its events
@@ -85,8 +85,10 @@ mod event;
 mod file;
 mod history;
 
-pub use event::{EndReason, Event, EventKind, Exit, MAX_LINE, SCHEMA, Usage, run_id};
-pub use file::{Journal, LOCK_WAIT, MAX_READ, ROTATE_AT, SetAside};
+#[cfg(feature = "postgres")]
+pub(crate) use event::MAX_LINE;
+pub use event::{EndReason, Event, EventKind, Exit, SCHEMA, Usage, run_id};
+pub use file::{Journal, ROTATE_AT, SetAside};
 pub use history::{Class, History, LockNow, Outcome, Run};
 
 pub(crate) use file::open_regular;

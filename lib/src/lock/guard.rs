@@ -45,7 +45,7 @@ impl std::fmt::Display for TakeOver {
 /// How often a holder refreshes its lock file's times (`futimens`), so that
 /// age-based cleaning of `/tmp` (systemd-tmpfiles, tmpreaper) never takes
 /// a live lock: cleaners remove files whose times are all older than days.
-pub const REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
 /// [`REFRESH_INTERVAL`], or what a test sets.
 pub(crate) fn refresh_interval() -> Duration {
@@ -178,7 +178,7 @@ impl LockGuard {
     }
 
     /// Refreshes the lock file's times, so that age-based cleaning of
-    /// `/tmp` does not take it while it is held (see [`REFRESH_INTERVAL`]).
+    /// `/tmp` does not take it while it is held (once a day is enough).
     pub fn refresh(&self) -> Result<()> {
         match &self.fd {
             Some(fd) => touch(fd).map_err(|e| Error::io("refresh", self.lock.path(), e)),
@@ -205,7 +205,7 @@ impl Drop for LockGuard {
 }
 
 impl LockFile {
-    /// Keeps the lock file's times fresh (see [`REFRESH_INTERVAL`]) for as
+    /// Keeps the lock file's times fresh (once a day) for as
     /// long as it holds `token` and is held, for an owner that is not this
     /// process (a shell script that called `onlyone acquire`): no process
     /// of onlyone's would otherwise live to do it. Wakes when the lock file

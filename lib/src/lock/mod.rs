@@ -56,8 +56,8 @@ use crate::verdict::Verdict;
 
 pub use acquire::{AcquireOptions, Owner, new_token};
 pub use busy::BusyPolicy;
+pub use guard::LockGuard;
 pub use guard::TakeOver;
-pub use guard::{LockGuard, REFRESH_INTERVAL};
 pub use queue::{HEAD_GRACE, Waiting};
 pub use removal::{Released, Releaser};
 
@@ -68,7 +68,7 @@ pub const MAX_TAKEOVER_TRIES: u32 = 16;
 
 /// How often a waiter re-probes a held lock, to notice an owner that died
 /// without removing its record.
-pub const REPROBE_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const REPROBE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// A lock file, and an open handle on its directory.
 ///

@@ -409,7 +409,7 @@ mod tests {
             heard.lock().unwrap().push(format!("{n:?}"));
         });
         let place = DirPlace::new(
-            (tmp.path().join("locks"), DirSource::Flag),
+            (tmp.path().join("locks"), DirSource::Given),
             StateDir::resolve(Some(&tmp.path().join("state"))),
             false,
             notes,

@@ -57,8 +57,8 @@ use scan::{JobView, Marked, live_token};
 use state::Seen;
 
 use crate::work;
-pub use crate::work::{Keeper, keepers, now_ticks};
-pub use state::{STATE_FILE, STATE_LOCK, note_kept, note_lingering};
+pub use crate::work::{Keeper, keepers};
+pub use state::{note_kept, note_lingering};
 
 /// What keeps a lock held that `holder` proves held, when it is a
 /// lingering run none of whose own work lives any more: the sessions

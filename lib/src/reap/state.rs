@@ -37,10 +37,10 @@ use crate::record::Record;
 use crate::work::Lingered;
 
 /// The state file's name, in the lock directory.
-pub const STATE_FILE: &str = ".onlyone-reap.json";
+pub(crate) const STATE_FILE: &str = ".onlyone-reap.json";
 /// The file whose flock serialises reaps, in the lock directory. Never
 /// deleted.
-pub const STATE_LOCK: &str = ".onlyone-reap.lock";
+pub(crate) const STATE_LOCK: &str = ".onlyone-reap.lock";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(super) struct State {

@@ -46,9 +46,6 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The most lingering processes a record names (`linger=`).
 pub const MAX_LINGER: usize = 32;
 
-/// The longest escaped command line stored in a record.
-pub const MAX_CMD_BYTES: usize = crate::text::MAX_VALUE_BYTES;
-
 /// Which processes keep a record's lock held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -655,7 +652,7 @@ impl Record {
 /// True when `bytes` hold a record line `token=TOKEN`: how a writer knows
 /// its own record (a read-back, a release) without parsing it. A token is
 /// 128 random bits that only its writer puts in a record.
-pub fn carries_token(bytes: &[u8], token: &str) -> bool {
+pub(crate) fn carries_token(bytes: &[u8], token: &str) -> bool {
     !token.is_empty()
         && bytes.len() <= MAX_RECORD_BYTES
         && bytes.split(|&b| b == b'\n').skip(1).any(|line| {

@@ -260,7 +260,7 @@ fn escape_value_bounds_and_escapes() {
     assert_eq!(escape_value("a\nb\\c"), "a\\x0ab\\c");
     let long = "x".repeat(5000);
     let e = escape_value(&long);
-    assert!(e.len() <= MAX_CMD_BYTES && e.ends_with('…'));
+    assert!(e.len() <= crate::text::MAX_VALUE_BYTES && e.ends_with('…'));
 }
 
 fn arb_record() -> impl Strategy<Value = Record> {

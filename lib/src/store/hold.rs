@@ -12,7 +12,7 @@ const RETRY_EVERY: Duration = Duration::from_millis(200);
 
 /// What [`LeaseHold::take_in_line`] came back with.
 #[derive(Debug)]
-pub enum Taking {
+pub(crate) enum Taking {
     /// The lease, held.
     Taken(LeaseHold),
     /// Not taken ([`Claimed::Held`] or [`Claimed::Behind`]): the store, for the
@@ -59,7 +59,7 @@ impl LeaseHold {
     /// [`LeaseStore::take`]; no ticket: a newcomer, behind every live
     /// waiter). When it is not taken, the store comes back with why, for
     /// the waiter's next try on the same connection.
-    pub fn take_in_line(
+    pub(crate) fn take_in_line(
         store: Box<dyn LeaseStore>,
         name: &str,
         who: &Claimant<'_>,
@@ -110,7 +110,7 @@ impl LeaseHold {
     }
 
     /// The lease, as the supervision watches it.
-    pub fn watch(&self) -> &LeaseWatch {
+    pub(crate) fn watch(&self) -> &LeaseWatch {
         &self.watch
     }
 

@@ -20,13 +20,13 @@
 //! one failed call and its retry: `1.25 R + 2 T + G + M` = 19.25 s < 30 s).
 //!
 //! PROTOCOL.md invariants 6 to 9: the deadline counts from the send
-//! ([`LeaseWatch::deadline`]), a clean end stops the command before the
+//! (`LeaseWatch::deadline`), a clean end stops the command before the
 //! release (the caller releases after the supervision returns), the
 //! margin M covers a late kill, and the watchdog keeps the deadline when
-//! the wrapper cannot (`store::watchdog`, a [`Listener`]).
+//! the wrapper cannot (`store::watchdog`, a `Listener`).
 //!
 //! This module is the store-independent half: the timing and what the
-//! supervision watches. A store renews through a [`Renewals`] handle.
+//! supervision watches. A store renews through a `Renewals` handle.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -54,14 +54,14 @@ pub struct LeaseTiming {
 pub enum LeaseTimingError {
     /// The lease leaves no room: under 500 ms, or its renewals, a call's
     /// timeout and the margin fill it.
-    #[error("--lease {} is too short: it must be at least 500ms", duration(.lease))]
+    #[error("the lease {} is too short: it must be at least 500ms", duration(.lease))]
     TooShort {
         /// L.
         lease: Duration,
     },
     /// The grace does not fit: `R + T + G + M < L` does not hold.
     #[error(
-        "--kill-after {} does not fit in --lease {}: a holder must end its command before the \
+        "the grace {} does not fit in the lease {}: a holder must end its command before the \
          lease can run out (renew {} + call timeout {} + grace + margin {} < lease); the largest \
          grace that fits is {}, or lengthen the lease",
         duration(.grace),
@@ -135,7 +135,7 @@ impl LeaseTiming {
     }
 }
 
-pub use crate::sys::boot_ns;
+pub(crate) use crate::sys::boot_ns;
 
 /// What the renewals have found so far, shared with the supervision.
 #[derive(Debug)]
@@ -152,14 +152,14 @@ struct Shared {
 
 /// What hears of every good renewal: the run's watchdog, which keeps the
 /// deadline when the wrapper cannot.
-pub trait Listener: Send + Sync + std::fmt::Debug {
+pub(crate) trait Listener: Send + Sync + std::fmt::Debug {
     /// A renewal sent at `sent` (boot clock) succeeded.
     fn renewed(&self, sent: i64);
 }
 
 /// A lease held by this process, renewed by a thread of its own.
 #[derive(Debug)]
-pub struct LeaseWatch {
+pub(crate) struct LeaseWatch {
     shared: Arc<Shared>,
     timing: LeaseTiming,
     /// Readable when the renewals found something (lost, a stop request).
@@ -169,7 +169,7 @@ pub struct LeaseWatch {
 
 /// What a renewing thread reports through.
 #[derive(Debug)]
-pub struct Renewals {
+pub(crate) struct Renewals {
     shared: Arc<Shared>,
     wake_tx: OwnedFd,
     timing: LeaseTiming,
@@ -297,11 +297,6 @@ impl LeaseWatch {
     pub fn drain(&self) {
         let mut buf = [0u8; 64];
         while matches!(rustix::io::read(&self.wake_rx, &mut buf), Ok(n) if n > 0) {}
-    }
-
-    /// The timing.
-    pub fn timing(&self) -> LeaseTiming {
-        self.timing
     }
 
     /// Stops the renewals (waiting for one under way).

@@ -33,7 +33,7 @@ pub(crate) fn supervised_signals() -> Vec<i32> {
     sigs
 }
 
-/// Starts a thread with the supervisor's signals ([`crate::supervise::FORWARDED`]
+/// Starts a thread with the supervisor's signals (those it forwards
 /// and SIGCHLD) blocked from its first instruction: they are blocked in
 /// the caller around the spawn (a new thread inherits its creator's mask),
 /// then the caller's mask is back. For any thread that may outlive a
@@ -48,7 +48,7 @@ pub fn spawn_thread<T: Send + 'static>(
     std::thread::Builder::new().name(name.to_owned()).spawn(f)
 }
 
-/// The supervisor's signals ([`crate::supervise::FORWARDED`] and SIGCHLD)
+/// The supervisor's signals (those it forwards, and SIGCHLD)
 /// held blocked in the calling thread, for a program that runs a leased
 /// command from it: one that comes before the command starts or after it
 /// ended waits here instead of killing the wrapper with its lease held and
@@ -77,7 +77,7 @@ impl HeldSignals {
         })
     }
 
-    /// A forwarded signal ([`crate::supervise::FORWARDED`]) that came meanwhile, if
+    /// A signal the supervisor forwards that came meanwhile, if
     /// any (taken: asked again, it is the next one).
     pub fn pending(&self) -> Option<rustix::process::Signal> {
         while let Some((sig, _)) = self.reader.next() {
@@ -110,7 +110,7 @@ pub(crate) fn block_in_this_thread() {
 /// What a store's client said went wrong underneath (its own error), kept
 /// as a [`StoreError`]'s source: a message is the error's `Display`, which
 /// says it already, without a password.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why the store failed: a kind, with what it names (the store's URL,
 /// without its password) and, where one came, the client's own error as
@@ -248,7 +248,7 @@ pub enum StoreError {
     /// This onlyone was built without the engine the URL names.
     #[error(
         "this onlyone was built without the {engine} store (cargo feature `{feature}`), so \
-         --store cannot be used; build it with the default features"
+         it cannot use one; build it with the default features"
     )]
     NotBuilt {
         /// The engine.
@@ -762,7 +762,7 @@ mod tests {
                     feature: "postgres",
                 },
                 "this onlyone was built without the PostgreSQL store (cargo feature `postgres`), \
-                 so --store cannot be used; build it with the default features",
+                 so it cannot use one; build it with the default features",
             ),
             (
                 StoreError::UnknownScheme,
@@ -784,13 +784,13 @@ mod tests {
             LeaseTiming::new(Duration::from_millis(400), Duration::ZERO)
                 .unwrap_err()
                 .to_string(),
-            "--lease 400ms is too short: it must be at least 500ms"
+            "the lease 400ms is too short: it must be at least 500ms"
         );
         let e = LeaseTiming::new(Duration::from_secs(4), Duration::from_secs(3)).unwrap_err();
         assert!(matches!(e, LeaseTimingError::GraceTooLong { .. }), "{e:?}");
         assert_eq!(
             e.to_string(),
-            "--kill-after 3s does not fit in --lease 4s: a holder must end its command before \
+            "the grace 3s does not fit in the lease 4s: a holder must end its command before \
              the lease can run out (renew 666ms + call timeout 400ms + grace + margin 266ms < \
              lease); the largest grace that fits is 2s, or lengthen the lease"
         );

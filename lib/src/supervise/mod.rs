@@ -163,7 +163,7 @@ pub trait Hold {
 /// (see `crate::store::lease`). The command must be gone by
 /// [`Limit::kill_by`], TERM from [`Limit::term_by`]; the supervisor wakes on
 /// [`Limit::wake_fd`] when something changed. Times are on the boot clock
-/// ([`crate::sys::boot_ns`]), in nanoseconds.
+/// (`CLOCK_BOOTTIME`), in nanoseconds.
 pub trait Limit {
     /// Empties the wake-up descriptor.
     fn drain(&self);
@@ -274,7 +274,7 @@ impl RunError {
 }
 
 /// The signals onlyone forwards to the command's process group.
-pub const FORWARDED: [Signal; 7] = [
+pub(crate) const FORWARDED: [Signal; 7] = [
     Signal::TERM,
     Signal::INT,
     Signal::HUP,
