@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use onlyone::place::Feature;
 
 use super::exit::{FailMode, HELD};
+use super::schedule::args::{FireArgs, LateArg, ScheduleArg};
 
 /// The grace between TERM and KILL, unless told otherwise
 /// (`onlyone::signal::DEFAULT_GRACE`).
@@ -295,6 +296,12 @@ impl Adjust for Run {
                 "held_exit",
                 "keep_strays",
                 "linger",
+                "schedule",
+                "late",
+                "catch_up",
+                "catch_up_within",
+                "jitter",
+                "spread",
                 "deadline",
                 "ping",
                 "ping_file",
@@ -391,7 +398,18 @@ impl Adjust for Precheck {
                 ),
             ],
         );
-        in_order(cmd, &["lock", "deadline", "ping", "ping_file", "quiet"])
+        in_order(
+            cmd,
+            &[
+                "lock",
+                "schedule",
+                "late",
+                "deadline",
+                "ping",
+                "ping_file",
+                "quiet",
+            ],
+        )
     }
 }
 
@@ -896,6 +914,13 @@ pub struct Run {
     /// returned, and a release then would let the next fire in beside it.
     #[arg(long)]
     pub linger: bool,
+    // The schedule, and what to do about it before the lock.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
+    #[command(flatten)]
+    pub fire: FireArgs,
     // Where to ping.
     #[command(flatten)]
     pub ping: PingArgs,
@@ -976,6 +1001,11 @@ pub struct Precheck {
     /// One budget for the whole call; when it runs out, exit 0.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    // The schedule: slots missed are recorded.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
     // Where to ping.
     #[command(flatten)]
     pub ping: PingArgs,
@@ -995,6 +1025,9 @@ pub struct Status {
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    // The schedule: the next fire.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
 }
 
 #[derive(Debug, Args)]
@@ -1027,6 +1060,11 @@ pub struct Check {
     /// CRITICAL when more than N fires in a row were skipped.
     #[arg(long, value_name = "N")]
     pub max_skips: Option<u64>,
+    // The schedule: CRITICAL on a missed fire.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
 }
 
 #[derive(Debug, Args)]
@@ -1037,6 +1075,9 @@ pub struct Metrics {
     /// Write to this file atomically instead of printing.
     #[arg(long, value_name = "PATH")]
     pub textfile: Option<PathBuf>,
+    // The schedule: the next fire and the slots missed.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
 }
 
 #[derive(Debug, Args)]

@@ -88,6 +88,9 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
             ));
         }
     }
+    if store && let Some(refused) = super::schedule::refused_with_store(&cli.command) {
+        return Some(refused);
+    }
     if store
         && typed("kill_after")
         && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
