@@ -74,6 +74,14 @@ pub struct LockStatus {
     /// With a store: the lease.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseStatus>,
+    /// A fire waiting before it takes the lock (`run --jitter`,
+    /// `--spread`). Left out when none waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub starting: Option<super::schedule::watch::Starting>,
+    /// The lock's schedule (given, or kept in its journal). Left out when
+    /// none is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<super::schedule::watch::ScheduleStatus>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     pub(super) history: Option<onlyone::journal::History>,
@@ -263,6 +271,8 @@ pub fn of_lease(
         journal_error: None,
         waiters: Vec::new(),
         outside_work: Vec::new(),
+        starting: None,
+        schedule: None,
         lease: Some(LeaseStatus {
             fence: row.epoch,
             lease_left_seconds: left,

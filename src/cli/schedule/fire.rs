@@ -75,9 +75,21 @@ pub(in crate::cli) fn slot_words(s: &Schedule, slot: i64, now: f64) -> String {
 /// Missed slots, as messages name them: `the 02:00 fire`, `the 01:00 and
 /// 02:00 fires`, `3 fires, from the 00:00 to the 02:00`.
 pub(in crate::cli) fn missed_words(s: &Schedule, m: &Missed, now: f64) -> String {
-    let first = slot_words(s, m.first, now);
-    let last = slot_words(s, m.last, now);
-    match (m.count, m.exact) {
+    slots_words(s, m.first, m.last, (m.count, m.exact), now)
+}
+
+/// [`missed_words`] of the slots from `first` to `last`, how many and
+/// whether all were counted.
+pub(in crate::cli) fn slots_words(
+    s: &Schedule,
+    first: i64,
+    last: i64,
+    (count, exact): (u64, bool),
+    now: f64,
+) -> String {
+    let first = slot_words(s, first, now);
+    let last = slot_words(s, last, now);
+    match (count, exact) {
         (1, true) => format!("the {last} fire"),
         (2, true) => format!("the {first} and {last} fires"),
         (n, true) => format!("{n} fires, from the {first} to the {last}"),

@@ -11,6 +11,7 @@
 pub mod args;
 mod fire;
 mod wait;
+pub mod watch;
 
 use onlyone::text::for_terminal;
 

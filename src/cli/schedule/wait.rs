@@ -52,7 +52,7 @@ pub(in crate::cli) fn before_lock(ctx: &Ctx, a: &mut args::Run) -> Result<(), Co
     let cmd = onlyone::text::display_command(&a.command);
     let pid = std::process::id();
     let mut ev = Event::delay(pid, Some(&cmd), 0.0);
-    ev.until = Some(ev.time + wait.as_secs_f64());
+    ev.until = Some(((ev.time + wait.as_secs_f64()) * 1000.0).round() / 1000.0);
     journal::write(&log, &ev, a.quiet);
     let ended = match onlyone::signal::sleep_unless(wait, &ENDING) {
         Ok(ended) => ended,
