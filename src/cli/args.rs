@@ -486,6 +486,9 @@ Examples:
   onlyone run --replace sync -- ./sync.sh   # stop the running one, then run
   onlyone run --max-time 1h sync -- ./sync.sh
   onlyone run --held-exit 0 sync -- ./sync.sh  # a skip is not an error
+  onlyone run --schedule '0 2 * * *' --spread 10m sync -- ./sync.sh
+                                            # missed fires recorded; a stable wait
+  onlyone run --catch-up sync -- ./sync.sh  # at boot: once, if the 02:00 was missed
   onlyone run --linger agent -- sh -c \
     'tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
                                             # the agent in tmux holds the lock")]
@@ -630,7 +633,9 @@ user and system time of its command and of the processes of the run onlyone
 reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
 recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
 abandoned: its wrapper died, released: a script's hold), its pid and host, and
-the fires skipped while it ran. The journal is in the state directory
+the fires skipped while it ran; and the scheduled slots that passed with no
+fire (missed: --schedule), as the fire that found them recorded them. The
+journal is in the state directory
 (--state-dir: /var/lib/onlyone for root), named from the lock's path:
 /run/onlyone/sync.lock has run-onlyone-sync.lock.journal; an earlier version's
 LOCKFILE.journal beside the lock is read first.
@@ -646,7 +651,9 @@ CRITICAL: no success within --max-age (a lock that never succeeded counts; a
 run done when idle, ended by reap or --idle-timeout, is a success), the
 current run longer than --max-runtime, more than --max-skips fires skipped in
 a row, or the last run failed (a non-zero exit, a signal, --max-time, a lost
-lease, abandoned; a stopped run is no failure). WARNING: a threshold at least
+lease, abandoned; a stopped run is no failure), or a slot of the schedule
+(--schedule, or the one the journal keeps) passed --late ago with no fire since
+the last one (\"missed the 02:00 fire\"). WARNING: a threshold at least
 80% used, a lock whose record cannot be judged (unknown), or a script's last
 hold released without --exit. UNKNOWN: a name with neither a lock file nor a
 journal (a typo, the wrong user or --dir). With several locks the worst state wins and the
@@ -666,7 +673,10 @@ signal N, -1 when unknown), onlyone_last_duration_seconds, onlyone_running,
 onlyone_skipped_total, onlyone_takeovers_total (the journal's counts); for a
 last finished run that recorded them, onlyone_last_cpu_seconds (labelled
 mode=\"user\" and mode=\"system\") and onlyone_last_max_rss_bytes (the largest
-peak of one process of the run, not a sum). With --textfile the metrics are
+peak of one process of the run, not a sum). For a lock with a schedule
+(--schedule, or the one its journal keeps): onlyone_missed_total (the slots the
+fires recorded missed) and onlyone_next_fire_timestamp_seconds. With
+--textfile the metrics are
 written atomically (a temp file beside it, then rename), for node_exporter's
 textfile collector.
 
