@@ -60,7 +60,7 @@ pub struct Scheduled {
     /// The last fire: the latest `start`, `skip` or `stop` (Unix seconds).
     pub last_fire: Option<f64>,
     /// The slots recorded missed, oldest first (the latest
-    /// [`MAX_MISSED`] events).
+    /// 1,000 events).
     pub missed: Vec<MissedSlots>,
     /// Every slot recorded missed (the counts of all `missed` events).
     pub missed_total: u64,

@@ -1,4 +1,5 @@
-//! Schedules, as the commands use them: the options (`args`), what a fire
+//! Schedules, as the commands use them (their options are in
+//! `super::args`): what a fire
 //! does about its schedule before it takes the lock (`fire`: the
 //! schedule kept, the slots missed recorded, a catch-up decided; `wait`:
 //! a wait before the lock), and what `check`, `metrics`, `status` and
@@ -6,16 +7,15 @@
 //! was missed, the spread) is the library's ([`onlyone::schedule`]).
 //!
 //! The hooks the commands call are here: [`run`] and [`precheck`] wrap
-//! theirs, [`refused_with_store`] is one of the refusals of `plan`.
+//! theirs.
 
-pub mod args;
 mod fire;
 mod wait;
 pub mod watch;
 
 use onlyone::text::for_terminal;
 
-use super::args::{Command, Run};
+use super::args::Run;
 use super::exit::{Code, Ending};
 use super::place::{self, Place};
 use super::{Ctx, fail, say};
@@ -93,38 +93,4 @@ pub(super) fn precheck(ctx: &Ctx, place: &dyn Place, a: &super::args::Precheck) 
         }
     }
     place::precheck(place, a)
-}
-
-/// The schedule's options given with a store, which keeps no schedule
-/// yet: refused, naming them, rather than ignored.
-pub(super) fn refused_with_store(command: &Command) -> Option<String> {
-    let (given, fire): (bool, Option<&args::FireArgs>) = match command {
-        Command::Run(a) => (
-            a.schedule.schedule.is_some() || a.late.late.is_some(),
-            Some(&a.fire),
-        ),
-        Command::Precheck(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
-        Command::Check(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
-        Command::Metrics(a) => (a.schedule.schedule.is_some(), None),
-        Command::Status(a) => (a.schedule.schedule.is_some(), None),
-        _ => (false, None),
-    };
-    let opt = if given {
-        "--schedule (or $ONLYONE_SCHEDULE, or --late)"
-    } else {
-        let f = fire?;
-        if f.catch_up {
-            "--catch-up"
-        } else if f.jitter.is_some() {
-            "--jitter"
-        } else if f.spread.is_some() {
-            "--spread"
-        } else {
-            return None;
-        }
-    };
-    Some(format!(
-        "{opt} is not supported with --store yet: a store keeps no schedule; drop it (unset \
-         ONLYONE_SCHEDULE), or use the lock directory (leave --store out)"
-    ))
 }

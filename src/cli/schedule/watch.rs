@@ -14,7 +14,7 @@ use onlyone::schedule::Schedule;
 
 use super::super::exit::CheckState;
 use super::super::format::{now, took};
-use super::super::view::{LockStatus, Seen};
+use super::super::view::{LockStatus, ScheduleStatus, Seen, Starting};
 use super::fire::{known, late_or_default, missed_words, recorded_spec, slots_words};
 
 /// `check`'s verdict on the schedule of `s`: CRITICAL when a slot passed
@@ -104,30 +104,6 @@ fn prometheus_label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
-}
-
-/// A fire waiting before it takes the lock, as `status --json` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Starting {
-    /// The waiting process.
-    pub pid: u32,
-    /// The command it will run.
-    pub command: Option<String>,
-    /// When it takes the lock, Unix seconds.
-    pub at_unix: f64,
-    /// Seconds until then.
-    pub in_seconds: f64,
-}
-
-/// A lock's schedule, as `status --json` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScheduleStatus {
-    /// The schedule's spec.
-    pub spec: String,
-    /// When it next fires, Unix seconds.
-    pub next_fire_unix: Option<i64>,
-    /// The slots recorded missed, all told.
-    pub missed_total: u64,
 }
 
 /// Adds to each lock's status the fire waiting to take it (a `delay` in
