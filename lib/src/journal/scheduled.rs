@@ -59,6 +59,10 @@ pub struct Scheduled {
     pub schedule_since: Option<f64>,
     /// The last fire: the latest `start`, `skip` or `stop` (Unix seconds).
     pub last_fire: Option<f64>,
+    /// The last end of a run: the latest `end` or `release` (Unix
+    /// seconds). A slot that passed while a run held the lock is not a
+    /// fire that never came: had it come, it would have skipped.
+    pub last_end: Option<f64>,
     /// The slots recorded missed, oldest first (the latest
     /// 1,000 events).
     pub missed: Vec<MissedSlots>,
@@ -100,6 +104,9 @@ impl Scheduled {
                 if let Some(p) = waiter {
                     self.delays.retain(|d| d.pid != p);
                 }
+            }
+            EventKind::End | EventKind::Release => {
+                self.last_end = Some(self.last_end.map_or(ev.time, |t| t.max(ev.time)));
             }
             EventKind::Schedule => {
                 let Some(spec) = ev.schedule else { return };
@@ -150,21 +157,22 @@ impl Scheduled {
         });
     }
 
-    /// The last time the journal saw a fire: its last `start`, `skip` or
-    /// `stop`, or a fire's `missed` (which a fire writes, whatever else
-    /// it does).
+    /// The last time the journal saw a fire, or a run: its last
+    /// `start`, `skip` or `stop`, a fire's `missed` (which a fire writes,
+    /// whatever else it does), or the end of a run (the slots while it
+    /// ran were its own).
     pub fn last_seen(&self) -> Option<f64> {
         let missed = self.missed.last().map(|m| m.time);
-        match (self.last_fire, missed) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        [self.last_fire, missed, self.last_end]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
     }
 
     /// From when a fire of `schedule` (its canonical spec) counts the
-    /// slots it may have missed (Unix seconds): the last fire seen, and
-    /// never before a slot already recorded missed (each is recorded
-    /// once). A schedule other than the one recorded counts from `now`:
+    /// slots it may have missed (Unix seconds): the last fire seen or the
+    /// last end of a run, and never before a slot already recorded missed
+    /// (each is recorded once). A schedule other than the one recorded counts from `now`:
     /// its slots were not due before it was given. `None` when the
     /// journal has seen no fire (nothing to count from).
     pub fn counting_from(&self, schedule: &str, now: f64) -> Option<f64> {
@@ -177,7 +185,7 @@ impl Scheduled {
             .as_ref()
             .and(self.schedule_since)
             .filter(|_| self.last_fire.is_none());
-        [self.last_fire, recorded, since]
+        [self.last_fire, self.last_end, recorded, since]
             .into_iter()
             .flatten()
             .reduce(f64::max)
@@ -201,7 +209,9 @@ mod tests {
         assert_eq!(h.runs.len(), 1);
         assert_eq!(h.scheduled.schedule, None);
         assert_eq!(h.scheduled.last_fire, Some(100.0));
-        assert_eq!(h.scheduled.counting_from("@hourly", 500.0), Some(100.0));
+        assert_eq!(h.scheduled.last_end, Some(110.0));
+        assert_eq!(h.scheduled.last_seen(), Some(110.0));
+        assert_eq!(h.scheduled.counting_from("@hourly", 500.0), Some(110.0));
 
         let mut lines: Vec<String> = old.iter().map(|s| (*s).to_owned()).collect();
         let mut sched = Event::schedule("@hourly");
