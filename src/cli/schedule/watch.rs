@@ -60,14 +60,16 @@ fn schedule_of(h: &History, given: Option<&Schedule>) -> Option<Schedule> {
     known(given, h).ok().flatten()
 }
 
-/// The families `metrics` adds for locks with a schedule:
-/// `onlyone_missed_total` (the slots recorded missed) and
-/// `onlyone_next_fire_timestamp_seconds`. Nothing when no lock has one.
+/// The families `metrics` adds for locks with a schedule (or slots
+/// recorded missed): `onlyone_missed_total` (the slots recorded missed)
+/// and `onlyone_next_fire_timestamp_seconds`. Nothing when no lock has
+/// either.
 pub(in crate::cli) fn metrics(seen: &[Seen], given: Option<&Schedule>) -> String {
     let now = now() as i64;
-    let with: Vec<(&Seen, Schedule)> = seen
+    let with: Vec<(&Seen, Option<Schedule>)> = seen
         .iter()
-        .filter_map(|s| Some((s, schedule_of(&s.history, given)?)))
+        .map(|s| (s, schedule_of(&s.history, given)))
+        .filter(|(s, schedule)| schedule.is_some() || s.history.scheduled.missed_total > 0)
         .collect();
     let mut out = String::new();
     if with.is_empty() {
@@ -91,7 +93,7 @@ pub(in crate::cli) fn metrics(seen: &[Seen], given: Option<&Schedule>) -> String
     );
     let _ = writeln!(out, "# TYPE {name} gauge");
     for (s, schedule) in &with {
-        if let Some(t) = schedule.next_slot(now) {
+        if let Some(t) = schedule.as_ref().and_then(|x| x.next_slot(now)) {
             let _ = writeln!(out, "{name}{{lock=\"{}\"}} {t}", label(s));
         }
     }
@@ -133,14 +135,19 @@ pub(in crate::cli) fn annotate(locks: &mut [LockStatus], given: Option<&Schedule
     }
 }
 
-/// What the table adds to a lock's command: `  [starting in 12s]`.
+/// What the table adds to a lock's command: `  [starting in 12s, pid
+/// 4242]` while a fire waits, else `  [next fire in 40m]` for a lock with
+/// a schedule.
 pub(in crate::cli) fn starting_cell(l: &LockStatus) -> String {
-    match &l.starting {
-        Some(s) => format!(
+    if let Some(s) = &l.starting {
+        return format!(
             "  [starting in {}, pid {}]",
             took(s.in_seconds.ceil()),
             s.pid
-        ),
+        );
+    }
+    match l.schedule.as_ref().and_then(|s| s.next_fire_unix) {
+        Some(t) => format!("  [next fire in {}]", took((t as f64 - now()).ceil())),
         None => String::new(),
     }
 }
