@@ -3,6 +3,7 @@
 
 mod args;
 mod docs;
+mod duration;
 pub mod exit;
 mod format;
 mod history;
@@ -14,6 +15,7 @@ mod plan;
 mod reap;
 mod run;
 mod schedule;
+mod schedule_args;
 mod script;
 mod status;
 mod store;

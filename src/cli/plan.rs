@@ -118,7 +118,7 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
 /// The schedule's options given with a store, which keeps no schedule
 /// yet: refused, naming them, rather than ignored.
 fn refused_with_store(command: &Command) -> Option<String> {
-    let (given, fire): (bool, Option<&args::FireArgs>) = match command {
+    let (given, fire): (bool, Option<&super::schedule_args::FireArgs>) = match command {
         Command::Run(a) => (
             a.schedule.schedule.is_some() || a.late.late.is_some(),
             Some(&a.fire),
