@@ -169,6 +169,28 @@ fn a_fire_records_the_missed_slots_once_and_the_schedule_is_kept() {
     w.oo_utc(&["check", "j"]).expect(0);
 }
 
+/// A precheck given the schedule by `$ONLYONE_SCHEDULE` records the
+/// slots missed; the run that follows it finds none left to record, and
+/// `status` shows the next fire of the schedule kept.
+#[test]
+fn a_precheck_records_the_missed_slots_and_the_run_after_it_does_not() {
+    let w = World::new();
+    w.past_run("j", 3.0 * 3600.0);
+    for args in [&["precheck", "j"][..], &["run", "j", "--", "true"]] {
+        let mut c = w.cmd(args);
+        c.env("ONLYONE_SCHEDULE", "every 1h");
+        finish(c, HANG).expect(0);
+    }
+    let missed = w.events("j", "missed");
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert_eq!(missed[0]["schedule"], "every 1h");
+    w.oo_utc(&["status", "j"])
+        .expect(0)
+        .prints("[next fire in ");
+    let json = w.oo_utc(&["status", "--json", "j"]).json();
+    assert_eq!(json["locks"][0]["schedule"]["spec"], "every 1h", "{json}");
+}
+
 /// `run --catch-up` runs once for the slots missed, then not again; a
 /// catch-up with nothing missed exits 0 without running.
 #[test]

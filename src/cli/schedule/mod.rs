@@ -39,7 +39,9 @@ pub(super) fn run(ctx: &Ctx, place: &dyn Place, mut a: Run) -> Code {
             Ok(None) => None,
             Err(e) if a.fire.catch_up => return fail(format_args!("--catch-up: {e}")),
             Err(e) => {
-                say(format_args!("{e}; running without the schedule"));
+                if !a.quiet {
+                    say(format_args!("{e}; running without the schedule"));
+                }
                 None
             }
         };
