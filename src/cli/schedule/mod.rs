@@ -1,10 +1,10 @@
-//! Schedules, as the commands use them (their options are in
-//! `super::args`): what a fire
-//! does about its schedule before it takes the lock (`fire`: the
-//! schedule kept, the slots missed recorded, a catch-up decided; `wait`:
-//! a wait before the lock), and what `check`, `metrics`, `status` and
-//! `history` show of it (`watch`). The schedule itself (its slots, what
-//! was missed, the spread) is the library's ([`onlyone::schedule`]).
+//! Schedules, as the commands use them: what a fire does about its
+//! schedule before it takes the lock (`fire`: the schedule kept, the
+//! slots missed recorded, a catch-up decided; `wait`: a wait before the
+//! lock), and what `check`, `metrics`, `status` and `history` show of it
+//! (`watch`). The options are `super::schedule_args`; the schedule itself
+//! (its slots, what was missed, the spread) is the library's
+//! ([`onlyone::schedule`]).
 //!
 //! The hooks the commands call are here: [`run`] and [`precheck`] wrap
 //! theirs.
