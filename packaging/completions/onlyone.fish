@@ -64,7 +64,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l replace -d 'Stop
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l queue -d 'At most one fire waits: wait for the running one (for ever, or up to --wait DUR) unless another fire already waits; then skip (75)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l keep-strays -d 'Leave the run\'s leftover processes running when the command exits (and release the lock)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l linger -d 'When the command exits, the run\'s processes that outlive it keep the lock held (work handed to tmux, screen, a terminal server); `onlyone reap` ends them once idle. Not with --max-time or --idle-timeout, which would apply to the command alone'
-complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l catch-up -d 'Run only to make up for missed fires: at most once for all the slots missed within --catch-up-within, never a backlog'
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l catch-up -d 'Make up for missed fires: a fire that serves no slot runs once for all the slots missed within --catch-up-within (never a backlog), else not at all'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s q -l quiet -d 'No message on a skip or a takeover (cron mails whatever a job prints)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -53,8 +53,9 @@ pub struct LateArg {
 // What `run` does about its schedule before it takes the lock.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FireArgs {
-    /// Run only to make up for missed fires: at most once for all the
-    /// slots missed within --catch-up-within, never a backlog.
+    /// Make up for missed fires: a fire that serves no slot runs once for
+    /// all the slots missed within --catch-up-within (never a backlog),
+    /// else not at all.
     ///
     /// For a boot-time line (`@reboot`, a unit's `OnBootSec=`) beside the
     /// scheduled one: a fire that serves no slot runs once when slots
