@@ -155,6 +155,38 @@ pub fn ignore_broken_pipe() {
     crate::sys::ignore(Signal::PIPE.as_raw());
 }
 
+/// Sleeps for `d`, unless one of `signals` comes first: then the signal
+/// that ended the sleep. They are blocked meanwhile and read from a
+/// signalfd, so that none ends the process by its default action while it
+/// sleeps; the mask is restored after, and a signal taken is not left
+/// pending. (A wait before something starts, that a stop must end.)
+pub fn sleep_unless(d: Duration, signals: &[Signal]) -> std::io::Result<Option<Signal>> {
+    let raw: Vec<i32> = signals.iter().map(|s| s.as_raw()).collect();
+    let _blocked = crate::sys::Blocked::new(&raw)?;
+    let reader = crate::sys::SignalReader::new(&raw)?;
+    let until = Instant::now() + d;
+    loop {
+        while let Some((sig, _)) = reader.next() {
+            if let Some(s) = signals.iter().find(|s| s.as_raw() == sig) {
+                return Ok(Some(*s));
+            }
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let timeout = Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(&reader, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// A stopped process acts on no signal but KILL until it is continued:
 /// after a signal that should end it, continue it.
 pub(crate) fn needs_continue(sig: Signal) -> bool {

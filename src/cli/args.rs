@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use onlyone::place::Feature;
 
+pub use super::duration::parse_duration;
 use super::exit::{FailMode, HELD};
+use super::schedule_args::{FireArgs, LateArg, ScheduleArg};
 
 /// The grace between TERM and KILL, unless told otherwise
 /// (`onlyone::signal::DEFAULT_GRACE`).
@@ -295,6 +297,12 @@ impl Adjust for Run {
                 "held_exit",
                 "keep_strays",
                 "linger",
+                "schedule",
+                "late",
+                "catch_up",
+                "catch_up_within",
+                "jitter",
+                "spread",
                 "deadline",
                 "ping",
                 "ping_file",
@@ -391,7 +399,18 @@ impl Adjust for Precheck {
                 ),
             ],
         );
-        in_order(cmd, &["lock", "deadline", "ping", "ping_file", "quiet"])
+        in_order(
+            cmd,
+            &[
+                "lock",
+                "schedule",
+                "late",
+                "deadline",
+                "ping",
+                "ping_file",
+                "quiet",
+            ],
+        )
     }
 }
 
@@ -468,6 +487,9 @@ Examples:
   onlyone run --replace sync -- ./sync.sh   # stop the running one, then run
   onlyone run --max-time 1h sync -- ./sync.sh
   onlyone run --held-exit 0 sync -- ./sync.sh  # a skip is not an error
+  onlyone run --schedule '0 2 * * *' --spread 10m sync -- ./sync.sh
+                                            # missed fires recorded; a stable wait
+  onlyone run --catch-up sync -- ./sync.sh  # at boot: once, if the 02:00 was missed
   onlyone run --linger agent -- sh -c \
     'tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
                                             # the agent in tmux holds the lock")]
@@ -612,7 +634,9 @@ user and system time of its command and of the processes of the run onlyone
 reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
 recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
 abandoned: its wrapper died, released: a script's hold), its pid and host, and
-the fires skipped while it ran. The journal is in the state directory
+the fires skipped while it ran; and the scheduled slots that passed with no
+fire (missed: --schedule), as the fire that found them recorded them. The
+journal is in the state directory
 (--state-dir: /var/lib/onlyone for root), named from the lock's path:
 /run/onlyone/sync.lock has run-onlyone-sync.lock.journal; an earlier version's
 LOCKFILE.journal beside the lock is read first.
@@ -628,7 +652,9 @@ CRITICAL: no success within --max-age (a lock that never succeeded counts; a
 run done when idle, ended by reap or --idle-timeout, is a success), the
 current run longer than --max-runtime, more than --max-skips fires skipped in
 a row, or the last run failed (a non-zero exit, a signal, --max-time, a lost
-lease, abandoned; a stopped run is no failure). WARNING: a threshold at least
+lease, abandoned; a stopped run is no failure), or a slot of the schedule
+(--schedule, or the one the journal keeps) passed --late ago with no fire since
+the last one (\"missed the 02:00 fire\"). WARNING: a threshold at least
 80% used, a lock whose record cannot be judged (unknown), or a script's last
 hold released without --exit. UNKNOWN: a name with neither a lock file nor a
 journal (a typo, the wrong user or --dir). With several locks the worst state wins and the
@@ -648,7 +674,10 @@ signal N, -1 when unknown), onlyone_last_duration_seconds, onlyone_running,
 onlyone_skipped_total, onlyone_takeovers_total (the journal's counts); for a
 last finished run that recorded them, onlyone_last_cpu_seconds (labelled
 mode=\"user\" and mode=\"system\") and onlyone_last_max_rss_bytes (the largest
-peak of one process of the run, not a sum). With --textfile the metrics are
+peak of one process of the run, not a sum). For a lock with a schedule
+(--schedule, or the one its journal keeps): onlyone_missed_total (the slots the
+fires recorded missed) and onlyone_next_fire_timestamp_seconds. With
+--textfile the metrics are
 written atomically (a temp file beside it, then rename), for node_exporter's
 textfile collector.
 
@@ -896,6 +925,13 @@ pub struct Run {
     /// returned, and a release then would let the next fire in beside it.
     #[arg(long)]
     pub linger: bool,
+    // The schedule, and what to do about it before the lock.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
+    #[command(flatten)]
+    pub fire: FireArgs,
     // Where to ping.
     #[command(flatten)]
     pub ping: PingArgs,
@@ -976,6 +1012,11 @@ pub struct Precheck {
     /// One budget for the whole call; when it runs out, exit 0.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    // The schedule: slots missed are recorded.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
     // Where to ping.
     #[command(flatten)]
     pub ping: PingArgs,
@@ -995,6 +1036,9 @@ pub struct Status {
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    // The schedule: the next fire.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
 }
 
 #[derive(Debug, Args)]
@@ -1027,6 +1071,11 @@ pub struct Check {
     /// CRITICAL when more than N fires in a row were skipped.
     #[arg(long, value_name = "N")]
     pub max_skips: Option<u64>,
+    // The schedule: CRITICAL on a missed fire.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
 }
 
 #[derive(Debug, Args)]
@@ -1037,6 +1086,9 @@ pub struct Metrics {
     /// Write to this file atomically instead of printing.
     #[arg(long, value_name = "PATH")]
     pub textfile: Option<PathBuf>,
+    // The schedule: the next fire and the slots missed.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
 }
 
 #[derive(Debug, Args)]
@@ -1107,28 +1159,6 @@ fn parse_limit(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
-}
-
-/// Parses `90s`, `10m`, `1h30m`, `500ms`, or a bare number of seconds
-/// (`5`, `0.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs < 0.0 {
-            return Err(format!(
-                "`{s}` is negative: a duration is 0 or more, e.g. 90s, 10m, 1h30m or 500ms"
-            ));
-        }
-        return if secs.is_finite() && (0.0..1e12).contains(&secs) {
-            Ok(Duration::from_secs_f64(secs))
-        } else {
-            Err(format!(
-                "`{s}` is not a duration: use e.g. 90s, 10m, 1h30m or 500ms"
-            ))
-        };
-    }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 90s, 10m, 1h30m or 500ms"))
 }
 
 /// What a command is, for the checks made before it runs: one arm per

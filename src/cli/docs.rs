@@ -64,6 +64,12 @@ Printed by \fBacquire \-\-export \-\-ping\fR and \fB\-\-ping\-file\fR (with
 pings with the run's end, when \fBONLYONE_LOCK\fR names the lock it releases.
 Not passed on to the command of a \fBrun\fR.
 .TP
+\fBONLYONE_SCHEDULE\fR
+The schedule (a cron expression or \fBevery DUR\fR) for \fBrun\fR,
+\fBprecheck\fR, \fBcheck\fR, \fBmetrics\fR and \fBstatus\fR, when
+\fB\-\-schedule\fR is not given. Cron expressions are read in \fBTZ\fR
+(else \fI/etc/localtime\fR) unless prefixed with \fBCRON_TZ=\fIZone\fR.
+.TP
 \fBONLYONE_FENCE\fR
 With a store: the lease's epoch, which grows with every acquisition. Pass it
 to the resource so that it can refuse a writer whose lease is gone.

@@ -45,7 +45,9 @@ pub const TABLE: &[Row] = &[
         code: "128+N",
         meaning: "`run`: the command was killed by signal N. For SIGINT, SIGTERM, SIGHUP and \
                   SIGPIPE onlyone ends itself with the same signal (as GNU `timeout` does), so \
-                  a calling shell loop stops on Ctrl-C; a shell sees 128+N either way",
+                  a calling shell loop stops on Ctrl-C; a shell sees 128+N either way. A \
+                  `--jitter` or `--spread` wait that SIGINT, SIGTERM or SIGHUP ends ends so too, \
+                  the command not started",
     },
     Row {
         code: "other",

@@ -21,6 +21,7 @@ use onlyone::text::for_terminal;
 use super::exit::{Code, Ending};
 use super::format::{ago, now, took};
 use super::place::Place;
+use super::schedule::watch::{MissedRow, interleave, missed_cells, missed_shown};
 use super::view::{Seen, UsageJson, no_such_lock, nothing_in, outcome_word};
 use super::{args, fail, print_stdout};
 
@@ -109,28 +110,40 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
         .filter(|r| since.is_none_or(|s| r.start >= s))
         .take(a.limit.unwrap_or(usize::MAX))
         .collect();
+    let missed = missed_shown(&h, since, &shown, a.limit);
     if a.json {
         let mut out = String::new();
-        for r in &shown {
-            if let Ok(line) = serde_json::to_string(&RunJson::of(&name, r)) {
-                out.push_str(&onlyone::text::json_for_terminal(&line));
-                out.push('\n');
-            }
+        let lines = interleave(
+            shown
+                .iter()
+                .map(|r| (r.start, serde_json::to_string(&RunJson::of(&name, r)))),
+            missed
+                .iter()
+                .map(|m| (m.last, serde_json::to_string(&MissedRow::of(&name, m)))),
+        );
+        for line in lines.into_iter().flatten() {
+            out.push_str(&onlyone::text::json_for_terminal(&line));
+            out.push('\n');
         }
         print_stdout(&out);
         return Ending::Done.code();
     }
-    print_stdout(&table(&name, &shown, whence));
+    print_stdout(&table(&name, &shown, &missed, whence));
     Ending::Done.code()
 }
 
 /// The human view: a summary line, then aligned columns.
-fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
+fn table(
+    name: &str,
+    runs: &[&Run],
+    missed: &[&onlyone::journal::MissedSlots],
+    journal: impl std::fmt::Display,
+) -> String {
     let mut out = String::new();
     // What the journal says is shown escaped: another account may have
     // written it (see text::for_terminal).
     let name = for_terminal(name);
-    if runs.is_empty() {
+    if runs.is_empty() && missed.is_empty() {
         let journal = journal.to_string();
         let _ = writeln!(
             out,
@@ -170,7 +183,12 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
     if let Some(m) = median {
         let _ = write!(out, ", median {}", took(m));
     }
-    let _ = writeln!(out, ", {skipped} fire(s) skipped");
+    let _ = write!(out, ", {skipped} fire(s) skipped");
+    let missed_count: u64 = missed.iter().map(|m| m.count).sum();
+    if missed_count > 0 {
+        let _ = write!(out, ", {missed_count} fire(s) missed");
+    }
+    out.push('\n');
     let rows: Vec<[String; 8]> = runs
         .iter()
         .map(|r| {
@@ -193,6 +211,10 @@ fn table(name: &str, runs: &[&Run], journal: impl std::fmt::Display) -> String {
             ]
         })
         .collect();
+    let rows = interleave(
+        runs.iter().map(|r| r.start).zip(rows),
+        missed.iter().map(|m| (m.last, missed_cells(m))),
+    );
     let head = [
         "STARTED", "DURATION", "CPU", "PEAK", "OUTCOME", "PID", "HOST", "SKIPPED",
     ];

@@ -3,6 +3,7 @@
 
 mod args;
 mod docs;
+mod duration;
 pub mod exit;
 mod format;
 mod history;
@@ -13,6 +14,8 @@ mod place;
 mod plan;
 mod reap;
 mod run;
+mod schedule;
+mod schedule_args;
 mod script;
 mod status;
 mod store;
@@ -63,10 +66,10 @@ pub fn main(argv: Vec<OsString>) -> Code {
         return refused;
     }
     match cli.command {
-        Command::Run(a) => run::run(place, &a),
+        Command::Run(a) => schedule::run(&ctx, place, a.0),
         Command::Acquire(a) => ctx.acquire(a.0),
         Command::Release(a) => ctx.release(a.0),
-        Command::Precheck(a) => place::precheck(place.seam(), &a),
+        Command::Precheck(a) => schedule::precheck(&ctx, place, &a),
         Command::Status(a) => status::status(place, a.0),
         Command::Stop(a) => place::stop(place.seam(), &a),
         Command::Reap(a) => reap::reap(&ctx, a.0),

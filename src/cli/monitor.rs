@@ -190,6 +190,10 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
     if let Some(r) = &s.unknown {
         v.raise(Warning, format!("the lock cannot be judged ({r})"));
     }
+    let given = a.schedule.schedule.as_ref();
+    if let Some((state, why)) = super::schedule::watch::graded(s, given, a.late.late) {
+        v.raise(state, why);
+    }
     v
 }
 
@@ -442,7 +446,11 @@ pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
             Err(e) => say(format_args!("metrics: {t}: {e}")),
         }
     }
-    let text = exposition(&seen);
+    let mut text = exposition(&seen);
+    text.push_str(&super::schedule::watch::metrics(
+        &seen,
+        a.schedule.schedule.as_ref(),
+    ));
     match &a.textfile {
         None => {
             print_stdout(&text);

@@ -88,6 +88,9 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
             ));
         }
     }
+    if store && let Some(refused) = refused_with_store(&cli.command) {
+        return Some(refused);
+    }
     if store
         && typed("kill_after")
         && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
@@ -110,6 +113,40 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
         return lease_misfit(a, typed("kill_after"));
     }
     None
+}
+
+/// The schedule's options given with a store, which keeps no schedule
+/// yet: refused, naming them, rather than ignored.
+fn refused_with_store(command: &Command) -> Option<String> {
+    let (given, fire): (bool, Option<&super::schedule_args::FireArgs>) = match command {
+        Command::Run(a) => (
+            a.schedule.schedule.is_some() || a.late.late.is_some(),
+            Some(&a.fire),
+        ),
+        Command::Precheck(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
+        Command::Check(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
+        Command::Metrics(a) => (a.schedule.schedule.is_some(), None),
+        Command::Status(a) => (a.schedule.schedule.is_some(), None),
+        _ => (false, None),
+    };
+    let opt = if given {
+        "--schedule (or $ONLYONE_SCHEDULE, or --late)"
+    } else {
+        let f = fire?;
+        if f.catch_up {
+            "--catch-up"
+        } else if f.jitter.is_some() {
+            "--jitter"
+        } else if f.spread.is_some() {
+            "--spread"
+        } else {
+            return None;
+        }
+    };
+    Some(format!(
+        "{opt} is not supported with --store yet: a store keeps no schedule; drop it (unset \
+         ONLYONE_SCHEDULE), or use the lock directory (leave --store out)"
+    ))
 }
 
 /// Options given together that cannot both apply: refused rather than

@@ -71,6 +71,8 @@ pub fn describe(
         waiters: Vec::new(),
         outside_work: Vec::new(),
         lease: None,
+        starting: None,
+        schedule: None,
         history: None,
     };
     // The journal is read before the lock is looked at (see
@@ -302,7 +304,7 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
 /// `status`, in either place: one schema for `--json`, one table.
 pub fn status(place: &dyn Place, a: args::Status) -> Code {
     let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
-    let shown = match place.shown(&a.locks, deadline) {
+    let mut shown = match place.shown(&a.locks, deadline) {
         Ok(s) => s,
         Err(e) => {
             super::say(e);
@@ -312,6 +314,7 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
     for n in &shown.notes {
         super::say(n);
     }
+    super::schedule::watch::annotate(&mut shown.locks, a.schedule.schedule.as_ref());
     let locks = &shown.locks;
     // One write(2) per buffer, not per line: stdout is line-buffered.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -479,12 +482,13 @@ fn print_leases(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> st
 /// pid N (queued) for AGE, ...]`, or nothing. A store's waiters may be of
 /// any host: each is named with its host.
 fn waiting_cell(l: &LockStatus) -> String {
+    let starting = super::schedule::watch::starting_cell(l);
     if l.waiters.is_empty() {
-        return String::new();
+        return starting;
     }
     let with_host = l.lease.is_some();
     let w: Vec<String> = l.waiters.iter().map(|w| w.cell(with_host)).collect();
-    format!("  [waiting: {}]", w.join(", "))
+    format!("  [waiting: {}]{starting}", w.join(", "))
 }
 
 /// One table renderer: aligned columns for a terminal, tab-separated

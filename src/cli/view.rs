@@ -73,9 +73,41 @@ pub struct LockStatus {
     /// With a store: the lease.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseStatus>,
+    /// A fire waiting before it takes the lock (`run --jitter`,
+    /// `--spread`). Left out when none waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub starting: Option<Starting>,
+    /// The lock's schedule (given, or kept in its journal). Left out when
+    /// none is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleStatus>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     pub(super) history: Option<onlyone::journal::History>,
+}
+
+/// A fire waiting before it takes the lock, as `status --json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Starting {
+    /// The waiting process.
+    pub pid: u32,
+    /// The command it will run.
+    pub command: Option<String>,
+    /// When it takes the lock, Unix seconds.
+    pub at_unix: f64,
+    /// Seconds until then.
+    pub in_seconds: f64,
+}
+
+/// A lock's schedule, as `status --json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleStatus {
+    /// The schedule's spec.
+    pub spec: String,
+    /// When it next fires, Unix seconds.
+    pub next_fire_unix: Option<i64>,
+    /// The slots recorded missed, all told.
+    pub missed_total: u64,
 }
 
 /// One who waits for a lock (`run --wait`, `run --queue`), as `status
@@ -262,6 +294,8 @@ pub fn of_lease(
         journal_error: None,
         waiters: Vec::new(),
         outside_work: Vec::new(),
+        starting: None,
+        schedule: None,
         lease: Some(LeaseStatus {
             fence: row.epoch,
             lease_left_seconds: left,

@@ -28,6 +28,7 @@ mod outcomes;
 mod pings;
 mod queue;
 mod reap;
+mod schedule;
 mod scripts;
 mod seam;
 mod state;

@@ -42,6 +42,15 @@ pub enum EventKind {
     /// A run whose wrapper died without a word, closed by whoever next
     /// found its lock stale: its exit is unknown.
     Abandoned,
+    /// The schedule the lock's fires were given (`schedule`), kept so that
+    /// a reader knows it without being told: written by a fire when the
+    /// journal has none, or another.
+    Schedule,
+    /// A fire found scheduled slots passed with no fire seen for them:
+    /// the first and last (`first`, `last`) and how many (`count`).
+    Missed,
+    /// A fire waits (`pid`) before it takes the lock, until `until`.
+    Delay,
 }
 
 impl EventKind {
@@ -56,6 +65,9 @@ impl EventKind {
             EventKind::Reap => "reap",
             EventKind::Release => "release",
             EventKind::Abandoned => "abandoned",
+            EventKind::Schedule => "schedule",
+            EventKind::Missed => "missed",
+            EventKind::Delay => "delay",
         }
     }
 }
@@ -268,6 +280,53 @@ pub struct Event {
         deserialize_with = "lenient_u64"
     )]
     pub max_rss: Option<u64>,
+    /// The schedule, as its canonical spec (`schedule`, `missed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The first slot missed, Unix seconds (`missed`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_f64"
+    )]
+    pub first: Option<f64>,
+    /// The last slot missed, Unix seconds (`missed`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_f64"
+    )]
+    pub last: Option<f64>,
+    /// How many slots were missed (`missed`): at least that many when
+    /// `exact` is false.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_u64"
+    )]
+    pub count: Option<u64>,
+    /// False when the slots were too many to count (`missed`): `count` is
+    /// then a lower bound. Left out when they were all counted.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_bool"
+    )]
+    pub exact: Option<bool>,
+    /// When a fire's wait before the lock ends, Unix seconds (`delay`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_f64"
+    )]
+    pub until: Option<f64>,
+}
+
+/// A boolean read back, as [`lenient_f64`]: `None` unless it is one.
+pub(super) fn lenient_bool<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<bool>, D::Error> {
+    Ok(Option::<serde_json::Value>::deserialize(d)?.and_then(|v| v.as_bool()))
 }
 
 /// A number read back: `None` for anything else, so that a bad value in a
@@ -304,6 +363,12 @@ impl Event {
             cpu_user: None,
             cpu_system: None,
             max_rss: None,
+            schedule: None,
+            first: None,
+            last: None,
+            count: None,
+            exact: None,
+            until: None,
         }
     }
 
@@ -437,6 +502,32 @@ impl Event {
         ev
     }
 
+    /// The lock's fires are given `schedule` (its canonical spec).
+    pub fn schedule(schedule: &str) -> Event {
+        let mut ev = Event::now(EventKind::Schedule).by_me();
+        ev.schedule = Some(schedule.to_owned());
+        ev
+    }
+
+    /// A fire of `schedule` found slots passed unseen: `missed`.
+    pub fn missed(schedule: &str, missed: &crate::schedule::Missed) -> Event {
+        let mut ev = Event::now(EventKind::Missed).by_me();
+        ev.schedule = Some(schedule.to_owned());
+        ev.first = Some(missed.first as f64);
+        ev.last = Some(missed.last as f64);
+        ev.count = Some(missed.count);
+        ev.exact = (!missed.exact).then_some(false);
+        ev
+    }
+
+    /// The fire `pid` (this process), of the command `cmd`, waits before
+    /// it takes the lock, until `until` (Unix seconds).
+    pub fn delay(pid: u32, cmd: Option<&str>, until: f64) -> Event {
+        let mut ev = Event::about(EventKind::Delay, None, Some(pid), cmd);
+        ev.until = Some(until);
+        ev
+    }
+
     fn by_me(mut self) -> Event {
         self.by = Some(std::process::id());
         self
@@ -467,7 +558,11 @@ impl Event {
                 }
                 _ => false,
             };
-            if !(cut(&mut ev.cmd) || cut(&mut ev.reason) || cut(&mut ev.host)) {
+            if !(cut(&mut ev.cmd)
+                || cut(&mut ev.reason)
+                || cut(&mut ev.host)
+                || cut(&mut ev.schedule))
+            {
                 // Nothing left to cut (cannot happen with the fields above).
                 line.truncate(MAX_LINE - 1);
                 line.push(b'\n');

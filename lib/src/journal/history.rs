@@ -8,7 +8,8 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::event::{MAX_LINE, lenient_f64, lenient_u64, sane_duration, sane_time};
+use super::event::{MAX_LINE, lenient_bool, lenient_f64, lenient_u64, sane_duration, sane_time};
+use super::scheduled::{ScheduleFields, Scheduled};
 use super::{EndReason, Event, EventKind, SetAside, Usage};
 
 /// How a run ended.
@@ -207,6 +208,9 @@ pub struct History {
     /// An earlier version's journals beside the lock that were not read
     /// (not believed): the lock is not unknown, its history is refused.
     pub set_aside: Vec<SetAside>,
+    /// What the journal says of the lock's schedule: the schedule, the
+    /// fires seen, the slots missed, the fires waiting to start.
+    pub scheduled: Scheduled,
 }
 
 /// What pairing needs of an event, borrowed from a line of the journal
@@ -241,6 +245,18 @@ struct RawEvent<'a> {
     cpu_system: Option<f64>,
     #[serde(default, deserialize_with = "lenient_u64")]
     max_rss: Option<u64>,
+    #[serde(default, borrow)]
+    schedule: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "lenient_f64")]
+    first: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_f64")]
+    last: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    count: Option<u64>,
+    #[serde(default, deserialize_with = "lenient_bool")]
+    exact: Option<bool>,
+    #[serde(default, deserialize_with = "lenient_f64")]
+    until: Option<f64>,
 }
 
 impl<'a> From<&'a Event> for RawEvent<'a> {
@@ -262,6 +278,12 @@ impl<'a> From<&'a Event> for RawEvent<'a> {
             cpu_user: e.cpu_user,
             cpu_system: e.cpu_system,
             max_rss: e.max_rss,
+            schedule: b(&e.schedule),
+            first: e.first,
+            last: e.last,
+            count: e.count,
+            exact: e.exact,
+            until: e.until,
         }
     }
 }
@@ -286,6 +308,22 @@ impl Pairing {
         }
         let token = ev.token.as_deref().unwrap_or("");
         let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(|s| capped(s).to_owned());
+        self.h.scheduled.add(
+            &ScheduleFields {
+                time: ev.time,
+                event: ev.event,
+                pid: ev.pid,
+                by: ev.by,
+                schedule: ev.schedule.as_deref(),
+                cmd: ev.cmd.as_deref(),
+                first: ev.first,
+                last: ev.last,
+                count: ev.count,
+                exact: ev.exact,
+                until: ev.until,
+            },
+            |s| capped(s).to_owned(),
+        );
         match ev.event {
             EventKind::Start => {
                 let h = &mut self.h;
@@ -337,6 +375,8 @@ impl Pairing {
                 self.h.takeovers += 1;
                 self.takers.extend(ev.by);
             }
+            // Of the schedule: not of a run.
+            EventKind::Schedule | EventKind::Missed | EventKind::Delay => {}
         }
     }
 

@@ -74,9 +74,20 @@
 //! (or a CPU time) that is not one (negative, past that range) is dropped;
 //! only the last 32 MiB (8 × [`ROTATE_AT`]) of a generation are read.
 //!
-//! Three parts: the events and their line (`event.rs`), the journal's
-//! file, its rotation and its reading (`file.rs`), and the runs its events
-//! pair into (`history.rs`). A store keeps the same events elsewhere
+//! **Schedules.** A fire given a schedule keeps it in the journal (a
+//! `schedule` event, written when the journal has none or another), so
+//! that readers know it without being told; a fire that finds scheduled
+//! slots passed unseen records them once (a `missed` event), and a fire
+//! that waits before it takes the lock says until when (a `delay` event).
+//! [`History::scheduled`] reads them back ([`Scheduled`]). A journal of
+//! an earlier version has none of them, and reads as one with no
+//! schedule; an earlier version skips these lines as it skips any line
+//! that is not an event it knows.
+//!
+//! Four parts: the events and their line (`event.rs`), the journal's
+//! file, its rotation and its reading (`file.rs`), the runs its events
+//! pair into (`history.rs`), and what they say of the schedule
+//! (`scheduled.rs`). A store keeps the same events elsewhere
 //! ([`EventLog`]) and reads them back as the same [`History`].
 
 use std::io;
@@ -84,12 +95,14 @@ use std::io;
 mod event;
 mod file;
 mod history;
+mod scheduled;
 
 #[cfg(feature = "postgres")]
 pub(crate) use event::MAX_LINE;
 pub use event::{EndReason, Event, EventKind, Exit, SCHEMA, Usage, run_id};
 pub use file::{Journal, ROTATE_AT, SetAside};
 pub use history::{Class, History, LockNow, Outcome, Run};
+pub use scheduled::{Delay, MissedSlots, Scheduled};
 
 pub(crate) use file::open_regular;
 

@@ -1,0 +1,264 @@
+//! What a lock's journal keeps of its schedule ([`Scheduled`]): the
+//! schedule its fires were given, the fires seen, the slots recorded
+//! missed, and the fires that wait before they take the lock. Read by
+//! the pairing of events ([`super::History`]) from the `schedule`,
+//! `missed` and `delay` events, and from the times of the fires
+//! (`start`, `skip`, `stop`). A journal written before these events
+//! existed reads as one with no schedule and nothing missed.
+
+use super::EventKind;
+use super::event::sane_time;
+
+/// The most fires kept waiting at once ([`Scheduled::delays`]): one per
+/// process that waits, so a handful; more is a journal not to believe.
+const MAX_DELAYS: usize = 64;
+
+/// The most `missed` events kept ([`Scheduled::missed`]): the latest.
+const MAX_MISSED: usize = 1_000;
+
+/// Slots a fire found passed unseen, as its `missed` event records them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct MissedSlots {
+    /// When the fire that found them recorded them (Unix seconds).
+    pub time: f64,
+    /// The first slot missed (Unix seconds).
+    pub first: f64,
+    /// The last slot missed (Unix seconds).
+    pub last: f64,
+    /// How many: at least that many when not `exact`.
+    pub count: u64,
+    /// Whether every slot was counted.
+    pub exact: bool,
+    /// The schedule they are slots of (its canonical spec), when recorded.
+    pub schedule: Option<String>,
+}
+
+/// A fire that waits before it takes the lock, as its `delay` event says.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Delay {
+    /// The waiting process.
+    pub pid: u32,
+    /// When it began to wait (Unix seconds).
+    pub since: f64,
+    /// When its wait ends (Unix seconds).
+    pub until: f64,
+    /// The command it will run.
+    pub cmd: Option<String>,
+}
+
+/// What the journal says of the lock's schedule.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Scheduled {
+    /// The schedule last recorded (its canonical spec).
+    pub schedule: Option<String>,
+    /// When that schedule was first recorded, since the journal last
+    /// recorded another (Unix seconds).
+    pub schedule_since: Option<f64>,
+    /// The last fire: the latest `start`, `skip` or `stop` (Unix seconds).
+    pub last_fire: Option<f64>,
+    /// The last end of a run: the latest `end` or `release` (Unix
+    /// seconds). A slot that passed while a run held the lock is not a
+    /// fire that never came: had it come, it would have skipped.
+    pub last_end: Option<f64>,
+    /// The slots recorded missed, oldest first (the latest
+    /// 1,000 events).
+    pub missed: Vec<MissedSlots>,
+    /// Every slot recorded missed (the counts of all `missed` events).
+    pub missed_total: u64,
+    /// Fires still waiting before they take the lock, as far as the
+    /// journal says: a `delay` with no later `start`, `skip` or `delay`
+    /// of its process. Whether each still lives is for the reader to ask.
+    pub delays: Vec<Delay>,
+}
+
+/// What the pairing reads of an event for [`Scheduled`].
+pub(super) struct ScheduleFields<'a> {
+    pub time: f64,
+    pub event: EventKind,
+    pub pid: Option<u32>,
+    pub by: Option<u32>,
+    pub schedule: Option<&'a str>,
+    pub cmd: Option<&'a str>,
+    pub first: Option<f64>,
+    pub last: Option<f64>,
+    pub count: Option<u64>,
+    pub exact: Option<bool>,
+    pub until: Option<f64>,
+}
+
+impl Scheduled {
+    /// Takes in one event (its time already found sane).
+    pub(super) fn add(&mut self, ev: &ScheduleFields<'_>, cap: impl Fn(&str) -> String) {
+        match ev.event {
+            EventKind::Start | EventKind::Skip | EventKind::Stop => {
+                self.last_fire = Some(self.last_fire.map_or(ev.time, |t| t.max(ev.time)));
+                // The fire that waited has started, or skipped.
+                let waiter = if ev.event == EventKind::Skip {
+                    ev.by
+                } else {
+                    ev.pid
+                };
+                if let Some(p) = waiter {
+                    self.delays.retain(|d| d.pid != p);
+                }
+            }
+            EventKind::End | EventKind::Release => {
+                self.last_end = Some(self.last_end.map_or(ev.time, |t| t.max(ev.time)));
+            }
+            EventKind::Schedule => {
+                let Some(spec) = ev.schedule else { return };
+                if self.schedule.as_deref() != Some(cap(spec).as_str()) {
+                    self.schedule = Some(cap(spec));
+                    self.schedule_since = Some(ev.time);
+                }
+            }
+            EventKind::Missed => self.add_missed(ev, cap),
+            EventKind::Delay => {
+                let Some(pid) = ev.pid else { return };
+                self.delays.retain(|d| d.pid != pid);
+                if let Some(until) = ev.until.filter(|u| sane_time(*u) && *u > ev.time) {
+                    if self.delays.len() >= MAX_DELAYS {
+                        self.delays.remove(0);
+                    }
+                    self.delays.push(Delay {
+                        pid,
+                        since: ev.time,
+                        until,
+                        cmd: ev.cmd.map(&cap),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn add_missed(&mut self, ev: &ScheduleFields<'_>, cap: impl Fn(&str) -> String) {
+        let (Some(first), Some(last)) = (ev.first, ev.last) else {
+            return;
+        };
+        if !(sane_time(first) && sane_time(last)) || first > last {
+            return;
+        }
+        let count = ev.count.unwrap_or(1).max(1);
+        self.missed_total = self.missed_total.saturating_add(count);
+        if self.missed.len() >= MAX_MISSED {
+            self.missed.remove(0);
+        }
+        self.missed.push(MissedSlots {
+            time: ev.time,
+            first,
+            last,
+            count,
+            exact: ev.exact.unwrap_or(true),
+            schedule: ev.schedule.map(cap),
+        });
+    }
+
+    /// The last time the journal saw a fire, or a run: its last
+    /// `start`, `skip` or `stop`, a fire's `missed` (which a fire writes,
+    /// whatever else it does), or the end of a run (the slots while it
+    /// ran were its own).
+    pub fn last_seen(&self) -> Option<f64> {
+        let missed = self.missed.last().map(|m| m.time);
+        [self.last_fire, missed, self.last_end]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+    }
+
+    /// From when a fire of `schedule` (its canonical spec) counts the
+    /// slots it may have missed (Unix seconds): the last fire seen or the
+    /// last end of a run, and never before a slot already recorded missed
+    /// (each is recorded once). A schedule other than the one recorded counts from `now`:
+    /// its slots were not due before it was given. `None` when the
+    /// journal has seen no fire (nothing to count from).
+    pub fn counting_from(&self, schedule: &str, now: f64) -> Option<f64> {
+        if self.schedule.as_deref().is_some_and(|s| s != schedule) {
+            return Some(now);
+        }
+        let recorded = self.missed.last().map(|m| m.last);
+        let since = self
+            .schedule
+            .as_ref()
+            .and(self.schedule_since)
+            .filter(|_| self.last_fire.is_none());
+        [self.last_fire, self.last_end, recorded, since]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::journal::{Event, EventKind, History};
+
+    /// An earlier version's lines read as before, with no schedule; the
+    /// schedule, the missed slots and the waits read back from theirs,
+    /// and a bad value costs its field, not the line.
+    #[test]
+    fn the_schedule_missed_slots_and_waits_read_back() {
+        let old = [
+            r#"{"v":1,"time":100,"event":"start","token":"a","pid":7}"#,
+            r#"{"v":1,"time":110,"event":"end","token":"a","pid":7,"exit":0}"#,
+        ];
+        let h = History::from_lines(old);
+        assert_eq!(h.runs.len(), 1);
+        assert_eq!(h.scheduled.schedule, None);
+        assert_eq!(h.scheduled.last_fire, Some(100.0));
+        assert_eq!(h.scheduled.last_end, Some(110.0));
+        assert_eq!(h.scheduled.last_seen(), Some(110.0));
+        assert_eq!(h.scheduled.counting_from("@hourly", 500.0), Some(110.0));
+
+        let mut lines: Vec<String> = old.iter().map(|s| (*s).to_owned()).collect();
+        let mut sched = Event::schedule("@hourly");
+        sched.time = 120.0;
+        let m = crate::schedule::Missed {
+            first: 3600,
+            last: 7200,
+            count: 2,
+            exact: true,
+        };
+        let mut missed = Event::missed("@hourly", &m);
+        missed.time = 7300.0;
+        let mut delay = Event::delay(99, Some("job"), 7400.0);
+        delay.time = 7310.0;
+        for e in [&sched, &missed, &delay] {
+            lines.push(
+                String::from_utf8(e.to_line())
+                    .unwrap()
+                    .trim_end()
+                    .to_owned(),
+            );
+        }
+        lines.push(r#"{"v":1,"time":7320,"event":"missed","first":"x","last":1}"#.into());
+        let h = History::from_lines(lines.iter().map(String::as_str));
+        let s = &h.scheduled;
+        assert_eq!(s.schedule.as_deref(), Some("@hourly"));
+        assert_eq!(s.schedule_since, Some(120.0));
+        assert_eq!(s.missed_total, 2);
+        assert_eq!((s.missed[0].first, s.missed[0].last), (3600.0, 7200.0));
+        assert_eq!(s.last_seen(), Some(7300.0));
+        assert_eq!(s.counting_from("@hourly", 8000.0), Some(7200.0));
+        // Another schedule counts from now.
+        assert_eq!(s.counting_from("@daily", 8000.0), Some(8000.0));
+        assert_eq!(s.delays.len(), 1);
+        assert_eq!(s.delays[0].until, 7400.0);
+
+        // The waiting fire started: it waits no more.
+        let mut start = Event::of(EventKind::Start, "b", 7400.0);
+        start.pid = Some(99);
+        lines.push(
+            String::from_utf8(start.to_line())
+                .unwrap()
+                .trim_end()
+                .to_owned(),
+        );
+        let h = History::from_lines(lines.iter().map(String::as_str));
+        assert!(h.scheduled.delays.is_empty());
+        assert_eq!(h.runs.len(), 2, "the schedule's events are not runs");
+    }
+}

@@ -1,0 +1,88 @@
+//! The options of schedules, as clap parses them (doc/operations.md,
+//! "Schedules"): `--schedule` (every command that fires or watches a
+//! lock), `--late` (what counts as a fire's slot, and when `check` calls
+//! one missed), and `run`'s `--catch-up`, `--catch-up-within`, `--jitter`
+//! and `--spread`. Each is flattened into the subcommands' own options
+//! (`super::args`).
+
+use std::time::Duration;
+
+use clap::Args;
+
+use onlyone::schedule::Schedule;
+
+use super::duration::parse_duration;
+
+/// Reads `--schedule`: a parse error names the spec and the fix (clap
+/// puts it after "invalid value `SPEC` for `--schedule <SPEC>`").
+fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    Schedule::parse(s).map_err(|e| e.to_string())
+}
+
+// `--schedule`, for run, precheck, check, metrics and status. (A doc
+// comment here would be the subcommands' about.)
+#[derive(Debug, Args, Clone, Default)]
+pub struct ScheduleArg {
+    /// The times the job is meant to fire at: a cron expression (`0 2 * *
+    /// *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`.
+    ///
+    /// Cron's five fields in the local time zone (or CRON_TZ=), its
+    /// @hourly-style names, ranges, steps and lists; or `every 15m`, slots
+    /// at the multiples of DUR since the Unix epoch. A fire (`run`,
+    /// `precheck`) keeps it in the lock's journal, so that `check`,
+    /// `metrics` and `status` know it without being told (given to them,
+    /// it wins). See doc/operations.md, "Schedules".
+    #[arg(long, env = "ONLYONE_SCHEDULE", value_name = "SPEC", value_parser = parse_schedule)]
+    pub schedule: Option<Schedule>,
+}
+
+// `--late`, for run, precheck and check.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LateArg {
+    /// How late a fire may come and still be its slot's (default: 5
+    /// minutes, at most half the schedule's period).
+    ///
+    /// A fire (`run`, `precheck`) up to DUR after a slot serves it; a
+    /// later one serves none, and the slots before it that no fire was
+    /// seen for are recorded missed. `check` calls a slot missed once DUR
+    /// has passed after it with no fire seen.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub late: Option<Duration>,
+}
+
+// What `run` does about its schedule before it takes the lock.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FireArgs {
+    /// Make up for missed fires: a fire that serves no slot runs once for
+    /// all the slots missed within --catch-up-within (never a backlog),
+    /// else not at all.
+    ///
+    /// For a boot-time line (`@reboot`, a unit's `OnBootSec=`) beside the
+    /// scheduled one: a fire that serves no slot runs once when slots
+    /// were missed within the window, and not again; one that serves a
+    /// slot runs as any fire does. Otherwise it exits 0 without running,
+    /// saying why. Needs a schedule (--schedule, or the one the journal
+    /// keeps).
+    #[arg(long)]
+    pub catch_up: bool,
+    /// How old the last missed slot may be for --catch-up to make up for
+    /// it (default: one period of the schedule).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "catch_up")]
+    pub catch_up_within: Option<Duration>,
+    /// Wait a random time up to DUR before taking the lock, so that a
+    /// fleet does not fire at the same second.
+    ///
+    /// The wait counts toward --deadline (cut short to what is left of
+    /// it); `status` shows the fire as "starting in 12s" meanwhile; TERM,
+    /// INT or HUP end it, and onlyone ends by that signal without running
+    /// (a shell sees 128+N).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub jitter: Option<Duration>,
+    /// Wait a stable offset up to DUR before taking the lock: hashed from
+    /// the host's machine id and the lock, the same at every fire
+    /// (systemd's RandomizedOffsetSec=).
+    ///
+    /// Added to --jitter's wait, and waited as it is.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub spread: Option<Duration>,
+}
