@@ -152,6 +152,44 @@ fn table(
         );
         return out;
     }
+    summary(&mut out, &name, runs, missed);
+    out.push('\n');
+    let rows: Vec<[String; 8]> = runs.iter().map(|r| cells(r)).collect();
+    let rows = interleave(
+        runs.iter().map(|r| r.start).zip(rows),
+        missed.iter().map(|m| (m.last, missed_cells(m))),
+    );
+    let head = [
+        "STARTED", "DURATION", "CPU", "PEAK", "OUTCOME", "PID", "HOST", "SKIPPED",
+    ];
+    let mut widths = head.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                let _ = write!(l, "{c:<w$}  ");
+            }
+        }
+        l
+    };
+    let _ = writeln!(out, "{}", line(&head));
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", line(&cells));
+    }
+    out
+}
+
+/// The table's summary line (without its newline): how many runs, how
+/// many succeeded, the median, the fires skipped and missed.
+fn summary(out: &mut String, name: &str, runs: &[&Run], missed: &[&onlyone::journal::MissedSlots]) {
     let over: Vec<&&Run> = runs.iter().filter(|r| r.outcome.is_over()).collect();
     let count = |c: Class| over.iter().filter(|r| r.outcome.class() == c).count();
     let (idle, stopped, unknown) = (
@@ -188,59 +226,27 @@ fn table(
     if missed_count > 0 {
         let _ = write!(out, ", {missed_count} fire(s) missed");
     }
-    out.push('\n');
-    let rows: Vec<[String; 8]> = runs
-        .iter()
-        .map(|r| {
-            [
-                ago(r.start),
-                match (&r.outcome, r.duration) {
-                    (Outcome::Running, _) => format!("{}+", took(now() - r.start)),
-                    (_, Some(d)) => took(d),
-                    (_, None) => "?".into(),
-                },
-                r.usage.map_or_else(|| "-".into(), |u| cpu(&u)),
-                r.usage.map_or_else(|| "-".into(), |u| bytes(u.max_rss)),
-                for_terminal(&r.outcome.describe()).into_owned()
-                    + if r.took_over { " (took over)" } else { "" },
-                r.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-                r.host
-                    .as_deref()
-                    .map_or_else(|| "?".into(), |h| for_terminal(h).into_owned()),
-                r.skipped.to_string(),
-            ]
-        })
-        .collect();
-    let rows = interleave(
-        runs.iter().map(|r| r.start).zip(rows),
-        missed.iter().map(|m| (m.last, missed_cells(m))),
-    );
-    let head = [
-        "STARTED", "DURATION", "CPU", "PEAK", "OUTCOME", "PID", "HOST", "SKIPPED",
-    ];
-    let mut widths = head.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[&str]| {
-        let mut l = String::new();
-        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                let _ = write!(l, "{c:<w$}  ");
-            }
-        }
-        l
-    };
-    let _ = writeln!(out, "{}", line(&head));
-    for row in &rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "{}", line(&cells));
-    }
-    out
+}
+
+/// One run's row of the table.
+fn cells(r: &Run) -> [String; 8] {
+    [
+        ago(r.start),
+        match (&r.outcome, r.duration) {
+            (Outcome::Running, _) => format!("{}+", took(now() - r.start)),
+            (_, Some(d)) => took(d),
+            (_, None) => "?".into(),
+        },
+        r.usage.map_or_else(|| "-".into(), |u| cpu(&u)),
+        r.usage.map_or_else(|| "-".into(), |u| bytes(u.max_rss)),
+        for_terminal(&r.outcome.describe()).into_owned()
+            + if r.took_over { " (took over)" } else { "" },
+        r.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+        r.host
+            .as_deref()
+            .map_or_else(|| "?".into(), |h| for_terminal(h).into_owned()),
+        r.skipped.to_string(),
+    ]
 }
 
 /// A run's CPU time, user and system together: `0.41 s`, `2m 3s`.

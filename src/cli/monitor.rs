@@ -92,14 +92,9 @@ fn label(name: &str, what: &str) -> String {
     format!("'{}_{what}'", name.replace('\'', "''"))
 }
 
-fn grade(s: &Seen, a: &args::Check) -> Verdicts {
-    let mut v = Verdicts {
-        state: Fine,
-        reasons: Vec::new(),
-        perf: Vec::new(),
-    };
+/// `--max-age`: how long since the last success.
+fn grade_age(v: &mut Verdicts, s: &Seen, a: &args::Check, now: f64) {
     let n = &s.name;
-    let now = now();
     if let Some(max) = a.max_age {
         let max = max.as_secs_f64();
         match s.history.last_success() {
@@ -126,6 +121,43 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
             }
         }
     }
+}
+
+/// The last run that is over: a failure is critical, a release without
+/// its exit code a warning.
+fn grade_last(v: &mut Verdicts, s: &Seen, now: f64) {
+    if let Some(last) = s.history.last_over() {
+        let when = last
+            .end
+            .map(|e| format!(", {} ago", took(now - e)))
+            .unwrap_or_default();
+        match last.outcome.class() {
+            Class::Failure => v.raise(
+                Critical,
+                format!("the last run failed ({}{when})", last.outcome.describe()),
+            ),
+            Class::ExitUnknown => v.raise(
+                Warning,
+                format!(
+                    "the last run was released without its exit code{when} (the script's \
+                     trap should run `onlyone release {} --exit $?`)",
+                    s.name
+                ),
+            ),
+            _ => {}
+        }
+    }
+}
+
+fn grade(s: &Seen, a: &args::Check) -> Verdicts {
+    let mut v = Verdicts {
+        state: Fine,
+        reasons: Vec::new(),
+        perf: Vec::new(),
+    };
+    let n = &s.name;
+    let now = now();
+    grade_age(&mut v, s, a, now);
     let runtime = s.running_since().map(|t| (now - t).max(0.0));
     if let Some(max) = a.max_runtime {
         let max = max.as_secs_f64();
@@ -166,27 +198,7 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
             (max as f64 * 0.8).ceil() as u64
         ));
     }
-    if let Some(last) = s.history.last_over() {
-        let when = last
-            .end
-            .map(|e| format!(", {} ago", took(now - e)))
-            .unwrap_or_default();
-        match last.outcome.class() {
-            Class::Failure => v.raise(
-                Critical,
-                format!("the last run failed ({}{when})", last.outcome.describe()),
-            ),
-            Class::ExitUnknown => v.raise(
-                Warning,
-                format!(
-                    "the last run was released without its exit code{when} (the script's \
-                     trap should run `onlyone release {} --exit $?`)",
-                    s.name
-                ),
-            ),
-            _ => {}
-        }
-    }
+    grade_last(&mut v, s, now);
     if let Some(r) = &s.unknown {
         v.raise(Warning, format!("the lock cannot be judged ({r})"));
     }

@@ -133,7 +133,6 @@ fn unknown_reasons() -> Vec<UnknownReason> {
 fn errors() -> Vec<Error> {
     let path = PathBuf::from("/run/onlyone/j.lock");
     let dir = PathBuf::from("/run/onlyone");
-    let io = || io::Error::from(io::ErrorKind::PermissionDenied);
     let mut out: Vec<Error> = holders()
         .into_iter()
         .map(|h| Error::Held(held(h)))
@@ -185,6 +184,16 @@ fn errors() -> Vec<Error> {
             link: dir.clone(),
         },
         Error::MountPoint { path: path.clone() },
+    ]);
+    out.extend(errors_of_removal_and_runs(&path, &dir));
+    out
+}
+
+/// The errors of removing, owning and stopping a lock, and of bad names.
+fn errors_of_removal_and_runs(path: &Path, dir: &Path) -> Vec<Error> {
+    let (path, dir) = (path.to_path_buf(), dir.to_path_buf());
+    let io = || io::Error::from(io::ErrorKind::PermissionDenied);
+    vec![
         Error::CannotRemove {
             path: path.clone(),
             why: "EPERM".into(),
@@ -252,8 +261,7 @@ fn errors() -> Vec<Error> {
             path,
             source: io(),
         },
-    ]);
-    out
+    ]
 }
 
 /// Every kind of store error.
