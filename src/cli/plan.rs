@@ -127,7 +127,15 @@ fn refused_with_store(command: &Command) -> Option<String> {
         Command::Check(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
         Command::Metrics(a) => (a.schedule.schedule.is_some(), None),
         Command::Status(a) => (a.schedule.schedule.is_some(), None),
-        _ => (false, None),
+        Command::Acquire(_)
+        | Command::Release(_)
+        | Command::Stop(_)
+        | Command::Reap(_)
+        | Command::History(_)
+        | Command::Completions(_)
+        | Command::Manpages(_)
+        | Command::Keeper(_)
+        | Command::LeaseWatchdog(_) => (false, None),
     };
     let opt = if given {
         "--schedule (or $ONLYONE_SCHEDULE, or --late)"
