@@ -781,3 +781,113 @@ fn a_zero_jitter_or_spread_is_no_wait() {
     assert!(w.events("j", "delay").is_empty());
     assert_eq!(w.history_json("j").len(), 1);
 }
+
+/// Another account forges what a schedule reads: `nobody` plants, beside
+/// root's lock in the shared `/run/lock`, an earlier version's journal
+/// with a fire dated a month ahead (were it believed, root's fires would
+/// count their missed slots from then, and record none), 777,777 slots
+/// missed, and a fire waiting for a day (pid 1, which lives); and holds a
+/// `flock` on root's state directory (made 0755), where fires record their
+/// missed slots one at a time. Root's fire still finishes promptly and
+/// records the slots its last run three hours ago left missed; `metrics`
+/// counts those alone, `status` shows no waiting fire, and `check` is OK.
+#[test]
+fn another_account_cannot_forge_what_roots_schedule_reads() {
+    use support::ns::{NOBODY, Ns};
+    const LIMIT: Duration = Duration::from_secs(30);
+    let Some(mut ns) = Ns::new("another_account_cannot_forge_what_roots_schedule_reads") else {
+        return;
+    };
+    let root = |ns: &Ns, args: &[&str]| {
+        let mut all = vec!["--dir", "/run/lock"];
+        all.extend_from_slice(args);
+        let mut c = ns.oo(None, &all);
+        c.env("TZ", "UTC");
+        ns.run(c, LIMIT, &all.join(" "))
+    };
+    root(
+        &ns,
+        &["run", "--schedule", "0 * * * *", "backup", "--", "true"],
+    )
+    .expect(0);
+    // Root's own journal, three hours back.
+    let journal = ns.host_path("/var/lib/onlyone/run-lock-backup.lock.journal");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut shifted = String::new();
+    for line in text.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let t = v["time"].as_f64().unwrap();
+        v["time"] = (t - 3.0 * 3600.0).into();
+        shifted.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(&journal, shifted).unwrap();
+
+    let t = now();
+    let forged = format!(
+        "{{\"v\":1,\"time\":{ahead},\"event\":\"start\",\"token\":\"f\",\"pid\":1}}\n\
+         {{\"v\":1,\"time\":{t},\"event\":\"missed\",\"first\":{first},\"last\":{ahead},\
+         \"count\":777777,\"exact\":true,\"schedule\":\"CRON_TZ=UTC 0 * * * *\"}}\n\
+         {{\"v\":1,\"time\":{t},\"event\":\"delay\",\"pid\":1,\"cmd\":\"forged\",\"until\":{day}}}\n",
+        ahead = t + 30 * 86_400,
+        first = t - 86_400,
+        day = t + 86_400,
+    );
+    std::fs::write(ns.host_path("/tmp/forged"), forged).unwrap();
+    ns.must(None, "chmod 0755 /var/lib/onlyone");
+    ns.attacker(
+        NOBODY,
+        "cd /run/lock && cp /tmp/forged backup.lock.journal && \
+         cp /tmp/forged backup.lock.journal.1 && cd /var/lib/onlyone && exec 6<. && \
+         flock -x 6 && touch /tmp/flocked && exec sleep 100000",
+        "/tmp/flocked",
+    );
+
+    root(
+        &ns,
+        &["run", "--schedule", "0 * * * *", "backup", "--", "true"],
+    )
+    .expect(0)
+    .within(Duration::from_secs(6));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let missed: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "missed")
+        .collect();
+    assert_eq!(
+        missed.len(),
+        1,
+        "root's fire recorded its missed slots: {text}"
+    );
+    let count = missed[0]["count"].as_u64().unwrap();
+    assert!((2..=3).contains(&count), "{missed:?}");
+
+    let out = root(&ns, &["metrics", "backup"]);
+    out.expect(0)
+        .prints(&format!(
+            "onlyone_missed_total{{lock=\"backup\"}} {count}\n"
+        ))
+        .says("/run/lock/backup.lock.journal`")
+        .says("an earlier version's journal");
+    let out = root(&ns, &["status", "backup"]);
+    assert!(!out.stdout.contains("starting in"), "{out:#?}");
+    let out = root(&ns, &["status", "--json", "backup"]);
+    assert!(out.json()["locks"][0].get("starting").is_none(), "{out:#?}");
+    assert!(!out.stdout.contains("777777"), "{out:#?}");
+    root(&ns, &["check", "backup"])
+        .expect(0)
+        .prints("ONLYONE OK - backup");
+
+    // The same lines in root's own earlier journal are believed: they
+    // are what nobody's would have done.
+    ns.must(
+        None,
+        "cd /run/lock && cp /tmp/forged mine.lock.journal && chmod 0600 mine.lock.journal",
+    );
+    root(&ns, &["metrics", "--schedule", "0 * * * *", "mine"])
+        .expect(0)
+        .prints("onlyone_missed_total{lock=\"mine\"} 777777\n");
+    root(&ns, &["status", "mine"])
+        .expect(0)
+        .prints("starting in");
+}
