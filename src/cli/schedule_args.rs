@@ -14,9 +14,20 @@ use onlyone::schedule::Schedule;
 use super::duration::parse_duration;
 
 /// Reads `--schedule`: a parse error names the spec and the fix (clap
-/// puts it after "invalid value `SPEC` for `--schedule <SPEC>`").
+/// puts it after "invalid value `SPEC` for `--schedule <SPEC>`"); an
+/// empty one says how to give none.
 fn parse_schedule(s: &str) -> Result<Schedule, String> {
-    Schedule::parse(s).map_err(|e| e.to_string())
+    Schedule::parse(s).map_err(|e| {
+        if s.trim().is_empty() {
+            // Most often an empty $ONLYONE_SCHEDULE, set to mean none.
+            format!(
+                "{e}. An empty $ONLYONE_SCHEDULE is one too: unset it (`unset \
+                 ONLYONE_SCHEDULE`; in a unit, `UnsetEnvironment=ONLYONE_SCHEDULE`) for none"
+            )
+        } else {
+            e.to_string()
+        }
+    })
 }
 
 /// Reads the duration of `--late`, `--catch-up-within`, `--jitter` or

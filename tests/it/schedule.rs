@@ -477,29 +477,34 @@ fn on_go(cmd: &Command, go: &std::path::Path) -> std::process::Child {
     c.spawn().unwrap()
 }
 
+/// Puts ten thousand events of runs a month old before the journal's
+/// lines: a fire then takes long enough to read it that fires leaving
+/// together would all find the same slots missed, looking unguarded.
+fn pad_journal(w: &World, lock: &str) {
+    let path = w.journal_of(&w.lock(lock));
+    let kept = std::fs::read_to_string(&path).unwrap();
+    let old = now() - 30 * 86_400;
+    let mut text = String::new();
+    for i in 0..5_000 {
+        let t = old + i;
+        text.push_str(&format!(
+            "{{\"v\":1,\"time\":{t},\"event\":\"start\",\"token\":\"t{i}\",\"pid\":7}}\n\
+             {{\"v\":1,\"time\":{t}.5,\"event\":\"end\",\"token\":\"t{i}\",\"pid\":7,\"exit\":0}}\n"
+        ));
+    }
+    text.push_str(&kept);
+    std::fs::write(&path, text).unwrap();
+}
+
 /// Fires that leave together, `precheck`s and `run`s, record the slots
 /// they find missed once between them: one `missed` event, counted once.
-/// (Ten thousand older events make each take long enough to read the
-/// journal that, looking unguarded, they all would record them.)
 #[test]
 fn fires_at_the_same_instant_record_the_missed_slots_once() {
     let w = World::new();
     for round in 0..8 {
         let lock = format!("j{round}");
         w.past_run(&lock, 3.0 * 3600.0);
-        let path = w.journal_of(&w.lock(&lock));
-        let kept = std::fs::read_to_string(&path).unwrap();
-        let old = now() - 30 * 86_400;
-        let mut text = String::new();
-        for i in 0..5_000 {
-            let t = old + i;
-            text.push_str(&format!(
-                "{{\"v\":1,\"time\":{t},\"event\":\"start\",\"token\":\"t{i}\",\"pid\":7}}\n\
-                 {{\"v\":1,\"time\":{t}.5,\"event\":\"end\",\"token\":\"t{i}\",\"pid\":7,\"exit\":0}}\n"
-            ));
-        }
-        text.push_str(&kept);
-        std::fs::write(&path, text).unwrap();
+        pad_journal(&w, &lock);
         let go = w.path(&format!("go{round}"));
         let kids: Vec<_> = (0..6)
             .map(|i| {
@@ -523,6 +528,42 @@ fn fires_at_the_same_instant_record_the_missed_slots_once() {
             "onlyone_missed_total{{lock=\"{lock}\"}} {count}\n"
         ));
     }
+}
+
+/// Catch-ups that leave together (two boot-time lines, a unit and a
+/// cron line) run the command once between them for the slots missed.
+#[test]
+fn catch_ups_at_the_same_instant_run_once() {
+    let w = World::new();
+    w.past_run("j", 3.0 * 3600.0);
+    pad_journal(&w, "j");
+    let mark = w.path("ran");
+    let script = format!("echo x >> '{}'", mark.display());
+    let go = w.path("go");
+    let kids: Vec<_> = (0..4)
+        .map(|_| {
+            let args = [
+                "run",
+                "--catch-up",
+                "--schedule",
+                "0 * * * *",
+                "j",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
+            on_go(&w.cmd(&args), &go)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(&go, "").unwrap();
+    for mut k in kids {
+        k.wait().unwrap();
+    }
+    let ran = std::fs::read_to_string(&mark).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 1, "{ran:?}");
+    assert_eq!(w.events("j", "missed").len(), 1);
 }
 
 /// A signal that ends a `--jitter` wait: the command never runs,
@@ -766,6 +807,12 @@ fn bad_schedule_options_are_refused_naming_the_fix() {
         .expect(125)
         .says("the local time zone could not be read (TZ=Mars/Olympus)")
         .says("set TZ to a zone's name");
+    let mut c = w.cmd(&["run", "j", "--", "true"]);
+    c.env("ONLYONE_SCHEDULE", "");
+    finish(c, HANG)
+        .expect(125)
+        .says("the schedule is empty")
+        .says("An empty $ONLYONE_SCHEDULE is one too: unset it");
     // Nothing ran, nothing was kept.
     assert!(w.events("j", "start").is_empty());
     assert!(w.events("j", "schedule").is_empty());
