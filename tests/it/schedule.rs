@@ -568,7 +568,8 @@ fn catch_ups_at_the_same_instant_run_once() {
 
 /// A signal that ends a `--jitter` wait: the command never runs,
 /// onlyone ends by that signal and says so, and `status` shows no wait
-/// any more. While it waits, `status --json` shows when it starts.
+/// any more. While it waits, the lock is not held, and `status --json`
+/// shows when it starts.
 fn jitter_ends_on(signal: rustix::process::Signal, name: &str) {
     use std::os::unix::process::ExitStatusExt;
     let mut w = World::new();
@@ -581,6 +582,10 @@ fn jitter_ends_on(signal: rustix::process::Signal, name: &str) {
         out.json()["locks"][0]["starting"]["pid"] == pid
     });
     let json = w.oo_utc(&["status", "--json", "j"]).json();
+    assert_ne!(
+        json["locks"][0]["state"], "held",
+        "the wait is before the lock: {json}"
+    );
     let starting = &json["locks"][0]["starting"];
     let in_s = starting["in_seconds"].as_f64().unwrap();
     assert!(in_s > 0.0 && in_s <= 3600.0, "{json}");
