@@ -14,9 +14,36 @@ use onlyone::schedule::Schedule;
 use super::duration::parse_duration;
 
 /// Reads `--schedule`: a parse error names the spec and the fix (clap
-/// puts it after "invalid value `SPEC` for `--schedule <SPEC>`").
+/// puts it after "invalid value `SPEC` for `--schedule <SPEC>`"); an
+/// empty one says how to give none.
 fn parse_schedule(s: &str) -> Result<Schedule, String> {
-    Schedule::parse(s).map_err(|e| e.to_string())
+    Schedule::parse(s).map_err(|e| {
+        if s.trim().is_empty() {
+            // Most often an empty $ONLYONE_SCHEDULE, set to mean none.
+            format!(
+                "{e}. An empty $ONLYONE_SCHEDULE is one too: unset it (`unset \
+                 ONLYONE_SCHEDULE`; in a unit, `UnsetEnvironment=ONLYONE_SCHEDULE`) for none"
+            )
+        } else {
+            e.to_string()
+        }
+    })
+}
+
+/// Reads the duration of `--late`, `--catch-up-within`, `--jitter` or
+/// `--spread`. A negative one (`-5m`, which clap would otherwise take for
+/// flags) is refused as negative, naming it.
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    let negative = s
+        .trim_start()
+        .strip_prefix('-')
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit() || c == '.'));
+    if negative {
+        return Err(format!(
+            "`{s}` is negative: a duration is 0 or more, e.g. 90s, 10m, 1h30m or 500ms"
+        ));
+    }
+    parse_duration(s)
 }
 
 // `--schedule`, for run, precheck, check, metrics and status. (A doc
@@ -46,7 +73,7 @@ pub struct LateArg {
     /// later one serves none, and the slots before it that no fire was
     /// seen for are recorded missed. `check` calls a slot missed once DUR
     /// has passed after it with no fire seen.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true)]
     pub late: Option<Duration>,
 }
 
@@ -67,7 +94,7 @@ pub struct FireArgs {
     pub catch_up: bool,
     /// How old the last missed slot may be for --catch-up to make up for
     /// it (default: one period of the schedule).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "catch_up")]
+    #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true, requires = "catch_up")]
     pub catch_up_within: Option<Duration>,
     /// Wait a random time up to DUR before taking the lock, so that a
     /// fleet does not fire at the same second.
@@ -76,13 +103,13 @@ pub struct FireArgs {
     /// it); `status` shows the fire as "starting in 12s" meanwhile; TERM,
     /// INT or HUP end it, and onlyone ends by that signal without running
     /// (a shell sees 128+N).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true)]
     pub jitter: Option<Duration>,
     /// Wait a stable offset up to DUR before taking the lock: hashed from
     /// the host's machine id and the lock, the same at every fire
     /// (systemd's RandomizedOffsetSec=).
     ///
     /// Added to --jitter's wait, and waited as it is.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true)]
     pub spread: Option<Duration>,
 }

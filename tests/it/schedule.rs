@@ -333,3 +333,613 @@ fn jitter_ends_on_term() {
     let out = w.oo_utc(&["status", "--json", "j"]);
     assert!(out.json()["locks"][0].get("starting").is_none(), "{out:?}");
 }
+
+/// A finished run that started at `t` (Unix seconds), lasting a second,
+/// exiting 0.
+fn run_at(w: &World, lock: &str, t: i64) {
+    let ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - t as f64;
+    w.past_run(lock, ago);
+}
+
+/// `--late` that puts the end of `check`'s window (`now - late`) at `t`.
+fn late_to(t: i64) -> String {
+    format!("{}s", now() - t)
+}
+
+/// DST, in Berlin: `30 2 * * *` has one slot on the day a spring-forward
+/// skips 02:30 (at 03:00 CEST) and one on the day a fall-back repeats it
+/// (the first, CEST), so `check` counts two slots over each two days, as
+/// cron fires; read in `CRON_TZ=` or in `TZ`. A job of every hour follows
+/// the wall clock: both halves of the repeated hour are slots. (Each
+/// journal's last run is set at noon UTC before the change, and `--late`
+/// ends the window at noon UTC two days later.)
+#[test]
+fn a_slot_dst_skips_or_repeats_is_counted_once() {
+    let w = World::new();
+    // 2025-03-29 12:00Z .. 2025-03-31 12:00Z: 03:00 CEST on the 30th
+    // (02:30 does not exist), 02:30 CEST on the 31st.
+    let spring = (1_743_249_600, 1_743_422_400);
+    // 2025-10-25 12:00Z .. 2025-10-27 12:00Z: 02:30 CEST on the 26th
+    // (not again at 02:30 CET), 02:30 CET on the 27th.
+    let fall = (1_761_393_600, 1_761_566_400);
+    let cases = [
+        (spring, "the 2025-03-30 03:00 and 2025-03-31 02:30 fires"),
+        (fall, "the 2025-10-26 02:30 and 2025-10-27 02:30 fires"),
+    ];
+    for (i, ((last, end), said)) in cases.into_iter().enumerate() {
+        for (zone, spec) in [
+            ("UTC", "CRON_TZ=Europe/Berlin 30 2 * * *"),
+            ("Europe/Berlin", "30 2 * * *"),
+        ] {
+            let lock = format!("dst{i}-{}", zone.len());
+            run_at(&w, &lock, last);
+            let mut c = w.cmd(&["check", &lock, "--schedule", spec, "--late", &late_to(end)]);
+            c.env("TZ", zone);
+            let out = finish(c, HANG);
+            out.expect(2).prints(&format!(
+                "ONLYONE CRITICAL - {lock}: missed {said} (last run "
+            ));
+        }
+    }
+    // Every hour at :30, 2025-10-25 23:45Z .. 2025-10-26 02:45Z: 02:30
+    // CEST, 02:30 CET and 03:30 CET, three real hours.
+    run_at(&w, "hourly", 1_761_435_900);
+    let mut c = w.cmd(&[
+        "check",
+        "hourly",
+        "--schedule",
+        "CRON_TZ=Europe/Berlin 30 * * * *",
+        "--late",
+        &late_to(1_761_446_700),
+    ]);
+    c.env("TZ", "UTC");
+    finish(c, HANG)
+        .expect(2)
+        .prints("missed 3 fires, from the 2025-10-26 02:30 to the 2025-10-26 03:30 (");
+}
+
+/// The hour (UTC) twelve hours from now, as a cron field: a daily slot
+/// there was last 12 to 13 hours ago, and no fire now serves it.
+fn hour_far_from_now() -> i64 {
+    (now().div_euclid(3600) + 12).rem_euclid(24)
+}
+
+/// `run --catch-up` makes up only for slots within `--catch-up-within`:
+/// a daily slot missed some 12 hours ago is too old for `6h` (no run, and
+/// it says why), not for `14h` (one run).
+#[test]
+fn catch_up_refuses_slots_older_than_its_window() {
+    let w = World::new();
+    let spec = format!("0 {} * * *", hour_far_from_now());
+    let mark = w.path("ran");
+    let script = format!("echo x >> '{}'", mark.display());
+    let ran = || {
+        std::fs::read_to_string(&mark)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    for lock in ["old", "recent"] {
+        w.past_run(lock, 3.0 * 86_400.0);
+    }
+    let fire = |lock: &str, within: &str| {
+        w.oo_utc(&[
+            "run",
+            "--catch-up",
+            "--catch-up-within",
+            within,
+            "--schedule",
+            &spec,
+            lock,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+    };
+    fire("old", "6h")
+        .expect(0)
+        .says("not catching up `old`: it missed 3 fires, from the ")
+        .says(", longer ago than --catch-up-within 6h");
+    assert_eq!(ran(), 0, "too old: no catch-up run");
+    assert_eq!(w.events("old", "missed").len(), 1, "the slots are recorded");
+    fire("recent", "14h")
+        .expect(0)
+        .says("`recent` missed 3 fires, from the ")
+        .says(": running once to catch up");
+    assert_eq!(ran(), 1);
+}
+
+/// `cmd`, started now but run only once `go` exists (a start line for
+/// processes to leave together, to a few milliseconds).
+fn on_go(cmd: &Command, go: &std::path::Path) -> std::process::Child {
+    let mut c = Command::new("sh");
+    c.args([
+        "-c",
+        r#"while [ ! -e "$1" ]; do sleep 0.005; done; shift; exec "$@""#,
+        "sh",
+    ])
+    .arg(go)
+    .arg(cmd.get_program())
+    .args(cmd.get_args())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.spawn().unwrap()
+}
+
+/// Puts ten thousand events of runs a month old before the journal's
+/// lines: a fire then takes long enough to read it that fires leaving
+/// together would all find the same slots missed, looking unguarded.
+fn pad_journal(w: &World, lock: &str) {
+    let path = w.journal_of(&w.lock(lock));
+    let kept = std::fs::read_to_string(&path).unwrap();
+    let old = now() - 30 * 86_400;
+    let mut text = String::new();
+    for i in 0..5_000 {
+        let t = old + i;
+        text.push_str(&format!(
+            "{{\"v\":1,\"time\":{t},\"event\":\"start\",\"token\":\"t{i}\",\"pid\":7}}\n\
+             {{\"v\":1,\"time\":{t}.5,\"event\":\"end\",\"token\":\"t{i}\",\"pid\":7,\"exit\":0}}\n"
+        ));
+    }
+    text.push_str(&kept);
+    std::fs::write(&path, text).unwrap();
+}
+
+/// Fires that leave together, `precheck`s and `run`s, record the slots
+/// they find missed once between them: one `missed` event, counted once.
+#[test]
+fn fires_at_the_same_instant_record_the_missed_slots_once() {
+    let w = World::new();
+    for round in 0..8 {
+        let lock = format!("j{round}");
+        w.past_run(&lock, 3.0 * 3600.0);
+        pad_journal(&w, &lock);
+        let go = w.path(&format!("go{round}"));
+        let kids: Vec<_> = (0..6)
+            .map(|i| {
+                let args: &[&str] = if i % 2 == 0 {
+                    &["precheck", "--schedule", "0 * * * *", &lock]
+                } else {
+                    &["run", "--schedule", "0 * * * *", &lock, "--", "true"]
+                };
+                on_go(&w.cmd(args), &go)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::write(&go, "").unwrap();
+        for mut k in kids {
+            k.wait().unwrap();
+        }
+        let missed = w.events(&lock, "missed");
+        assert_eq!(missed.len(), 1, "{missed:?}");
+        let count = missed[0]["count"].as_u64().unwrap();
+        w.oo_utc(&["metrics", &lock]).expect(0).prints(&format!(
+            "onlyone_missed_total{{lock=\"{lock}\"}} {count}\n"
+        ));
+    }
+}
+
+/// Catch-ups that leave together (two boot-time lines, a unit and a
+/// cron line) run the command once between them for the slots missed.
+#[test]
+fn catch_ups_at_the_same_instant_run_once() {
+    let w = World::new();
+    w.past_run("j", 3.0 * 3600.0);
+    pad_journal(&w, "j");
+    let mark = w.path("ran");
+    let script = format!("echo x >> '{}'", mark.display());
+    let go = w.path("go");
+    let kids: Vec<_> = (0..4)
+        .map(|_| {
+            let args = [
+                "run",
+                "--catch-up",
+                "--schedule",
+                "0 * * * *",
+                "j",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
+            on_go(&w.cmd(&args), &go)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(&go, "").unwrap();
+    for mut k in kids {
+        k.wait().unwrap();
+    }
+    let ran = std::fs::read_to_string(&mark).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 1, "{ran:?}");
+    assert_eq!(w.events("j", "missed").len(), 1);
+}
+
+/// A signal that ends a `--jitter` wait: the command never runs,
+/// onlyone ends by that signal and says so, and `status` shows no wait
+/// any more. While it waits, the lock is not held, and `status --json`
+/// shows when it starts.
+fn jitter_ends_on(signal: rustix::process::Signal, name: &str) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut w = World::new();
+    let mark = w.path("ran");
+    let mut c = w.cmd(&["run", "--jitter", "1h", "j", "--", "touch"]);
+    c.arg(&mark);
+    let pid = w.start_logged(c, "jitter");
+    wait_until("status to show the wait", HANG, || {
+        let out = w.oo_utc(&["status", "--json", "j"]);
+        out.json()["locks"][0]["starting"]["pid"] == pid
+    });
+    let json = w.oo_utc(&["status", "--json", "j"]).json();
+    assert_ne!(
+        json["locks"][0]["state"], "held",
+        "the wait is before the lock: {json}"
+    );
+    let starting = &json["locks"][0]["starting"];
+    let in_s = starting["in_seconds"].as_f64().unwrap();
+    assert!(in_s > 0.0 && in_s <= 3600.0, "{json}");
+    let at = starting["at_unix"].as_f64().unwrap();
+    assert!((at - (now() as f64 + in_s)).abs() < 5.0, "{json}");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), signal)
+        .unwrap();
+    let status = w.exit_of_kid(pid, HANG);
+    assert_eq!(status.signal(), Some(signal.as_raw()), "{status:?}");
+    assert!(!mark.exists(), "the command never ran");
+    let err = std::fs::read_to_string(w.path("jitter.err")).unwrap();
+    assert!(
+        err.contains(&format!("was ended by {name}; not running")),
+        "{err}"
+    );
+    let out = w.oo_utc(&["status", "--json", "j"]);
+    assert!(out.json()["locks"][0].get("starting").is_none(), "{out:?}");
+}
+
+/// INT ends a `--jitter` wait as TERM does.
+#[test]
+fn jitter_ends_on_int() {
+    jitter_ends_on(rustix::process::Signal::INT, "INT");
+}
+
+/// HUP ends a `--jitter` wait as TERM does.
+#[test]
+fn jitter_ends_on_hup() {
+    jitter_ends_on(rustix::process::Signal::HUP, "HUP");
+}
+
+/// `--jitter 1h` with `--deadline 1s` waits at most the second, and the
+/// command runs; with the lock held (and `--wait`), the deadline is spent
+/// by then and the fire skips at once, not an hour later.
+#[test]
+fn jitter_counts_toward_the_deadline() {
+    let mut w = World::new();
+    let start = std::time::Instant::now();
+    w.oo_utc(&[
+        "run",
+        "--jitter",
+        "1h",
+        "--deadline",
+        "1s",
+        "j",
+        "--",
+        "true",
+    ])
+    .expect(0);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    let waits = waits(&w, "j");
+    assert!(waits.iter().all(|x| *x <= 1.001), "{waits:?}");
+    assert_eq!(w.history_json("j").len(), 1, "the command ran");
+
+    let holder = w.cmd(&["run", "j", "--", "sleep", "1000"]);
+    w.start_logged(holder, "holder");
+    wait_until("the holder to run", HANG, || {
+        w.oo_utc(&["status", "--json", "j"]).json()["locks"][0]["state"] == "held"
+    });
+    let out = w.oo_utc(&[
+        "run",
+        "--jitter",
+        "1h",
+        "--deadline",
+        "1s",
+        "--wait",
+        "1h",
+        "j",
+        "--",
+        "true",
+    ]);
+    out.expect(75).within(Duration::from_secs(10));
+}
+
+/// `--spread 10m` with `--deadline 1s`: the stable offset counts toward
+/// the deadline as a jitter does.
+#[test]
+fn spread_counts_toward_the_deadline() {
+    let w = World::new();
+    let start = std::time::Instant::now();
+    w.oo_utc(&[
+        "run",
+        "--spread",
+        "10m",
+        "--deadline",
+        "1s",
+        "j",
+        "--",
+        "true",
+    ])
+    .expect(0);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(waits(&w, "j").iter().all(|x| *x <= 1.001));
+}
+
+/// `$ONLYONE_SCHEDULE` serves `check`, `metrics` and `status` as
+/// `--schedule` does, and, as they only read, none of them keeps it.
+#[test]
+fn the_schedule_from_the_environment_serves_check_metrics_and_status() {
+    let w = World::new();
+    w.past_run("j", 3.0 * 3600.0);
+    let with_env = |args: &[&str]| {
+        let mut c = w.cmd(args);
+        c.env("ONLYONE_SCHEDULE", "0 * * * *");
+        finish(c, HANG)
+    };
+    with_env(&["check", "j"])
+        .expect(2)
+        .prints("ONLYONE CRITICAL - j: missed ");
+    with_env(&["metrics", "j"])
+        .expect(0)
+        .prints("onlyone_missed_total{lock=\"j\"} 0\n")
+        .prints("onlyone_next_fire_timestamp_seconds{lock=\"j\"} ");
+    with_env(&["status", "j"])
+        .expect(0)
+        .prints("[next fire in ");
+    let json = with_env(&["status", "--json", "j"]).json();
+    assert_eq!(
+        json["locks"][0]["schedule"]["spec"], "CRON_TZ=UTC 0 * * * *",
+        "{json}"
+    );
+    assert!(w.events("j", "schedule").is_empty(), "readers keep nothing");
+    // Without it, nothing is known of a schedule.
+    w.oo_utc(&["check", "j"]).expect(0);
+}
+
+/// The schedule a fire gives wins over the one the journal keeps, and
+/// replaces it: its slots count from then (none of the old schedule's are
+/// called missed under it), and `check`, `status` and the next catch-up
+/// know the new one. `check --schedule` wins for that check alone, and
+/// keeps nothing.
+#[test]
+fn a_fire_with_another_schedule_replaces_the_one_kept() {
+    let w = World::new();
+    w.past_run("j", 3.0 * 3600.0);
+    w.oo_utc(&["run", "--schedule", "0 * * * *", "j", "--", "true"])
+        .expect(0);
+    assert_eq!(w.events("j", "missed").len(), 1);
+    w.past_run("j", 2.0 * 86_400.0);
+    w.oo_utc(&["run", "--schedule", "every 1d", "j", "--", "true"])
+        .expect(0);
+    let schedules: Vec<_> = w
+        .events("j", "schedule")
+        .iter()
+        .map(|e| e["schedule"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(schedules, ["CRON_TZ=UTC 0 * * * *", "every 1d"]);
+    assert_eq!(
+        w.events("j", "missed").len(),
+        1,
+        "nothing missed under the new one"
+    );
+    let json = w.oo_utc(&["status", "--json", "j"]).json();
+    assert_eq!(json["locks"][0]["schedule"]["spec"], "every 1d", "{json}");
+    w.oo_utc(&["check", "j"]).expect(0);
+    // Given to check, another schedule wins there, and is not kept.
+    std::thread::sleep(Duration::from_millis(2100));
+    w.oo_utc(&["check", "j", "--schedule", "every 1s", "--late", "0s"])
+        .expect(2)
+        .prints("missed ");
+    assert_eq!(w.events("j", "schedule").len(), 2);
+    w.oo_utc(&["run", "--catch-up", "j", "--", "true"])
+        .expect(0)
+        .says("nothing to catch up for `j`");
+}
+
+/// Bad input to the schedule's options is refused, naming the option or
+/// the value and the fix, never ignored: `--catch-up-within` without
+/// `--catch-up`, a negative `--late`, `--jitter`, `--spread` or
+/// `--catch-up-within`, `every 0s`, a `CRON_TZ=` zone that is none.
+#[test]
+fn bad_schedule_options_are_refused_naming_the_fix() {
+    let w = World::new();
+    w.oo_utc(&["run", "--catch-up-within", "1h", "j", "--", "true"])
+        .expect(125)
+        .says("the following required arguments were not provided:\n  --catch-up");
+    for (opt, extra) in [
+        ("--late", &["--schedule", "@hourly"][..]),
+        ("--jitter", &[]),
+        ("--spread", &[]),
+        (
+            "--catch-up-within",
+            &["--catch-up", "--schedule", "@hourly"],
+        ),
+    ] {
+        let mut args = vec!["run", opt, "-5m"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["j", "--", "true"]);
+        w.oo_utc(&args)
+            .expect(125)
+            .says(&format!("invalid value '-5m' for '{opt} <DUR>'"))
+            .says("`-5m` is negative: a duration is 0 or more, e.g. 90s");
+    }
+    w.oo_utc(&["check", "j", "--late", "-1s"])
+        .expect(3)
+        .says("`-1s` is negative");
+    w.oo_utc(&["run", "--schedule", "every 0s", "j", "--", "true"])
+        .expect(125)
+        .says("`every 0s` is not a period: a period of zero; write `every` and a duration");
+    let zone = "CRON_TZ=Mars/Olympus 0 2 * * *";
+    let said = "`CRON_TZ=Mars/Olympus` is not a time zone of the system's database";
+    let fix = "name one as `Area/City` (`Europe/Berlin`";
+    w.oo_utc(&["run", "--schedule", zone, "j", "--", "true"])
+        .expect(125)
+        .says(said)
+        .says(fix);
+    w.oo_utc(&["check", "--schedule", zone, "j"])
+        .expect(3)
+        .says(said);
+    w.oo_utc(&["precheck", "--schedule", zone, "j"])
+        .expect(0)
+        .says(said);
+    let mut c = w.cmd(&["run", "--schedule", "0 2 * * *", "j", "--", "true"]);
+    c.env("TZ", "Mars/Olympus");
+    finish(c, HANG)
+        .expect(125)
+        .says("the local time zone could not be read (TZ=Mars/Olympus)")
+        .says("set TZ to a zone's name");
+    let mut c = w.cmd(&["run", "j", "--", "true"]);
+    c.env("ONLYONE_SCHEDULE", "");
+    finish(c, HANG)
+        .expect(125)
+        .says("the schedule is empty")
+        .says("An empty $ONLYONE_SCHEDULE is one too: unset it");
+    // Nothing ran, nothing was kept.
+    assert!(w.events("j", "start").is_empty());
+    assert!(w.events("j", "schedule").is_empty());
+}
+
+/// `--jitter 0` and `--spread 0` are no wait (as systemd's
+/// `RandomizedDelaySec=0`): the command runs at once, with no `delay`.
+#[test]
+fn a_zero_jitter_or_spread_is_no_wait() {
+    let w = World::new();
+    w.oo_utc(&["run", "--jitter", "0", "--spread", "0s", "j", "--", "true"])
+        .expect(0);
+    assert!(w.events("j", "delay").is_empty());
+    assert_eq!(w.history_json("j").len(), 1);
+}
+
+/// Another account forges what a schedule reads: `nobody` plants, beside
+/// root's lock in the shared `/run/lock`, an earlier version's journal
+/// with a fire dated a month ahead (were it believed, root's fires would
+/// count their missed slots from then, and record none), 777,777 slots
+/// missed, and a fire waiting for a day (pid 1, which lives); and holds a
+/// `flock` on root's state directory (made 0755), where fires record their
+/// missed slots one at a time. Root's fire still finishes promptly and
+/// records the slots its last run three hours ago left missed; `metrics`
+/// counts those alone, `status` shows no waiting fire, and `check` is OK.
+#[test]
+fn another_account_cannot_forge_what_roots_schedule_reads() {
+    use support::ns::{NOBODY, Ns};
+    const LIMIT: Duration = Duration::from_secs(30);
+    let Some(mut ns) = Ns::new("another_account_cannot_forge_what_roots_schedule_reads") else {
+        return;
+    };
+    let root = |ns: &Ns, args: &[&str]| {
+        let mut all = vec!["--dir", "/run/lock"];
+        all.extend_from_slice(args);
+        let mut c = ns.oo(None, &all);
+        c.env("TZ", "UTC");
+        ns.run(c, LIMIT, &all.join(" "))
+    };
+    root(
+        &ns,
+        &["run", "--schedule", "0 * * * *", "backup", "--", "true"],
+    )
+    .expect(0);
+    // Root's own journal, three hours back.
+    let journal = ns.host_path("/var/lib/onlyone/run-lock-backup.lock.journal");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut shifted = String::new();
+    for line in text.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let t = v["time"].as_f64().unwrap();
+        v["time"] = (t - 3.0 * 3600.0).into();
+        shifted.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(&journal, shifted).unwrap();
+
+    let t = now();
+    let forged = format!(
+        "{{\"v\":1,\"time\":{ahead},\"event\":\"start\",\"token\":\"f\",\"pid\":1}}\n\
+         {{\"v\":1,\"time\":{t},\"event\":\"missed\",\"first\":{first},\"last\":{ahead},\
+         \"count\":777777,\"exact\":true,\"schedule\":\"CRON_TZ=UTC 0 * * * *\"}}\n\
+         {{\"v\":1,\"time\":{t},\"event\":\"delay\",\"pid\":1,\"cmd\":\"forged\",\"until\":{day}}}\n",
+        ahead = t + 30 * 86_400,
+        first = t - 86_400,
+        day = t + 86_400,
+    );
+    std::fs::write(ns.host_path("/tmp/forged"), forged).unwrap();
+    ns.must(None, "chmod 0755 /var/lib/onlyone");
+    ns.attacker(
+        NOBODY,
+        "cd /run/lock && cp /tmp/forged backup.lock.journal && \
+         cp /tmp/forged backup.lock.journal.1 && cd /var/lib/onlyone && exec 6<. && \
+         flock -x 6 && touch /tmp/flocked && exec sleep 100000",
+        "/tmp/flocked",
+    );
+
+    root(
+        &ns,
+        &["run", "--schedule", "0 * * * *", "backup", "--", "true"],
+    )
+    .expect(0)
+    .within(Duration::from_secs(6));
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let missed: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "missed")
+        .collect();
+    assert_eq!(
+        missed.len(),
+        1,
+        "root's fire recorded its missed slots: {text}"
+    );
+    let count = missed[0]["count"].as_u64().unwrap();
+    assert!((2..=3).contains(&count), "{missed:?}");
+
+    let out = root(&ns, &["metrics", "backup"]);
+    out.expect(0)
+        .prints(&format!(
+            "onlyone_missed_total{{lock=\"backup\"}} {count}\n"
+        ))
+        .says("/run/lock/backup.lock.journal`")
+        .says("an earlier version's journal");
+    let out = root(&ns, &["status", "backup"]);
+    assert!(!out.stdout.contains("starting in"), "{out:#?}");
+    let out = root(&ns, &["status", "--json", "backup"]);
+    assert!(out.json()["locks"][0].get("starting").is_none(), "{out:#?}");
+    assert!(!out.stdout.contains("777777"), "{out:#?}");
+    root(&ns, &["check", "backup"])
+        .expect(0)
+        .prints("ONLYONE OK - backup");
+
+    // The same lines in root's own earlier journal are believed: they
+    // are what nobody's would have done.
+    ns.must(
+        None,
+        "cd /run/lock && cp /tmp/forged mine.lock.journal && chmod 0600 mine.lock.journal",
+    );
+    root(&ns, &["metrics", "--schedule", "0 * * * *", "mine"])
+        .expect(0)
+        .prints("onlyone_missed_total{lock=\"mine\"} 777777\n");
+    root(&ns, &["status", "mine"])
+        .expect(0)
+        .prints("starting in");
+}

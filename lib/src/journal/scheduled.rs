@@ -64,9 +64,11 @@ pub struct Scheduled {
     /// fire that never came: had it come, it would have skipped.
     pub last_end: Option<f64>,
     /// The slots recorded missed, oldest first (the latest
-    /// 1,000 events).
+    /// 1,000 events). An event whose slots, of the same schedule, end no
+    /// later than the last recorded is a repeat, and not taken in.
     pub missed: Vec<MissedSlots>,
-    /// Every slot recorded missed (the counts of all `missed` events).
+    /// Every slot recorded missed (the counts of all `missed` events
+    /// taken in).
     pub missed_total: u64,
     /// Fires still waiting before they take the lock, as far as the
     /// journal says: a `delay` with no later `start`, `skip` or `delay`
@@ -142,6 +144,13 @@ impl Scheduled {
         if !(sane_time(first) && sane_time(last)) || first > last {
             return;
         }
+        // Slots already recorded missed (two fires that looked at the
+        // same instant): counted once.
+        if self.missed.last().is_some_and(|m| {
+            last <= m.last && m.schedule.as_deref() == ev.schedule.map(&cap).as_deref()
+        }) {
+            return;
+        }
         let count = ev.count.unwrap_or(1).max(1);
         self.missed_total = self.missed_total.saturating_add(count);
         if self.missed.len() >= MAX_MISSED {
@@ -198,7 +207,8 @@ mod tests {
 
     /// An earlier version's lines read as before, with no schedule; the
     /// schedule, the missed slots and the waits read back from theirs,
-    /// and a bad value costs its field, not the line.
+    /// slots recorded twice count once, and a bad value costs its field,
+    /// not the line.
     #[test]
     fn the_schedule_missed_slots_and_waits_read_back() {
         let old = [
@@ -224,9 +234,12 @@ mod tests {
         };
         let mut missed = Event::missed("@hourly", &m);
         missed.time = 7300.0;
+        // A second fire that looked at the same instant records them again.
+        let mut again = missed.clone();
+        again.time = 7301.0;
         let mut delay = Event::delay(99, Some("job"), 7400.0);
         delay.time = 7310.0;
-        for e in [&sched, &missed, &delay] {
+        for e in [&sched, &missed, &again, &delay] {
             lines.push(
                 String::from_utf8(e.to_line())
                     .unwrap()
@@ -239,7 +252,8 @@ mod tests {
         let s = &h.scheduled;
         assert_eq!(s.schedule.as_deref(), Some("@hourly"));
         assert_eq!(s.schedule_since, Some(120.0));
-        assert_eq!(s.missed_total, 2);
+        assert_eq!(s.missed_total, 2, "the repeat is counted once");
+        assert_eq!(s.missed.len(), 1);
         assert_eq!((s.missed[0].first, s.missed[0].last), (3600.0, 7200.0));
         assert_eq!(s.last_seen(), Some(7300.0));
         assert_eq!(s.counting_from("@hourly", 8000.0), Some(7200.0));

@@ -80,6 +80,7 @@ use every::{canonical_period, parse_period, strip_every};
 pub use spread::{jitter, machine_id, spread_offset};
 use zone::{local_zone, named_zone, split_zone};
 
+/// The most slots [`missed`] and [`Schedule::slots_between`] count one by
 /// one (a cron schedule's; an `every` schedule's are counted by
 /// arithmetic, exactly). Past it, [`Missed::exact`] is false.
 pub const MAX_COUNTED: u64 = 10_000;

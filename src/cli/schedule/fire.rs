@@ -4,7 +4,8 @@
 //! slots it finds passed unseen since the last fire (one `missed` event,
 //! once), and, for `run --catch-up`, decides whether to run at all.
 
-use std::time::Duration;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
 
 use onlyone::journal::{Event, History, Journal};
 use onlyone::schedule::{CatchUp, Fire, Missed, Schedule};
@@ -113,9 +114,38 @@ pub(in crate::cli) struct FireSeen {
     pub name: String,
 }
 
+/// The longest a fire waits for another's look at the same state
+/// directory: a look takes milliseconds; past this, it looks all the same.
+const LOOK_WAIT: Duration = Duration::from_secs(1);
+
+/// Takes an exclusive `flock` on the directory of the journal `log`
+/// (the user's state directory), held while a fire reads what was missed
+/// and records it: of fires at the same instant, one records the slots
+/// and the others find them recorded. `None`, to look without it, when
+/// the directory cannot be opened (no journal yet: nothing to record) or
+/// another process holds it past [`LOOK_WAIT`].
+fn look_guard(log: &Journal) -> Option<OwnedFd> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let dir = log.path().parent()?.to_owned();
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(&dir, flags, Mode::empty()).ok()?;
+    let until = Instant::now() + LOOK_WAIT;
+    loop {
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Some(fd),
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR)
+                if Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
 /// Reads the journal of `lock` and records what this fire found: the
-/// schedule (given, else kept), the slots missed. `Ok(None)` when no
-/// schedule is known.
+/// schedule (given, else kept), the slots missed, once (under
+/// [`look_guard`]). `Ok(None)` when no schedule is known.
 pub(in crate::cli) fn look(
     ctx: &Ctx,
     lock: &str,
@@ -124,6 +154,7 @@ pub(in crate::cli) fn look(
     quiet: bool,
 ) -> Result<Option<FireSeen>, String> {
     let (log, name, _) = ctx.journal_for_reading(lock).map_err(|e| e.to_string())?;
+    let _guard = look_guard(&log);
     let h = read(&log)?;
     let Some(schedule) = known(given, &h)? else {
         return Ok(None);
