@@ -86,7 +86,8 @@ impl Ctx {
         };
         let mut opts = AcquireOptions::new()
             .owner(Owner::Pid(owner))
-            .busy(a.busy.policy());
+            .busy(a.busy.policy())
+            .slots(a.slots.count());
         if a.export {
             opts = opts.mode(onlyone::Mode::Script);
         }
