@@ -268,3 +268,90 @@ fn slots_with_a_store_or_the_queue_are_refused() {
     let out = finish(c, HANG);
     assert!(!out.stderr.contains("--slots"), "{out:#?}");
 }
+
+#[test]
+fn status_metrics_and_history_count_every_slot() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    for i in 0..3 {
+        hold(&mut sb, "3", &started, i);
+    }
+    let out = sb.oo(&["status", "--json"]);
+    out.expect(0);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let locks = v["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 1, "slot files are no locks: {v:#}");
+    assert_eq!(locks[0]["slot_count"], 3, "{v:#}");
+    let names: Vec<&str> = locks[0]["slot_holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            assert_eq!(h["state"], "held", "{h:#}");
+            h["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(names, ["j[1]", "j[2]"]);
+    let table = sb.oo(&["status"]);
+    let first: Vec<&str> = table
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(first, ["j", "j[1]", "j[2]"], "{table:#?}");
+    let metrics = sb.oo(&["metrics"]);
+    metrics
+        .expect(0)
+        .prints("onlyone_slots{lock=\"j\"} 3\n")
+        .prints("onlyone_slots_held{lock=\"j\"} 3\n")
+        .prints("onlyone_running{lock=\"j\"} 1\n");
+    sb.end_processes();
+
+    // Runs that overlap are each a run of the lock, none abandoned.
+    let log = sb.path("log");
+    put(&log, "");
+    let cmd = noting(&log, "0.3");
+    let fire = format!(
+        "{BIN} --dir {} run --slots 3 k -- sh -c '{cmd}'",
+        sb.dir().display()
+    );
+    let kids: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = sb.program("sh");
+            c.args(["-c", &fire]);
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+    assert_eq!(most_at_once(&std::fs::read_to_string(&log).unwrap(), 3), 3);
+    let runs = sb.history_json("k");
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    for r in &runs {
+        assert_eq!(
+            (&r["outcome"], &r["exit"]),
+            (&"exit".into(), &0.into()),
+            "{runs:#?}"
+        );
+    }
+}
+
+#[test]
+fn stop_ends_the_runs_of_every_slot_and_says_how_many() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    for i in 0..3 {
+        hold(&mut sb, "3", &started, i);
+    }
+    sb.oo(&["stop", "j"])
+        .expect(0)
+        .says("stopped the run of `j`")
+        .says("stopped 2 more run(s) of `j`, in its other slots");
+    assert!(!sb.lock("j").exists());
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    let runs = sb.history_json("j");
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    sb.oo(&["stop", "j"]).expect(0).says("is not running");
+}

@@ -81,6 +81,15 @@ impl DirPlace {
         Journal::of(lock, &self.state).on_set_aside(move |s| notes(Note::SetAside(s)))
     }
 
+    /// The journal of the lock a slot belongs to: a slot above 0
+    /// (`LOCK.slot.K`) records in its lock's journal.
+    pub fn journal_of_slot(&self, slot: &LockFile) -> Journal {
+        match crate::lock::slot_of_path(slot.path()) {
+            Some((lock, _)) => self.journal_at(&lock),
+            None => self.journal(slot),
+        }
+    }
+
     /// The journal of the lock file `path`, found even when neither it nor
     /// its directory exists (`/run` after a reboot).
     pub fn journal_at(&self, path: &Path) -> Journal {
@@ -202,6 +211,58 @@ impl DirPlace {
     }
 }
 
+impl DirPlace {
+    /// Stops the run that holds `slot` (a lock, or a slot of one): the stop
+    /// recorded in the lock's journal.
+    fn stop_slot(&self, slot: &LockFile, how: &StopRequest) -> Result<Stopped, PlaceError> {
+        let deadline = how.deadline;
+        // Held only by what is not the run's own work: nothing to signal.
+        if let Some(keepers) = keepers_now(slot, deadline) {
+            return Ok(Stopped::KeptOutside {
+                keepers,
+                after: false,
+            });
+        }
+        let graceful = GracefulStop {
+            signal: how.signal,
+            grace: how.grace,
+        };
+        let stopped = match stop::stop(slot, graceful, deadline) {
+            Err(Error::Timeout { held, waited }) => {
+                let keepers = keepers_of(&held.record, &held.holder, deadline);
+                if keepers.is_empty() {
+                    return Err(Error::Timeout { waited, held }.into());
+                }
+                return Ok(Stopped::KeptOutside {
+                    keepers,
+                    after: true,
+                });
+            }
+            other => other?,
+        };
+        Ok(match stopped {
+            stop::Stopped::NotRunning => Stopped::NotRunning,
+            stop::Stopped::WasStale { reason } => Stopped::WasStale(reason),
+            stop::Stopped::Ended {
+                record,
+                ended,
+                took,
+            } => {
+                let signal = crate::signal::signal_name(how.signal);
+                let ev = observer::stop_event(&record, Some(&signal));
+                log_event(&self.journal_of_slot(slot), &ev, Some(&self.notes));
+                Stopped::Ended {
+                    record,
+                    took,
+                    signal: how.signal,
+                    signalled: ended.signalled,
+                    killed: ended.killed,
+                }
+            }
+        })
+    }
+}
+
 impl Place for DirPlace {
     fn kind(&self) -> Kind {
         Kind::Directory
@@ -251,61 +312,26 @@ impl Place for DirPlace {
     }
 
     fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
-        let deadline = how.deadline;
         let (lock, name) = self.open_for_writing(lock)?;
-        let lock = match deadline {
+        let lock = match how.deadline {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
-        let done = |stopped| {
-            Ok(StopDone {
-                name: name.clone(),
-                stopped,
-            })
-        };
-        // Held only by what is not the run's own work: nothing to signal.
-        if let Some(keepers) = keepers_now(&lock, deadline) {
-            return done(Stopped::KeptOutside {
-                keepers,
-                after: false,
-            });
+        // Every slot of a lock of several: each is a lock with its run.
+        let mut all = vec![self.stop_slot(&lock, how)?];
+        for k in lock.slot_numbers() {
+            all.push(self.stop_slot(&lock.slot(k)?, how)?);
         }
-        let graceful = GracefulStop {
-            signal: how.signal,
-            grace: how.grace,
-        };
-        let stopped = match stop::stop(&lock, graceful, deadline) {
-            Err(Error::Timeout { held, waited }) => {
-                let keepers = keepers_of(&held.record, &held.holder, deadline);
-                if keepers.is_empty() {
-                    return Err(Error::Timeout { waited, held }.into());
-                }
-                return done(Stopped::KeptOutside {
-                    keepers,
-                    after: true,
-                });
-            }
-            other => other?,
-        };
-        done(match stopped {
-            stop::Stopped::NotRunning => Stopped::NotRunning,
-            stop::Stopped::WasStale { reason } => Stopped::WasStale(reason),
-            stop::Stopped::Ended {
-                record,
-                ended,
-                took,
-            } => {
-                let signal = crate::signal::signal_name(how.signal);
-                let ev = observer::stop_event(&record, Some(&signal));
-                log_event(&self.journal(&lock), &ev, Some(&self.notes));
-                Stopped::Ended {
-                    record,
-                    took,
-                    signal: how.signal,
-                    signalled: ended.signalled,
-                    killed: ended.killed,
-                }
-            }
+        let main = all
+            .iter()
+            .position(|s| !matches!(s, Stopped::NotRunning))
+            .unwrap_or(0);
+        let stopped = all.remove(main);
+        all.retain(|s| !matches!(s, Stopped::NotRunning));
+        Ok(StopDone {
+            name,
+            stopped,
+            others: all,
         })
     }
 
@@ -379,7 +405,13 @@ pub fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>
         let journal = name
             .strip_suffix(".journal")
             .or_else(|| name.strip_suffix(".journal.1"));
+        // A slot's file (`NAME.lock.slot.K`) is a slot of its lock, never
+        // a lock of its own: the lock is listed, whatever its slot 0 is.
         let lock = journal.unwrap_or(name);
+        let lock = crate::lock::slot_of_path(Path::new(lock))
+            .and_then(|(l, _)| l.into_os_string().into_string().ok())
+            .filter(|l| journal.is_none() && l.ends_with(".lock"));
+        let lock = lock.as_deref().unwrap_or(journal.unwrap_or(name));
         if !lock.ends_with(".lock") {
             continue;
         }

@@ -142,6 +142,9 @@ pub struct StopDone {
     pub name: String,
     /// What happened.
     pub stopped: Stopped,
+    /// What happened to the runs of the lock's other slots, those that
+    /// held one (a lock of several slots); empty for a lock of one.
+    pub others: Vec<Stopped>,
 }
 
 /// The runs of a lock: its name as messages give it, its history, and
