@@ -355,3 +355,46 @@ fn stop_ends_the_runs_of_every_slot_and_says_how_many() {
     assert_eq!(runs.len(), 3, "{runs:#?}");
     sb.oo(&["stop", "j"]).expect(0).says("is not running");
 }
+
+#[test]
+fn reap_sees_the_lingering_work_of_every_slot() {
+    let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let mut lingering = Vec::new();
+    for i in 0..2 {
+        let pidfile = sb.path(&format!("pid{i}"));
+        let script = format!(
+            "sleep 1000 >/dev/null 2>&1 & echo $! > {}",
+            pidfile.display()
+        );
+        sb.oo(&[
+            "run", "--slots", "2", "--linger", "j", "--", "sh", "-c", &script,
+        ])
+        .expect(0);
+        wait_until("the lingering process", HANG, || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+        });
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        lingering.push(pid);
+    }
+    assert_eq!(slot_files(&sb, "j"), ["j.lock.slot.1"]);
+    let out = sb.oo(&["reap", "--json", "--idle", "10m", "j"]);
+    out.expect(0);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    for pid in lingering {
+        let verdict = report["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["pid"] == pid)
+            .map(|c| c["verdict"].as_str().unwrap().to_owned());
+        assert_eq!(
+            verdict.as_deref(),
+            Some("kept-idle-too-short"),
+            "{pid}: {report:#}"
+        );
+    }
+}
