@@ -183,12 +183,11 @@ fn critical_section(check: &Path, log: &Path) -> ! {
         },
         None => check.to_path_buf(),
     };
-    let check = check.as_path();
     let f = std::fs::File::options()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(check)
+        .open(&check)
         .expect("open the check file");
     if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         std::process::exit(OVERLAP_EXIT);
