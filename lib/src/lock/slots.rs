@@ -8,9 +8,12 @@
 //! Each slot is taken, held, judged, taken over and let go exactly as a lock
 //! of one holder is ([`LockFile::acquire_slot`]).
 //!
-//! A take tries slot 0, 1, ... without waiting and keeps the first it gets
-//! (a free slot, or a stale one taken over): holders are described only
-//! when every slot is held. N is the lock's: every slot's record says it
+//! A take first tries the first slot whose file is absent, without judging
+//! the holders of the slots before it (their records are read for their
+//! number of slots, and a holder judged only when it differs); when there is none, or it was taken meanwhile,
+//! it tries slot 0, 1, ... without waiting and keeps the first it gets (a
+//! free slot, or a stale one taken over): holders are described only when
+//! every slot is held. N is the lock's: every slot's record says it
 //! (`slots=N`, absent for one), and a take that meets a held slot whose
 //! record says another number is refused ([`Error::SlotsDiffer`]), as is
 //! one that finds slot N (one past its own last) held, which a larger
@@ -130,10 +133,62 @@ pub(super) fn acquire_any(lock: &LockFile, opts: &super::AcquireOptions) -> Resu
     }
 }
 
+/// One look at the slots: the first free one taken, without judging the
+/// holders of those before it ([`first_free`]); else every slot in order,
+/// judged (a stale one is taken over), as [`scan_all`] does.
+fn scan(
+    lock: &LockFile,
+    once: &super::AcquireOptions,
+) -> Result<std::result::Result<LockGuard, Box<HeldBy>>> {
+    match first_free(lock, once)? {
+        Some(guard) => Ok(Ok(guard)),
+        None => scan_all(lock, once),
+    }
+}
+
+/// Takes the first slot whose file is absent. The slots before it are not
+/// judged, but their records are read: one that says another number, when
+/// its holder lives, refuses the take. `None` when no slot's file is
+/// absent, or the one tried was taken meanwhile.
+fn first_free(lock: &LockFile, once: &super::AcquireOptions) -> Result<Option<LockGuard>> {
+    let n = once.slot_count();
+    for k in 0..n {
+        let slot = lock.slot(k)?;
+        match slot.stat_entry(slot.name()) {
+            Err(rustix::io::Errno::NOENT) => {}
+            _ => {
+                let Some(ev) = slot.look()? else { continue };
+                let recorded = match &ev.record {
+                    Ok(r) if r.slots.unwrap_or(1) != n => r.slots.unwrap_or(1),
+                    _ => continue,
+                };
+                if matches!(crate::judge::judge(&ev, lock.deadline), Verdict::Held(_)) {
+                    return Err(Error::SlotsDiffer {
+                        path: lock.path().into(),
+                        held: recorded,
+                        asked: n,
+                    });
+                }
+                continue;
+            }
+        }
+        return match slot.acquire_slot(once) {
+            Ok(mut guard) => {
+                guard.slot = k;
+                check_beyond(lock, &guard, n)?;
+                Ok(Some(guard))
+            }
+            Err(Error::Held(_) | Error::Unknown { .. } | Error::Contended { .. }) => Ok(None),
+            Err(e) => Err(e),
+        };
+    }
+    Ok(None)
+}
+
 /// One look at every slot in order: the first one taken, or the holder of
 /// the first held one when all are held. A slot that cannot be judged
 /// fails the take when no slot is free.
-fn scan(
+fn scan_all(
     lock: &LockFile,
     once: &super::AcquireOptions,
 ) -> Result<std::result::Result<LockGuard, Box<HeldBy>>> {
