@@ -150,6 +150,7 @@ impl Ctx {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
+        let lock = if a.force { lock } else { own_slot(&a, lock) };
         let exported = exported_token_for(lock.path()).is_some();
         let urls = if a.force {
             Ok(Vec::new())
@@ -299,6 +300,32 @@ fn releaser_for(a: &args::Release, lock: &LockFile) -> Releaser {
             r
         }
     }
+}
+
+/// The slot of `lock` the releaser holds: the lock itself unless another
+/// slot's record names the owner (`--owner`, else the calling shell or
+/// this process) or carries the token exported for that slot.
+fn own_slot(a: &args::Release, lock: LockFile) -> LockFile {
+    let owners = match a.owner {
+        Some(pid) => vec![pid],
+        None => vec![parent_pid(), std::process::id()],
+    };
+    let ours = |slot: &LockFile| {
+        let Ok(Some(seen)) = slot.inspect() else {
+            return false;
+        };
+        let Ok(r) = &seen.record else { return false };
+        owners.contains(&r.pid)
+            || exported_token_for(slot.path()).is_some_and(|t| r.token.as_deref() == Some(&t))
+    };
+    if ours(&lock) {
+        return lock;
+    }
+    lock.slot_numbers()
+        .into_iter()
+        .filter_map(|k| lock.slot(k).ok())
+        .find(|slot| ours(slot))
+        .unwrap_or(lock)
 }
 
 /// What a keeper records when the hold it keeps ends: the end of a

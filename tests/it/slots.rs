@@ -397,3 +397,24 @@ fn reap_sees_the_lingering_work_of_every_slot() {
         assert_ne!(candidate["verdict"], "kept-not-named", "{pid}: {report:#}");
     }
 }
+
+#[test]
+fn a_script_releases_the_slot_it_acquired() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "2", &started, 0);
+    let script = format!(
+        "{b} --dir {d} acquire --slots 2 j || exit 9; \
+         test -e {d}/j.lock.slot.1 || exit 8; \
+         {b} --dir {d} release --exit 0 j",
+        b = BIN,
+        d = sb.dir().display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    finish(c, HANG).expect(0);
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    assert!(sb.lock("j").exists(), "the run's slot 0 is left alone");
+    let runs = sb.history_json("j");
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+}

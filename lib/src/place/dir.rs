@@ -76,18 +76,17 @@ impl DirPlace {
     /// The journal of `lock`, in the state directory. An earlier
     /// version's journal beside the lock that a read sets aside is told
     /// to the notes, once per read.
+    /// A slot above 0 (`LOCK.slot.K`) records in its lock's journal.
     pub fn journal(&self, lock: &LockFile) -> Journal {
         let notes = self.notes.clone();
-        Journal::of(lock, &self.state).on_set_aside(move |s| notes(Note::SetAside(s)))
-    }
-
-    /// The journal of the lock a slot belongs to: a slot above 0
-    /// (`LOCK.slot.K`) records in its lock's journal.
-    pub fn journal_of_slot(&self, slot: &LockFile) -> Journal {
-        match crate::lock::slot_of_path(slot.path()) {
-            Some((lock, _)) => self.journal_at(&lock),
-            None => self.journal(slot),
-        }
+        let base = crate::lock::slot_of_path(lock.path())
+            .and_then(|(path, _)| lock.sibling(path).ok())
+            .map(|b| match lock.deadline() {
+                Some(d) => b.with_deadline(d),
+                None => b,
+            });
+        Journal::of(base.as_ref().unwrap_or(lock), &self.state)
+            .on_set_aside(move |s| notes(Note::SetAside(s)))
     }
 
     /// The journal of the lock file `path`, found even when neither it nor
@@ -250,7 +249,7 @@ impl DirPlace {
             } => {
                 let signal = crate::signal::signal_name(how.signal);
                 let ev = observer::stop_event(&record, Some(&signal));
-                log_event(&self.journal_of_slot(slot), &ev, Some(&self.notes));
+                log_event(&self.journal(slot), &ev, Some(&self.notes));
                 Stopped::Ended {
                     record,
                     took,
