@@ -101,12 +101,16 @@ impl Ctx {
                 }
                 journal::started(&self.journal(&lock), &g, a.quiet);
                 let token = g.token().to_owned();
+                // The slot's own file, as a run's command is told it.
+                let path = g.lock().path().to_owned();
+                let slot = g.record().slots.map(|_| g.slot());
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
-                    start_keeper(lock.path(), &token, None);
+                    start_keeper(&path, &token, None);
                 }
                 Ok(Exported {
-                    path: lock.path().to_owned(),
+                    path,
+                    slot,
                     token,
                     pings: None,
                     ping_file: None,
@@ -411,6 +415,8 @@ pub(super) fn keeper(ctx: &Ctx, a: args::Keeper) -> Code {
 /// What `acquire --export` hands a script.
 struct Exported {
     path: PathBuf,
+    /// The slot taken, for a lock of several slots.
+    slot: Option<u32>,
     token: String,
     /// The ping URLs, for `release` (`acquire --ping`).
     pings: Option<String>,
@@ -419,14 +425,18 @@ struct Exported {
 }
 
 /// `ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK
-/// ONLYONE_TOKEN`, each value quoted for sh; with pings, the run id and
-/// the ping URLs for `release` too.
+/// ONLYONE_TOKEN`, each value quoted for sh; for a lock of several slots,
+/// `ONLYONE_SLOT` too; with pings, the run id and the ping URLs for
+/// `release` too.
 fn export_line(e: &Exported) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut vars = vec![
         (onlyone::LOCK_VAR, sh_quote(e.path.as_os_str().as_bytes())),
         (onlyone::TOKEN_VAR, sh_quote(e.token.as_bytes())),
     ];
+    if let Some(k) = e.slot {
+        vars.push((onlyone::SLOT_VAR, k.to_string()));
+    }
     // The line a script without pings gets stays what it was.
     if (e.pings.is_some() || e.ping_file.is_some())
         && let Some(rid) = onlyone::journal::run_id(&e.token)

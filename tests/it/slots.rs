@@ -418,3 +418,34 @@ fn a_script_releases_the_slot_it_acquired() {
     let runs = sb.history_json("j");
     assert_eq!(runs.len(), 2, "{runs:#?}");
 }
+
+#[test]
+fn acquire_export_names_the_slot_and_its_file() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "2", &started, 0);
+    let script = format!(
+        "eval \"$({b} --dir {d} acquire --slots 2 --export j)\" || exit 9; \
+         echo \"$ONLYONE_SLOT $ONLYONE_LOCK\"; {b} --dir {d} release j",
+        b = BIN,
+        d = sb.dir().display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    let out = finish(c, HANG);
+    out.expect(0);
+    let slot1 = sb.path("j.lock.slot.1");
+    assert_eq!(out.stdout, format!("1 {}\n", slot1.display()), "{out:#?}");
+    assert!(!slot1.exists());
+    // A lock of one slot exports what it always did.
+    let script = format!(
+        "{b} --dir {d} acquire --export k; {b} --dir {d} release k",
+        b = BIN,
+        d = sb.dir().display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    let out = finish(c, HANG);
+    out.expect(0);
+    assert!(!out.stdout.contains("ONLYONE_SLOT"), "{out:#?}");
+}
