@@ -55,7 +55,9 @@ as its journal events (\fBrid\fR) and its pings name it.
 .TP
 \fBONLYONE_SLOT\fR
 Set by \fBrun\fR for the command: the slot its run holds, 0 to N\-1 with
-\fB\-\-slots N\fR, 0 for a lock of one slot (and with a store). Two runs
+\fB\-\-slots N\fR, 0 for a lock of one slot (and with a store); printed by
+\fBacquire \-\-export \-\-slots N\fR (N above 1), whose \fBONLYONE_LOCK\fR
+then names the slot's file. Two runs
 that hold the lock at once never share a slot: one of N shards, N worker
 directories.
 .TP
