@@ -172,7 +172,7 @@ pub trait Place: RunPlace {
 /// any error included (fail open: it never blocks a fire).
 pub fn precheck(place: &dyn onlyone::place::Place, a: &args::Precheck) -> Code {
     let deadline = deadline_of(a.deadline);
-    let checked = match place.precheck(&a.lock, deadline) {
+    let checked = match place.precheck_slots(&a.lock, a.slots.count(), deadline) {
         Ok(c) => c,
         Err(e) => {
             say(format_args!(

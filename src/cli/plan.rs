@@ -159,13 +159,7 @@ fn refused_slots(command: &Command, store: bool) -> Option<String> {
     let (n, queue, replace) = match command {
         Command::Run(a) => (a.slots.count(), a.busy.policy().is_queue(), a.replace),
         Command::Acquire(a) => (a.slots.count(), a.busy.policy().is_queue(), false),
-        Command::Precheck(a) if a.slots.count() > 1 => {
-            return Some(format!(
-                "`precheck --slots {}` is not supported yet: a precheck looks at slot 0 alone; \
-                 leave the precheck out (`run --slots {0}` skips with 75 when every slot is held)",
-                a.slots.count()
-            ));
-        }
+        Command::Precheck(a) => (a.slots.count(), false, false),
         _ => return None,
     };
     if n <= 1 {

@@ -449,3 +449,18 @@ fn acquire_export_names_the_slot_and_its_file() {
     out.expect(0);
     assert!(!out.stdout.contains("ONLYONE_SLOT"), "{out:#?}");
 }
+
+#[test]
+fn precheck_with_slots_is_free_while_a_slot_is() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    sb.oo(&["precheck", "--slots", "3", "j"]).expect(0);
+    hold(&mut sb, "3", &started, 0);
+    hold(&mut sb, "3", &started, 1);
+    sb.oo(&["precheck", "--slots", "3", "j"]).expect(0);
+    sb.oo(&["precheck", "j"]).expect(75);
+    hold(&mut sb, "3", &started, 2);
+    sb.oo(&["precheck", "--slots", "3", "j"])
+        .expect(75)
+        .says("`j`");
+}

@@ -310,6 +310,56 @@ impl Place for DirPlace {
         Ok(Prechecked { name, found })
     }
 
+    /// Free when a slot has no file or a stale one (left for the run's
+    /// take to take over); held, the skip recorded, when every slot is.
+    fn precheck_slots(
+        &self,
+        lock_arg: &str,
+        slots: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Prechecked, PlaceError> {
+        if slots <= 1 {
+            return self.precheck(lock_arg, deadline);
+        }
+        let (lock, name) = match self.open_for_reading(lock_arg) {
+            Ok(x) => x,
+            Err(Error::MissingDir { .. }) => {
+                return Ok(Prechecked {
+                    name: lock_arg.to_owned(),
+                    found: Found::Free(None),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let lock = match deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
+        };
+        let mut held = None;
+        for k in 0..slots {
+            let slot = lock.slot(k)?;
+            let found = match slot.inspect()? {
+                None => Found::Free(None),
+                Some(seen) => match &seen.verdict {
+                    Verdict::Held(_) => {
+                        held = held.or_else(|| seen.held_by(slot.path()));
+                        continue;
+                    }
+                    Verdict::Stale(_) => Found::Free(None),
+                    Verdict::Unknown(r) => Found::Unknown(r.clone()),
+                },
+            };
+            return Ok(Prechecked { name, found });
+        }
+        if let Some(h) = &held {
+            log_event(&self.journal(&lock), &observer::skip_event(h), None);
+        }
+        Ok(Prechecked {
+            name,
+            found: Found::Held(held.map(|h| Holding::Run(Box::new(h)))),
+        })
+    }
+
     fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
         let (lock, name) = self.open_for_writing(lock)?;
         let lock = match how.deadline {
