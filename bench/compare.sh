@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares an earlier build with this tree's, in one run: `run j -- true`
 # against `flock -n L true` on a quiet host and with 2000 extra idle
-# processes, start-up alone, and the library's lock cycle.
+# processes, start-up alone, the library's lock cycle, and `run --slots 8`
+# with 7 slots held (bench/slots.sh).
 #
 #   bench/compare.sh BEFORE_RELEASE_DIR [LABEL]
 #
@@ -65,3 +66,5 @@ for t in 1 2 3; do
   done
 done
 rm -rf $D
+echo
+bench/slots.sh "$A"

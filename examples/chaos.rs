@@ -3,7 +3,7 @@
 //! happen.
 //!
 //! ```text
-//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store] [--seconds N]
+//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store|slots] [--seconds N]
 //!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N]
 //!     [--max-seconds N] [--dir DIR]
 //! ```
@@ -35,7 +35,10 @@
 //!   A wrapper's exit 124 (its lease could not be renewed in time) and 125
 //!   (the store was unreachable) are counted, not errors; neither is a
 //!   contender that waited 30 s in vain (the lease's waiters poll, with no
-//!   queue).
+//!   queue). `slots`: as `run`, with `run --slots 3`; the critical section
+//!   takes the kernel lock of its slot's own detector file (`CHECK.slotK`,
+//!   K from ONLYONE_SLOT) and counts a slot outside 0..2 as an overlap, so
+//!   a fourth run at once is one whatever slots onlyone hands out.
 //! - **Counts.** Overlaps (a CS that found its kernel lock taken: must be
 //!   0); runs started; kills; stuck intervals (the lock file names a run
 //!   none of whose processes is alive, and stays so for more than a second
@@ -76,7 +79,11 @@ enum Mode {
     Cron,
     Lib,
     Store,
+    Slots,
 }
+
+/// The slots of slots mode's lock.
+const SLOTS: u32 = 3;
 
 struct Opts {
     mode: Mode,
@@ -115,6 +122,7 @@ fn parse_args() -> Opts {
                     "cron" => Mode::Cron,
                     "lib" => Mode::Lib,
                     "store" => Mode::Store,
+                    "slots" => Mode::Slots,
                     m => usage(&format!("unknown mode {m}")),
                 }
             }
@@ -145,7 +153,7 @@ fn num(s: &str) -> u64 {
 fn usage(msg: &str) -> ! {
     eprintln!("chaos: {msg}");
     eprintln!(
-        "usage: chaos [--mode run|shell|cron|lib|store] [--seconds N] [--contenders N] \
+        "usage: chaos [--mode run|shell|cron|lib|store|slots] [--seconds N] [--contenders N] \
          [--kill-every-ms N] [--min-runs N] [--min-kills N] [--max-seconds N] [--dir DIR]"
     );
     std::process::exit(2);
@@ -159,11 +167,27 @@ fn count_lines(p: &Path) -> u64 {
 
 /// The critical section: `chaos --cs CHECK LOG`.
 fn critical_section(check: &Path, log: &Path) -> ! {
+    // Slots mode: one kernel lock per slot, and no slot outside 0..N-1,
+    // so that more than N at once is an overlap whatever slots onlyone
+    // says.
+    let check = match std::env::var("CHAOS_SLOTS")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        Some(n) => match std::env::var("ONLYONE_SLOT")
+            .ok()
+            .and_then(|k| k.parse::<u32>().ok())
+        {
+            Some(k) if k < n => check.with_extension(format!("slot{k}")),
+            _ => std::process::exit(OVERLAP_EXIT),
+        },
+        None => check.to_path_buf(),
+    };
     let f = std::fs::File::options()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(check)
+        .open(&check)
         .expect("open the check file");
     if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         std::process::exit(OVERLAP_EXIT);
@@ -538,6 +562,27 @@ fn contender_command(mode: Mode, at: &Paths<'_>) -> Command {
                 .arg(log);
             c
         }
+        Mode::Slots => {
+            let mut c = Command::new(onlyone);
+            c.arg("--dir")
+                .arg(locks)
+                .args([
+                    "run",
+                    "--slots",
+                    &SLOTS.to_string(),
+                    "--wait",
+                    "10s",
+                    "job",
+                    "--",
+                ])
+                .arg(exe)
+                .arg("--cs")
+                .arg(check)
+                .arg(log)
+                .env("CHAOS_SLOTS", SLOTS.to_string())
+                .env("CHAOS_CS_MAX_US", "10000");
+            c
+        }
         Mode::Shell => {
             let mut c = Command::new("sh");
             c.arg("-c")
@@ -787,7 +832,7 @@ fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
                         .and_then(|p| p.parse::<i32>().ok())
                 })
         };
-        if mode == Mode::Run && next() % 2 == 0 {
+        if matches!(mode, Mode::Run | Mode::Slots) && next() % 2 == 0 {
             // The run's command instead of onlyone itself.
             if let Some(c) = first_child() {
                 target = c;

@@ -421,6 +421,24 @@ pub enum Error {
         why: String,
     },
 
+    /// A take with one number of slots while a slot of the lock is held
+    /// with another: letting both in could admit more holders than either
+    /// number allows.
+    #[error(
+        "`{}` is held with {held} slot{}, and this take asks for {asked}: a lock's number of \
+         slots changes once no run holds it",
+        .path.display(),
+        if *.held == 1 { "" } else { "s" }
+    )]
+    SlotsDiffer {
+        /// The lock file (slot 0's).
+        path: PathBuf,
+        /// The number a holder recorded.
+        held: u32,
+        /// The number this take asked for.
+        asked: u32,
+    },
+
     /// A lock path that cannot name a lock file.
     #[error("`{}` cannot be a lock path: {why}", .path.display())]
     BadPath {

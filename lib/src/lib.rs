@@ -84,8 +84,10 @@ mod test_hooks;
 pub use error::{Error, HeldBy, Result};
 pub use lock::{
     AcquireOptions, Active, BusyPolicy, HEAD_GRACE, Inspection, LockFile, LockGuard,
-    MAX_TAKEOVER_TRIES, Owner, Released, Releaser, TakeOver, Waiting, active_pid, new_token,
+    MAX_TAKEOVER_TRIES, Owner, Released, Releaser, SLOT_INFIX, TakeOver, Waiting, active_pid,
+    new_token, slot_of_path,
 };
+pub use members::SLOT_VAR;
 pub use members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR, with_census};
 pub use procfs::{Group, Image, ProcId, host_name};
 pub use record::{Mode, NotARecord, Record};

@@ -53,6 +53,10 @@ pub const FENCE_VAR: &str = "ONLYONE_FENCE";
 /// run id ([`crate::journal::run_id`]): what its journal events and its
 /// pings call it.
 pub const RUN_ID_VAR: &str = "ONLYONE_RUN_ID";
+/// The name of the environment variable that gives a run's command the
+/// number of the slot it holds: 0..N-1 for a lock of N slots, 0 for a lock
+/// of one.
+pub const SLOT_VAR: &str = "ONLYONE_SLOT";
 
 /// What is known of a run, to find its processes.
 #[derive(Debug, Clone, Copy)]

@@ -258,12 +258,14 @@ pub fn takeover_event(old: &Record, reason: &str, by: u32) -> Event {
 
 /// The journal's event of the start of `run`.
 pub fn start_event(run: &Record) -> Event {
-    Event::start(
+    let mut ev = Event::start(
         run.token.as_deref(),
         run.pid,
         run.cmd.as_deref(),
         run.mode.as_str(),
-    )
+    );
+    ev.slots = run.slots;
+    ev
 }
 
 /// The journal's event of a script's hold released (`exit`: the script's

@@ -43,6 +43,7 @@ complete -c onlyone -n "__fish_onlyone_needs_command" -f -a "metrics" -d 'Promet
 complete -c onlyone -n "__fish_onlyone_needs_command" -f -a "completions" -d 'Print a shell\'s completion script (bash, zsh, fish, elvish, powershell)'
 complete -c onlyone -n "__fish_onlyone_needs_command" -f -a "manpages" -d 'Write the manual pages (onlyone.1, onlyone-COMMAND.1) into DIR'
 complete -c onlyone -n "__fish_onlyone_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l slots -d 'Let up to N runs hold the lock at once, each in a slot of its own (default 1: one at a time)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l wait -d 'Wait up to DUR for a running one to finish' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l max-time -d 'End the command after DUR (exit 124). More than 0: for no limit, leave it out' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l idle-timeout -d 'End the run once all its processes have used no CPU and done no I/O for DUR (exit 124). More than 0. Not with --linger (`onlyone reap --idle DUR` ends a lingering run once idle)' -r
@@ -70,6 +71,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l allow-shared-fs 
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l owner -d 'The owner\'s pid (default: the calling shell)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l slots -d 'Let up to N runs hold the lock at once, each in a slot of its own (default 1: one at a time)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l wait -d 'Wait up to DUR for a running one to finish (waiters get the lock in the order they began to wait)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l held-exit -d 'Exit code when the lock is held' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l deadline -d 'One budget for the whole call' -r
@@ -97,6 +99,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s q -l quiet -
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s V -l version -d 'Print version'
+complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l slots -d 'Let up to N runs hold the lock at once, each in a slot of its own (default 1: one at a time)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l late -d 'How late a fire may come and still be its slot\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l deadline -d 'One budget for the whole call; when it runs out, exit 0' -r

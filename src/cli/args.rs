@@ -12,6 +12,7 @@ use onlyone::place::Feature;
 pub use super::duration::parse_duration;
 use super::exit::{FailMode, HELD};
 use super::schedule_args::{FireArgs, LateArg, ScheduleArg};
+use super::slots_args::SlotsArg;
 
 /// The grace between TERM and KILL, unless told otherwise
 /// (`onlyone::signal::DEFAULT_GRACE`).
@@ -287,6 +288,7 @@ impl Adjust for Run {
             &[
                 "lock",
                 "command",
+                "slots",
                 "wait",
                 "replace",
                 "queue",
@@ -364,6 +366,7 @@ impl Adjust for Acquire {
             &[
                 "lock",
                 "owner",
+                "slots",
                 "wait",
                 "queue",
                 "held_exit",
@@ -403,6 +406,7 @@ impl Adjust for Precheck {
             cmd,
             &[
                 "lock",
+                "slots",
                 "schedule",
                 "late",
                 "deadline",
@@ -873,6 +877,8 @@ pub struct Run {
     // What to do when the lock is held.
     #[command(flatten)]
     pub busy: BusyArgs,
+    #[command(flatten)]
+    pub slots: SlotsArg,
     /// Stop the running one (TERM, grace, KILL), then run.
     ///
     /// As `onlyone stop` does (Kubernetes' `Replace`).
@@ -952,6 +958,8 @@ pub struct Acquire {
     // What to do when the lock is held.
     #[command(flatten)]
     pub busy: BusyArgs,
+    #[command(flatten)]
+    pub slots: SlotsArg,
     /// Print shell assignments of ONLYONE_LOCK and ONLYONE_TOKEN for eval
     /// (`exit N` on failure); processes that carry the token keep the lock
     /// held.
@@ -1012,6 +1020,8 @@ pub struct Precheck {
     /// One budget for the whole call; when it runs out, exit 0.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    #[command(flatten)]
+    pub slots: SlotsArg,
     // The schedule: slots missed are recorded.
     #[command(flatten)]
     pub schedule: ScheduleArg,

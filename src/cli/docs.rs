@@ -53,6 +53,14 @@ carries the token belongs to the run and keeps the lock held.
 Set by \fBrun\fR for the command: the run's id, a UUID (its token's 128 bits),
 as its journal events (\fBrid\fR) and its pings name it.
 .TP
+\fBONLYONE_SLOT\fR
+Set by \fBrun\fR for the command: the slot its run holds, 0 to N\-1 with
+\fB\-\-slots N\fR, 0 for a lock of one slot (and with a store); printed by
+\fBacquire \-\-export \-\-slots N\fR (N above 1), whose \fBONLYONE_LOCK\fR
+then names the slot's file. Two runs
+that hold the lock at once never share a slot: one of N shards, N worker
+directories.
+.TP
 \fBONLYONE_PING\fR
 A ping URL (healthchecks.io protocol) for \fBrun\fR, \fBacquire\fR,
 \fBprecheck\fR and \fBrelease\fR, when neither \fB\-\-ping\fR nor
@@ -85,6 +93,11 @@ the journal of each lock's runs (JSON Lines, rotated at 4 MiB), named from the
 lock's path as \fBsystemd\-escape \-\-path\fR names it, then \fI.journal\fR
 (\fI/run/onlyone/sync.lock\fR: \fIrun\-onlyone\-sync.lock.journal\fR) and
 \fI.journal.1\fR.
+.TP
+\fINAME.lock.slot.K\fR
+Slot K (1 to N\-1) of a lock of N slots (\fBrun \-\-slots N\fR), a whole lock
+file of its own; slot 0 is \fINAME.lock\fR. Listed as its lock's, never as a
+lock.
 .TP
 \fINAME.lock.journal\fR, \fINAME.lock.journal.1\fR
 An earlier version's journal, beside the lock: still read, never written.

@@ -17,6 +17,7 @@ mod run;
 mod schedule;
 mod schedule_args;
 mod script;
+mod slots_args;
 mod status;
 mod store;
 mod tail;

@@ -29,6 +29,10 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
         Some(l) => l.inspect().map_err(|e| e.to_string())?,
         None => None,
     };
+    let slots = match &lock {
+        Some(l) => slots_of(l, inspection.as_ref())?,
+        None => Vec::new(),
+    };
     history.close_over(super::view::lock_now(inspection.as_ref()));
     // Another user's lock, and nothing of it here: its runs are in that
     // user's state directory. Saying OK (no run recorded) would hide a
@@ -60,8 +64,25 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
     });
     Ok(Seen {
         missing,
-        ..Seen::of_dir(name, inspection, history)
+        ..Seen::of_dir(name, inspection, history).with_slots(&slots)
     })
+}
+
+/// Each slot of `lock` whose file exists, slot 0's inspection (`slot0`)
+/// first; nothing for a lock of one slot.
+fn slots_of(
+    lock: &onlyone::LockFile,
+    slot0: Option<&onlyone::Inspection>,
+) -> Result<Vec<(u32, onlyone::Inspection)>, String> {
+    let mut out: Vec<(u32, onlyone::Inspection)> =
+        slot0.map(|i| (0, i.clone())).into_iter().collect();
+    for k in lock.slot_numbers() {
+        let slot = lock.slot(k).map_err(|e| e.to_string())?;
+        if let Some(i) = slot.inspect().map_err(|e| e.to_string())? {
+            out.push((k, i));
+        }
+    }
+    Ok(out)
 }
 
 /// One lock's state, the reasons, and its perfdata.
@@ -397,7 +418,45 @@ fn exposition(seen: &[Seen]) -> String {
         }
     }
     cpu_family(&mut out, seen);
+    slots_families(&mut out, seen);
     out
+}
+
+/// One of the slot families' values, from N and the slots held.
+type SlotsValue = fn((u32, u32)) -> u32;
+
+/// `onlyone_slots` and `onlyone_slots_held`, for the locks of several
+/// slots (written only when there is one).
+fn slots_families(out: &mut String, seen: &[Seen]) {
+    if seen.iter().all(|s| s.slots.is_none()) {
+        return;
+    }
+    let families: [(&str, &str, SlotsValue); 2] = [
+        (
+            "onlyone_slots",
+            "The lock's number of slots (run --slots N), as its holders recorded it.",
+            |(n, _)| n,
+        ),
+        (
+            "onlyone_slots_held",
+            "How many of the lock's slots live runs hold.",
+            |(_, held)| held,
+        ),
+    ];
+    for (name, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for s in seen {
+            if let Some(v) = s.slots {
+                let _ = writeln!(
+                    out,
+                    "{name}{{lock=\"{}\"}} {}",
+                    label_value(&s.name),
+                    value(v)
+                );
+            }
+        }
+    }
 }
 
 /// What a lock's last finished run used, when its end says.

@@ -46,6 +46,39 @@ pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
         Err(e) => return super::fail(words(&e)),
     };
     let name = done.name;
+    let code = stopped_code(&name, done.stopped);
+    let others = others_code(&name, &done.others);
+    if code == Ending::Done.code() {
+        others
+    } else {
+        code
+    }
+}
+
+/// What `stop` says of the runs of a lock's other slots, and its code:
+/// how many were stopped, and any that would not let go.
+fn others_code(name: &str, others: &[Stopped]) -> Code {
+    let ended = others
+        .iter()
+        .filter(|s| matches!(s, Stopped::Ended { .. }))
+        .count();
+    if ended > 0 {
+        say(format_args!(
+            "stopped {ended} more run(s) of `{name}`, in its other slots"
+        ));
+    }
+    let mut code = Ending::Done.code();
+    for s in others {
+        if let Stopped::KeptOutside { keepers, after } = s {
+            say(super::outside_message(name, keepers, *after));
+            code = Ending::Failed.code();
+        }
+    }
+    code
+}
+
+/// What `stop` says of what happened to the lock's run, and its code.
+fn stopped_code(name: &str, stopped: Stopped) -> Code {
     let ended = |who: String, took: Duration, how: String| {
         say(format_args!(
             "stopped the run of `{name}` ({who}) in {}{how}",
@@ -53,7 +86,7 @@ pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
         ));
         Ending::Done.code()
     };
-    match done.stopped {
+    match stopped {
         Stopped::WasStale(reason) => {
             say(format_args!(
                 "`{name}` was not running ({reason}); cleared its stale lock"
@@ -96,7 +129,7 @@ pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
             Ending::Done.code()
         }
         Stopped::KeptOutside { keepers, after } => {
-            say(super::outside_message(&name, &keepers, after));
+            say(super::outside_message(name, &keepers, after));
             Ending::Failed.code()
         }
         Stopped::NotLetGo { holder, waited } => {
@@ -139,7 +172,7 @@ pub trait Place: RunPlace {
 /// any error included (fail open: it never blocks a fire).
 pub fn precheck(place: &dyn onlyone::place::Place, a: &args::Precheck) -> Code {
     let deadline = deadline_of(a.deadline);
-    let checked = match place.precheck(&a.lock, deadline) {
+    let checked = match place.precheck_slots(&a.lock, a.slots.count(), deadline) {
         Ok(c) => c,
         Err(e) => {
             say(format_args!(

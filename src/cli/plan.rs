@@ -91,6 +91,9 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
     if store && let Some(refused) = refused_with_store(&cli.command) {
         return Some(refused);
     }
+    if let Some(refused) = refused_slots(&cli.command, store) {
+        return Some(refused);
+    }
     if store
         && typed("kill_after")
         && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
@@ -154,6 +157,34 @@ fn refused_with_store(command: &Command) -> Option<String> {
     Some(format!(
         "{opt} is not supported with --store yet: a store keeps no schedule; drop it (unset \
          ONLYONE_SCHEDULE), or use the lock directory (leave --store out)"
+    ))
+}
+
+/// `--slots` above 1 where it cannot be honoured yet: with a store (which
+/// keeps one lease per lock), or with `--queue` or `--replace`, whose one
+/// seat and one run to stop belong to a lock of one slot.
+fn refused_slots(command: &Command, store: bool) -> Option<String> {
+    let (n, queue, replace) = match command {
+        Command::Run(a) => (a.slots.count(), a.busy.policy().is_queue(), a.replace),
+        Command::Acquire(a) => (a.slots.count(), a.busy.policy().is_queue(), false),
+        Command::Precheck(a) => (a.slots.count(), false, false),
+        _ => return None,
+    };
+    if n <= 1 {
+        return None;
+    }
+    let (opt, why) = if store {
+        ("--store", "a store keeps one lease per lock")
+    } else if queue {
+        ("--queue", "its one seat is a lock of one slot's")
+    } else if replace {
+        ("--replace", "it cannot tell which of the runs to stop")
+    } else {
+        return None;
+    };
+    Some(format!(
+        "--slots {n} is not supported with {opt} yet: {why}; drop {opt}, or --slots \
+         (--wait waits for any slot to free)"
     ))
 }
 

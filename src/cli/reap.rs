@@ -27,10 +27,29 @@ pub fn reap(ctx: &Ctx, a: args::Reap) -> Code {
     let mut jobs = Vec::new();
     for l in &a.locks {
         match names::lock_path(l, ctx.dir()) {
-            Ok(path) => jobs.push(Job {
-                name: names::display_name(&path, ctx.dir()),
-                lock: path,
-            }),
+            Ok(path) => {
+                let name = names::display_name(&path, ctx.dir());
+                // A lock of several slots: each slot's run is the job's
+                // (under the job's name, so its journal is the lock's).
+                let slots = onlyone::LockFile::open(&path)
+                    .map(|lock| {
+                        let numbers = lock.slot_numbers();
+                        numbers
+                            .into_iter()
+                            .filter_map(|k| lock.slot(k).ok())
+                            .map(|s| s.path().to_path_buf())
+                            .collect()
+                    })
+                    .unwrap_or_else(|_| Vec::new());
+                jobs.push(Job {
+                    name: name.clone(),
+                    lock: path,
+                });
+                jobs.extend(slots.into_iter().map(|lock| Job {
+                    name: name.clone(),
+                    lock,
+                }));
+            }
             Err(e) => say(format_args!("reap: {e}; skipping it")),
         }
     }

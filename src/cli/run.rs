@@ -365,7 +365,8 @@ impl Ctx {
         let mut opts = AcquireOptions::new()
             .run_mode()
             .command(onlyone::text::display_command(&a.command))
-            .busy(a.busy.policy());
+            .busy(a.busy.policy())
+            .slots(a.slots.count());
         if let Some(d) = deadline {
             opts = opts.deadline(d);
         }

@@ -86,7 +86,8 @@ impl Ctx {
         };
         let mut opts = AcquireOptions::new()
             .owner(Owner::Pid(owner))
-            .busy(a.busy.policy());
+            .busy(a.busy.policy())
+            .slots(a.slots.count());
         if a.export {
             opts = opts.mode(onlyone::Mode::Script);
         }
@@ -100,12 +101,16 @@ impl Ctx {
                 }
                 journal::started(&self.journal(&lock), &g, a.quiet);
                 let token = g.token().to_owned();
+                // The slot's own file, as a run's command is told it.
+                let path = g.lock().path().to_owned();
+                let slot = g.record().slots.map(|_| g.slot());
                 g.leave_to_owner();
                 if lock.in_cleaned_dir() {
-                    start_keeper(lock.path(), &token, None);
+                    start_keeper(&path, &token, None);
                 }
                 Ok(Exported {
-                    path: lock.path().to_owned(),
+                    path,
+                    slot,
                     token,
                     pings: None,
                     ping_file: None,
@@ -149,6 +154,7 @@ impl Ctx {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
+        let lock = if a.force { lock } else { own_slot(&a, lock) };
         let exported = exported_token_for(lock.path()).is_some();
         let urls = if a.force {
             Ok(Vec::new())
@@ -300,6 +306,32 @@ fn releaser_for(a: &args::Release, lock: &LockFile) -> Releaser {
     }
 }
 
+/// The slot of `lock` the releaser holds: the lock itself unless another
+/// slot's record names the owner (`--owner`, else the calling shell or
+/// this process) or carries the token exported for that slot.
+fn own_slot(a: &args::Release, lock: LockFile) -> LockFile {
+    let owners = match a.owner {
+        Some(pid) => vec![pid],
+        None => vec![parent_pid(), std::process::id()],
+    };
+    let ours = |slot: &LockFile| {
+        let Ok(Some(seen)) = slot.inspect() else {
+            return false;
+        };
+        let Ok(r) = &seen.record else { return false };
+        owners.contains(&r.pid)
+            || exported_token_for(slot.path()).is_some_and(|t| r.token.as_deref() == Some(&t))
+    };
+    if ours(&lock) {
+        return lock;
+    }
+    lock.slot_numbers()
+        .into_iter()
+        .filter_map(|k| lock.slot(k).ok())
+        .find(|slot| ours(slot))
+        .unwrap_or(lock)
+}
+
 /// What a keeper records when the hold it keeps ends: the end of a
 /// script's run that its workers carried on after `release`, in the
 /// journal of this state directory.
@@ -383,6 +415,8 @@ pub(super) fn keeper(ctx: &Ctx, a: args::Keeper) -> Code {
 /// What `acquire --export` hands a script.
 struct Exported {
     path: PathBuf,
+    /// The slot taken, for a lock of several slots.
+    slot: Option<u32>,
     token: String,
     /// The ping URLs, for `release` (`acquire --ping`).
     pings: Option<String>,
@@ -391,14 +425,18 @@ struct Exported {
 }
 
 /// `ONLYONE_LOCK='...'; ONLYONE_TOKEN='...'; export ONLYONE_LOCK
-/// ONLYONE_TOKEN`, each value quoted for sh; with pings, the run id and
-/// the ping URLs for `release` too.
+/// ONLYONE_TOKEN`, each value quoted for sh; for a lock of several slots,
+/// `ONLYONE_SLOT` too; with pings, the run id and the ping URLs for
+/// `release` too.
 fn export_line(e: &Exported) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut vars = vec![
         (onlyone::LOCK_VAR, sh_quote(e.path.as_os_str().as_bytes())),
         (onlyone::TOKEN_VAR, sh_quote(e.token.as_bytes())),
     ];
+    if let Some(k) = e.slot {
+        vars.push((onlyone::SLOT_VAR, k.to_string()));
+    }
     // The line a script without pings gets stays what it was.
     if (e.pings.is_some() || e.ping_file.is_some())
         && let Some(rid) = onlyone::journal::run_id(&e.token)

@@ -73,11 +73,16 @@ pub fn describe(
         lease: None,
         starting: None,
         schedule: None,
+        slot_count: None,
+        slot_holders: Vec::new(),
         history: None,
     };
     // The journal is read before the lock is looked at (see
     // `History::close_over`), and applied once the lock's state is known.
     let history = journal.as_ref().map(read_history);
+    if let Ok(l) = &lock {
+        s.slot_holders = slot_holders(l, &s.name, deadline);
+    }
     let seen = lock.and_then(|l| {
         let seen = l.inspect()?;
         if seen.is_some() {
@@ -103,7 +108,39 @@ pub fn describe(
     if let Some(h) = history {
         apply_history(&mut s, h);
     }
+    s.slot_count = slot_count(&s);
     s
+}
+
+/// The slots above 0 of `lock` whose files exist, each described as a
+/// lock (no journal: the runs are the lock's) named `NAME[K]`.
+fn slot_holders(
+    lock: &LockFile,
+    name: &str,
+    deadline: Option<std::time::Instant>,
+) -> Vec<LockStatus> {
+    lock.slot_numbers()
+        .into_iter()
+        .filter_map(|k| {
+            let slot = lock.slot(k).ok()?;
+            let path = slot.path().to_path_buf();
+            Some(describe(
+                &path,
+                format!("{name}[{k}]"),
+                Ok(slot),
+                None,
+                deadline,
+            ))
+        })
+        .collect()
+}
+
+/// N of a lock of several slots, as a held slot's record says it (the
+/// lock's own first).
+fn slot_count(s: &LockStatus) -> Option<u32> {
+    std::iter::once(s)
+        .chain(&s.slot_holders)
+        .find_map(|l| l.slot_count)
 }
 
 /// What the journal says: the runs (the last, the last success, the
@@ -128,6 +165,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection, deadline: Option<std::time::Insta
         s.mode = (!r.is_bare()).then_some(r.mode.as_str());
         s.host = r.host.clone();
         s.uid = r.uid;
+        s.slot_count = r.slots;
         s.token = r.token.clone();
     }
     match &seen.verdict {
@@ -391,6 +429,7 @@ fn print_table(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> std
     ];
     let rows: Vec<Vec<String>> = locks
         .iter()
+        .flat_map(|l| std::iter::once(l).chain(&l.slot_holders))
         .map(|l| {
             let opt = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
             let mut cmd = l.command.clone().unwrap_or_else(|| "-".into());

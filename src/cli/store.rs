@@ -459,6 +459,7 @@ impl Place for StorePlace {
                 history,
                 name: n.to_owned(),
                 missing,
+                slots: None,
             })
         };
         Ok(names

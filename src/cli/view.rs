@@ -81,6 +81,15 @@ pub struct LockStatus {
     /// none is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleStatus>,
+    /// For a lock of several slots (`--slots N`): N, as a holder's record
+    /// says it. Left out for a lock of one slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_count: Option<u32>,
+    /// The slots above 0 whose files exist, each as a lock's status named
+    /// `NAME[K]` (slot 0 is the lock's own fields). Left out when there
+    /// are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slot_holders: Vec<LockStatus>,
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     pub(super) history: Option<onlyone::journal::History>,
@@ -302,6 +311,8 @@ pub fn of_lease(
             stop_requested: row.stop_requested,
             holder_alive,
         }),
+        slot_count: None,
+        slot_holders: Vec::new(),
         history: None,
     };
     apply_history(&mut s, history);
@@ -375,6 +386,8 @@ pub(super) struct Seen {
     /// Neither a lock nor an event of it was found: where onlyone looked
     /// (a typo, the wrong user or directory).
     pub(super) missing: Option<String>,
+    /// A lock of several slots: N, and how many slots live runs hold.
+    pub(super) slots: Option<(u32, u32)>,
 }
 
 pub(super) use onlyone::place::dir::lock_now;
@@ -422,7 +435,32 @@ impl Seen {
             unknown,
             history,
             missing: None,
+            slots: None,
         }
+    }
+
+    /// Adds what the slots above 0 of a lock of several show (`slots`:
+    /// each slot's inspection, slot 0 first): N, how many are held, and,
+    /// when slot 0 is not, the first held slot's run as the current one.
+    pub(super) fn with_slots(mut self, slots: &[(u32, Inspection)]) -> Seen {
+        let n = slots
+            .iter()
+            .find_map(|(_, i)| i.record.as_ref().ok().and_then(|r| r.slots));
+        let Some(n) = n else {
+            return self;
+        };
+        let held: Vec<&Inspection> = slots
+            .iter()
+            .map(|(_, i)| i)
+            .filter(|i| matches!(i.verdict, Verdict::Held(_)))
+            .collect();
+        if self.held.is_none()
+            && let Some(r) = held.first().and_then(|i| i.record.as_ref().ok())
+        {
+            self.held = Some((r.token.clone(), r.since.map(|s| s as f64)));
+        }
+        self.slots = Some((n, held.len() as u32));
+        self
     }
 
     /// The current run: since when (Unix seconds).

@@ -31,6 +31,7 @@ mod reap;
 mod schedule;
 mod scripts;
 mod seam;
+mod slots;
 mod state;
 mod store;
 mod store_field;

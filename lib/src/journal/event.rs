@@ -236,6 +236,14 @@ pub struct Event {
     /// `run`, `script` or `lock` (`start`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The lock's number of slots, when more than one (`start`): its runs
+    /// may overlap.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_u32"
+    )]
+    pub slots: Option<u32>,
     /// The command's exit code (`end`), or the code a script gave `release
     /// --exit` (`release`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +330,14 @@ pub struct Event {
     pub until: Option<f64>,
 }
 
+/// A count read back, as [`lenient_f64`]: `None` unless it is a number
+/// that fits in 32 bits.
+pub(super) fn lenient_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Option::<serde_json::Value>::deserialize(d)?
+        .and_then(|v| v.as_u64())
+        .and_then(|n| u32::try_from(n).ok()))
+}
+
 /// A boolean read back, as [`lenient_f64`]: `None` unless it is one.
 pub(super) fn lenient_bool<'de, D: serde::Deserializer<'de>>(
     d: D,
@@ -354,6 +370,7 @@ impl Event {
             uid: Some(rustix::process::geteuid().as_raw()),
             cmd: None,
             mode: None,
+            slots: None,
             exit: None,
             signal: None,
             duration: None,

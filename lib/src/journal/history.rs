@@ -8,7 +8,9 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::event::{MAX_LINE, lenient_bool, lenient_f64, lenient_u64, sane_duration, sane_time};
+use super::event::{
+    MAX_LINE, lenient_bool, lenient_f64, lenient_u32, lenient_u64, sane_duration, sane_time,
+};
 use super::scheduled::{ScheduleFields, Scheduled};
 use super::{EndReason, Event, EventKind, SetAside, Usage};
 
@@ -188,6 +190,9 @@ pub struct Run {
     pub took_over: bool,
     /// What it used, when its end says (a command that ran).
     pub usage: Option<Usage>,
+    /// The lock's number of slots, when more than one: runs of such a
+    /// lock overlap, so a later start does not say this one is over.
+    pub slots: Option<u32>,
 }
 
 /// The runs of a lock, and what its journal counts.
@@ -257,6 +262,8 @@ struct RawEvent<'a> {
     exact: Option<bool>,
     #[serde(default, deserialize_with = "lenient_f64")]
     until: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_u32")]
+    slots: Option<u32>,
 }
 
 impl<'a> From<&'a Event> for RawEvent<'a> {
@@ -284,6 +291,7 @@ impl<'a> From<&'a Event> for RawEvent<'a> {
             count: e.count,
             exact: e.exact,
             until: e.until,
+            slots: e.slots,
         }
     }
 }
@@ -353,6 +361,7 @@ impl Pairing {
                     skipped: 0,
                     took_over,
                     usage: None,
+                    slots: ev.slots.filter(|&n| n > 1),
                 });
             }
             EventKind::End
@@ -532,7 +541,8 @@ impl History {
     /// Closes, as abandoned, the runs the journal leaves running that are
     /// over: every one but the last (a run holds the lock alone, so a
     /// later start means it ended), and the last one too when `now` says
-    /// the lock is not held under its token. Nothing is written: the
+    /// the lock is not held under its token. A run of a lock of several
+    /// slots is left as its events say. Nothing is written: the
     /// process that next finds the lock stale writes the `abandoned` event;
     /// until then a reader still never shows a finished run as running.
     /// Read the journal before looking at the lock, so that a run that
@@ -541,6 +551,10 @@ impl History {
         let last = self.runs.len().saturating_sub(1);
         for (i, r) in self.runs.iter_mut().enumerate() {
             let over = match now {
+                // A run of a lock of several slots may outlive later
+                // starts, and the lock's state is its slot 0's: it is over
+                // when its end, or a takeover of its slot, says so.
+                _ if r.slots.is_some() => false,
                 _ if i < last => true,
                 LockNow::HeldBy(t) => r.token != t,
                 LockNow::Free => true,

@@ -83,6 +83,7 @@ pub struct AcquireOptions {
     command: Option<String>,
     queue: bool,
     out_of_line: bool,
+    slots: u32,
 }
 
 impl AcquireOptions {
@@ -172,6 +173,47 @@ impl AcquireOptions {
     pub fn command(mut self, command: impl Into<String>) -> Self {
         self.command = Some(command.into());
         self
+    }
+
+    /// Lets up to `n` holders have the lock at once, each in a slot of its
+    /// own (see [`LockFile::slot`]); 0 and 1 are the lock of one holder.
+    /// The number is the lock's: a take with another number while a slot
+    /// is held fails with [`Error::SlotsDiffer`].
+    pub fn slots(mut self, n: u32) -> Self {
+        self.slots = n;
+        self
+    }
+
+    /// The number of slots asked for: 1 unless more were.
+    pub fn slot_count(&self) -> u32 {
+        self.slots.max(1)
+    }
+
+    /// These options for one look at one slot: no wait, no queue.
+    pub(super) fn at_once(&self) -> AcquireOptions {
+        AcquireOptions {
+            wait: None,
+            queue: false,
+            ..self.clone()
+        }
+    }
+
+    /// Until when a take that finds every slot held waits (`None`: it does
+    /// not), from `started` and the handle's `deadline`.
+    pub(super) fn waits_until(
+        &self,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Option<Instant> {
+        let deadline = match (deadline, self.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (self.wait.or(self.queue.then_some(FOREVER)), deadline) {
+            (Some(w), Some(d)) => Some(later(started, w).min(d)),
+            (Some(w), None) => Some(later(started, w)),
+            (None, _) => None,
+        }
     }
 }
 
@@ -308,6 +350,17 @@ impl LockFile {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire(&self, opts: &AcquireOptions) -> Result<LockGuard> {
+        if opts.slot_count() > 1 {
+            return super::slots::acquire_any(self, opts);
+        }
+        let guard = self.acquire_slot(opts)?;
+        super::slots::check_beyond(self, &guard, 1)?;
+        Ok(guard)
+    }
+
+    /// Takes this one file as [`LockFile::acquire`] does, whatever the
+    /// number of slots asked for (a slot of a lock of several).
+    pub(super) fn acquire_slot(&self, opts: &AcquireOptions) -> Result<LockGuard> {
         self.check_dir_writable()?;
         let mut attempt = Attempt::new(self, opts)?;
         loop {
@@ -434,6 +487,7 @@ impl<'l> Attempt<'l> {
                     creator: crate::sys::pid(),
                     done: false,
                     took_over: self.took_over.take(),
+                    slot: 0,
                 }))
             }
             // Our link landed but the path no longer holds it: a foreign
@@ -493,6 +547,7 @@ impl<'l> Attempt<'l> {
             record: ev.record.clone().unwrap_or_else(|_| self.record.clone()),
             holder,
         });
+        super::slots::check_held(&held, self.opts.slot_count())?;
         let Some(until) = self.wait_until else {
             return Ok(Next::Fail(Error::Held(held)));
         };
@@ -707,6 +762,7 @@ fn new_record(opts: &AcquireOptions, owner: &Identity, token: &str) -> Result<Re
                 .map(|c| record::escape_value(&c)),
             _ => None,
         },
+        slots: Some(opts.slot_count()).filter(|&n| n > 1),
         format: FORMAT_VERSION,
     })
 }

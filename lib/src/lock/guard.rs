@@ -82,6 +82,8 @@ pub struct LockGuard {
     pub(super) creator: rustix::process::Pid,
     pub(super) done: bool,
     pub(super) took_over: Option<TakeOver>,
+    /// Which slot of the lock this is (0 for a lock of one slot).
+    pub(super) slot: u32,
 }
 
 impl LockGuard {
@@ -101,7 +103,13 @@ impl LockGuard {
         &self.token
     }
 
-    /// The lock file.
+    /// Which slot of its lock this guard holds: 0..N-1 for a lock of N
+    /// slots, 0 for a lock of one.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The lock file (for a slot above 0, the slot's own file).
     pub fn lock(&self) -> &LockFile {
         &self.lock
     }

@@ -38,6 +38,7 @@ mod guard;
 pub(crate) mod queue;
 mod read;
 mod removal;
+mod slots;
 mod temp;
 mod waiter;
 
@@ -60,6 +61,7 @@ pub use guard::LockGuard;
 pub use guard::TakeOver;
 pub use queue::{HEAD_GRACE, Waiting};
 pub use removal::{Released, Releaser};
+pub use slots::{SLOT_INFIX, slot_of_path};
 
 pub(crate) use guard::refresh_interval;
 

@@ -76,9 +76,17 @@ impl DirPlace {
     /// The journal of `lock`, in the state directory. An earlier
     /// version's journal beside the lock that a read sets aside is told
     /// to the notes, once per read.
+    /// A slot above 0 (`LOCK.slot.K`) records in its lock's journal.
     pub fn journal(&self, lock: &LockFile) -> Journal {
         let notes = self.notes.clone();
-        Journal::of(lock, &self.state).on_set_aside(move |s| notes(Note::SetAside(s)))
+        let base = crate::lock::slot_of_path(lock.path())
+            .and_then(|(path, _)| lock.sibling(path).ok())
+            .map(|b| match lock.deadline() {
+                Some(d) => b.with_deadline(d),
+                None => b,
+            });
+        Journal::of(base.as_ref().unwrap_or(lock), &self.state)
+            .on_set_aside(move |s| notes(Note::SetAside(s)))
     }
 
     /// The journal of the lock file `path`, found even when neither it nor
@@ -202,6 +210,58 @@ impl DirPlace {
     }
 }
 
+impl DirPlace {
+    /// Stops the run that holds `slot` (a lock, or a slot of one): the stop
+    /// recorded in the lock's journal.
+    fn stop_slot(&self, slot: &LockFile, how: &StopRequest) -> Result<Stopped, PlaceError> {
+        let deadline = how.deadline;
+        // Held only by what is not the run's own work: nothing to signal.
+        if let Some(keepers) = keepers_now(slot, deadline) {
+            return Ok(Stopped::KeptOutside {
+                keepers,
+                after: false,
+            });
+        }
+        let graceful = GracefulStop {
+            signal: how.signal,
+            grace: how.grace,
+        };
+        let stopped = match stop::stop(slot, graceful, deadline) {
+            Err(Error::Timeout { held, waited }) => {
+                let keepers = keepers_of(&held.record, &held.holder, deadline);
+                if keepers.is_empty() {
+                    return Err(Error::Timeout { waited, held }.into());
+                }
+                return Ok(Stopped::KeptOutside {
+                    keepers,
+                    after: true,
+                });
+            }
+            other => other?,
+        };
+        Ok(match stopped {
+            stop::Stopped::NotRunning => Stopped::NotRunning,
+            stop::Stopped::WasStale { reason } => Stopped::WasStale(reason),
+            stop::Stopped::Ended {
+                record,
+                ended,
+                took,
+            } => {
+                let signal = crate::signal::signal_name(how.signal);
+                let ev = observer::stop_event(&record, Some(&signal));
+                log_event(&self.journal(slot), &ev, Some(&self.notes));
+                Stopped::Ended {
+                    record,
+                    took,
+                    signal: how.signal,
+                    signalled: ended.signalled,
+                    killed: ended.killed,
+                }
+            }
+        })
+    }
+}
+
 impl Place for DirPlace {
     fn kind(&self) -> Kind {
         Kind::Directory
@@ -250,62 +310,77 @@ impl Place for DirPlace {
         Ok(Prechecked { name, found })
     }
 
-    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
-        let deadline = how.deadline;
-        let (lock, name) = self.open_for_writing(lock)?;
+    /// Free when a slot has no file or a stale one (left for the run's
+    /// take to take over); held, the skip recorded, when every slot is.
+    fn precheck_slots(
+        &self,
+        lock_arg: &str,
+        slots: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Prechecked, PlaceError> {
+        if slots <= 1 {
+            return self.precheck(lock_arg, deadline);
+        }
+        let (lock, name) = match self.open_for_reading(lock_arg) {
+            Ok(x) => x,
+            Err(Error::MissingDir { .. }) => {
+                return Ok(Prechecked {
+                    name: lock_arg.to_owned(),
+                    found: Found::Free(None),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         let lock = match deadline {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
-        let done = |stopped| {
-            Ok(StopDone {
-                name: name.clone(),
-                stopped,
-            })
-        };
-        // Held only by what is not the run's own work: nothing to signal.
-        if let Some(keepers) = keepers_now(&lock, deadline) {
-            return done(Stopped::KeptOutside {
-                keepers,
-                after: false,
-            });
+        let mut held = None;
+        for k in 0..slots {
+            let slot = lock.slot(k)?;
+            let found = match slot.inspect()? {
+                None => Found::Free(None),
+                Some(seen) => match &seen.verdict {
+                    Verdict::Held(_) => {
+                        held = held.or_else(|| seen.held_by(slot.path()));
+                        continue;
+                    }
+                    Verdict::Stale(_) => Found::Free(None),
+                    Verdict::Unknown(r) => Found::Unknown(r.clone()),
+                },
+            };
+            return Ok(Prechecked { name, found });
         }
-        let graceful = GracefulStop {
-            signal: how.signal,
-            grace: how.grace,
+        if let Some(h) = &held {
+            log_event(&self.journal(&lock), &observer::skip_event(h), None);
+        }
+        Ok(Prechecked {
+            name,
+            found: Found::Held(held.map(|h| Holding::Run(Box::new(h)))),
+        })
+    }
+
+    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
+        let (lock, name) = self.open_for_writing(lock)?;
+        let lock = match how.deadline {
+            Some(d) => lock.with_deadline(d),
+            None => lock,
         };
-        let stopped = match stop::stop(&lock, graceful, deadline) {
-            Err(Error::Timeout { held, waited }) => {
-                let keepers = keepers_of(&held.record, &held.holder, deadline);
-                if keepers.is_empty() {
-                    return Err(Error::Timeout { waited, held }.into());
-                }
-                return done(Stopped::KeptOutside {
-                    keepers,
-                    after: true,
-                });
-            }
-            other => other?,
-        };
-        done(match stopped {
-            stop::Stopped::NotRunning => Stopped::NotRunning,
-            stop::Stopped::WasStale { reason } => Stopped::WasStale(reason),
-            stop::Stopped::Ended {
-                record,
-                ended,
-                took,
-            } => {
-                let signal = crate::signal::signal_name(how.signal);
-                let ev = observer::stop_event(&record, Some(&signal));
-                log_event(&self.journal(&lock), &ev, Some(&self.notes));
-                Stopped::Ended {
-                    record,
-                    took,
-                    signal: how.signal,
-                    signalled: ended.signalled,
-                    killed: ended.killed,
-                }
-            }
+        // Every slot of a lock of several: each is a lock with its run.
+        let mut all = vec![self.stop_slot(&lock, how)?];
+        for k in lock.slot_numbers() {
+            all.push(self.stop_slot(&lock.slot(k)?, how)?);
+        }
+        let main = all
+            .iter()
+            .position(|s| !matches!(s, Stopped::NotRunning))
+            .unwrap_or(0);
+        let stopped = all.remove(main);
+        all.retain(|s| !matches!(s, Stopped::NotRunning));
+        Ok(StopDone {
+            name,
+            stopped,
+            others: all,
         })
     }
 
@@ -379,7 +454,13 @@ pub fn lock_listing(dir: &Path) -> std::io::Result<(Vec<String>, HashSet<String>
         let journal = name
             .strip_suffix(".journal")
             .or_else(|| name.strip_suffix(".journal.1"));
+        // A slot's file (`NAME.lock.slot.K`) is a slot of its lock, never
+        // a lock of its own: the lock is listed, whatever its slot 0 is.
         let lock = journal.unwrap_or(name);
+        let lock = crate::lock::slot_of_path(Path::new(lock))
+            .and_then(|(l, _)| l.into_os_string().into_string().ok())
+            .filter(|l| journal.is_none() && l.ends_with(".lock"));
+        let lock = lock.as_deref().unwrap_or(journal.unwrap_or(name));
         if !lock.ends_with(".lock") {
             continue;
         }

@@ -459,6 +459,7 @@ pub fn start_watchdog(
         .env_remove(crate::LOCK_VAR)
         .env_remove(crate::TOKEN_VAR)
         .env_remove(crate::FENCE_VAR)
+        .env_remove(crate::SLOT_VAR)
         .stdin(std::os::fd::OwnedFd::from(theirs))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

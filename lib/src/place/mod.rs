@@ -33,6 +33,18 @@ pub trait Place {
     /// Is `lock` held by a live run? A skip is recorded when it is; a
     /// stale lock is cleared. Every call is bounded by `deadline`.
     fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError>;
+    /// As [`Place::precheck`], for a lock of `slots` slots: free when any
+    /// slot is. A place whose locks have one slot answers as
+    /// [`Place::precheck`] (its callers refuse more).
+    fn precheck_slots(
+        &self,
+        lock: &str,
+        slots: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Prechecked, PlaceError> {
+        let _ = slots;
+        self.precheck(lock, deadline)
+    }
     /// Ends the live run of `lock` as `how` asks (the stop recorded).
     fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError>;
     /// The runs of `lock`, and where they were read.
@@ -142,6 +154,9 @@ pub struct StopDone {
     pub name: String,
     /// What happened.
     pub stopped: Stopped,
+    /// What happened to the runs of the lock's other slots, those that
+    /// held one (a lock of several slots); empty for a lock of one.
+    pub others: Vec<Stopped>,
 }
 
 /// The runs of a lock: its name as messages give it, its history, and

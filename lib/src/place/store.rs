@@ -109,6 +109,7 @@ impl Place for StorePlace {
             Ok(StopDone {
                 name: name.clone(),
                 stopped,
+                others: Vec::new(),
             })
         };
         let row = match store.inspect(&name)? {

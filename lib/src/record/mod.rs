@@ -16,6 +16,7 @@
 //! image=7ffd1000-7ffd1040:7ffd1040-7ffd1fe0  <- script mode: the owner's image
 //! released=1764410400                    <- script mode: released while workers lived
 //! cgroup=/user.slice/user-0.slice/session-4.scope  <- run/script: the owner's systemd cgroup
+//! slots=3                                <- a lock of N slots: N (absent for one)
 //! onlyone=1                              <- format version
 //! ```
 //!
@@ -142,6 +143,10 @@ pub struct Record {
     /// cannot be read (a later ssh-agent, in a login session of its own) is
     /// not of the run.
     pub cgroup: Option<String>,
+    /// How many slots the lock has when more than one (`slots=`): every
+    /// slot's record says it, and a take with another number is refused
+    /// while a slot is held. `None` is a lock of one slot.
+    pub slots: Option<u32>,
     /// The format version (`onlyone=N`); 0 for a record without one.
     pub format: u32,
 }
@@ -362,6 +367,7 @@ impl Record {
             image: None,
             released: None,
             cgroup: None,
+            slots: None,
             format: 0,
         };
         let mut pairs = Pairs::default();
@@ -460,6 +466,15 @@ impl Record {
             "cmd" => self.cmd = Some(value.to_owned()),
             "released" => self.released = Some(parse_decimal(key, value)?),
             "cgroup" => self.cgroup = Some(value.to_owned()),
+            "slots" => {
+                let n = parse_decimal(key, value)?;
+                self.slots = Some(
+                    u32::try_from(n)
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| bad_value(key, format!("`slots` is out of range: {n}")))?,
+                );
+            }
             "cmdpid" => pairs.cmd_pid = Some(parse_pid(key, value, pid_max)?),
             "cmdstart" => pairs.cmd_start = Some(parse_decimal(key, value)?),
             "pgid" => pairs.pgid = Some(parse_pid(key, value, pid_max)?),
@@ -632,6 +647,9 @@ impl Record {
         }
         if let Some(v) = self.image {
             let _ = writeln!(s, "image={v}");
+        }
+        if let Some(v) = self.slots {
+            let _ = writeln!(s, "slots={v}");
         }
         if self.format != 0 {
             let _ = writeln!(s, "onlyone={}", self.format);

@@ -38,6 +38,7 @@ fn full() -> Record {
         ),
         released: Some(1_764_410_400),
         cgroup: Some("/user.slice/user-0.slice/session-4.scope".into()),
+        slots: None,
         format: FORMAT_VERSION,
     }
 }
@@ -311,6 +312,7 @@ fn arb_record() -> impl Strategy<Value = Record> {
                 image: since.and_then(|t| Image::new(t | 1, t | 1, t | 3, u64::MAX)),
                 released: since.filter(|t| t % 3 == 0),
                 cgroup: since.map(|t| format!("/system.slice/cron-{t}.scope")),
+                slots: since.map(|t| (t % 7) as u32 + 1).filter(|&n| n > 1),
                 format: FORMAT_VERSION,
             },
         )

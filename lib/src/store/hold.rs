@@ -243,6 +243,8 @@ impl crate::supervise::Hold for LeaseHold {
             (crate::FENCE_VAR, self.epoch.to_string().into()),
         ];
         vars.extend(crate::journal::run_id(&self.token).map(|r| (crate::RUN_ID_VAR, r.into())));
+        // A store's lock has one slot.
+        vars.push((crate::SLOT_VAR, "0".into()));
         vars
     }
 

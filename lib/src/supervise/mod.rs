@@ -144,8 +144,8 @@ impl From<EndedBy> for crate::journal::EndReason {
 /// the lock, and what keeps the lock held. A [`LockGuard`] of the lock
 /// directory is one; a lease of the PostgreSQL store is another.
 pub trait Hold {
-    /// The variables the command gets: `ONLYONE_LOCK`, `ONLYONE_TOKEN`
-    /// (and `ONLYONE_FENCE`).
+    /// The variables the command gets: `ONLYONE_LOCK`, `ONLYONE_TOKEN`,
+    /// `ONLYONE_SLOT` (and `ONLYONE_FENCE`).
     fn vars(&self) -> Vec<(&'static str, OsString)>;
     /// Names the command in the lock once it has started.
     fn set_command(&mut self, pid: u32) -> crate::Result<()>;
@@ -186,6 +186,7 @@ impl Hold for LockGuard {
             (crate::TOKEN_VAR, self.token().into()),
         ];
         vars.extend(crate::journal::run_id(self.token()).map(|r| (crate::RUN_ID_VAR, r.into())));
+        vars.push((crate::SLOT_VAR, self.slot().to_string().into()));
         vars
     }
 

@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use crate::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR};
+use crate::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, SLOT_VAR, TOKEN_VAR};
 
 /// The signals the command starts with at their default dispositions:
 /// SIGPIPE (onlyone, as every Rust program, ignores it) and the
@@ -65,6 +65,7 @@ impl Exec {
                 || k == TOKEN_VAR
                 || k == FENCE_VAR
                 || k == RUN_ID_VAR
+                || k == SLOT_VAR
                 || withheld.iter().any(|w| k == *w)
             {
                 continue;

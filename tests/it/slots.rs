@@ -1,0 +1,466 @@
+//! `--slots N`: at most N runs of one lock at once, each in a slot that is
+//! a whole lock (`LOCK`, `LOCK.slot.1`, ...). Counted inside the commands:
+//! each writes a start and an end line with its pid and ONLYONE_SLOT, and
+//! the test replays them.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{BIN, Sandbox, finish, kill9_pid, put, wait_until};
+
+/// How long a condition may take to hold.
+const HANG: Duration = Duration::from_secs(30);
+
+/// A command that notes its start and end, with its slot, in `log`.
+fn noting(log: &Path, pause: &str) -> String {
+    let log = log.display();
+    format!(
+        "echo \"S $$ $ONLYONE_SLOT\" >> {log}; sleep {pause}; echo \"E $$ $ONLYONE_SLOT\" >> {log}"
+    )
+}
+
+/// Replays a log of start and end lines: the most commands alive at once;
+/// fails when a slot is outside 0..n or two live commands share one.
+fn most_at_once(log: &str, n: u32) -> usize {
+    let mut live: BTreeSet<u32> = BTreeSet::new();
+    let mut most = 0;
+    for line in log.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let slot: u32 = parts[2]
+            .parse()
+            .unwrap_or_else(|_| panic!("a slot: {line:?}"));
+        assert!(slot < n, "slot {slot} of {n}: {log}");
+        if parts[0] == "S" {
+            assert!(live.insert(slot), "slot {slot} held twice at once: {log}");
+            most = most.max(live.len());
+        } else {
+            assert!(live.remove(&slot), "an end without a start: {line:?}");
+        }
+    }
+    most
+}
+
+/// The slot files of lock `name` in the sandbox that exist.
+fn slot_files(sb: &Sandbox, name: &str) -> Vec<String> {
+    let prefix = format!("{name}.lock.slot.");
+    let mut out: Vec<String> = std::fs::read_dir(sb.dir())
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|f| f.starts_with(&prefix))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Starts `run --slots N LOCK -- sleep 1000` and waits until its command
+/// runs: the wrapper's pid.
+fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
+    let mut c = sb.oo_cmd();
+    let script = format!(
+        "echo $ONLYONE_SLOT > {}.{i}; exec sleep 1000",
+        started.display()
+    );
+    c.args(["run", "--slots", n, "j", "--", "sh", "-c", &script]);
+    let pid = sb.keep(c);
+    let mark = Path::new(&format!("{}.{i}", started.display())).to_path_buf();
+    wait_until("the holder's command", HANG, || mark.exists());
+    pid
+}
+
+#[test]
+fn eight_contenders_never_exceed_three_slots_and_reach_three() {
+    let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let log = sb.path("log");
+    put(&log, "");
+    let cmd = noting(&log, "0.05");
+    let fire = format!(
+        "for i in $(seq 12); do {BIN} --dir {} run -q --slots 3 j -- sh -c '{cmd}'; \
+         c=$?; [ $c = 0 ] || [ $c = 75 ] || exit $c; done",
+        sb.dir().display()
+    );
+    let kids: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = sb.program("sh");
+            c.args(["-c", &fire]);
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success(), "a contender failed");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let most = most_at_once(&text, 3);
+    assert_eq!(most, 3, "three at once was never reached: {text}");
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+}
+
+#[test]
+fn a_full_pool_skips_and_a_killed_holders_slot_is_taken_at_once() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let holders: Vec<u32> = (0..3).map(|i| hold(&mut sb, "3", &started, i)).collect();
+    let slots: BTreeSet<String> = (0..3)
+        .map(|i| std::fs::read_to_string(format!("{}.{i}", started.display())).unwrap())
+        .map(|s| s.trim().to_owned())
+        .collect();
+    assert_eq!(slots, ["0", "1", "2"].map(String::from).into());
+    assert_eq!(slot_files(&sb, "j"), ["j.lock.slot.1", "j.lock.slot.2"]);
+    sb.oo(&["run", "--slots", "3", "j", "--", "true"])
+        .expect(75)
+        .says("`j`");
+    // The holder of slot 1 (whichever it is) dies with its command.
+    let record = std::fs::read_to_string(sb.path("j.lock.slot.1")).unwrap();
+    let owner: u32 = record.lines().next().unwrap().parse().unwrap();
+    let cmd: u32 = record
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdpid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(holders.contains(&owner), "{record}");
+    kill9_pid(owner);
+    kill9_pid(cmd);
+    let out = sb.oo(&[
+        "run",
+        "--slots",
+        "3",
+        "j",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    out.expect(0);
+    assert_eq!(out.stdout.trim(), "1", "{out:#?}");
+}
+
+#[test]
+fn a_fire_with_another_number_of_slots_is_refused() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "3", &started, 0);
+    for other in [
+        &["--slots", "2"][..],
+        &["--slots", "4"],
+        &["--slots", "1"],
+        &[],
+    ] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(other);
+        args.extend(["j", "--", "true"]);
+        sb.oo(&args)
+            .expect(125)
+            .says("is held with 3 slots, and this take asks for")
+            .says("a lock's number of slots changes once no run holds it");
+    }
+    // The same number is let in.
+    sb.oo(&["run", "--slots", "3", "j", "--", "true"]).expect(0);
+}
+
+#[test]
+fn a_smaller_number_is_refused_while_a_slot_above_it_is_held() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "3", &started, 0);
+    hold(&mut sb, "3", &started, 1);
+    hold(&mut sb, "3", &started, 2);
+    // Free slot 0: its holder and command die.
+    let record = std::fs::read_to_string(sb.lock("j")).unwrap();
+    let owner: u32 = record.lines().next().unwrap().parse().unwrap();
+    let cmd: u32 = record
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdpid="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    kill9_pid(owner);
+    kill9_pid(cmd);
+    sb.oo(&["run", "--slots", "2", "j", "--", "true"])
+        .expect(125)
+        .says("is held with 3 slots, and this take asks for 2");
+    sb.oo(&["run", "j", "--", "true"])
+        .expect(125)
+        .says("is held with 3 slots, and this take asks for 1");
+}
+
+#[test]
+fn one_slot_is_the_lock_of_one_byte_for_byte() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "1", &started, 0);
+    let record = std::fs::read_to_string(sb.lock("j")).unwrap();
+    assert!(!record.contains("slots="), "{record}");
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    let with = sb.oo(&["run", "--slots", "1", "j", "--", "true"]);
+    let without = sb.oo(&["run", "j", "--", "true"]);
+    with.expect(75);
+    without.expect(75);
+    let age = |s: &str| s.replace("for 1s", "for 0s");
+    assert_eq!(age(&with.stderr), age(&without.stderr));
+    let out = sb.oo(&[
+        "run",
+        "--slots",
+        "1",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    out.expect(0);
+    assert_eq!(out.stdout, "0\n");
+}
+
+#[test]
+fn root_s_and_nobody_s_fires_share_the_slots_of_a_shared_directory() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let Some(sh) = sb.shared_with_nobody("root_s_and_nobody_s_fires_share_the_slots") else {
+        return;
+    };
+    let mark = sh.locks.join("nobody-started");
+    let mut root = sb.program(BIN);
+    root.arg("--dir")
+        .arg(&sh.locks)
+        .args(["run", "--slots", "2", "j", "--", "sleep", "1000"]);
+    sb.keep(root);
+    wait_until("root's run", HANG, || sh.locks.join("j.lock").exists());
+    let script = format!("echo $ONLYONE_SLOT > {}; exec sleep 1000", mark.display());
+    let nobody = sh.as_nobody(
+        &sb,
+        &["run", "--slots", "2", "j", "--", "sh", "-c", &script],
+    );
+    sb.keep(nobody);
+    wait_until("nobody's run", HANG, || {
+        std::fs::read_to_string(&mark).is_ok_and(|s| s.ends_with('\n'))
+    });
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "1\n");
+    let mut c = sb.program(BIN);
+    c.arg("--dir")
+        .arg(&sh.locks)
+        .args(["run", "--slots", "2", "j", "--", "true"]);
+    finish(c, HANG).expect(75);
+    finish(
+        sh.as_nobody(&sb, &["run", "--slots", "2", "j", "--", "true"]),
+        HANG,
+    )
+    .expect(75);
+}
+
+#[test]
+fn slots_with_a_store_or_the_queue_are_refused() {
+    let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    sb.oo(&["run", "--slots", "2", "--queue", "j", "--", "true"])
+        .expect(125)
+        .says("--slots 2 is not supported with --queue yet");
+    let mut c = sb.program(BIN);
+    c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
+        .args(["run", "--slots", "2", "j", "--", "true"]);
+    let out = finish(c, HANG);
+    assert_ne!(out.code(), 0, "{out:#?}");
+    out.says("--slots 2 is not supported with --store yet");
+    // One slot with a store is the store's lock as ever: not refused for
+    // --slots.
+    let mut c = sb.program(BIN);
+    c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
+        .args(["run", "--slots", "1", "j", "--", "true"]);
+    let out = finish(c, HANG);
+    assert!(!out.stderr.contains("--slots"), "{out:#?}");
+}
+
+#[test]
+fn status_metrics_and_history_count_every_slot() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    for i in 0..3 {
+        hold(&mut sb, "3", &started, i);
+    }
+    let out = sb.oo(&["status", "--json"]);
+    out.expect(0);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let locks = v["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 1, "slot files are no locks: {v:#}");
+    assert_eq!(locks[0]["slot_count"], 3, "{v:#}");
+    let names: Vec<&str> = locks[0]["slot_holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            assert_eq!(h["state"], "held", "{h:#}");
+            h["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(names, ["j[1]", "j[2]"]);
+    let table = sb.oo(&["status"]);
+    let first: Vec<&str> = table
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(first, ["j", "j[1]", "j[2]"], "{table:#?}");
+    let metrics = sb.oo(&["metrics"]);
+    metrics
+        .expect(0)
+        .prints("onlyone_slots{lock=\"j\"} 3\n")
+        .prints("onlyone_slots_held{lock=\"j\"} 3\n")
+        .prints("onlyone_running{lock=\"j\"} 1\n");
+    sb.end_processes();
+
+    // Runs that overlap are each a run of the lock, none abandoned.
+    let log = sb.path("log");
+    put(&log, "");
+    let cmd = noting(&log, "0.3");
+    let fire = format!(
+        "{BIN} --dir {} run --slots 3 k -- sh -c '{cmd}'",
+        sb.dir().display()
+    );
+    let kids: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = sb.program("sh");
+            c.args(["-c", &fire]);
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+    assert_eq!(most_at_once(&std::fs::read_to_string(&log).unwrap(), 3), 3);
+    let runs = sb.history_json("k");
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    for r in &runs {
+        assert_eq!(
+            (&r["outcome"], &r["exit"]),
+            (&"exit".into(), &0.into()),
+            "{runs:#?}"
+        );
+    }
+}
+
+#[test]
+fn stop_ends_the_runs_of_every_slot_and_says_how_many() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    for i in 0..3 {
+        hold(&mut sb, "3", &started, i);
+    }
+    sb.oo(&["stop", "j"])
+        .expect(0)
+        .says("stopped the run of `j`")
+        .says("stopped 2 more run(s) of `j`, in its other slots");
+    assert!(!sb.lock("j").exists());
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    let runs = sb.history_json("j");
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    sb.oo(&["stop", "j"]).expect(0).says("is not running");
+}
+
+#[test]
+fn reap_sees_the_lingering_work_of_every_slot() {
+    let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let mut lingering = Vec::new();
+    for i in 0..2 {
+        let pidfile = sb.path(&format!("pid{i}"));
+        let script = format!(
+            "sleep 1000 >/dev/null 2>&1 & echo $! > {}",
+            pidfile.display()
+        );
+        sb.oo(&[
+            "run", "--slots", "2", "--linger", "j", "--", "sh", "-c", &script,
+        ])
+        .expect(0);
+        wait_until("the lingering process", HANG, || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+        });
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        lingering.push(pid);
+    }
+    assert_eq!(slot_files(&sb, "j"), ["j.lock.slot.1"]);
+    let out = sb.oo(&["reap", "--json", "--idle", "10m", "j"]);
+    out.expect(0);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    // Each is the job's (not yet idle long enough, or still busy under a
+    // loaded host), never another job's.
+    for pid in lingering {
+        let candidate = report["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["pid"] == pid)
+            .unwrap_or_else(|| panic!("{pid} is no candidate: {report:#}"));
+        assert_eq!(candidate["job"], "j", "{pid}: {report:#}");
+        assert_ne!(candidate["verdict"], "kept-not-named", "{pid}: {report:#}");
+    }
+}
+
+#[test]
+fn a_script_releases_the_slot_it_acquired() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "2", &started, 0);
+    let script = format!(
+        "{b} --dir {d} acquire --slots 2 j || exit 9; \
+         test -e {d}/j.lock.slot.1 || exit 8; \
+         {b} --dir {d} release --exit 0 j",
+        b = BIN,
+        d = sb.dir().display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    finish(c, HANG).expect(0);
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    assert!(sb.lock("j").exists(), "the run's slot 0 is left alone");
+    let runs = sb.history_json("j");
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+}
+
+#[test]
+fn acquire_export_names_the_slot_and_its_file() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "2", &started, 0);
+    let script = format!(
+        "eval \"$({b} --dir {d} acquire --slots 2 --export j)\" || exit 9; \
+         echo \"$ONLYONE_SLOT $ONLYONE_LOCK\"; {b} --dir {d} release j",
+        b = BIN,
+        d = sb.dir().display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    let out = finish(c, HANG);
+    out.expect(0);
+    let slot1 = sb.path("j.lock.slot.1");
+    assert_eq!(out.stdout, format!("1 {}\n", slot1.display()), "{out:#?}");
+    assert!(!slot1.exists());
+    // A lock of one slot exports what it always did.
+    let script = format!(
+        "{b} --dir {d} acquire --export k; {b} --dir {d} release k",
+        b = BIN,
+        d = sb.dir().display()
+    );
+    let mut c = sb.program("sh");
+    c.args(["-c", &script]);
+    let out = finish(c, HANG);
+    out.expect(0);
+    assert!(!out.stdout.contains("ONLYONE_SLOT"), "{out:#?}");
+}
+
+#[test]
+fn precheck_with_slots_is_free_while_a_slot_is() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    sb.oo(&["precheck", "--slots", "3", "j"]).expect(0);
+    hold(&mut sb, "3", &started, 0);
+    hold(&mut sb, "3", &started, 1);
+    sb.oo(&["precheck", "--slots", "3", "j"]).expect(0);
+    sb.oo(&["precheck", "j"]).expect(75);
+    hold(&mut sb, "3", &started, 2);
+    sb.oo(&["precheck", "--slots", "3", "j"])
+        .expect(75)
+        .says("`j`");
+}
