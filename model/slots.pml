@@ -4,15 +4,16 @@
  * taken; a waiter is served when any slot frees.
  *
  * The lock LOCK has N slots, each a lock file of its own (slot 0 is LOCK
- * itself). Runs R0..R(N-1) hold the N slots when fires F1..FN arrive
- * (each at a step of its own, in any order); each run ends at any time.
- * The slots and the queue seat are queue.pml's one-step lock files: a
- * link that succeeds when the path is empty, a release that removes the
- * record only if it is still ours. A record is alive while its owner is;
- * a dead owner's record is stale, and is taken over in three steps: the
- * look that judges it dead, the reclaim under the removal guard (removed
- * only if it is still the record judged: invariants 1 to 3), and a link
- * again, which fails if another got there first.
+ * itself). Runs R0..R(NRUN-1) hold slots 0..NRUN-1 when fires F1..FN
+ * arrive (each at a step of its own, in any order); each run ends at any
+ * time. The slots and the queue seat are queue.pml's one-step lock files:
+ * a link that succeeds when the path is empty or its record's owner is
+ * dead (a stale record, reclaimed under the guard: invariants 1 to 3), a
+ * release that removes the record only if it is still ours. A record is
+ * alive while its owner is. With STEPS, a stale slot is taken over in
+ * three steps: the look that judges it dead, the reclaim under the
+ * removal guard (removed only if it is still the record judged), and a
+ * link again, which fails if another got there first.
  *
  * A fire, the design:
  *   1. try slot 0, 1, ..., N-1, one at a time, and stop at the first one
@@ -66,7 +67,12 @@
  *   ONE_SLOT_WATCHED  a waiter wakes only when slot 0 (the lock file
  *                     itself) frees: invariant 15's mutant, with LONG
  *   LONG              run R0 (slot 0) ends only once every fire is done
- *   NSLOT (2, at most 3) NFIRE (3, at most 4) MAXCRASH (1)
+ *   STEPS             the stale takeover in three steps, as above (the
+ *                     design still holds: check.sh's @takeover_in_steps;
+ *                     NO_RECHECK implies it)
+ *   NO_RELOOK         a fire skips on a live seat without looking at the
+ *                     slots again
+ *   NSLOT (2, at most 3) NRUN (NSLOT) NFIRE (3, 2 to 4) MAXCRASH (1)
  */
 
 #ifndef NSLOT
