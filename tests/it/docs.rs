@@ -250,6 +250,7 @@ fn every_invariant_has_its_model_check_and_its_test_under_one_name() {
         "model/run.pml",
         "model/lease.pml",
         "model/queue.pml",
+        "model/slots.pml",
     ]
     .iter()
     .map(|p| read(p))

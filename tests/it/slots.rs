@@ -69,8 +69,11 @@ fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
     pid
 }
 
+/// Invariant 13 (PROTOCOL.md): 8 contenders of `--slots 3`, 12 fires
+/// each, never have more than 3 commands alive at once (counted inside
+/// the commands), and do reach 3.
 #[test]
-fn eight_contenders_never_exceed_three_slots_and_reach_three() {
+fn invariant_13_at_most_n_runs_hold_slots_one_a_slot() {
     let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
     let log = sb.path("log");
     put(&log, "");
@@ -96,8 +99,10 @@ fn eight_contenders_never_exceed_three_slots_and_reach_three() {
     assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
 }
 
+/// Invariant 14 (PROTOCOL.md): a full pool skips (75); a SIGKILLed
+/// holder's slot is taken at once by the next fire.
 #[test]
-fn a_full_pool_skips_and_a_killed_holders_slot_is_taken_at_once() {
+fn invariant_14_a_dead_holders_slot_is_taken() {
     let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
     let started = sb.path("started");
     let holders: Vec<u32> = (0..3).map(|i| hold(&mut sb, "3", &started, i)).collect();
