@@ -13,7 +13,9 @@
 //! number of slots, and a holder judged only when it differs); when there is none, or it was taken meanwhile,
 //! it tries slot 0, 1, ... without waiting and keeps the first it gets (a
 //! free slot, or a stale one taken over): holders are described only when
-//! every slot is held. N is the lock's: every slot's record says it
+//! every slot is held. A take that waits while every slot is held waits in
+//! the lock's one line (the tickets and queue seat of a lock of one), and
+//! the head takes whichever slot frees first. N is the lock's: every slot's record says it
 //! (`slots=N`, absent for one), and a take that meets a held slot whose
 //! record says another number is refused ([`Error::SlotsDiffer`]), as is
 //! one that finds slot N (one past its own last) held, which a larger
@@ -24,10 +26,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::acquire::Owner;
 use super::queue::{self, Ticket};
 use super::waiter::Waiter;
-use super::{Inspection, LockFile, LockGuard, REPROBE_INTERVAL};
+use super::{Inspection, LockFile, LockGuard, Owner, REPROBE_INTERVAL};
 use crate::error::{Error, HeldBy, Result};
 use crate::verdict::Verdict;
 
