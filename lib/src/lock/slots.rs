@@ -150,7 +150,7 @@ struct SlotLine<'l> {
     once: super::AcquireOptions,
     deadline: Option<Instant>,
     /// An owner named by pid: it must live while the take waits.
-    owner: Option<(u32, crate::procfs::ProcId)>,
+    owner: Option<crate::procfs::ProcId>,
     waiter: Waiter,
     ticket: Option<Ticket>,
     /// The queue seat, for a queued take.
@@ -183,29 +183,31 @@ impl<'l> SlotLine<'l> {
         let command = opts
             .command_asked()
             .or(owner.as_ref().and_then(|o| o.cmd.as_deref()));
-        let seat = match opts.queued() {
-            true => Some(queue::take_seat(
+        let seat = if opts.queued() {
+            let n = opts.slot_count();
+            Some(queue::take_seat(
                 lock,
-                opts.slot_count(),
+                n,
                 token,
                 command,
                 &held.first,
                 deadline,
-            )?),
-            false => None,
+            )?)
+        } else {
+            None
         };
         let mut prefix = lock.name().as_bytes().to_vec();
         prefix.extend_from_slice(SLOT_INFIX.as_bytes());
         let waiter = Waiter::new(lock, opts.in_line()).watching_slots(prefix);
-        let ticket = match opts.in_line() {
-            true => Ticket::take(lock, token, command),
-            false => None,
-        };
+        let ticket = opts
+            .in_line()
+            .then(|| Ticket::take(lock, token, command))
+            .flatten();
         Ok(SlotLine {
             lock,
             once,
             deadline,
-            owner: owner.map(|o| (o.id.pid, o.id)),
+            owner: owner.map(|o| o.id),
             waiter,
             ticket,
             _seat: seat,
@@ -274,8 +276,8 @@ impl<'l> SlotLine<'l> {
     /// wants no slot any more.
     fn check_owner(&self) -> Result<()> {
         match &self.owner {
-            Some((pid, id)) if !id.is_alive() => Err(Error::BadOwner {
-                pid: *pid,
+            Some(id) if !id.is_alive() => Err(Error::BadOwner {
+                pid: id.pid,
                 why: "it exited while waiting for the lock".into(),
                 source: None,
             }),
