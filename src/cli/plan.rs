@@ -161,13 +161,13 @@ fn refused_with_store(command: &Command) -> Option<String> {
 }
 
 /// `--slots` above 1 where it cannot be honoured yet: with a store (which
-/// keeps one lease per lock), or with `--queue` or `--replace`, whose one
-/// seat and one run to stop belong to a lock of one slot.
+/// keeps one lease per lock), or with `--replace`, whose one run to stop
+/// belongs to a lock of one slot.
 fn refused_slots(command: &Command, store: bool) -> Option<String> {
-    let (n, queue, replace) = match command {
-        Command::Run(a) => (a.slots.count(), a.busy.policy().is_queue(), a.replace),
-        Command::Acquire(a) => (a.slots.count(), a.busy.policy().is_queue(), false),
-        Command::Precheck(a) => (a.slots.count(), false, false),
+    let (n, replace) = match command {
+        Command::Run(a) => (a.slots.count(), a.replace),
+        Command::Acquire(a) => (a.slots.count(), false),
+        Command::Precheck(a) => (a.slots.count(), false),
         _ => return None,
     };
     if n <= 1 {
@@ -175,8 +175,6 @@ fn refused_slots(command: &Command, store: bool) -> Option<String> {
     }
     let (opt, why) = if store {
         ("--store", "a store keeps one lease per lock")
-    } else if queue {
-        ("--queue", "its one seat is a lock of one slot's")
     } else if replace {
         ("--replace", "it cannot tell which of the runs to stop")
     } else {

@@ -85,7 +85,9 @@ pub fn describe(
     }
     let seen = lock.and_then(|l| {
         let seen = l.inspect()?;
-        if seen.is_some() {
+        // A lock of several slots has waiters only while every slot is
+        // held; slot 0 may be free a moment before its head takes it.
+        if seen.is_some() || !s.slot_holders.is_empty() {
             s.waiters = l
                 .waiters()
                 .into_iter()

@@ -5,9 +5,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::support::{BIN, Sandbox, finish, kill9_pid, put, wait_until};
+use onlyone::LockFile;
+
+use crate::support::{BIN, Sandbox, finish, kill9_pid, put, wait_bounded, wait_until};
 
 /// How long a condition may take to hold.
 const HANG: Duration = Duration::from_secs(30);
@@ -67,6 +70,182 @@ fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
     let mark = Path::new(&format!("{}.{i}", started.display())).to_path_buf();
     wait_until("the holder's command", HANG, || mark.exists());
     pid
+}
+
+/// `run --slots 2 ARGS j -- sh -c SCRIPT`, its output piped.
+fn fire(sb: &Sandbox, args: &[&str], script: &str) -> Child {
+    let mut c = sb.oo_cmd();
+    c.args(["run", "--slots", "2"])
+        .args(args)
+        .args(["j", "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().expect("spawn onlyone")
+}
+
+/// Waits for `child` to end: its exit code and what it said.
+fn ended(child: &mut Child, what: &str) -> (i32, String) {
+    let (st, _, err) = wait_bounded(child, Instant::now(), HANG, what);
+    (st.code().unwrap_or(-1), err)
+}
+
+/// The pids in the line of lock `j`, first first, and which is queued.
+fn line(sb: &Sandbox) -> Vec<(u32, bool)> {
+    LockFile::open(sb.lock("j"))
+        .unwrap()
+        .waiters()
+        .into_iter()
+        .map(|w| (w.record.pid, w.queued))
+        .collect()
+}
+
+/// The names in the sandbox of the line of `j` (tickets, the queue seat).
+fn line_files(sb: &Sandbox) -> Vec<String> {
+    std::fs::read_dir(sb.dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".j.lock."))
+        .collect()
+}
+
+/// The pid of the command of the run whose record is at `slot`.
+fn command_of(slot: &Path) -> u32 {
+    let record = std::fs::read_to_string(slot).unwrap();
+    record
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdpid="))
+        .unwrap_or_else(|| panic!("no cmdpid: {record}"))
+        .parse()
+        .unwrap()
+}
+
+/// What the runs wrote to `out`, in order.
+fn ran(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The pids `status --json` lists as waiting for `j`, and whether queued.
+fn status_waiters(sb: &Sandbox) -> Vec<(u64, bool)> {
+    let status = sb.oo(&["status", "--json", "j"]).json();
+    status["locks"][0]["waiters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no waiters: {status}"))
+        .iter()
+        .map(|w| (w["pid"].as_u64().unwrap(), w["queued"] == true))
+        .collect()
+}
+
+/// Invariant 15 (PROTOCOL.md): a waiter waits for every slot, not one,
+/// and keeps its place in the line until it holds a slot. Both slots of 2
+/// are held (slot 0's run outlasting everything); fires A then B wait
+/// with `--wait`, in that order. When slot 1's run ends, A runs, in slot
+/// 1, while slot 0 stays held and B still waits (as `status` lists it);
+/// when A's run ends, B runs. Nothing of the line is left.
+#[test]
+fn invariant_15_a_waiter_is_served_when_any_slot_frees() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "2", &started, 0);
+    hold(&mut sb, "2", &started, 1);
+    let slot1 = sb.path("j.lock.slot.1");
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.1", started.display())).unwrap(),
+        "1\n"
+    );
+    let slot0 = std::fs::read_to_string(sb.lock("j")).unwrap();
+    let out = sb.path("out");
+    let o = out.display();
+    let mut a = fire(
+        &sb,
+        &["--wait", "60s"],
+        &format!("echo \"A $ONLYONE_SLOT\" >> {o}; exec sleep 1000"),
+    );
+    let a_pid = a.id();
+    wait_until("A in line", HANG, || line(&sb) == [(a_pid, false)]);
+    let mut b = fire(
+        &sb,
+        &["--wait", "60s"],
+        &format!("echo \"B $ONLYONE_SLOT\" >> {o}"),
+    );
+    let b_pid = b.id();
+    wait_until("B in line behind A", HANG, || {
+        line(&sb) == [(a_pid, false), (b_pid, false)]
+    });
+    assert_eq!(
+        status_waiters(&sb),
+        [(a_pid.into(), false), (b_pid.into(), false)]
+    );
+
+    // Slot 1's run ends: A, the head, takes slot 1; B waits on.
+    kill9_pid(command_of(&slot1));
+    wait_until("A runs", HANG, || !ran(&out).is_empty());
+    assert_eq!(ran(&out), ["A 1"]);
+    assert_eq!(std::fs::read_to_string(sb.lock("j")).unwrap(), slot0);
+    assert!(
+        b.try_wait().unwrap().is_none(),
+        "B ended before a slot freed"
+    );
+    wait_until("A out of the line", HANG, || line(&sb) == [(b_pid, false)]);
+    assert_eq!(status_waiters(&sb), [(b_pid.into(), false)]);
+
+    // A's run ends: B takes its slot.
+    kill9_pid(command_of(&slot1));
+    assert_eq!(ended(&mut b, "B").0, 0);
+    assert_eq!(ran(&out), ["A 1", "B 1"]);
+    ended(&mut a, "A");
+    assert_eq!(std::fs::read_to_string(sb.lock("j")).unwrap(), slot0);
+    assert_eq!(line_files(&sb), Vec::<String>::new());
+}
+
+/// Invariant 12 (PROTOCOL.md) for a lock of slots: with both slots of 2
+/// held, a `--queue` fire waits (queued, as `status` lists it); the next
+/// skips at once with 75, "one already queued", and what it came for (a
+/// change written just before it) is picked up by the waiter's run, which
+/// starts once a slot frees. Nothing of the line is left.
+#[test]
+fn a_queued_fire_of_slots_picks_up_a_skipped_one() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    hold(&mut sb, "2", &started, 0);
+    hold(&mut sb, "2", &started, 1);
+    let change = sb.path("change");
+    let out = sb.path("out");
+    let mut q = fire(
+        &sb,
+        &["--queue"],
+        &format!(
+            "echo \"first:$(cat {})\" >> {}",
+            change.display(),
+            out.display()
+        ),
+    );
+    let q_pid = q.id();
+    wait_until("the first fire queued", HANG, || {
+        line(&sb) == [(q_pid, true)]
+    });
+    assert_eq!(status_waiters(&sb), [(q_pid.into(), true)]);
+
+    put(&change, "2");
+    let t = Instant::now();
+    sb.oo(&["run", "--slots", "2", "--queue", "j", "--", "true"])
+        .expect(75)
+        .says("one already queued")
+        .says(&format!("pid {q_pid}"));
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "a queued skip is at once"
+    );
+
+    kill9_pid(command_of(&sb.path("j.lock.slot.1")));
+    let (code, err) = ended(&mut q, "the queued fire");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(ran(&out), ["first:2"]);
+    assert_eq!(line_files(&sb), Vec::<String>::new());
 }
 
 /// Invariant 13 (PROTOCOL.md): 8 contenders of `--slots 3`, 12 fires
@@ -254,11 +433,11 @@ fn root_s_and_nobody_s_fires_share_the_slots_of_a_shared_directory() {
 }
 
 #[test]
-fn slots_with_a_store_or_the_queue_are_refused() {
+fn slots_with_a_store_or_replace_are_refused() {
     let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
-    sb.oo(&["run", "--slots", "2", "--queue", "j", "--", "true"])
+    sb.oo(&["run", "--slots", "2", "--replace", "j", "--", "true"])
         .expect(125)
-        .says("--slots 2 is not supported with --queue yet");
+        .says("--slots 2 is not supported with --replace yet");
     let mut c = sb.program(BIN);
     c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
         .args(["run", "--slots", "2", "j", "--", "true"]);

@@ -189,13 +189,45 @@ impl AcquireOptions {
         self.slots.max(1)
     }
 
-    /// These options for one look at one slot: no wait, no queue.
-    pub(super) fn at_once(&self) -> AcquireOptions {
+    /// These options for one look at one slot: no wait, no queue, and
+    /// `token` (the one every slot's take writes, and the waiter's).
+    pub(super) fn at_once(&self, token: &str) -> AcquireOptions {
         AcquireOptions {
             wait: None,
             queue: false,
+            token: Some(token.to_owned()),
             ..self.clone()
         }
+    }
+
+    /// The token asked for, or a fresh one.
+    pub(super) fn token_or_new(&self) -> String {
+        self.token.clone().unwrap_or_else(new_token)
+    }
+
+    /// Whether a caller that waits takes the queue seat first.
+    pub(super) fn queued(&self) -> bool {
+        self.queue
+    }
+
+    /// Whether a caller that waits takes a ticket in the lock's line.
+    pub(super) fn in_line(&self) -> bool {
+        !self.out_of_line
+    }
+
+    /// The owner the record names.
+    pub(super) fn owned_by(&self) -> Owner {
+        self.owner
+    }
+
+    /// The deadline asked for, if any.
+    pub(super) fn deadline_asked(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The command line asked for, if any.
+    pub(super) fn command_asked(&self) -> Option<&str> {
+        self.command.as_deref()
     }
 
     /// Until when a take that finds every slot held waits (`None`: it does
@@ -570,6 +602,7 @@ impl<'l> Attempt<'l> {
                 if self.opts.queue {
                     let seat = queue::take_seat(
                         self.lock,
+                        1,
                         &self.token,
                         self.line_command(),
                         &held,

@@ -228,10 +228,12 @@ impl Ticket {
     }
 }
 
-/// Takes the queue seat of `lock` for the waiter with `token`, or says
-/// who has it: [`Error::Queued`] with `held`, the lock's holder.
+/// Takes the queue seat of `lock` (of `slots` slots) for the waiter with
+/// `token`, or says who has it: [`Error::Queued`] with `held`, the lock's
+/// holder.
 pub(super) fn take_seat(
     lock: &LockFile,
+    slots: u32,
     token: &str,
     command: Option<&str>,
     held: &HeldBy,
@@ -250,14 +252,9 @@ pub(super) fn take_seat(
         Err(Error::Held(w)) => w,
         Err(e) => return Err(e),
     };
-    // The seat's waiter may have just taken the lock, and be letting the
-    // seat go: the lock, looked at after the seat, says so.
-    let now = lock.look()?;
-    let taken_by_waiter = match (&now, &waiter.record.token) {
-        (Some(ev), Some(t)) => record::carries_token(&ev.bytes, t),
-        _ => false,
-    };
-    if taken_by_waiter {
+    // The seat's waiter may have just taken the lock (a slot of it), and be
+    // letting the seat go: the lock, looked at after the seat, says so.
+    if taken_by(lock, slots, waiter.record.token.as_deref())? {
         match seat.acquire(&opts.clone().wait(PLACE_HANDOVER).fifo(false)) {
             Ok(g) => return Ok(g),
             Err(Error::Held(w) | Error::Timeout { held: w, .. }) => {
@@ -273,6 +270,21 @@ pub(super) fn take_seat(
         held: Box::new(held.clone()),
         waiter,
     })
+}
+
+/// Whether a slot of `lock`'s `slots` carries `token` now.
+fn taken_by(lock: &LockFile, slots: u32, token: Option<&str>) -> Result<bool> {
+    let Some(t) = token else {
+        return Ok(false);
+    };
+    for k in 0..slots.max(1) {
+        if let Some(ev) = lock.slot(k)?.look()?
+            && record::carries_token(&ev.bytes, t)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 impl LockFile {

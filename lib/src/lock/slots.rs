@@ -13,7 +13,9 @@
 //! number of slots, and a holder judged only when it differs); when there is none, or it was taken meanwhile,
 //! it tries slot 0, 1, ... without waiting and keeps the first it gets (a
 //! free slot, or a stale one taken over): holders are described only when
-//! every slot is held. N is the lock's: every slot's record says it
+//! every slot is held. A take that waits while every slot is held waits in
+//! the lock's one line (the tickets and queue seat of a lock of one), and
+//! the head takes whichever slot frees first. N is the lock's: every slot's record says it
 //! (`slots=N`, absent for one), and a take that meets a held slot whose
 //! record says another number is refused ([`Error::SlotsDiffer`]), as is
 //! one that finds slot N (one past its own last) held, which a larger
@@ -22,18 +24,17 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::{Inspection, LockFile, LockGuard};
+use super::queue::{self, Ticket};
+use super::waiter::Waiter;
+use super::{Inspection, LockFile, LockGuard, Owner, REPROBE_INTERVAL};
 use crate::error::{Error, HeldBy, Result};
 use crate::verdict::Verdict;
 
 /// What separates a lock file's path from a slot's number in the slot's
 /// file name: `sync.lock.slot.2`.
 pub const SLOT_INFIX: &str = ".slot.";
-
-/// How often a take that waits for a slot of a lock of several looks again.
-const SLOT_POLL: Duration = Duration::from_millis(50);
 
 /// The file of slot `k` of the lock at `path`: the lock file itself for 0,
 /// else `PATH.slot.K`.
@@ -108,29 +109,199 @@ impl LockFile {
     }
 }
 
-/// Takes a free slot of `lock`'s `opts.slot_count()`, waiting as `opts`
-/// says while every slot is held (looking again every [`SLOT_POLL`]).
+/// Every slot held, at one look: the holder of the first (what a
+/// refusal names), and the pids of all, which a waiter watches.
+struct AllHeld {
+    first: Box<HeldBy>,
+    pids: Vec<u32>,
+}
+
+/// Takes a free slot of `lock`'s `opts.slot_count()`. While every slot is
+/// held, a take that waits waits in the lock's line ([`SlotLine`]).
 pub(super) fn acquire_any(lock: &LockFile, opts: &super::AcquireOptions) -> Result<LockGuard> {
     let started = Instant::now();
-    let once = opts.at_once();
-    let until = opts.waits_until(started, lock.deadline);
-    loop {
-        let held = match scan(lock, &once)? {
-            Ok(guard) => return Ok(guard),
-            Err(held) => held,
+    let token = opts.token_or_new();
+    let once = opts.at_once(&token);
+    let held = match scan(lock, &once)? {
+        Ok(guard) => return Ok(guard),
+        Err(held) => held,
+    };
+    let Some(until) = opts.waits_until(started, lock.deadline) else {
+        return Err(Error::Held(held.first));
+    };
+    let now = Instant::now();
+    if now >= until {
+        return Err(Error::Timeout {
+            waited: now - started,
+            held: held.first,
+        });
+    }
+    SlotLine::join(lock, opts, once, &token, &held)?.wait(started, until)
+}
+
+/// A take of a slot that waits: in the lock's line (the tickets and the
+/// queue seat of slot 0's name, as for a lock of one), woken when any slot
+/// frees, its holder exits, or a ticket goes. The head of the line tries
+/// every slot; a waiter behind it waits while it is the head's turn. The
+/// ticket and the seat are let go only once a slot is held.
+struct SlotLine<'l> {
+    lock: &'l LockFile,
+    /// One look at one slot, with the waiter's token.
+    once: super::AcquireOptions,
+    deadline: Option<Instant>,
+    /// An owner named by pid: it must live while the take waits.
+    owner: Option<crate::procfs::ProcId>,
+    waiter: Waiter,
+    ticket: Option<Ticket>,
+    /// The queue seat, for a queued take.
+    _seat: Option<LockGuard>,
+}
+
+impl<'l> SlotLine<'l> {
+    /// Takes the queue seat (for a queued take: or gives up with
+    /// [`Error::Queued`]), then a place at the end of the line.
+    fn join(
+        lock: &'l LockFile,
+        opts: &super::AcquireOptions,
+        once: super::AcquireOptions,
+        token: &str,
+        held: &AllHeld,
+    ) -> Result<SlotLine<'l>> {
+        let deadline = lock.deadline_or(once.deadline_asked());
+        let owner = match opts.owned_by() {
+            Owner::Current => None,
+            Owner::Pid(pid) => {
+                Some(
+                    crate::procfs::identity_of(pid).map_err(|e| Error::BadOwner {
+                        pid,
+                        why: "it is not a running process".into(),
+                        source: Some(e),
+                    })?,
+                )
+            }
         };
-        let now = Instant::now();
-        match until {
-            None => return Err(Error::Held(held)),
-            Some(u) if now >= u => {
+        let command = opts
+            .command_asked()
+            .or(owner.as_ref().and_then(|o| o.cmd.as_deref()));
+        let seat = if opts.queued() {
+            let n = opts.slot_count();
+            Some(queue::take_seat(
+                lock,
+                n,
+                token,
+                command,
+                &held.first,
+                deadline,
+            )?)
+        } else {
+            None
+        };
+        let mut prefix = lock.name().as_bytes().to_vec();
+        prefix.extend_from_slice(SLOT_INFIX.as_bytes());
+        let waiter = Waiter::new(lock, opts.in_line()).watching_slots(prefix);
+        let ticket = opts
+            .in_line()
+            .then(|| Ticket::take(lock, token, command))
+            .flatten();
+        Ok(SlotLine {
+            lock,
+            once,
+            deadline,
+            owner: owner.map(|o| o.id),
+            waiter,
+            ticket,
+            _seat: seat,
+        })
+    }
+
+    /// Waits its turn and a free slot, until `until`: the slot taken, or
+    /// [`Error::Timeout`] with the holder of the first slot.
+    fn wait(mut self, started: Instant, until: Instant) -> Result<LockGuard> {
+        loop {
+            self.check_owner()?;
+            if Instant::now() < until && self.behind_head(until)? {
+                continue;
+            }
+            let held = match scan(self.lock, &self.once)? {
+                Ok(guard) => return Ok(guard),
+                Err(held) => held,
+            };
+            let now = Instant::now();
+            if now >= until {
                 return Err(Error::Timeout {
                     waited: now - started,
-                    held,
+                    held: held.first,
                 });
             }
-            Some(u) => std::thread::sleep(SLOT_POLL.min(u - now)),
+            if let Some(t) = &mut self.ticket {
+                t.lock_seen_held();
+            }
+            let _ = self
+                .waiter
+                .wait_any(&held.pids, until.min(now + REPROBE_INTERVAL));
         }
     }
+
+    /// Whether a live waiter is ahead of this one: it then waited (for
+    /// the head to take a free slot, up to the grace, or for a slot to
+    /// free while all are held), and the caller looks again.
+    fn behind_head(&mut self, until: Instant) -> Result<bool> {
+        let Some(t) = &mut self.ticket else {
+            return Ok(false);
+        };
+        let Some(head) = t.ahead(self.lock, self.deadline) else {
+            return Ok(false);
+        };
+        let now = Instant::now();
+        match held_slots(self.lock, self.once.slot_count(), self.deadline)? {
+            // A slot is free (or stale, for the head to take over): the
+            // head's turn. A slot let go meanwhile is a hand-off gone by.
+            None => {
+                let soon = now + queue::LINE_POLL.min(t.grace_left());
+                if self.waiter.wait_any(&[head], until.min(soon)) {
+                    t.lock_seen_held();
+                }
+            }
+            Some(pids) => {
+                t.lock_seen_held();
+                let _ = self
+                    .waiter
+                    .wait_any(&pids, until.min(now + REPROBE_INTERVAL));
+            }
+        }
+        Ok(true)
+    }
+
+    /// An owner named by pid (a script) that died while this call waited
+    /// wants no slot any more.
+    fn check_owner(&self) -> Result<()> {
+        match &self.owner {
+            Some(id) if !id.is_alive() => Err(Error::BadOwner {
+                pid: id.pid,
+                why: "it exited while waiting for the lock".into(),
+                source: None,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The pids of the holders of `lock`'s `n` slots when every slot is held
+/// (a slot that cannot be judged counts as held, with no pid to watch);
+/// `None` when a slot has no file or a stale one.
+fn held_slots(lock: &LockFile, n: u32, deadline: Option<Instant>) -> Result<Option<Vec<u32>>> {
+    let mut pids = Vec::new();
+    for k in 0..n {
+        let Some(ev) = lock.slot(k)?.look()? else {
+            return Ok(None);
+        };
+        match crate::judge::judge(&ev, deadline) {
+            Verdict::Held(h) => pids.extend(h.watchable_pid()),
+            Verdict::Stale(_) => return Ok(None),
+            Verdict::Unknown(_) => {}
+        }
+    }
+    Ok(Some(pids))
 }
 
 /// One look at the slots: the first free one taken, without judging the
@@ -139,7 +310,7 @@ pub(super) fn acquire_any(lock: &LockFile, opts: &super::AcquireOptions) -> Resu
 fn scan(
     lock: &LockFile,
     once: &super::AcquireOptions,
-) -> Result<std::result::Result<LockGuard, Box<HeldBy>>> {
+) -> Result<std::result::Result<LockGuard, AllHeld>> {
     match first_free(lock, once)? {
         Some(guard) => Ok(Ok(guard)),
         None => scan_all(lock, once),
@@ -191,9 +362,10 @@ fn first_free(lock: &LockFile, once: &super::AcquireOptions) -> Result<Option<Lo
 fn scan_all(
     lock: &LockFile,
     once: &super::AcquireOptions,
-) -> Result<std::result::Result<LockGuard, Box<HeldBy>>> {
+) -> Result<std::result::Result<LockGuard, AllHeld>> {
     let n = once.slot_count();
     let mut first: Option<Box<HeldBy>> = None;
+    let mut pids = Vec::new();
     let mut cannot_tell: Option<Error> = None;
     for k in 0..n {
         let slot = lock.slot(k)?;
@@ -204,6 +376,7 @@ fn scan_all(
                 return Ok(Ok(guard));
             }
             Err(Error::Held(h)) => {
+                pids.extend(h.holder.watchable_pid());
                 first.get_or_insert(h);
             }
             Err(e @ (Error::Unknown { .. } | Error::Contended { .. })) => {
@@ -214,7 +387,7 @@ fn scan_all(
     }
     match (cannot_tell, first) {
         (Some(e), _) => Err(e),
-        (None, Some(held)) => Ok(Err(held)),
+        (None, Some(first)) => Ok(Err(AllHeld { first, pids })),
         (None, None) => Err(Error::Contended {
             path: lock.path().into(),
             tries: 0,

@@ -3,7 +3,7 @@
 //! passes, whichever is first.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,9 @@ pub(super) struct Waiter {
     /// The start of the names of the lock's tickets, when the waiter is in
     /// line: a ticket's removal may make it the head.
     line: Option<Vec<u8>>,
+    /// The start of the names of the lock's other slots, for a lock of
+    /// several: the removal of any slot's file frees a slot.
+    slots: Option<Vec<u8>>,
 }
 
 impl Waiter {
@@ -42,7 +45,24 @@ impl Waiter {
             inotify,
             name: lock.name().to_os_string(),
             line: in_line.then(|| super::queue::ticket_prefix(lock)),
+            slots: None,
         }
+    }
+
+    /// This waiter, woken also by the removal of a file whose name starts
+    /// with `prefix` (`NAME.slot.`: another slot of the lock), as by the
+    /// lock file's own.
+    pub(super) fn watching_slots(mut self, prefix: Vec<u8>) -> Waiter {
+        self.slots = Some(prefix);
+        self
+    }
+
+    /// Waits until `until`, the removal of a slot's file (or of a ticket of
+    /// its line), or the exit of one of `holders`. True when a slot's file
+    /// was seen removed (a slot let go) meanwhile.
+    pub(super) fn wait_any(&self, holders: &[u32], until: Instant) -> bool {
+        let fds: Vec<OwnedFd> = holders.iter().filter_map(|&p| pidfd(p).ok()).collect();
+        self.wait_on_all(&fds, until)
     }
 
     /// Waits until `until`, the removal of the lock file (or of a ticket of
@@ -56,6 +76,14 @@ impl Waiter {
     /// its line), or the exit of the process `pidfd` refers to. True when
     /// the lock file itself was seen removed meanwhile.
     pub(super) fn wait_on(&self, pidfd: Option<&OwnedFd>, until: Instant) -> bool {
+        self.wait_on_all(pidfd.as_slice(), until)
+    }
+
+    /// Waits until `until`, the removal of the lock file (or of a ticket of
+    /// its line, or of a slot's file), or the exit of one of the processes
+    /// `pidfds` refer to. True when the lock file (or a slot's) was seen
+    /// removed meanwhile.
+    fn wait_on_all<F: AsFd>(&self, pidfds: &[F], until: Instant) -> bool {
         use rustix::event::{PollFd, PollFlags, Timespec};
         loop {
             let now = Instant::now();
@@ -67,11 +95,11 @@ impl Waiter {
                 tv_sec: left.as_secs() as _,
                 tv_nsec: left.subsec_nanos() as _,
             };
-            let mut fds = Vec::with_capacity(2);
+            let mut fds = Vec::with_capacity(1 + pidfds.len());
             if let Some(fd) = &self.inotify {
                 fds.push(PollFd::new(fd, PollFlags::IN));
             }
-            if let Some(fd) = pidfd {
+            for fd in pidfds {
                 fds.push(PollFd::new(fd, PollFlags::IN));
             }
             if fds.is_empty() {
@@ -87,7 +115,9 @@ impl Waiter {
                     return false;
                 }
             }
-            let pid_exited = pidfd.is_some() && fds.last().is_some_and(|f| !f.revents().is_empty());
+            let pid_exited = fds[usize::from(self.inotify.is_some())..]
+                .iter()
+                .any(|f| !f.revents().is_empty());
             drop(fds);
             let (ours, lock_gone) = self.drain_names_us();
             if pid_exited || ours {
@@ -108,9 +138,10 @@ impl Waiter {
         let mut reader = inotify::Reader::new(fd, &mut buf);
         let (mut ours, mut lock_gone) = (false, false);
         while let Ok(ev) = reader.next() {
-            let is_lock = ev
-                .file_name()
-                .is_some_and(|n| n.to_bytes() == self.name.as_bytes());
+            let is_lock = ev.file_name().is_some_and(|n| {
+                let n = n.to_bytes();
+                n == self.name.as_bytes() || self.slots.as_ref().is_some_and(|p| n.starts_with(p))
+            });
             lock_gone |= is_lock;
             let name_matches = is_lock
                 || ev.file_name().is_some_and(|n| {
