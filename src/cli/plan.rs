@@ -168,7 +168,17 @@ fn refused_slots(command: &Command, store: bool) -> Option<String> {
         Command::Run(a) => (a.slots.count(), a.replace),
         Command::Acquire(a) => (a.slots.count(), false),
         Command::Precheck(a) => (a.slots.count(), false),
-        _ => return None,
+        Command::Release(_)
+        | Command::Status(_)
+        | Command::Stop(_)
+        | Command::Reap(_)
+        | Command::History(_)
+        | Command::Check(_)
+        | Command::Metrics(_)
+        | Command::Completions(_)
+        | Command::Manpages(_)
+        | Command::Keeper(_)
+        | Command::LeaseWatchdog(_) => return None,
     };
     if n <= 1 {
         return None;
