@@ -140,6 +140,21 @@ fn status_waiters(sb: &Sandbox) -> Vec<(u64, bool)> {
         .collect()
 }
 
+/// Runs `n` copies of the shell line `fire` at once and waits for every
+/// one (none is left behind when one fails): how many failed.
+fn contend(sb: &Sandbox, n: usize, fire: &str) -> usize {
+    let kids: Vec<_> = (0..n)
+        .map(|_| {
+            let mut c = sb.program("sh");
+            c.args(["-c", fire]);
+            c.spawn().unwrap()
+        })
+        .collect();
+    kids.into_iter()
+        .filter_map(|mut k| (!k.wait().unwrap().success()).then_some(()))
+        .count()
+}
+
 /// Invariant 15 (PROTOCOL.md): a waiter waits for every slot, not one,
 /// and keeps its place in the line until it holds a slot. Both slots of 2
 /// are held (slot 0's run outlasting everything); fires A then B wait
@@ -262,16 +277,7 @@ fn invariant_13_at_most_n_runs_hold_slots_one_a_slot() {
          c=$?; [ $c = 0 ] || [ $c = 75 ] || exit $c; done",
         sb.dir().display()
     );
-    let kids: Vec<_> = (0..8)
-        .map(|_| {
-            let mut c = sb.program("sh");
-            c.args(["-c", &fire]);
-            c.spawn().unwrap()
-        })
-        .collect();
-    for mut k in kids {
-        assert!(k.wait().unwrap().success(), "a contender failed");
-    }
+    assert_eq!(contend(&sb, 8, &fire), 0, "a contender failed");
     let text = std::fs::read_to_string(&log).unwrap();
     let most = most_at_once(&text, 3);
     assert_eq!(most, 3, "three at once was never reached: {text}");
@@ -500,16 +506,7 @@ fn status_metrics_and_history_count_every_slot() {
         "{BIN} --dir {} run --slots 3 k -- sh -c '{cmd}'",
         sb.dir().display()
     );
-    let kids: Vec<_> = (0..3)
-        .map(|_| {
-            let mut c = sb.program("sh");
-            c.args(["-c", &fire]);
-            c.spawn().unwrap()
-        })
-        .collect();
-    for mut k in kids {
-        assert!(k.wait().unwrap().success());
-    }
+    assert_eq!(contend(&sb, 3, &fire), 0, "a fire failed");
     assert_eq!(most_at_once(&std::fs::read_to_string(&log).unwrap(), 3), 3);
     let runs = sb.history_json("k");
     assert_eq!(runs.len(), 3, "{runs:#?}");
