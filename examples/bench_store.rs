@@ -130,7 +130,13 @@ fn round_trips(url: &str, n: usize) {
     };
     let lease = Duration::from_secs(30);
     // Connects and creates the tables once.
-    let taken = |store: &dyn onlyone::store::LeaseStore| match store.take("rt", &who, lease, None) {
+    let taken = |store: &dyn onlyone::store::LeaseStore| match store.take(
+        "rt",
+        onlyone::store::Slot::ONE,
+        &who,
+        lease,
+        None,
+    ) {
         Ok(Claimed::Taken(epoch)) => epoch,
         other => panic!("the lease is free: {other:?}"),
     };

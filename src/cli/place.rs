@@ -60,7 +60,12 @@ pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
 fn others_code(name: &str, others: &[Stopped]) -> Code {
     let ended = others
         .iter()
-        .filter(|s| matches!(s, Stopped::Ended { .. }))
+        .filter(|s| {
+            matches!(
+                s,
+                Stopped::Ended { .. } | Stopped::LetGo { .. } | Stopped::RanOut { .. }
+            )
+        })
         .count();
     if ended > 0 {
         say(format_args!(
@@ -69,9 +74,15 @@ fn others_code(name: &str, others: &[Stopped]) -> Code {
     }
     let mut code = Ending::Done.code();
     for s in others {
-        if let Stopped::KeptOutside { keepers, after } = s {
-            say(super::outside_message(name, keepers, *after));
-            code = Ending::Failed.code();
+        match s {
+            Stopped::KeptOutside { keepers, after } => {
+                say(super::outside_message(name, keepers, *after));
+                code = Ending::Failed.code();
+            }
+            // A store's holder that did not let go in time: said as for
+            // the lock's first run.
+            Stopped::NotLetGo { .. } => code = stopped_code(name, s.clone()),
+            _ => {}
         }
     }
     code

@@ -160,8 +160,8 @@ fn refused_with_store(command: &Command) -> Option<String> {
     ))
 }
 
-/// `--slots` above 1 where it cannot be honoured yet: with a store (which
-/// keeps one lease per lock), or with `--replace`, whose one run to stop
+/// `--slots` above 1 where it cannot be honoured yet: with `--replace`,
+/// whose one run to stop
 /// belongs to a lock of one slot.
 fn refused_slots(command: &Command, store: bool) -> Option<String> {
     let (n, replace) = match command {
@@ -183,9 +183,8 @@ fn refused_slots(command: &Command, store: bool) -> Option<String> {
     if n <= 1 {
         return None;
     }
-    let (opt, why) = if store {
-        ("--store", "a store keeps one lease per lock")
-    } else if replace {
+    let _ = store;
+    let (opt, why) = if replace {
         ("--replace", "it cannot tell which of the runs to stop")
     } else {
         return None;

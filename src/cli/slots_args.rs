@@ -1,5 +1,5 @@
 //! `--slots N`, as clap parses it (doc/operations.md, "Slots"): how many
-//! runs may hold a lock of the lock directory at once. Flattened into the
+//! runs may hold a lock at once (a lock directory's or a store's). Flattened into the
 //! options of `run`, `acquire` and `precheck` (`super::args`).
 
 use clap::Args;

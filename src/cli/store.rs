@@ -110,6 +110,7 @@ impl RunPlace for StorePlace {
         };
         let mut ev = Event::start(Some(&token), me, Some(&cmd), "run");
         ev.reason = Some(format!("fence {}", hold.fence()));
+        ev.slots = (hold.slot().of > 1).then_some(hold.slot().of);
         record(hold.store(), &name, &ev, a.quiet);
         Ok(Box::new(LeaseHeld {
             name,
@@ -260,6 +261,7 @@ fn take(
         name,
         who,
         timing,
+        slots: a.slots.count(),
         busy: a.busy.policy(),
         deadline: deadline_of(a.busy.deadline),
         connect_within: READ_TIMEOUT,
@@ -280,9 +282,20 @@ fn take(
         Leased::Taken(h) => Ok(h),
         Leased::Busy(b) => Err(skip(&b, name, a)),
         Leased::NoLine => Err(super::fail(no_line_for_queue(store))),
+        Leased::SlotsDiffer { held } => Err(super::fail(slots_differ(name, held, run.slots))),
         Leased::Signalled(sig) => Err(Code::Signal(sig.as_raw())),
         Leased::Failed(e) => Err(super::fail(e)),
     }
+}
+
+/// Why a take of `asked` slots was refused: a live holder of `name` took
+/// it with `held` (the words of a lock directory's refusal).
+fn slots_differ(name: &str, held: u32, asked: u32) -> String {
+    format!(
+        "`{name}` is held with {held} slot{}, and this take asks for {asked}: a lock's number \
+         of slots changes once no run holds it",
+        if held == 1 { "" } else { "s" }
+    )
 }
 
 /// Why `--queue` cannot be given with a store that has no line.
@@ -383,34 +396,52 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
     let store = open(url, timeout)?;
     let rows = store.list().map_err(|e| e.to_string())?;
     let here = host();
-    let locks: Vec<LockStatus> = rows
+    let mut locks: Vec<LockStatus> = Vec::new();
+    for r in rows
         .iter()
         .filter(|r| named.is_empty() || named.contains(&r.name))
-        .map(|r| {
-            let h = history(store.as_ref(), &r.name)
-                .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
-            let mut s = super::view::of_lease(r, &here, h);
-            // Who waits, first in line first; a waiter of this host that is
-            // gone is left out (its row only waits for its end).
-            s.waiters = store
-                .waiters(&r.name)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|w| w.alive_on(&here) != Some(false))
-                .map(|w| {
-                    WaiterStatus::new(
-                        w.pid.unwrap_or(0),
-                        w.host,
-                        w.uid,
-                        w.cmd,
-                        Some(w.since.max(0.0) as u64),
-                        w.queued,
-                    )
-                })
-                .collect();
-            s
-        })
-        .collect();
+    {
+        // A slot's row above 0 is its lock's (`NAME[K]`, no history: the
+        // runs are the lock's), after the lock's own row.
+        if let Some(base) = locks.last_mut().filter(|b| b.name == r.name && r.slot > 0) {
+            let mut slot = super::view::of_lease(r, &here, Err(String::new()));
+            slot.name = format!("{}[{}]", r.name, r.slot);
+            slot.journal_error = None;
+            base.slot_holders.push(slot);
+            continue;
+        }
+        let h = history(store.as_ref(), &r.name)
+            .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
+        let mut s = super::view::of_lease(r, &here, h);
+        // Who waits, first in line first; a waiter of this host that is
+        // gone is left out (its row only waits for its end).
+        s.waiters = store
+            .waiters(&r.name)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|w| w.alive_on(&here) != Some(false))
+            .map(|w| {
+                WaiterStatus::new(
+                    w.pid.unwrap_or(0),
+                    w.host,
+                    w.uid,
+                    w.cmd,
+                    Some(w.since.max(0.0) as u64),
+                    w.queued,
+                )
+            })
+            .collect();
+        locks.push(s);
+    }
+    // N of a lock of several slots, as a live slot's row says it.
+    for s in &mut locks {
+        let n = rows
+            .iter()
+            .filter(|r| r.name == s.name && r.is_live() && r.slots > 1)
+            .map(|r| r.slots)
+            .next();
+        s.slot_count = n;
+    }
     let notes = locks
         .iter()
         .filter_map(|s| {
@@ -444,22 +475,28 @@ impl Place for StorePlace {
         let look = |n: &str| -> Result<Seen, String> {
             // The history first (see `History::close_over`).
             let mut history = history(store.as_ref(), n).map_err(|e| e.to_string())?;
-            let row = store.inspect(n).map_err(|e| e.to_string())?;
-            history.close_over(match &row {
-                Some(r) if r.is_live() => LockNow::HeldBy(&r.token),
-                _ => LockNow::Free,
+            // Every slot's row, slot 0 first: the first live one is the
+            // current run.
+            let rows = store.inspect_slots(n).map_err(|e| e.to_string())?;
+            let live: Vec<&LeaseRow> = rows.iter().filter(|r| r.is_live()).collect();
+            history.close_over(match live.first() {
+                Some(r) => LockNow::HeldBy(&r.token),
+                None => LockNow::Free,
             });
-            let missing = (row.is_none() && super::view::nothing_in(&history))
+            let missing = (rows.is_empty() && super::view::nothing_in(&history))
                 .then(|| format!("no lease row and no history of `{n}` in the store"));
+            let slots = live
+                .iter()
+                .map(|r| r.slots)
+                .find(|&k| k > 1)
+                .map(|k| (k, live.len() as u32));
             Ok(Seen {
-                held: row
-                    .filter(LeaseRow::is_live)
-                    .map(|r| (Some(r.token), Some(r.since))),
+                held: live.first().map(|r| (Some(r.token.clone()), Some(r.since))),
                 unknown: None,
                 history,
                 name: n.to_owned(),
                 missing,
-                slots: None,
+                slots,
             })
         };
         Ok(names

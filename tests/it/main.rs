@@ -36,5 +36,6 @@ mod state;
 mod store;
 mod store_field;
 mod store_queue;
+mod store_slots;
 mod tmux;
 mod usage;

@@ -19,7 +19,9 @@ use crate::lock::queue::PLACE_HANDOVER;
 use crate::store::hold::{LeaseHold, Taking};
 use crate::store::lease::LeaseTiming;
 use crate::store::watchdog::{Link, Watched};
-use crate::store::{Claimant, Claimed, HeldSignals, LeaseRow, LeaseStore, StoreError, WaiterRow};
+use crate::store::{
+    Claimant, Claimed, HeldSignals, LeaseRow, LeaseStore, Slot, StoreError, WaiterRow,
+};
 
 /// How often a waiter looks at a held lease again: the store is polled,
 /// as it tells no waiter when a lease is let go.
@@ -33,6 +35,9 @@ pub struct RunLease<'a> {
     pub name: &'a str,
     /// Who takes it.
     pub who: &'a Claimant<'a>,
+    /// The lock's number of slots: the take holds any one of them (1: the
+    /// lock's one lease).
+    pub slots: u32,
     /// The lease's timing.
     pub timing: LeaseTiming,
     /// What to do when it is held.
@@ -62,6 +67,11 @@ pub enum Leased<'s> {
     Busy(Busy<'s>),
     /// A queued take, and the store has no line that this role may use.
     NoLine,
+    /// A live holder of the lock took it with another number of slots.
+    SlotsDiffer {
+        /// The number it took it with.
+        held: u32,
+    },
     /// A forwarded signal came while waiting; nothing was taken.
     Signalled(Signal),
     /// The store failed.
@@ -93,8 +103,11 @@ pub enum Refused {
 pub struct Busy<'s> {
     /// Why.
     pub why: Refused,
-    /// The lease's row, when it could be read.
+    /// The lease's row, when it could be read (of a lock of several slots:
+    /// the first live one).
     pub holder: Option<LeaseRow>,
+    /// The lock's number of slots, as the take asked.
+    pub slots: u32,
     line: Line<'s>,
 }
 
@@ -240,31 +253,28 @@ impl<'s> Waiter<'s> {
             {
                 self.line.ticket = Some(conn.join_line(name, who, self.ttl)?);
             }
-            let why = match LeaseHold::take_in_line(conn, name, who, run.timing, self.line.ticket)?
-            {
-                Taking::Taken(h) => {
+            let why = match self.try_slots(conn, run)? {
+                Ok(h) => {
                     // The take removed the waiter's row in the same statement
                     // (only once it held the lease: a queued take that finds
                     // the seat held looks at the lease next).
                     self.line.ticket = None;
                     return Ok(Leased::Taken(h));
                 }
-                Taking::Busy { store: c, why } => {
-                    self.line.conn = Some(c);
-                    why
-                }
+                Err(Claimed::SlotsDiffer { held }) => return Ok(Leased::SlotsDiffer { held }),
+                Err(why) => why,
             };
             let now = Instant::now();
             let waiting = waits
                 && self.wait_until.is_none_or(|w| now < w)
                 && run.deadline.is_none_or(|d| now < d);
             if !waiting {
-                return Ok(self.refused(why));
+                return Ok(self.refused(why, run.slots));
             }
             if self.line.ticket.is_none()
                 && let Err(w) = self.join(run, usable, signals, notice)?
             {
-                return Ok(self.queued_by(w));
+                return Ok(self.queued_by(w, run.slots));
             }
             if let Claimed::Behind { .. } = why {
                 clear_dead_ahead(self.line.via(), name, self.line.ticket);
@@ -275,6 +285,43 @@ impl<'s> Waiter<'s> {
             // line's drop).
             signalled(signals)?;
         }
+    }
+
+    /// One try at each slot in turn, through `conn` (kept for the next
+    /// try): the lease of the first taken, else why the last was not
+    /// (a waiter ahead or a holder of another number of slots ends the
+    /// tries: it stands for every slot).
+    fn try_slots(
+        &mut self,
+        mut conn: Box<dyn LeaseStore>,
+        run: &RunLease<'_>,
+    ) -> Result<Result<LeaseHold, Claimed>, StoreError> {
+        let mut why = Claimed::Held;
+        for k in 0..run.slots.max(1) {
+            let slot = Slot {
+                k,
+                of: run.slots.max(1),
+            };
+            match LeaseHold::take_in_line(
+                conn,
+                run.name,
+                slot,
+                run.who,
+                run.timing,
+                self.line.ticket,
+            )? {
+                Taking::Taken(h) => return Ok(Ok(*h)),
+                Taking::Busy { store: c, why: w } => {
+                    conn = c;
+                    why = w;
+                    if !matches!(w, Claimed::Held) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.line.conn = Some(conn);
+        Ok(Err(why))
     }
 
     /// The connection to try through: the waiter's, else a new one. It may
@@ -322,9 +369,9 @@ impl<'s> Waiter<'s> {
 
     /// A take that gave up on `why` (held, or free but owed to waiters
     /// ahead): the lease's row, and the first waiter when owed to them.
-    fn refused(self, why: Claimed) -> Leased<'s> {
+    fn refused(self, why: Claimed, slots: u32) -> Leased<'s> {
         let via = self.line.via();
-        let holder = via.inspect(&self.line.name).ok().flatten();
+        let holder = first_holder(via, &self.line.name, slots);
         let why = match why {
             Claimed::Behind { ahead } => Refused::Behind {
                 ahead,
@@ -338,13 +385,14 @@ impl<'s> Waiter<'s> {
         Leased::Busy(Busy {
             why,
             holder,
+            slots,
             line: self.line,
         })
     }
 
     /// A queued take that found the queue seat held: the lease's row.
-    fn queued_by(self, w: NoSeat) -> Leased<'s> {
-        let holder = self.line.via().inspect(&self.line.name).ok().flatten();
+    fn queued_by(self, w: NoSeat, slots: u32) -> Leased<'s> {
+        let holder = first_holder(self.line.via(), &self.line.name, slots);
         let waiter = match w {
             NoSeat::Waiter(w) => Some(w),
             NoSeat::Unknown => None,
@@ -352,9 +400,23 @@ impl<'s> Waiter<'s> {
         Leased::Busy(Busy {
             why: Refused::Queued(waiter),
             holder,
+            slots,
             line: self.line,
         })
     }
+}
+
+/// The row a refusal names: the lease of `name`, or of a lock of several
+/// slots the first live one (else slot 0's).
+fn first_holder(store: &dyn LeaseStore, name: &str, slots: u32) -> Option<LeaseRow> {
+    if slots <= 1 {
+        return store.inspect(name).ok().flatten();
+    }
+    let rows = store.inspect_slots(name).ok()?;
+    rows.iter()
+        .find(|r| r.is_live() && r.slot < slots)
+        .or_else(|| rows.first())
+        .cloned()
 }
 
 /// What took the queue seat from this take.

@@ -16,7 +16,7 @@ use super::{
 use crate::journal::{Event, History, LockNow};
 use crate::names;
 use crate::store::lease::DEFAULT_LEASE;
-use crate::store::{LeaseStore, StoreError, StoreLog};
+use crate::store::{LeaseRow, LeaseStore, StoreError, StoreLog};
 
 /// How long a look that only reads the store waits for it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,6 +49,59 @@ impl StorePlace {
     }
 }
 
+impl StorePlace {
+    /// Waits for the lease of `row` (a live lease of a slot of `name`,
+    /// whose holder was asked to stop, `dead` if judged gone) to go, up
+    /// to `limit`; the stop recorded.
+    fn let_go(
+        &self,
+        store: &dyn LeaseStore,
+        name: &str,
+        (row, dead): (LeaseRow, bool),
+        started: Instant,
+        limit: Instant,
+    ) -> Result<Stopped, PlaceError> {
+        let key = crate::store::slot_row(name, row.slot);
+        loop {
+            match store.inspect(&key)? {
+                Some(now) if now.epoch == row.epoch && now.is_live() => {}
+                _ => break,
+            }
+            if Instant::now() >= limit {
+                let waited = started.elapsed();
+                let holder = Box::new(row);
+                return Ok(Stopped::NotLetGo { holder, waited });
+            }
+            std::thread::sleep(STORE_POLL);
+        }
+        let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
+        let log = StoreLog { store, name };
+        log_event(&log, &ev, Some(&self.notes));
+        let took = started.elapsed();
+        let holder = Box::new(row);
+        Ok(if dead {
+            Stopped::RanOut { holder, took }
+        } else {
+            Stopped::LetGo { holder, took }
+        })
+    }
+}
+
+/// When a stop of `rows` gives up: the deadline, else once the longest
+/// lease left, the grace and a lease more have passed (the holder renews
+/// every L/6 at most; its command then gets its grace).
+fn stop_limit(rows: &[(LeaseRow, bool)], how: &StopRequest) -> Instant {
+    how.deadline.unwrap_or_else(|| {
+        let left = rows.iter().map(|(r, _)| r.left_ms).max().unwrap_or(0);
+        let wait = seconds(left as f64 / 1000.0)
+            .saturating_add(how.grace)
+            .saturating_add(DEFAULT_LEASE);
+        let now = Instant::now();
+        now.checked_add(wait)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+    })
+}
+
 /// A lock's name as the store keys it: a name, never a path.
 pub fn lock_name(lock: &str) -> Result<String, PlaceError> {
     if lock.contains('/') {
@@ -78,6 +131,16 @@ impl Place for StorePlace {
     /// Held only while a live lease exists; an unreachable server is an
     /// error (the fire runs).
     fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError> {
+        self.precheck_slots(lock, 1, deadline)
+    }
+
+    /// Held only while each of the lock's `slots` has a live lease.
+    fn precheck_slots(
+        &self,
+        lock: &str,
+        slots: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Prechecked, PlaceError> {
         let timeout = deadline
             .map_or(READ_TIMEOUT, |d| {
                 d.saturating_duration_since(Instant::now())
@@ -85,8 +148,18 @@ impl Place for StorePlace {
             .min(READ_TIMEOUT);
         let name = lock_name(lock)?;
         let store = self.open(timeout)?;
-        let found = match store.inspect(&name)? {
-            Some(row) if row.is_live() => {
+        let live: Vec<LeaseRow> = if slots <= 1 {
+            store.inspect(&name)?.into_iter().collect()
+        } else {
+            store.inspect_slots(&name)?
+        };
+        let live: Vec<LeaseRow> = live
+            .into_iter()
+            .filter(|r| r.is_live() && r.slot < slots.max(1))
+            .collect();
+        let every = (0..slots.max(1)).all(|k| live.iter().any(|r| r.slot == k));
+        let found = match live.into_iter().next() {
+            Some(row) if every => {
                 let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
                 let log = StoreLog {
                     store: store.as_ref(),
@@ -100,62 +173,40 @@ impl Place for StorePlace {
         Ok(Prechecked { name, found })
     }
 
-    /// A request the holder sees at its next renewal; it ends its command,
-    /// then releases. Waits for that, up to the deadline.
+    /// A request each live holder (of every slot) sees at its next
+    /// renewal; it ends its command, then releases. Every holder is asked
+    /// first, then each let-go waited for, up to the deadline.
     fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
         let name = lock_name(lock)?;
         let store = self.open(READ_TIMEOUT)?;
-        let done = |stopped| {
-            Ok(StopDone {
-                name: name.clone(),
-                stopped,
-                others: Vec::new(),
-            })
-        };
-        let row = match store.inspect(&name)? {
-            Some(r) if r.is_live() => r,
-            _ => return done(Stopped::NotRunning),
-        };
-        // Judged now: once the lease is gone, a holder that ended cleanly is
-        // gone too.
-        let dead = row.holder_alive_on(&crate::host_name()) == Some(false);
-        if store.request_stop(&name)?.is_none() {
-            return done(Stopped::NotRunning);
-        }
-        // The holder renews every L/6 at most; its command then gets its grace.
-        let limit = how.deadline.unwrap_or_else(|| {
-            let wait = seconds(row.left_ms as f64 / 1000.0)
-                .saturating_add(how.grace)
-                .saturating_add(DEFAULT_LEASE);
-            let now = Instant::now();
-            now.checked_add(wait)
-                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
-        });
-        let started = Instant::now();
-        loop {
-            match store.inspect(&name)? {
-                Some(now) if now.epoch == row.epoch && now.is_live() => {}
-                _ => break,
+        let here = crate::host_name();
+        let mut asked = Vec::new();
+        for row in store.inspect_slots(&name)? {
+            if !row.is_live() {
+                continue;
             }
-            if Instant::now() >= limit {
-                let waited = started.elapsed();
-                let holder = Box::new(row);
-                return done(Stopped::NotLetGo { holder, waited });
+            // Judged now: once the lease is gone, a holder that ended
+            // cleanly is gone too.
+            let dead = row.holder_alive_on(&here) == Some(false);
+            let key = crate::store::slot_row(&name, row.slot);
+            if store.request_stop(&key)?.is_some() {
+                asked.push((row, dead));
             }
-            std::thread::sleep(STORE_POLL);
         }
-        let ev = Event::stop(Some(&row.token), row.pid, row.cmd.as_deref(), None);
-        let log = StoreLog {
-            store: store.as_ref(),
-            name: &name,
-        };
-        log_event(&log, &ev, Some(&self.notes));
-        let took = started.elapsed();
-        let holder = Box::new(row);
-        done(if dead {
-            Stopped::RanOut { holder, took }
+        let (started, limit) = (Instant::now(), stop_limit(&asked, how));
+        let mut all = Vec::new();
+        for row in asked {
+            all.push(self.let_go(store.as_ref(), &name, row, started, limit)?);
+        }
+        let stopped = if all.is_empty() {
+            Stopped::NotRunning
         } else {
-            Stopped::LetGo { holder, took }
+            all.remove(0)
+        };
+        Ok(StopDone {
+            name,
+            stopped,
+            others: all,
         })
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Claimant, Claimed, LeaseStore, Renewed, StoreError};
+use super::{Claimant, Claimed, LeaseStore, Renewed, Slot, StoreError};
 use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
 use crate::store::watchdog::Link;
 
@@ -14,7 +14,7 @@ const RETRY_EVERY: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub(crate) enum Taking {
     /// The lease, held.
-    Taken(LeaseHold),
+    Taken(Box<LeaseHold>),
     /// Not taken ([`Claimed::Held`] or [`Claimed::Behind`]): the store, for the
     /// next try.
     Busy {
@@ -29,7 +29,11 @@ pub(crate) enum Taking {
 #[derive(Debug)]
 pub struct LeaseHold {
     store: Box<dyn LeaseStore>,
+    /// The lock's name.
     name: String,
+    /// The slot held, and its lease row's name.
+    slot: Slot,
+    row: String,
     token: String,
     epoch: i64,
     watch: LeaseWatch,
@@ -48,32 +52,34 @@ impl LeaseHold {
         timing: LeaseTiming,
     ) -> Result<Option<LeaseHold>, StoreError> {
         Ok(
-            match LeaseHold::take_in_line(store, name, who, timing, None)? {
-                Taking::Taken(h) => Some(h),
+            match LeaseHold::take_in_line(store, name, Slot::ONE, who, timing, None)? {
+                Taking::Taken(h) => Some(*h),
                 Taking::Busy { .. } => None,
             },
         )
     }
 
-    /// Takes `name` as the waiter of `ticket` in its line (see
-    /// [`LeaseStore::take`]; no ticket: a newcomer, behind every live
+    /// Takes slot `slot` of `name` as the waiter of `ticket` in its line
+    /// (see [`LeaseStore::take`]; no ticket: a newcomer, behind every live
     /// waiter). When it is not taken, the store comes back with why, for
     /// the waiter's next try on the same connection.
     pub(crate) fn take_in_line(
         store: Box<dyn LeaseStore>,
         name: &str,
+        slot: Slot,
         who: &Claimant<'_>,
         timing: LeaseTiming,
         ticket: Option<i64>,
     ) -> Result<Taking, StoreError> {
         // The deadline counts from the send (PROTOCOL.md invariant 6).
         let sent = boot_ns();
-        let epoch = match store.take(name, who, timing.lease, ticket)? {
+        let epoch = match store.take(name, slot, who, timing.lease, ticket)? {
             Claimed::Taken(epoch) => epoch,
             why => return Ok(Taking::Busy { store, why }),
         };
         let renewer = store.fresh()?;
-        let owned = name.to_owned();
+        let row = super::slot_row(name, slot.k);
+        let owned = row.clone();
         let watch = LeaseWatch::start(timing, sent, move |r| {
             super::spawn_thread("onlyone-renew", move || {
                 renew_loop(renewer, &owned, epoch, &r)
@@ -83,15 +89,17 @@ impl LeaseHold {
             what: "the renewals",
             source,
         })?;
-        Ok(Taking::Taken(LeaseHold {
+        Ok(Taking::Taken(Box::new(LeaseHold {
             store,
             name: name.to_owned(),
+            slot,
+            row,
             token: who.token.to_owned(),
             epoch,
             watch,
             link: std::sync::OnceLock::new(),
             released: false,
-        }))
+        })))
     }
 
     /// The fence: the acquisition's epoch.
@@ -107,6 +115,11 @@ impl LeaseHold {
     /// The lock's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The slot held: 0 for a lock of one slot.
+    pub fn slot(&self) -> Slot {
+        self.slot
     }
 
     /// The lease, as the supervision watches it.
@@ -131,7 +144,7 @@ impl LeaseHold {
         if self.watch.lost() {
             return Ok(());
         }
-        let (store, name, epoch) = (&self.store, &self.name, self.epoch);
+        let (store, name, epoch) = (&self.store, &self.row, self.epoch);
         self.retry(|| store.release(name, epoch)).map(|_| ())
     }
 
@@ -187,7 +200,7 @@ impl Drop for LeaseHold {
             self.watch.stop_thread();
             self.watchdog_done();
             if !self.watch.lost() {
-                let _ = self.store.release(&self.name, self.epoch);
+                let _ = self.store.release(&self.row, self.epoch);
             }
         }
     }
@@ -243,8 +256,7 @@ impl crate::supervise::Hold for LeaseHold {
             (crate::FENCE_VAR, self.epoch.to_string().into()),
         ];
         vars.extend(crate::journal::run_id(&self.token).map(|r| (crate::RUN_ID_VAR, r.into())));
-        // A store's lock has one slot.
-        vars.push((crate::SLOT_VAR, "0".into()));
+        vars.push((crate::SLOT_VAR, self.slot.k.to_string().into()));
         vars
     }
 

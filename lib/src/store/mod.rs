@@ -241,6 +241,22 @@ pub enum StoreError {
     /// The URL, or what it names (a certificate file), cannot be used: why.
     #[error("{0}")]
     BadUrl(String),
+    /// A take of a lock of several slots in a store whose lease table
+    /// was set up before slots, and which this role may not change.
+    #[error(
+        "the store `{url}` keeps one lease per lock: its table onlyone_lease was set up before \
+         slots and this role cannot add their column ({detail}); have it added with:\n{how}\
+         (doc/store.md, \"Setup and the least privileges\")"
+    )]
+    NoSlots {
+        /// The store's URL.
+        url: String,
+        /// Why it could not be added, as the server said.
+        detail: String,
+        /// What adds it, for the store's administrator: a statement, its
+        /// line ended.
+        how: &'static str,
+    },
     /// A call of the line of waiters to a store that keeps none
     /// ([`LeaseStore::has_line`]).
     #[error("this store keeps no line of waiters")]
@@ -320,12 +336,69 @@ pub struct LineSetup {
     pub how: String,
 }
 
+/// What separates a lock's name from a slot's number in the name of the
+/// slot's lease row: slot 2 of `sync` is the row `sync#2`. No lock name
+/// has it ([`crate::names`]: letters, digits, `.`, `_` and `-`), so no
+/// lock's row is taken for a slot's. Slot 0 is the lock's own row.
+pub const SLOT_MARK: char = '#';
+
+/// The name of the lease row of slot `k` of the lock `name`: the lock's
+/// own for 0, else `NAME#K`.
+pub fn slot_row(name: &str, k: u32) -> String {
+    if k == 0 {
+        name.to_owned()
+    } else {
+        format!("{name}{SLOT_MARK}{k}")
+    }
+}
+
+/// The lock and the slot a lease row's name says: `("sync", 2)` for
+/// `sync#2`, `(NAME, 0)` for any name without a slot number.
+pub fn lock_of_row(row: &str) -> (&str, u32) {
+    match row.rsplit_once(SLOT_MARK) {
+        Some((name, k))
+            if !name.is_empty()
+                && !k.starts_with('0')
+                && !k.is_empty()
+                && k.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            match k.parse() {
+                Ok(k) => (name, k),
+                Err(_) => (row, 0),
+            }
+        }
+        _ => (row, 0),
+    }
+}
+
+/// Which slot of how many a take asks for: slot `k` (0..`of`) of a lock
+/// of `of` slots. A lock of one slot has one row, its own; a lock of N
+/// has N, each a lease with its own fence, and every row says N
+/// ([`LeaseRow::slots`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The slot: 0..`of`.
+    pub k: u32,
+    /// The lock's number of slots.
+    pub of: u32,
+}
+
+impl Slot {
+    /// The one slot of a lock of one.
+    pub const ONE: Slot = Slot { k: 0, of: 1 };
+}
+
 /// A lease row, as `status` shows it.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct LeaseRow {
-    /// The lock's name.
+    /// The lock's name (for a slot's row, its lock's: see [`SLOT_MARK`]).
     pub name: String,
+    /// The slot this row is: 0 for a lock of one slot.
+    pub slot: u32,
+    /// The lock's number of slots, as the row's holder took it (1 for a
+    /// lock of one, and for a row of a store set up before slots).
+    pub slots: u32,
     /// The fence: grows with every acquisition.
     pub epoch: i64,
     /// The holder's token.
@@ -463,6 +536,12 @@ pub enum Claimed {
         /// How many.
         ahead: u64,
     },
+    /// A live holder of the lock took it with another number of slots:
+    /// letting both in could admit more holders than either allows.
+    SlotsDiffer {
+        /// The number that holder took it with.
+        held: u32,
+    },
 }
 
 /// What a renewal found.
@@ -518,28 +597,36 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     /// host, a TLS handshake far away) is not taken for an unreachable
     /// store while nothing is held yet.
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
-    /// Takes `name` for `lease` if its last lease has run out and no live
-    /// waiter is ahead of `ticket` in its line (with no ticket, none at
-    /// all: a newcomer never goes ahead of those who wait); in a store
-    /// without a line ([`LeaseStore::has_line`]), once its last lease has
-    /// run out. The line is only a further condition: it never lets a
-    /// lease be taken that has not run out. On success the waiter's row of
-    /// `ticket` is gone, in the same step.
+    /// Takes slot `slot` of `name` for `lease` if its last lease has run
+    /// out and no live waiter is ahead of `ticket` in the lock's line
+    /// (with no ticket, none at all: a newcomer never goes ahead of those
+    /// who wait); in a store without a line ([`LeaseStore::has_line`]),
+    /// once its last lease has run out. The line is only a further
+    /// condition: it never lets a lease be taken that has not run out. A
+    /// slot is not taken while a live holder of another of the lock's
+    /// slots took it with another number of slots
+    /// ([`Claimed::SlotsDiffer`]). On success the waiter's row of `ticket`
+    /// is gone, in the same step.
     fn take(
         &self,
         name: &str,
+        slot: Slot,
         who: &Claimant<'_>,
         lease: Duration,
         ticket: Option<i64>,
     ) -> Result<Claimed, StoreError>;
     /// Renews the lease of `epoch` for `lease` from the store's now, if it
-    /// still holds.
+    /// still holds (`name`: the row's, [`slot_row`]; so for the calls
+    /// below that name one lease).
     fn renew(&self, name: &str, epoch: i64, lease: Duration) -> Result<Renewed, StoreError>;
     /// Ends the lease of `epoch` now; false when it no longer held.
     fn release(&self, name: &str, epoch: i64) -> Result<bool, StoreError>;
     /// The lease of `name`, if it was ever taken.
     fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError>;
-    /// Every lease, by name.
+    /// The lease of every slot of the lock `name` that was ever taken,
+    /// slot 0 first.
+    fn inspect_slots(&self, name: &str) -> Result<Vec<LeaseRow>, StoreError>;
+    /// Every lease, by name (a lock's slots in order after it).
     fn list(&self) -> Result<Vec<LeaseRow>, StoreError>;
     /// Asks the live holder of `name` to end its run: its epoch, or `None`
     /// when nothing holds it.
@@ -548,7 +635,8 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     fn append_event(&self, name: &str, line: &str) -> Result<(), StoreError>;
     /// The history of `name`, oldest first.
     fn events(&self, name: &str) -> Result<Vec<String>, StoreError>;
-    /// Every name with a lease or a history.
+    /// Every lock name with a lease or a history (a slot's row counts for
+    /// its lock).
     fn names(&self) -> Result<Vec<String>, StoreError>;
 
     /// Whether this store keeps a line of waiters (for the PostgreSQL

@@ -48,7 +48,7 @@ use tokio_postgres::{Client, Config, NoTls};
 
 pub use conninfo::ConnInfo;
 
-use super::{Claimant, Claimed, LeaseRow, LeaseStore, Renewed, StoreError, WaiterRow};
+use super::{Claimant, Claimed, LeaseRow, LeaseStore, Renewed, Slot, StoreError, WaiterRow};
 use sql::{Binds, read_row, read_waiter};
 
 use sql::MAX_EVENTS;
@@ -64,6 +64,9 @@ pub struct PgStore {
     /// The line's table exists and this role may use it (known once the
     /// schema was checked).
     line: std::cell::Cell<bool>,
+    /// The lease table has the column of slots (known once the schema was
+    /// checked; added by the first take of a lock of several).
+    slots: std::cell::Cell<bool>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -159,6 +162,7 @@ impl PgStore {
             timeout: std::cell::Cell::new(timeout),
             schema_checked: RefCell::new(false),
             line: std::cell::Cell::new(false),
+            slots: std::cell::Cell::new(false),
         })
     }
 
@@ -173,6 +177,7 @@ impl PgStore {
             timeout: self.timeout.clone(),
             schema_checked: RefCell::new(*self.schema_checked.borrow()),
             line: self.line.clone(),
+            slots: self.slots.clone(),
         })
     }
 
@@ -265,11 +270,16 @@ impl PgStore {
             self.with(|c| {
                 Box::pin(async move {
                     let row = c.query_typed_one(sql::LOOK_TABLES, &[]).await?;
-                    Ok((row.try_get::<_, bool>(0)?, row.try_get::<_, bool>(1)?))
+                    Ok((
+                        row.try_get::<_, bool>(0)?,
+                        row.try_get::<_, bool>(1)?,
+                        row.try_get::<_, bool>(2)?,
+                    ))
                 })
             })
         };
-        let (present, line) = look()?;
+        let (present, line, slots) = look()?;
+        self.slots.set(slots || !present);
         if !present {
             match self.with(|c| Box::pin(async move { c.batch_execute(sql::SCHEMA_SQL).await })) {
                 Ok(()) => {}
@@ -302,6 +312,80 @@ impl PgStore {
         Ok(())
     }
 
+    /// Adds the column of slots to a lease table set up before slots, for
+    /// the first take of a lock of several; refused with what adds it
+    /// when this role may not.
+    fn ensure_slots(&self) -> Result<(), StoreError> {
+        if self.slots.get() {
+            return Ok(());
+        }
+        match self.with(|c| Box::pin(async move { c.batch_execute(sql::ADD_SLOTS).await })) {
+            Ok(()) => {
+                self.slots.set(true);
+                Ok(())
+            }
+            Err(StoreError::Server { detail, .. }) => Err(StoreError::NoSlots {
+                url: self.info.display.clone(),
+                detail,
+                how: sql::ADD_SLOTS_HOW,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether the lease table has the column of slots, once connected
+    /// (the schema checked).
+    fn slots_known(&self) -> Result<bool, StoreError> {
+        self.connect()?;
+        Ok(self.slots.get())
+    }
+
+    /// A take of a slot in a lease table with the column of slots (see
+    /// [`LeaseStore::take`]): refused while a live holder of the lock took
+    /// it with another number of slots.
+    fn take_slot(
+        &self,
+        name: &str,
+        slot: Slot,
+        binds: Binds,
+        ticket: Option<i64>,
+    ) -> Result<Claimed, StoreError> {
+        let lock = name.to_owned();
+        // A lock of one writes no number (NULL: one), as before slots.
+        let n: Option<i32> = (slot.of > 1).then(|| i32::try_from(slot.of).unwrap_or(i32::MAX));
+        let line = self.line.get();
+        self.with(move |c| {
+            Box::pin(async move {
+                if !line {
+                    let row = c
+                        .query_typed_one(
+                            sql::TAKE_SLOT,
+                            &binds.params(&[(&lock, Type::TEXT), (&n, Type::INT4)]),
+                        )
+                        .await?;
+                    let epoch = row.try_get::<_, Option<i64>>(0)?;
+                    let differ = row.try_get::<_, Option<i32>>(1)?;
+                    return Ok(claimed(epoch, 0, true, differ));
+                }
+                let row = c
+                    .query_typed_one(
+                        sql::TAKE_SLOT_IN_LINE,
+                        &binds.params(&[
+                            (&ticket, Type::INT8),
+                            (&lock, Type::TEXT),
+                            (&n, Type::INT4),
+                        ]),
+                    )
+                    .await?;
+                let epoch = row.try_get::<_, Option<i64>>(0)?;
+                let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
+                let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
+                let differ = row.try_get::<_, Option<i32>>(3)?;
+                Ok(claimed(epoch, ahead, held, differ))
+            })
+        })
+    }
+
     fn waiter_row(&self, r: &tokio_postgres::Row) -> Result<WaiterRow, StoreError> {
         read_waiter(r).map_err(|e| StoreError::BadRow {
             url: self.info.display.clone(),
@@ -319,6 +403,22 @@ impl PgStore {
             what: "lease row",
             source: Box::new(e),
         })
+    }
+}
+
+/// What a take's statement came back with: the new epoch, how many
+/// waiters are ahead, whether the slot's lease holds, and the number of
+/// slots a live holder of the lock took it with when it differs.
+fn claimed(epoch: Option<i64>, ahead: i64, held: bool, differ: Option<i32>) -> Claimed {
+    match (epoch, differ) {
+        (Some(e), _) => Claimed::Taken(e),
+        (None, Some(n)) => Claimed::SlotsDiffer {
+            held: u32::try_from(n).unwrap_or(1).max(1),
+        },
+        (None, None) if !held && ahead > 0 => Claimed::Behind {
+            ahead: ahead as u64,
+        },
+        (None, None) => Claimed::Held,
     }
 }
 
@@ -580,12 +680,19 @@ impl LeaseStore for PgStore {
     fn take(
         &self,
         name: &str,
+        slot: Slot,
         who: &Claimant<'_>,
         lease: Duration,
         ticket: Option<i64>,
     ) -> Result<Claimed, StoreError> {
-        let binds = Binds::new(name, who, lease);
+        let binds = Binds::new(&super::slot_row(name, slot.k), who, lease);
         self.connect()?;
+        if slot.of > 1 {
+            self.ensure_slots()?;
+        }
+        if self.slots.get() {
+            return self.take_slot(name, slot, binds, ticket);
+        }
         if !self.line.get() {
             return self.with(move |c| {
                 Box::pin(async move {
@@ -605,13 +712,7 @@ impl LeaseStore for PgStore {
                 let epoch = row.try_get::<_, Option<i64>>(0)?;
                 let ahead = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
                 let held = row.try_get::<_, Option<bool>>(2)?.unwrap_or(false);
-                Ok(match epoch {
-                    Some(e) => Claimed::Taken(e),
-                    None if !held && ahead > 0 => Claimed::Behind {
-                        ahead: ahead as u64,
-                    },
-                    None => Claimed::Held,
-                })
+                Ok(claimed(epoch, ahead, held, None))
             })
         })
     }
@@ -659,19 +760,39 @@ impl LeaseStore for PgStore {
     /// The lease row of `name`, if the lock was ever taken.
     fn inspect(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
         let name = name.to_owned();
+        let slots = self.slots_known()?;
         let row = self.with(move |c| {
             Box::pin(async move {
-                c.query_typed_opt(&sql::lease(), &[(&name, Type::TEXT)])
+                c.query_typed_opt(&sql::lease(slots), &[(&name, Type::TEXT)])
                     .await
             })
         })?;
         row.map(|r| self.row(&r)).transpose()
     }
 
+    /// The lease rows of every slot of `name`, slot 0 first.
+    fn inspect_slots(&self, name: &str) -> Result<Vec<LeaseRow>, StoreError> {
+        let name = name.to_owned();
+        let slots = self.slots_known()?;
+        let rows = self.with(move |c| {
+            Box::pin(async move {
+                c.query_typed(&sql::lease_slots(slots), &[(&name, Type::TEXT)])
+                    .await
+            })
+        })?;
+        let mut rows = rows
+            .iter()
+            .map(|r| self.row(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.sort_by_key(|r| r.slot);
+        Ok(rows)
+    }
+
     /// Every lease row, by name (at most [`MAX_NAMES`](sql::MAX_NAMES)).
     fn list(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let slots = self.slots_known()?;
         let rows =
-            self.with(|c| Box::pin(async move { c.query_typed(&sql::leases(), &[]).await }))?;
+            self.with(|c| Box::pin(async move { c.query_typed(&sql::leases(slots), &[]).await }))?;
         rows.iter().map(|r| self.row(r)).collect()
     }
 

@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS onlyone_lease (
     cmd            text,
     since          timestamptz NOT NULL,
     lock_until     timestamptz NOT NULL,
-    stop_requested boolean NOT NULL DEFAULT false
+    stop_requested boolean NOT NULL DEFAULT false,
+    slots          integer
 );
 CREATE TABLE IF NOT EXISTS onlyone_event (
     id    bigserial PRIMARY KEY,
@@ -83,10 +84,21 @@ pub const MAX_NAMES: usize = 10_000;
 pub(super) const CLEAR_DEAD_WAITERS: &str = "DELETE FROM onlyone_waiter WHERE name = $1 \
     AND until < clock_timestamp() - interval '10 minutes'";
 
-/// Whether the lease and event tables exist, and whether the line's does.
+/// Whether the lease and event tables exist, whether the line's does,
+/// and whether the lease table has the column of slots.
 pub(super) const LOOK_TABLES: &str = "SELECT to_regclass('onlyone_lease') IS NOT NULL \
     AND to_regclass('onlyone_event') IS NOT NULL, \
-    to_regclass('onlyone_waiter') IS NOT NULL";
+    to_regclass('onlyone_waiter') IS NOT NULL, \
+    EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('onlyone_lease') \
+    AND attname = 'slots' AND NOT attisdropped)";
+
+/// What a lease table set up before slots lacks: run by the first take
+/// of a lock of several slots when the role may, else by a DBA.
+pub(super) const ADD_SLOTS: &str =
+    "ALTER TABLE onlyone_lease ADD COLUMN IF NOT EXISTS slots integer";
+
+/// [`ADD_SLOTS`] as the store's administrator runs it.
+pub(super) const ADD_SLOTS_HOW: &str = "ALTER TABLE onlyone_lease ADD COLUMN slots integer;\n";
 
 /// Whether this role may use the line's table and its sequence.
 pub(super) const LINE_USABLE: &str = "SELECT CASE WHEN to_regclass('onlyone_waiter') IS NULL THEN false ELSE \
@@ -142,6 +154,82 @@ pub(super) const TAKE_IN_LINE: &str = "WITH ahead AS ( \
     SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
     coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
     WHERE name = $1), false)";
+
+/// The parts of a take of a slot (`$1` the slot's row, `$2`-`$7`
+/// [`Binds`], then the lock's name and its number of slots, NULL for
+/// one): a live row of the lock taken with another number (`differ`), and
+/// the take of the row, unless that or a waiter ahead (`WHERE`) stops it.
+macro_rules! take_slot_sql {
+    ($name:literal, $slots:literal, $from:literal, $where:literal) => {
+        concat!(
+            "differ AS ( \
+    SELECT coalesce(o.slots, 1) AS n FROM onlyone_lease o \
+    WHERE (o.name = ",
+            $name,
+            " OR left(o.name, length(",
+            $name,
+            ") + 1) = ",
+            $name,
+            " || '#') \
+    AND o.lock_until > clock_timestamp() \
+    AND coalesce(o.slots, 1) <> coalesce(",
+            $slots,
+            "::int4, 1) LIMIT 1 \
+    ), took AS ( \
+    INSERT INTO onlyone_lease AS l \
+    (name, epoch, token, host, pid, uid, cmd, since, lock_until, stop_requested, slots) \
+    SELECT $1, 1, $2, $3, $4, $5, $6, clock_timestamp(), \
+    clock_timestamp() + $7 * interval '1 millisecond', false, ",
+            $slots,
+            "::int4 \
+    ",
+            $from,
+            " WHERE NOT EXISTS (SELECT 1 FROM differ) ",
+            $where,
+            " \
+    ON CONFLICT (name) DO UPDATE SET \
+    epoch = coalesce(l.epoch, 0) + 1, token = EXCLUDED.token, host = EXCLUDED.host, \
+    pid = EXCLUDED.pid, uid = EXCLUDED.uid, cmd = EXCLUDED.cmd, \
+    since = clock_timestamp(), \
+    lock_until = clock_timestamp() + $7 * interval '1 millisecond', \
+    stop_requested = false, slots = EXCLUDED.slots \
+    WHERE coalesce(l.lock_until <= clock_timestamp(), true) \
+    RETURNING coalesce(epoch, 0) AS epoch \
+    )"
+        )
+    };
+}
+
+/// [`TAKE`] of a slot, in a lease table with the column of slots:
+/// `$1`-`$7` ([`Binds`], `$1` the slot's row), `$8` the lock's name, `$9`
+/// its number of slots (NULL for one); the new epoch (or NULL), and the
+/// number a live holder of the lock took it with when it differs.
+pub(super) const TAKE_SLOT: &str = concat!(
+    "WITH ",
+    take_slot_sql!("$8", "$9", "", ""),
+    " SELECT (SELECT epoch FROM took), (SELECT n FROM differ)"
+);
+
+/// [`TAKE_IN_LINE`] of a slot, in a lease table with the column of slots:
+/// `$1`-`$7` ([`Binds`], `$1` the slot's row), `$8` the ticket, `$9` the
+/// lock's name (its line's), `$10` its number of slots (NULL for one); the
+/// epoch (or NULL), how many are ahead, whether the slot holds, and the
+/// number a live holder of the lock took it with when it differs.
+pub(super) const TAKE_SLOT_IN_LINE: &str = concat!(
+    "WITH ahead AS ( \
+    SELECT count(*) AS n FROM onlyone_waiter w \
+    WHERE w.name = $9 AND w.until > clock_timestamp() \
+    AND ($8::int8 IS NULL OR w.ticket < $8::int8) \
+    ), ",
+    take_slot_sql!("$9", "$10", "FROM ahead", "AND ahead.n = 0"),
+    ", left_line AS ( \
+    DELETE FROM onlyone_waiter \
+    WHERE name = $9 AND ticket = $8::int8 AND EXISTS (SELECT 1 FROM took) \
+    ) \
+    SELECT (SELECT epoch FROM took), (SELECT n FROM ahead), \
+    coalesce((SELECT lock_until > clock_timestamp() FROM onlyone_lease \
+    WHERE name = $1), false), (SELECT n FROM differ)"
+);
 
 /// Joins the end of a line: `$1`-`$7` ([`Binds`]), the duration the row's
 /// life; its ticket.
@@ -231,30 +319,53 @@ pub(super) fn waiters() -> String {
 
 /// Every column as text or a number, every text cut in SQL (a huge
 /// value never crosses the wire whole), the lease's end and the
-/// server's now as seconds.
-const ROW: &str = "SELECT left(name::text, 256), epoch, left(token::text, 256), \
-     left(host::text, 256), pid, uid, left(cmd::text, 1024), \
-     extract(epoch from since)::float8, extract(epoch from lock_until)::float8, \
-     extract(epoch from clock_timestamp())::float8, stop_requested \
-     FROM onlyone_lease";
-
-/// The lease row of `$1`.
-pub(super) fn lease() -> String {
-    format!("{ROW} WHERE name = $1")
-}
-
-/// Every lease row, by name (at most [`MAX_NAMES`]).
-pub(super) fn leases() -> String {
+/// server's now as seconds, and the number of slots (`slots`: the table
+/// has its column; a table set up before slots has none, and says 1).
+fn row(slots: bool) -> String {
     format!(
-        "{ROW} WHERE octet_length(name) <= {} ORDER BY name LIMIT {MAX_NAMES}",
-        crate::names::MAX_NAME
+        "SELECT left(name::text, 256), epoch, left(token::text, 256), \
+         left(host::text, 256), pid, uid, left(cmd::text, 1024), \
+         extract(epoch from since)::float8, extract(epoch from lock_until)::float8, \
+         extract(epoch from clock_timestamp())::float8, stop_requested, {} \
+         FROM onlyone_lease",
+        if slots {
+            "least(greatest(slots, 1), 1000000)"
+        } else {
+            "1"
+        }
     )
 }
 
-/// Every lock name with a lease or events (at most [`MAX_NAMES`]).
+/// The longest name of a slot's row: a lock's name, `#` and a number.
+const MAX_ROW_NAME: usize = crate::names::MAX_NAME + 11;
+
+/// The lease row of `$1` (`slots`: see [`row`]).
+pub(super) fn lease(slots: bool) -> String {
+    format!("{} WHERE name = $1", row(slots))
+}
+
+/// The lease rows of every slot of the lock `$1` (at most [`MAX_NAMES`]).
+pub(super) fn lease_slots(slots: bool) -> String {
+    format!(
+        "{} WHERE name = $1 OR left(name, length($1) + 1) = $1 || '#' \
+         ORDER BY name LIMIT {MAX_NAMES}",
+        row(slots)
+    )
+}
+
+/// Every lease row, by name (at most [`MAX_NAMES`]).
+pub(super) fn leases(slots: bool) -> String {
+    format!(
+        "{} WHERE octet_length(name) <= {MAX_ROW_NAME} ORDER BY name LIMIT {MAX_NAMES}",
+        row(slots)
+    )
+}
+
+/// Every lock name with a lease or events (at most [`MAX_NAMES`]): a
+/// slot's row counts for its lock.
 pub(super) fn names() -> String {
     format!(
-        "SELECT n FROM (SELECT name::text AS n FROM onlyone_lease \
+        "SELECT n FROM (SELECT split_part(name::text, '#', 1) AS n FROM onlyone_lease \
          UNION SELECT DISTINCT name::text FROM onlyone_event) AS all_names \
          WHERE octet_length(n) <= {} ORDER BY 1 LIMIT {MAX_NAMES}",
         crate::names::MAX_NAME
@@ -275,8 +386,17 @@ pub(super) fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgr
         _ => -1,
     };
     let (host, pid, uid, cmd) = read_who(r)?;
+    let row = r.try_get::<_, Option<String>>(0)?.unwrap_or_default();
+    let (name, slot) = crate::store::lock_of_row(&row);
+    let slots = r
+        .try_get::<_, Option<i32>>(11)?
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1);
     Ok(LeaseRow {
-        name: r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+        name: name.to_owned(),
+        slot,
+        slots,
         epoch: r.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
         token: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
         host,

@@ -1,0 +1,371 @@
+//! `--slots N` with the PostgreSQL store (a throwaway cluster, see
+//! `support::pg`): a lock's N lease rows (`NAME`, `NAME#1`, ...), each a
+//! lease with its own fence, taken by "hosts" that are processes. Counted
+//! inside the commands, as for a lock directory (`slots.rs`). Each test
+//! skips, saying why, where PostgreSQL is not installed (`.ci/run`
+//! installs it).
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use support::pg::Pg;
+use support::*;
+
+const HANG: Duration = Duration::from_secs(60);
+
+/// A test's world: a server, a temp dir and the processes it started.
+struct World {
+    sb: Sandbox,
+    pg: Pg,
+}
+
+derefs_to_sandbox!(World);
+
+impl World {
+    fn new() -> Option<World> {
+        Some(World {
+            pg: Pg::start_or_skip()?,
+            sb: Sandbox::new("ONLYONE_STORE_SLOTS_MARK"),
+        })
+    }
+
+    /// `onlyone --store URL ARGS...`, with `DIR` set to the sandbox.
+    fn oo_at(&self, url: &str, args: &[&str]) -> Command {
+        self.store_cmd(url, args)
+    }
+
+    fn oo(&self, args: &[&str]) -> Out {
+        finish(self.oo_at(&self.pg.url(), args), HANG)
+    }
+
+    /// A run of `j` with `--slots N` (and `more`) whose command writes
+    /// its slot and fence to `DIR/held.TAG`, then waits for `DIR/go.TAG`:
+    /// its pid, once its command runs.
+    fn hold(&mut self, n: &str, tag: &str, more: &[&str]) -> u32 {
+        let script = format!(
+            "echo \"$ONLYONE_SLOT $ONLYONE_FENCE\" > \"$DIR/held.{tag}.tmp\"; \
+             mv \"$DIR/held.{tag}.tmp\" \"$DIR/held.{tag}\"; \
+             while [ ! -e \"$DIR/go.{tag}\" ]; do sleep 0.02; done"
+        );
+        let mut args = vec!["run", "--slots", n];
+        args.extend_from_slice(more);
+        args.extend_from_slice(&["j", "--", "sh", "-c", &script]);
+        let c = self.oo_at(&self.pg.url(), &args);
+        let pid = self.start_logged(c, tag);
+        let held = self.path(&format!("held.{tag}"));
+        wait_until(&format!("{tag}'s command"), HANG, || held.exists());
+        pid
+    }
+
+    /// The slot and fence the run `tag` was given.
+    fn held(&self, tag: &str) -> (u32, i64) {
+        let s = std::fs::read_to_string(self.path(&format!("held.{tag}"))).unwrap();
+        let (slot, fence) = s.trim().split_once(' ').unwrap();
+        (slot.parse().unwrap(), fence.parse().unwrap())
+    }
+
+    /// Lets the run `tag` end.
+    fn go(&self, tag: &str) {
+        std::fs::write(self.path(&format!("go.{tag}")), "").unwrap();
+    }
+
+    /// The exit code of a child started in the background, once it ends.
+    fn exit(&mut self, pid: u32) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        let mut code = None;
+        wait_until(&format!("pid {pid} to exit"), HANG, || {
+            let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
+            code = kid
+                .try_wait()
+                .unwrap()
+                .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap()));
+            code.is_some()
+        });
+        code.unwrap()
+    }
+}
+
+/// Replays a log of start and end lines (`S PID SLOT`, `E PID SLOT`): the
+/// most commands alive at once; fails when a slot is outside 0..n or two
+/// live commands share one.
+fn most_at_once(log: &str, n: u32) -> usize {
+    let mut live: BTreeSet<u32> = BTreeSet::new();
+    let mut most = 0;
+    for line in log.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let slot: u32 = parts[2]
+            .parse()
+            .unwrap_or_else(|_| panic!("a slot: {line:?}"));
+        assert!(slot < n, "slot {slot} of {n}: {log}");
+        if parts[0] == "S" {
+            assert!(live.insert(slot), "slot {slot} held twice at once: {log}");
+            most = most.max(live.len());
+        } else {
+            assert!(live.remove(&slot), "an end without a start: {line:?}");
+        }
+    }
+    most
+}
+
+/// 8 "hosts" (processes, each its own connection) fire `run --slots 3`
+/// 6 times each against one store: never more than 3 commands alive at
+/// once, counted inside the commands, and 3 reached; every fire ran or
+/// skipped (75), and the history counts each run once.
+#[test]
+fn store_slots_at_most_3_of_8_contenders_and_3_reached() {
+    let Some(w) = World::new() else { return };
+    let log = w.path("log");
+    put(&log, "");
+    let l = log.display();
+    let cmd = format!(
+        "echo \"S $$ $ONLYONE_SLOT\" >> {l}; sleep 0.3; echo \"E $$ $ONLYONE_SLOT\" >> {l}"
+    );
+    let fire = format!(
+        "for i in $(seq 6); do {BIN} --store '{}' run -q --slots 3 j -- sh -c '{cmd}'; \
+         c=$?; [ $c = 0 ] || [ $c = 75 ] || exit $c; done",
+        w.pg.url()
+    );
+    let kids: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = w.program("sh");
+            c.args(["-c", &fire]);
+            c.spawn().unwrap()
+        })
+        .collect();
+    let failed = kids
+        .into_iter()
+        .filter_map(|mut k| (!k.wait().unwrap().success()).then_some(()))
+        .count();
+    assert_eq!(failed, 0, "a contender failed");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(most_at_once(&text, 3), 3, "three at once never: {text}");
+    let runs = text.lines().filter(|l| l.starts_with("S ")).count();
+    let h = w.oo(&["history", "--json", "j"]).expect(0).stdout.clone();
+    let ended = h
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["outcome"] == "exit" && r["exit"] == 0)
+        .count();
+    assert_eq!(ended, runs, "{h}");
+    // Every slot's lease was let go.
+    let live =
+        w.pg.psql("SELECT count(*) FROM onlyone_lease WHERE lock_until > clock_timestamp()");
+    assert_eq!(live, "0");
+}
+
+/// Three runs hold the three slots of `j`, each its own lease row and
+/// slot (0, 1, 2 in `ONLYONE_SLOT`, a fence in `ONLYONE_FENCE`); a fourth
+/// fire skips (75), naming `j`. status, metrics and check count all
+/// three. The wrapper of slot 1's run is killed with SIGKILL: its watchdog
+/// ends its command, and once its lease runs out the next fire takes slot
+/// 1, its fence grown. A fire with another number of slots, or with none,
+/// is refused (125) while runs hold slots.
+#[test]
+fn store_slots_full_pool_skips_a_dead_holders_slot_is_taken_and_n_is_the_locks() {
+    let Some(mut w) = World::new() else { return };
+    // A lease long enough that a busy host renews it in time.
+    let lease = ["--lease", "5s", "--kill-after", "200ms"];
+    for tag in ["a", "b", "c"] {
+        w.hold("3", tag, &lease);
+    }
+    let slots: BTreeSet<u32> = ["a", "b", "c"].iter().map(|t| w.held(t).0).collect();
+    assert_eq!(slots, [0, 1, 2].into());
+    let rows =
+        w.pg.psql("SELECT string_agg(name || ':' || slots, ',' ORDER BY name) FROM onlyone_lease");
+    assert_eq!(rows, "j:3,j#1:3,j#2:3");
+    w.oo(&["run", "--slots", "3", "j", "--", "true"])
+        .expect(75)
+        .says("`j`");
+
+    let status = w.oo(&["status", "--json", "j"]).expect(0).json();
+    let lock = &status["locks"][0];
+    assert_eq!(lock["slot_count"], 3, "{status:#}");
+    assert_eq!(
+        lock["slot_holders"].as_array().unwrap().len(),
+        2,
+        "{status:#}"
+    );
+    let metrics = w.oo(&["metrics", "j"]).expect(0).stdout.clone();
+    assert!(
+        metrics.contains("onlyone_slots{lock=\"j\"} 3")
+            && metrics.contains("onlyone_slots_held{lock=\"j\"} 3"),
+        "{metrics}"
+    );
+
+    // N is the lock's.
+    w.oo(&["run", "--slots", "2", "j", "--", "true"])
+        .expect(125)
+        .says("`j` is held with 3 slots, and this take asks for 2");
+    w.oo(&["run", "j", "--", "true"])
+        .expect(125)
+        .says("`j` is held with 3 slots, and this take asks for 1");
+
+    // Slot 1's wrapper dies.
+    let tag = ["a", "b", "c"]
+        .into_iter()
+        .find(|t| w.held(t).0 == 1)
+        .unwrap();
+    let fence = w.held(tag).1;
+    let pid: u32 =
+        w.pg.psql("SELECT pid FROM onlyone_lease WHERE name = 'j#1'")
+            .parse()
+            .unwrap();
+    kill9_pid(pid);
+    assert_eq!(w.exit(pid), 137);
+    w.hold("3", "d", &["--wait", "30s"]);
+    assert_eq!(w.held("d"), (1, fence + 1), "slot 1 again, its fence grown");
+    for t in ["a", "b", "c", "d"] {
+        w.go(t);
+    }
+}
+
+/// Both slots of 2 are held; fires A then B wait (`--wait`) in the lock's
+/// one line. When a slot frees, A, the head, takes it while B waits on;
+/// when A's run ends, B takes a slot. `status` lists the waiters in order.
+#[test]
+fn store_slots_waiters_are_served_in_order_as_slots_free() {
+    let Some(mut w) = World::new() else { return };
+    let a0 = w.hold("2", "h0", &[]);
+    let a1 = w.hold("2", "h1", &[]);
+    let url = w.pg.url();
+    let out = w.path("out");
+    let fire = |tag: &str| {
+        format!(
+            "echo {tag} >> \"{}\"; while [ ! -e \"$DIR/go.{tag}\" ]; do sleep 0.02; done",
+            out.display()
+        )
+    };
+    let c = w.oo_at(
+        &url,
+        &[
+            "run",
+            "--slots",
+            "2",
+            "--wait",
+            "60s",
+            "j",
+            "--",
+            "sh",
+            "-c",
+            &fire("A"),
+        ],
+    );
+    let a = w.start_logged(c, "A");
+    let waiting = |w: &World| -> Vec<u64> {
+        let s = w.oo(&["status", "--json", "j"]).expect(0).json();
+        s["locks"][0]["waiters"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x["pid"].as_u64().unwrap()).collect())
+            .unwrap_or_default()
+    };
+    wait_until("A in line", HANG, || waiting(&w) == [u64::from(a)]);
+    let c = w.oo_at(
+        &url,
+        &[
+            "run",
+            "--slots",
+            "2",
+            "--wait",
+            "60s",
+            "j",
+            "--",
+            "sh",
+            "-c",
+            &fire("B"),
+        ],
+    );
+    let b = w.start_logged(c, "B");
+    wait_until("B behind A", HANG, || {
+        waiting(&w) == [u64::from(a), u64::from(b)]
+    });
+    let ran = || std::fs::read_to_string(&out).unwrap_or_default();
+
+    w.go("h1");
+    assert_eq!(w.exit(a1), 0);
+    wait_until("A runs", HANG, || ran() == "A\n");
+    wait_until("B alone in line", HANG, || waiting(&w) == [u64::from(b)]);
+    assert_eq!(ran(), "A\n", "B ran before a second slot freed");
+
+    w.go("A");
+    assert_eq!(w.exit(a), 0);
+    wait_until("B runs", HANG, || ran() == "A\nB\n");
+    w.go("B");
+    w.go("h0");
+    assert_eq!(w.exit(b), 0);
+    assert_eq!(w.exit(a0), 0);
+    assert_eq!(w.pg.psql("SELECT count(*) FROM onlyone_waiter"), "0");
+}
+
+/// `stop` ends the run of every slot; `precheck --slots 2` answers 75
+/// only while both slots are held.
+#[test]
+fn store_slots_stop_ends_every_slots_run_and_precheck_counts_them() {
+    let Some(mut w) = World::new() else { return };
+    let a = w.hold("2", "a", &[]);
+    w.oo(&["precheck", "--slots", "2", "j"]).expect(0);
+    let b = w.hold("2", "b", &[]);
+    w.oo(&["precheck", "--slots", "2", "j"]).expect(75);
+    w.oo(&["stop", "j"]).expect(0).says("1 more run");
+    assert_ne!(w.exit(a), 0);
+    assert_ne!(w.exit(b), 0);
+    w.oo(&["precheck", "--slots", "2", "j"]).expect(0);
+    let live =
+        w.pg.psql("SELECT count(*) FROM onlyone_lease WHERE lock_until > clock_timestamp()");
+    assert_eq!(live, "0");
+}
+
+/// A store whose lease table was set up before slots, for a role that may
+/// not change it: a plain run works as before; `--slots 2` is refused,
+/// naming the column and the statement that adds it. Once added, it runs.
+#[test]
+fn store_slots_need_the_column_a_role_may_not_add() {
+    let Some(w) = World::new() else { return };
+    w.pg.psql("CREATE ROLE jobs LOGIN PASSWORD 'jobs-pw'");
+    w.pg.psql(
+        "CREATE TABLE onlyone_lease (name text PRIMARY KEY, epoch bigint NOT NULL, \
+           token text NOT NULL, host text, pid integer, uid integer, cmd text, \
+           since timestamptz NOT NULL, lock_until timestamptz NOT NULL, \
+           stop_requested boolean NOT NULL DEFAULT false); \
+         CREATE TABLE onlyone_event (id bigserial PRIMARY KEY, name text NOT NULL, \
+           event text NOT NULL); \
+         CREATE INDEX onlyone_event_name ON onlyone_event (name, id); \
+         GRANT SELECT, INSERT, UPDATE ON onlyone_lease TO jobs; \
+         GRANT SELECT, INSERT, DELETE ON onlyone_event TO jobs; \
+         GRANT USAGE ON SEQUENCE onlyone_event_id_seq TO jobs; \
+         REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+    );
+    let url = format!(
+        "postgres://jobs:jobs-pw@127.0.0.1:{}/postgres?sslmode=disable",
+        w.pg.port
+    );
+    finish(w.oo_at(&url, &["run", "j", "--", "true"]), HANG).expect(0);
+    finish(
+        w.oo_at(&url, &["run", "--slots", "2", "j", "--", "true"]),
+        HANG,
+    )
+    .expect(125)
+    .says("set up before slots")
+    .says("ALTER TABLE onlyone_lease ADD COLUMN slots integer");
+    w.pg.psql("ALTER TABLE onlyone_lease ADD COLUMN slots integer");
+    let out = finish(
+        w.oo_at(
+            &url,
+            &[
+                "run",
+                "--slots",
+                "2",
+                "j",
+                "--",
+                "sh",
+                "-c",
+                "echo $ONLYONE_SLOT",
+            ],
+        ),
+        HANG,
+    );
+    out.expect(0);
+    assert_eq!(out.stdout.trim(), "0");
+}
