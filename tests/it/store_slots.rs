@@ -195,6 +195,10 @@ fn store_slots_full_pool_skips_a_dead_holders_slot_is_taken_and_n_is_the_locks()
         "{metrics}"
     );
 
+    let check = w.oo(&["check", "j"]);
+    check.expect(0);
+    assert!(check.stdout.starts_with("ONLYONE OK - j"), "{check:#?}");
+
     // N is the lock's.
     w.oo(&["run", "--slots", "2", "j", "--", "true"])
         .expect(125)

@@ -457,8 +457,12 @@ fn take_queue_seat(
             replacing = Some(w.token.clone());
             continue;
         }
-        let lease = c.inspect(name)?;
-        if !lease.is_some_and(|l| l.is_live() && l.token == w.token) {
+        // The waiter's run may hold any slot of the lock.
+        let holds = c
+            .inspect_slots(name)?
+            .iter()
+            .any(|l| l.is_live() && l.token == w.token);
+        if !holds {
             return Ok(Err(NoSeat::Waiter(Box::new(w))));
         }
         return seat_handed_over(c, name, who, ttl, &w.token, signals);
