@@ -10,11 +10,9 @@
 
 use crate::support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use rustix::process::Signal;
-use support::pg::Pg;
 use support::*;
 
 const HANG: Duration = Duration::from_secs(60);
@@ -167,31 +165,9 @@ fn a_queued_skip_names_the_waiter_and_the_holder() {
 // ---------------------------------------------------------------------------
 // The store
 
-/// A test's world: a server, a temp dir and the processes it started.
-struct World {
-    sb: Sandbox,
-    pg: Pg,
-}
-
-derefs_to_sandbox!(World);
+store_world!("ONLYONE_SEAM_MARK");
 
 impl World {
-    fn new() -> Option<World> {
-        Some(World {
-            pg: Pg::start_or_skip()?,
-            sb: Sandbox::new("ONLYONE_SEAM_MARK"),
-        })
-    }
-
-    /// `onlyone --store URL ARGS...`.
-    fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        self.store_cmd(url, args)
-    }
-
-    fn oo(&self, args: &[&str]) -> Out {
-        finish(self.oo_at(&self.pg.url(), args), HANG)
-    }
-
     /// Starts `onlyone --store URL run OPTS j -- sh -c SCRIPT` in the
     /// background, its stderr in `DIR/TAG.err`, and waits for `$READY`
     /// (the script must touch it): the wrapper's pid.

@@ -25,7 +25,7 @@ fn noting(log: &Path, pause: &str) -> String {
 
 /// Replays a log of start and end lines: the most commands alive at once;
 /// fails when a slot is outside 0..n or two live commands share one.
-fn most_at_once(log: &str, n: u32) -> usize {
+pub(crate) fn most_at_once(log: &str, n: u32) -> usize {
     let mut live: BTreeSet<u32> = BTreeSet::new();
     let mut most = 0;
     for line in log.lines() {

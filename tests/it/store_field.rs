@@ -6,41 +6,16 @@
 
 use crate::support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
-use support::pg::Pg;
 use support::*;
 
 const HANG: Duration = Duration::from_secs(60);
 
-/// A test's world: a server, a temp dir and the processes it started.
-struct World {
-    sb: Sandbox,
-    pg: Pg,
-}
-
-derefs_to_sandbox!(World);
+store_world!("ONLYONE_STORE_FIELD_MARK");
 
 impl World {
-    fn new() -> Option<World> {
-        Some(World {
-            pg: Pg::start_or_skip()?,
-            sb: Sandbox::new("ONLYONE_STORE_FIELD_MARK"),
-        })
-    }
-
-    /// `onlyone --store URL ARGS...`, no libpq variable from the test's
-    /// own environment.
-    fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        self.store_cmd(url, args)
-    }
-
-    fn oo(&self, args: &[&str]) -> Out {
-        finish(self.oo_at(&self.pg.url(), args), HANG)
-    }
-
     /// Starts `onlyone --store URL run OPTS NAME -- sh -c SCRIPT` in the
     /// background, `DIR` the sandbox, and waits for `$READY` (the script
     /// touches it): the wrapper's pid.

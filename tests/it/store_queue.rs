@@ -8,39 +8,15 @@
 
 use crate::support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::pg::Pg;
 use support::*;
 
 const HANG: Duration = Duration::from_secs(60);
 
-/// A test's world: a server, a temp dir and the processes it started.
-struct World {
-    sb: Sandbox,
-    pg: Pg,
-}
-
-derefs_to_sandbox!(World);
+store_world!("ONLYONE_STORE_QUEUE_MARK");
 
 impl World {
-    fn new() -> Option<World> {
-        Some(World {
-            pg: Pg::start_or_skip()?,
-            sb: Sandbox::new("ONLYONE_STORE_QUEUE_MARK"),
-        })
-    }
-
-    /// `onlyone --store URL ARGS...`, with `DIR` set to the sandbox.
-    fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        self.store_cmd(url, args)
-    }
-
-    fn oo(&self, args: &[&str]) -> Out {
-        finish(self.oo_at(&self.pg.url(), args), HANG)
-    }
-
     /// A waiter of `job` (`run --wait DUR`) whose command appends `tag`
     /// to the order file ([`appends`]).
     fn start_waiter(&mut self, url: &str, tag: &str, wait: &str) -> u32 {

@@ -8,39 +8,15 @@
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::Duration;
 
-use support::pg::Pg;
 use support::*;
 
 const HANG: Duration = Duration::from_secs(60);
 
-/// A test's world: a server, a temp dir and the processes it started.
-struct World {
-    sb: Sandbox,
-    pg: Pg,
-}
-
-derefs_to_sandbox!(World);
+store_world!("ONLYONE_STORE_SLOTS_MARK");
 
 impl World {
-    fn new() -> Option<World> {
-        Some(World {
-            pg: Pg::start_or_skip()?,
-            sb: Sandbox::new("ONLYONE_STORE_SLOTS_MARK"),
-        })
-    }
-
-    /// `onlyone --store URL ARGS...`, with `DIR` set to the sandbox.
-    fn oo_at(&self, url: &str, args: &[&str]) -> Command {
-        self.store_cmd(url, args)
-    }
-
-    fn oo(&self, args: &[&str]) -> Out {
-        finish(self.oo_at(&self.pg.url(), args), HANG)
-    }
-
     /// A run of `j` with `--slots N` (and `more`) whose command writes
     /// its slot and fence to `DIR/held.TAG`, then waits for `DIR/go.TAG`:
     /// its pid, once its command runs.
@@ -88,28 +64,6 @@ impl World {
     }
 }
 
-/// Replays a log of start and end lines (`S PID SLOT`, `E PID SLOT`): the
-/// most commands alive at once; fails when a slot is outside 0..n or two
-/// live commands share one.
-fn most_at_once(log: &str, n: u32) -> usize {
-    let mut live: BTreeSet<u32> = BTreeSet::new();
-    let mut most = 0;
-    for line in log.lines() {
-        let parts: Vec<&str> = line.split(' ').collect();
-        let slot: u32 = parts[2]
-            .parse()
-            .unwrap_or_else(|_| panic!("a slot: {line:?}"));
-        assert!(slot < n, "slot {slot} of {n}: {log}");
-        if parts[0] == "S" {
-            assert!(live.insert(slot), "slot {slot} held twice at once: {log}");
-            most = most.max(live.len());
-        } else {
-            assert!(live.remove(&slot), "an end without a start: {line:?}");
-        }
-    }
-    most
-}
-
 /// 8 "hosts" (processes, each its own connection) fire `run --slots 3`
 /// 6 times each against one store: never more than 3 commands alive at
 /// once, counted inside the commands, and 3 reached; every fire ran or
@@ -141,7 +95,11 @@ fn store_slots_at_most_3_of_8_contenders_and_3_reached() {
         .count();
     assert_eq!(failed, 0, "a contender failed");
     let text = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(most_at_once(&text, 3), 3, "three at once never: {text}");
+    assert_eq!(
+        crate::slots::most_at_once(&text, 3),
+        3,
+        "three at once never: {text}"
+    );
     let runs = text.lines().filter(|l| l.starts_with("S ")).count();
     let h = w.oo(&["history", "--json", "j"]).expect(0).stdout.clone();
     let ended = h
@@ -234,30 +192,21 @@ fn store_slots_waiters_are_served_in_order_as_slots_free() {
     let Some(mut w) = World::new() else { return };
     let a0 = w.hold("2", "h0", &[]);
     let a1 = w.hold("2", "h1", &[]);
-    let url = w.pg.url();
     let out = w.path("out");
-    let fire = |tag: &str| {
-        format!(
+    // A fire that waits (`--wait 60s`), its command noting TAG in `out`
+    // and holding its slot until `DIR/go.TAG`: its pid.
+    let fire = |w: &mut World, tag: &str| {
+        let script = format!(
             "echo {tag} >> \"{}\"; while [ ! -e \"$DIR/go.{tag}\" ]; do sleep 0.02; done",
             out.display()
-        )
+        );
+        let args = [
+            "run", "--slots", "2", "--wait", "60s", "j", "--", "sh", "-c", &script,
+        ];
+        let c = w.oo_at(&w.pg.url(), &args);
+        w.start_logged(c, tag)
     };
-    let c = w.oo_at(
-        &url,
-        &[
-            "run",
-            "--slots",
-            "2",
-            "--wait",
-            "60s",
-            "j",
-            "--",
-            "sh",
-            "-c",
-            &fire("A"),
-        ],
-    );
-    let a = w.start_logged(c, "A");
+    let a = fire(&mut w, "A");
     let waiting = |w: &World| -> Vec<u64> {
         let s = w.oo(&["status", "--json", "j"]).expect(0).json();
         s["locks"][0]["waiters"]
@@ -266,22 +215,7 @@ fn store_slots_waiters_are_served_in_order_as_slots_free() {
             .unwrap_or_default()
     };
     wait_until("A in line", HANG, || waiting(&w) == [u64::from(a)]);
-    let c = w.oo_at(
-        &url,
-        &[
-            "run",
-            "--slots",
-            "2",
-            "--wait",
-            "60s",
-            "j",
-            "--",
-            "sh",
-            "-c",
-            &fire("B"),
-        ],
-    );
-    let b = w.start_logged(c, "B");
+    let b = fire(&mut w, "B");
     wait_until("B behind A", HANG, || {
         waiting(&w) == [u64::from(a), u64::from(b)]
     });

@@ -618,6 +618,51 @@ macro_rules! derefs_to_sandbox {
 #[allow(unused_imports)]
 pub(crate) use derefs_to_sandbox;
 
+/// A store test's world, in the module that names it: `World`, a
+/// throwaway server (`pg`) and a sandbox marked `$mark` (`sb`, which it
+/// derefs to), with `World::new()` (`None`, said, where PostgreSQL is not
+/// installed), `oo_at(URL, ARGS)` (`onlyone --store URL ARGS...`, no libpq
+/// variable from the test's own environment, `DIR` the sandbox) and
+/// `oo(ARGS)` (run against the server, waited for up to a minute). The
+/// module adds what its tests need in an `impl World` of its own.
+macro_rules! store_world {
+    ($mark:literal) => {
+        /// A test's world: a server, a temp dir and the processes it
+        /// started.
+        struct World {
+            sb: $crate::support::Sandbox,
+            pg: $crate::support::pg::Pg,
+        }
+
+        $crate::support::derefs_to_sandbox!(World);
+
+        #[allow(dead_code)]
+        impl World {
+            fn new() -> Option<World> {
+                Some(World {
+                    pg: $crate::support::pg::Pg::start_or_skip()?,
+                    sb: $crate::support::Sandbox::new($mark),
+                })
+            }
+
+            /// `onlyone --store URL ARGS...`, `DIR` the sandbox.
+            fn oo_at(&self, url: &str, args: &[&str]) -> std::process::Command {
+                self.store_cmd(url, args)
+            }
+
+            /// `onlyone --store URL ARGS...` against the server, waited for.
+            fn oo(&self, args: &[&str]) -> $crate::support::Out {
+                $crate::support::finish(
+                    self.oo_at(&self.pg.url(), args),
+                    std::time::Duration::from_secs(60),
+                )
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use store_world;
+
 /// What [`Sandbox::shared_with_nobody`] makes.
 pub struct Shared {
     pub ru: &'static str,
