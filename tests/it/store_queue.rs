@@ -374,24 +374,7 @@ fn store_three_contending_loops_make_as_many_runs_each() {
 #[test]
 fn store_without_the_line_refuses_queue_and_warns_on_wait() {
     let Some(mut w) = World::new() else { return };
-    w.pg.psql("CREATE ROLE jobs LOGIN PASSWORD 'jobs-pw'");
-    w.pg.psql(
-        "CREATE TABLE onlyone_lease (name text PRIMARY KEY, epoch bigint NOT NULL, \
-           token text NOT NULL, host text, pid integer, uid integer, cmd text, \
-           since timestamptz NOT NULL, lock_until timestamptz NOT NULL, \
-           stop_requested boolean NOT NULL DEFAULT false); \
-         CREATE TABLE onlyone_event (id bigserial PRIMARY KEY, name text NOT NULL, \
-           event text NOT NULL); \
-         CREATE INDEX onlyone_event_name ON onlyone_event (name, id); \
-         GRANT SELECT, INSERT, UPDATE ON onlyone_lease TO jobs; \
-         GRANT SELECT, INSERT, DELETE ON onlyone_event TO jobs; \
-         GRANT USAGE ON SEQUENCE onlyone_event_id_seq TO jobs; \
-         REVOKE CREATE ON SCHEMA public FROM PUBLIC",
-    );
-    let url = format!(
-        "postgres://jobs:jobs-pw@127.0.0.1:{}/postgres?sslmode=disable",
-        w.pg.port
-    );
+    let url = w.pg.first_setup_for_jobs();
     let out = finish(
         w.oo_at(&url, &["run", "--queue", "job", "--", "true"]),
         HANG,

@@ -261,24 +261,7 @@ fn store_slots_stop_ends_every_slots_run_and_precheck_counts_them() {
 #[test]
 fn store_slots_need_the_column_a_role_may_not_add() {
     let Some(w) = World::new() else { return };
-    w.pg.psql("CREATE ROLE jobs LOGIN PASSWORD 'jobs-pw'");
-    w.pg.psql(
-        "CREATE TABLE onlyone_lease (name text PRIMARY KEY, epoch bigint NOT NULL, \
-           token text NOT NULL, host text, pid integer, uid integer, cmd text, \
-           since timestamptz NOT NULL, lock_until timestamptz NOT NULL, \
-           stop_requested boolean NOT NULL DEFAULT false); \
-         CREATE TABLE onlyone_event (id bigserial PRIMARY KEY, name text NOT NULL, \
-           event text NOT NULL); \
-         CREATE INDEX onlyone_event_name ON onlyone_event (name, id); \
-         GRANT SELECT, INSERT, UPDATE ON onlyone_lease TO jobs; \
-         GRANT SELECT, INSERT, DELETE ON onlyone_event TO jobs; \
-         GRANT USAGE ON SEQUENCE onlyone_event_id_seq TO jobs; \
-         REVOKE CREATE ON SCHEMA public FROM PUBLIC",
-    );
-    let url = format!(
-        "postgres://jobs:jobs-pw@127.0.0.1:{}/postgres?sslmode=disable",
-        w.pg.port
-    );
+    let url = w.pg.first_setup_for_jobs();
     finish(w.oo_at(&url, &["run", "j", "--", "true"]), HANG).expect(0);
     finish(
         w.oo_at(&url, &["run", "--slots", "2", "j", "--", "true"]),

@@ -245,6 +245,30 @@ impl Pg {
         self.url_at(self.port)
     }
 
+    /// The first setup of the store (before the line of waiters and
+    /// before slots), made by a DBA for a role `jobs` that may not create
+    /// or change tables: the URL of that role.
+    pub fn first_setup_for_jobs(&self) -> String {
+        self.psql("CREATE ROLE jobs LOGIN PASSWORD 'jobs-pw'");
+        self.psql(
+            "CREATE TABLE onlyone_lease (name text PRIMARY KEY, epoch bigint NOT NULL, \
+               token text NOT NULL, host text, pid integer, uid integer, cmd text, \
+               since timestamptz NOT NULL, lock_until timestamptz NOT NULL, \
+               stop_requested boolean NOT NULL DEFAULT false); \
+             CREATE TABLE onlyone_event (id bigserial PRIMARY KEY, name text NOT NULL, \
+               event text NOT NULL); \
+             CREATE INDEX onlyone_event_name ON onlyone_event (name, id); \
+             GRANT SELECT, INSERT, UPDATE ON onlyone_lease TO jobs; \
+             GRANT SELECT, INSERT, DELETE ON onlyone_event TO jobs; \
+             GRANT USAGE ON SEQUENCE onlyone_event_id_seq TO jobs; \
+             REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+        );
+        format!(
+            "postgres://jobs:jobs-pw@127.0.0.1:{}/postgres?sslmode=disable",
+            self.port
+        )
+    }
+
     /// Runs SQL with psql, as the superuser over the socket.
     pub fn psql(&self, sql: &str) -> String {
         let out = self
