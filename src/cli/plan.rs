@@ -91,6 +91,9 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
     if store && let Some(refused) = refused_with_store(&cli.command) {
         return Some(refused);
     }
+    if store && let Some(refused) = refused_pid_with_store(&cli.command) {
+        return Some(refused);
+    }
     if let Some(refused) = refused_slots(&cli.command, store) {
         return Some(refused);
     }
@@ -157,6 +160,20 @@ fn refused_with_store(command: &Command) -> Option<String> {
     Some(format!(
         "{opt} is not supported with --store yet: a store keeps no schedule; drop it (unset \
          ONLYONE_SCHEDULE), or use the lock directory (leave --store out)"
+    ))
+}
+
+/// `stop --pid` with a store, which chooses no run by pid yet: refused
+/// rather than every run stopped.
+fn refused_pid_with_store(command: &Command) -> Option<String> {
+    let Command::Stop(a) = command else {
+        return None;
+    };
+    a.pid?;
+    Some(format!(
+        "--pid is not supported with --store yet: a store keeps one lease per lock, whose \
+         holder's pid is its own host's; drop --pid to stop the run of `{}`",
+        a.lock
     ))
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use onlyone::LockFile;
 
-use crate::support::{BIN, Sandbox, finish, kill9_pid, put, wait_bounded, wait_until};
+use crate::support::{BIN, Sandbox, finish, kill9_pid, put, running, wait_bounded, wait_until};
 
 /// How long a condition may take to hold.
 const HANG: Duration = Duration::from_secs(30);
@@ -446,6 +446,12 @@ fn slots_with_a_store_or_replace_are_refused() {
         .says("--slots 2 is not supported with --replace yet");
     let mut c = sb.program(BIN);
     c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
+        .args(["stop", "--pid", "4242", "j"]);
+    finish(c, HANG)
+        .expect(125)
+        .says("--pid is not supported with --store yet");
+    let mut c = sb.program(BIN);
+    c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
         .args(["run", "--slots", "2", "j", "--", "true"]);
     let out = finish(c, HANG);
     assert_ne!(out.code(), 0, "{out:#?}");
@@ -644,4 +650,140 @@ fn precheck_with_slots_is_free_while_a_slot_is() {
     sb.oo(&["precheck", "--slots", "3", "j"])
         .expect(75)
         .says("`j`");
+}
+
+/// A run of lock `j` that holds a slot: its wrapper's pid, its slot (as
+/// ONLYONE_SLOT said it) and the slot's file, and its command's pid.
+struct Holding {
+    wrapper: u32,
+    slot: String,
+    file: std::path::PathBuf,
+    command: u32,
+}
+
+/// [`hold`], and waits until the run's command has said its slot and the
+/// slot's record names the command.
+fn hold_run(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> Holding {
+    let wrapper = hold(sb, n, started, i);
+    let mark = format!("{}.{i}", started.display());
+    let said = || std::fs::read_to_string(&mark).unwrap_or_default();
+    wait_until("the holder's slot said", HANG, || said().ends_with('\n'));
+    let slot = said().trim().to_owned();
+    let file = match slot.as_str() {
+        "0" => sb.lock("j"),
+        k => sb.path(&format!("j.lock.slot.{k}")),
+    };
+    let record = || std::fs::read_to_string(&file).unwrap_or_default();
+    wait_until("the slot's record names the command", HANG, || {
+        record().lines().any(|l| l.starts_with("cmdpid="))
+    });
+    assert_eq!(
+        record().lines().next(),
+        Some(wrapper.to_string().as_str()),
+        "slot {slot}"
+    );
+    Holding {
+        wrapper,
+        slot,
+        command: command_of(&file),
+        file,
+    }
+}
+
+/// True while the wrapper and the command of `run` both live.
+fn alive(run: &Holding) -> bool {
+    running(run.wrapper) && running(run.command)
+}
+
+/// True once the wrapper and the command of `run` are both gone.
+fn gone(run: &Holding) -> bool {
+    !running(run.wrapper) && !running(run.command)
+}
+
+/// `stop --pid PID` of one of three slots' runs ends that run only: the
+/// other two wrappers and their commands live on, and their slots stay
+/// theirs. A command's pid names its run too.
+#[test]
+fn stop_pid_ends_only_the_run_of_that_pid() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let runs: Vec<Holding> = (0..3)
+        .map(|i| hold_run(&mut sb, "3", &started, i))
+        .collect();
+    let slots: Vec<&str> = runs.iter().map(|r| r.slot.as_str()).collect();
+    assert_eq!(slots, ["0", "1", "2"]);
+
+    let out = sb.oo(&["stop", "--pid", &runs[1].wrapper.to_string(), "j"]);
+    out.expect(0)
+        .says(&format!("stopped the run of `j` (pid {}", runs[1].wrapper));
+    assert!(!out.stderr.contains("more run(s)"), "{out:#?}");
+    wait_until("the stopped run gone", HANG, || gone(&runs[1]));
+    assert!(alive(&runs[0]) && alive(&runs[2]), "another run was ended");
+    assert!(!runs[1].file.exists(), "its slot is free");
+    assert!(runs[0].file.exists() && runs[2].file.exists());
+
+    // By the pid of its command.
+    sb.oo(&["stop", "--pid", &runs[2].command.to_string(), "j"])
+        .expect(0)
+        .says(&format!("stopped the run of `j` (pid {}", runs[2].wrapper));
+    wait_until("the second stopped run gone", HANG, || gone(&runs[2]));
+    assert!(alive(&runs[0]), "the last run was ended");
+    let stopped: Vec<u64> = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        stopped,
+        [u64::from(runs[2].wrapper), u64::from(runs[1].wrapper)]
+    );
+}
+
+/// `stop --pid PID` where no run of the lock has PID stops nothing and
+/// exits 125, naming the lock, PID and the pids that hold it; PID's own
+/// process (a sleeper of no run) is never signalled. A free lock says it
+/// is not running, with 125 too.
+#[test]
+fn stop_pid_that_holds_no_slot_is_refused_naming_the_holders() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let a = hold_run(&mut sb, "2", &started, 0);
+    let b = hold_run(&mut sb, "2", &started, 1);
+    let other = sb.sleeper();
+    sb.oo(&["stop", "--pid", &other.to_string(), "j"])
+        .expect(125)
+        .says(&format!("no run of `j` has pid {other}"))
+        .says(&format!("held by pid {}, pid {}", a.wrapper, b.wrapper))
+        .says("nothing was stopped");
+    assert!(alive(&a) && alive(&b), "a run was ended");
+    assert!(running(other), "the process of no run was ended");
+    sb.oo(&["stop", "--pid", &other.to_string(), "k"])
+        .expect(125)
+        .says(&format!(
+            "no run of `k` has pid {other}: `k` is not running"
+        ));
+    assert!(running(other), "the process of no run was ended");
+}
+
+/// `stop --pid` on a lock of one slot: another pid is refused, the run's
+/// pid stops it.
+#[test]
+fn stop_pid_stops_the_run_of_a_lock_of_one_slot() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let run = hold_run(&mut sb, "1", &started, 0);
+    let w = run.wrapper;
+    let other = sb.sleeper();
+    sb.oo(&["stop", "--pid", &other.to_string(), "j"])
+        .expect(125)
+        .says(&format!(
+            "no run of `j` has pid {other}: it is held by pid {w} "
+        ));
+    assert!(alive(&run) && running(other));
+    sb.oo(&["stop", "--pid", &w.to_string(), "j"])
+        .expect(0)
+        .says(&format!("stopped the run of `j` (pid {w}"));
+    assert!(!sb.lock("j").exists());
+    wait_until("the run gone", HANG, || gone(&run));
 }
