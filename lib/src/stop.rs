@@ -136,6 +136,13 @@ pub fn stop_if(
     }))
 }
 
+/// True when `a` and `b` are the records of one run: its owner (pid and
+/// start time) and its token. What [`stop_if`]'s callers ask for when
+/// they chose a run by a look at its record.
+pub(crate) fn same_run(a: &Record, b: &Record) -> bool {
+    a.pid == b.pid && a.start == b.start && a.token == b.token
+}
+
 /// The record of the live run at `lock`; `None` when nothing holds it
 /// (free, or stale). Refuses what cannot be stopped from here: an unknown
 /// lock, a run of another PID namespace (its pids are another namespace's

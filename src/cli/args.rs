@@ -883,7 +883,10 @@ pub struct Run {
     pub slots: SlotsArg,
     /// Stop the running one (TERM, grace, KILL), then run.
     ///
-    /// As `onlyone stop` does (Kubernetes' `Replace`).
+    /// As `onlyone stop` does (Kubernetes' `Replace`). With --slots N, a
+    /// free slot is taken and nothing is stopped; when all N are held,
+    /// one run is stopped, the oldest (held the longest), and a slot
+    /// taken once one frees.
     #[arg(long, conflicts_with = "queue")]
     pub replace: bool,
     /// End the command after DUR (exit 124). More than 0: for no limit,

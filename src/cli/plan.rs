@@ -177,14 +177,13 @@ fn refused_pid_with_store(command: &Command) -> Option<String> {
     ))
 }
 
-/// `--slots` above 1 where it cannot be honoured yet: with a store (which
-/// keeps one lease per lock), or with `--replace`, whose one run to stop
-/// belongs to a lock of one slot.
+/// `--slots` above 1 where it cannot be honoured yet: with a store, which
+/// keeps one lease per lock.
 fn refused_slots(command: &Command, store: bool) -> Option<String> {
-    let (n, replace) = match command {
-        Command::Run(a) => (a.slots.count(), a.replace),
-        Command::Acquire(a) => (a.slots.count(), false),
-        Command::Precheck(a) => (a.slots.count(), false),
+    let n = match command {
+        Command::Run(a) => a.slots.count(),
+        Command::Acquire(a) => a.slots.count(),
+        Command::Precheck(a) => a.slots.count(),
         Command::Release(_)
         | Command::Status(_)
         | Command::Stop(_)
@@ -202,8 +201,6 @@ fn refused_slots(command: &Command, store: bool) -> Option<String> {
     }
     let (opt, why) = if store {
         ("--store", "a store keeps one lease per lock")
-    } else if replace {
-        ("--replace", "it cannot tell which of the runs to stop")
     } else {
         return None;
     };

@@ -439,11 +439,8 @@ fn root_s_and_nobody_s_fires_share_the_slots_of_a_shared_directory() {
 }
 
 #[test]
-fn slots_with_a_store_or_replace_are_refused() {
+fn slots_and_stop_pid_with_a_store_are_refused() {
     let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
-    sb.oo(&["run", "--slots", "2", "--replace", "j", "--", "true"])
-        .expect(125)
-        .says("--slots 2 is not supported with --replace yet");
     let mut c = sb.program(BIN);
     c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
         .args(["stop", "--pid", "4242", "j"]);
@@ -786,4 +783,84 @@ fn stop_pid_stops_the_run_of_a_lock_of_one_slot() {
         .says(&format!("stopped the run of `j` (pid {w}"));
     assert!(!sb.lock("j").exists());
     wait_until("the run gone", HANG, || gone(&run));
+}
+
+/// `run --replace --slots 3` with a slot free takes it: nothing is
+/// stopped, the holder runs on.
+#[test]
+fn replace_with_a_free_slot_takes_it_and_stops_nothing() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let run = hold_run(&mut sb, "3", &started, 0);
+    let out = sb.oo(&[
+        "run",
+        "--slots",
+        "3",
+        "--replace",
+        "j",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    out.expect(0);
+    assert_eq!(out.stdout, "1\n", "{out:#?}");
+    assert!(!out.stderr.contains("replacing"), "{out:#?}");
+    assert!(alive(&run), "the holder was stopped");
+    let stopped = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .count();
+    assert_eq!(stopped, 0);
+}
+
+/// `run --replace --slots 3` with every slot held stops exactly one run,
+/// the oldest (it took its slot a second before the others), and runs in
+/// the slot it freed; the two others run on.
+#[test]
+fn replace_with_every_slot_held_stops_the_oldest_and_runs() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let oldest = hold_run(&mut sb, "3", &started, 0);
+    let second = now();
+    wait_until("the next second", HANG, || now() > second);
+    let young = [
+        hold_run(&mut sb, "3", &started, 1),
+        hold_run(&mut sb, "3", &started, 2),
+    ];
+    let out = sb.oo(&[
+        "run",
+        "--slots",
+        "3",
+        "--replace",
+        "j",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    out.expect(0).says(&format!(
+        "replacing the run of `j`: stopping pid {} ",
+        oldest.wrapper
+    ));
+    assert_eq!(out.stdout.trim(), oldest.slot, "{out:#?}");
+    assert_eq!(out.stderr.matches("replacing").count(), 1, "{out:#?}");
+    wait_until("the oldest run gone", HANG, || gone(&oldest));
+    for run in &young {
+        assert!(alive(run), "a younger run was stopped");
+    }
+    let stopped: Vec<u64> = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(stopped, [u64::from(oldest.wrapper)]);
 }

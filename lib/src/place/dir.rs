@@ -222,7 +222,7 @@ impl DirPlace {
         run: Option<&Record>,
     ) -> Result<Stopped, PlaceError> {
         let deadline = how.deadline;
-        let wanted = |r: &Record| run.is_none_or(|run| same_run(r, run));
+        let wanted = |r: &Record| run.is_none_or(|run| stop::same_run(r, run));
         // Held only by what is not the run's own work: nothing to signal.
         if let Some(keepers) = keepers_now(slot, deadline, wanted) {
             return Ok(Stopped::KeptOutside {
@@ -353,12 +353,6 @@ fn runs_with_pid(runs: &[(LockFile, Record)], pid: u32) -> Vec<(&LockFile, &Reco
     } else {
         Vec::new()
     }
-}
-
-/// True when `a` and `b` are the records of one run: its owner (pid and
-/// start time) and its token.
-fn same_run(a: &Record, b: &Record) -> bool {
-    a.pid == b.pid && a.start == b.start && a.token == b.token
 }
 
 impl Place for DirPlace {
