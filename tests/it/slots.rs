@@ -58,7 +58,7 @@ fn slot_files(sb: &Sandbox, name: &str) -> Vec<String> {
 }
 
 /// Starts `run --slots N LOCK -- sleep 1000` and waits until its command
-/// runs: the wrapper's pid.
+/// runs and has written its slot to `STARTED.i`: the wrapper's pid.
 fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
     let mut c = sb.oo_cmd();
     let script = format!(
@@ -68,7 +68,10 @@ fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
     c.args(["run", "--slots", n, "j", "--", "sh", "-c", &script]);
     let pid = sb.keep(c);
     let mark = Path::new(&format!("{}.{i}", started.display())).to_path_buf();
-    wait_until("the holder's command", HANG, || mark.exists());
+    // The file is there once the shell opens it, its slot once written.
+    wait_until("the holder's command", HANG, || {
+        std::fs::read_to_string(&mark).is_ok_and(|s| s.ends_with('\n'))
+    });
     pid
 }
 
@@ -658,14 +661,11 @@ struct Holding {
     command: u32,
 }
 
-/// [`hold`], and waits until the run's command has said its slot and the
-/// slot's record names the command.
+/// [`hold`], and waits until the slot's record names the run's command.
 fn hold_run(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> Holding {
     let wrapper = hold(sb, n, started, i);
     let mark = format!("{}.{i}", started.display());
-    let said = || std::fs::read_to_string(&mark).unwrap_or_default();
-    wait_until("the holder's slot said", HANG, || said().ends_with('\n'));
-    let slot = said().trim().to_owned();
+    let slot = std::fs::read_to_string(&mark).unwrap().trim().to_owned();
     let file = match slot.as_str() {
         "0" => sb.lock("j"),
         k => sb.path(&format!("j.lock.slot.{k}")),
