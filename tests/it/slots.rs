@@ -864,3 +864,52 @@ fn replace_with_every_slot_held_stops_the_oldest_and_runs() {
         .collect();
     assert_eq!(stopped, [u64::from(oldest.wrapper)]);
 }
+
+/// `stop --pid` chooses only among runs the slots prove live: a record
+/// that nobody wrote in a shared directory, naming a process of root's
+/// (its real pid and start) in slot 1, is no run of root's. Root's `stop
+/// --pid` of that process stops nothing and says the pid of the lock's
+/// one live run; the process and the run live on.
+#[test]
+fn stop_pid_never_chooses_a_record_another_account_forged() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let Some(sh) = sb.shared_with_nobody("stop_pid_never_chooses_a_record_another_account_forged")
+    else {
+        return;
+    };
+    let mut root = sb.program(BIN);
+    root.arg("--dir")
+        .arg(&sh.locks)
+        .args(["run", "--slots", "2", "j", "--", "sleep", "1000"]);
+    let run = sb.keep(root);
+    let slot0 = sh.locks.join("j.lock");
+    wait_until("root's run", HANG, || {
+        std::fs::read_to_string(&slot0).is_ok_and(|r| r.contains("cmdpid="))
+    });
+    let victim = sb.sleeper();
+    let forged = format!(
+        "{victim}\nstart={}\nboot={}\ntoken={}\nsince=1764400000\nhost={}\nuid=0\nmode=run\n\
+         cmd=sleep 1000\nslots=2\nonlyone=1\n",
+        crate::support::start_of(victim),
+        crate::support::boot_id(),
+        "f".repeat(32),
+        onlyone::procfs::host_name()
+    );
+    let slot1 = sh.locks.join("j.lock.slot.1");
+    let mut c = sb.program(sh.ru);
+    c.args(["-u", "nobody", "--", "sh", "-c", "cat > \"$1\"", "sh"])
+        .arg(&slot1)
+        .stdin(Stdio::piped());
+    let mut writer = c.spawn().unwrap();
+    std::io::Write::write_all(&mut writer.stdin.take().unwrap(), forged.as_bytes()).unwrap();
+    assert!(writer.wait().unwrap().success());
+    let mut c = sb.program(BIN);
+    c.arg("--dir")
+        .arg(&sh.locks)
+        .args(["stop", "--pid", &victim.to_string(), "j"]);
+    finish(c, HANG).expect(125).says(&format!(
+        "no run of `j` has pid {victim}: it is held by pid {run} "
+    ));
+    assert!(running(victim), "the forged record's process was signalled");
+    assert!(running(run), "root's run was stopped");
+}
