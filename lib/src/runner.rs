@@ -164,6 +164,11 @@ pub enum TakeError {
 /// taken out of line, before the waiters (the run that replaces supersedes
 /// what they wait for), within the grace and 5 seconds more. The stop is
 /// bounded by `deadline`. The skip is not told: the caller says it.
+///
+/// A lock of several slots ([`AcquireOptions::slots`]) is replaced only
+/// when every slot is held: a free one is taken, nothing stopped. Then one
+/// run is stopped, the oldest (the longest held, by its record), and a
+/// slot is taken once one frees.
 pub fn take_for_run(
     lock: &LockFile,
     opts: &AcquireOptions,
@@ -176,11 +181,59 @@ pub fn take_for_run(
         (Err(Error::Held(h)) | Err(Error::Timeout { held: h, .. }), Some(grace)) => (h, grace),
         (Err(e), _) => return Err(TakeError::Acquire(e)),
     };
+    let again = opts.clone().wait(grace + REPLACE_SLACK).fifo(false);
+    if opts.slot_count() > 1 {
+        replace_oldest(lock, opts.slot_count(), grace, deadline, observer)?;
+        return lock.acquire(&again).map_err(TakeError::Acquire);
+    }
     observer.stopping(&held);
     crate::stop::stop(lock, GracefulStop::term(grace), deadline).map_err(TakeError::Stop)?;
     observer.stopped(&held, "TERM");
-    let again = opts.clone().wait(grace + REPLACE_SLACK).fifo(false);
     lock.acquire(&again).map_err(TakeError::Acquire)
+}
+
+/// Stops the oldest run of `lock`'s `n` slots (TERM, then KILL after
+/// `grace`; `observer` told before and after), bounded by `deadline`.
+/// None is held any more, or the oldest let go of its slot before the
+/// stop: nothing is stopped (a slot is free, or freeing, for the take).
+fn replace_oldest(
+    lock: &LockFile,
+    n: u32,
+    grace: Duration,
+    deadline: Option<Instant>,
+    observer: &mut dyn RunObserver,
+) -> Result<(), TakeError> {
+    let Some((slot, oldest)) = oldest_run(lock, n).map_err(TakeError::Stop)? else {
+        return Ok(());
+    };
+    let same = |r: &crate::Record| crate::stop::same_run(r, &oldest.record);
+    observer.stopping(&oldest);
+    if let Some(crate::stop::Stopped::Ended { .. }) =
+        crate::stop::stop_if(&slot, GracefulStop::term(grace), deadline, same)
+            .map_err(TakeError::Stop)?
+    {
+        observer.stopped(&oldest, "TERM");
+    }
+    Ok(())
+}
+
+/// The slot of `lock`'s `n` held the longest by a live run (the earliest
+/// `since` of its record; the earliest start of its owner among runs that
+/// took their slots in the same second; then the lowest slot), and its
+/// holder; `None` when no slot is held.
+fn oldest_run(lock: &LockFile, n: u32) -> Result<Option<(LockFile, HeldBy)>, Error> {
+    let mut oldest: Option<(LockFile, HeldBy)> = None;
+    for k in 0..n {
+        let slot = lock.slot(k)?;
+        let Some(held) = slot.inspect()?.and_then(|s| s.held_by(slot.path())) else {
+            continue;
+        };
+        let age = |h: &HeldBy| (h.record.since, h.record.start);
+        if oldest.as_ref().is_none_or(|(_, o)| age(&held) < age(o)) {
+            oldest = Some((slot, held));
+        }
+    }
+    Ok(oldest)
 }
 
 /// The command has ended: the end told and the lock let go, or the lock

@@ -46,12 +46,28 @@ pub enum Stopped {
 /// until the lock is free and clears what is left, all within `deadline`.
 /// Never signals a process whose pid and start time differ from the record.
 pub fn stop(lock: &LockFile, how: GracefulStop, deadline: Option<Instant>) -> Result<Stopped> {
+    stop_if(lock, how, deadline, |_| true).map(|s| s.unwrap_or(Stopped::NotRunning))
+}
+
+/// As [`stop`], for the live run whose record `wanted` accepts: `None`,
+/// nothing signalled or cleared, when another run holds the lock. The
+/// record is the one the stop acts on (read once, proven live), so a run
+/// that took the lock after the caller chose is never the one signalled.
+pub fn stop_if(
+    lock: &LockFile,
+    how: GracefulStop,
+    deadline: Option<Instant>,
+    wanted: impl Fn(&Record) -> bool,
+) -> Result<Option<Stopped>> {
     let Some(record) = live_record(lock)? else {
         return match lock.reclaim_if_stale()? {
-            Some(reason) => Ok(Stopped::WasStale { reason }),
-            None => Ok(Stopped::NotRunning),
+            Some(reason) => Ok(Some(Stopped::WasStale { reason })),
+            None => Ok(Some(Stopped::NotRunning)),
         };
     };
+    if !wanted(&record) {
+        return Ok(None);
+    }
     let started = Instant::now();
     let cap = |t: Instant| deadline.map_or(t, |d| d.min(t));
     let me = std::process::id();
@@ -113,11 +129,18 @@ pub fn stop(lock: &LockFile, how: GracefulStop, deadline: Option<Instant>) -> Re
     }
     // A wrapper killed by KILL leaves its record behind: clear it.
     lock.reclaim_if_stale()?;
-    Ok(Stopped::Ended {
+    Ok(Some(Stopped::Ended {
         record: Box::new(record),
         ended,
         took: started.elapsed(),
-    })
+    }))
+}
+
+/// True when `a` and `b` are the records of one run: its owner (pid and
+/// start time) and its token. What [`stop_if`]'s callers ask for when
+/// they chose a run by a look at its record.
+pub(crate) fn same_run(a: &Record, b: &Record) -> bool {
+    a.pid == b.pid && a.start == b.start && a.token == b.token
 }
 
 /// The record of the live run at `lock`; `None` when nothing holds it

@@ -124,11 +124,12 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand status" -s V -l version 
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l signal -d 'The first signal' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l kill-after -d 'Grace before KILL (0: KILL right after the first signal)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l deadline -d 'One budget for the whole call' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l pid -d 'Stop only the run whose pid is PID (the PID `status` shows), of a lock of several slots or of one' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
-complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -s h -l help -d 'Print help'
+complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l idle -d 'How long a process must have been idle' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l grace -d 'Grace between TERM and KILL (0: KILL right after TERM)' -r

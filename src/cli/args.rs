@@ -588,11 +588,13 @@ is left gets KILL. It waits until the lock is free, clears a record left by a
 killed wrapper, and reports what it did. It never signals a process whose pid
 and start time differ from the record: every signal goes through a pidfd
 opened and checked against the recorded start time. Stopping a free lock
-succeeds; a stale one is cleared.
+succeeds; a stale one is cleared. A lock of several slots (run --slots N):
+the run of every slot, or with --pid PID only the run whose pid is PID.
 
 Examples:
   onlyone stop sync
-  onlyone stop --signal INT --kill-after 30s sync")]
+  onlyone stop --signal INT --kill-after 30s sync
+  onlyone stop --pid 4242 sync              # one run of a lock of slots")]
     Stop(Lazy<Stop>),
     /// End the lingering processes of finished or idle runs of the named jobs.
     #[command(after_help = "\
@@ -881,7 +883,10 @@ pub struct Run {
     pub slots: SlotsArg,
     /// Stop the running one (TERM, grace, KILL), then run.
     ///
-    /// As `onlyone stop` does (Kubernetes' `Replace`).
+    /// As `onlyone stop` does (Kubernetes' `Replace`). With --slots N, a
+    /// free slot is taken and nothing is stopped; when all N are held,
+    /// one run is stopped, the oldest (held the longest), and a slot
+    /// taken once one frees.
     #[arg(long, conflicts_with = "queue")]
     pub replace: bool,
     /// End the command after DUR (exit 124). More than 0: for no limit,
@@ -1115,6 +1120,17 @@ pub struct Stop {
     /// One budget for the whole call.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
     pub deadline: Option<Duration>,
+    /// Stop only the run whose pid is PID (the PID `status` shows), of a
+    /// lock of several slots or of one.
+    ///
+    /// PID is the run's onlyone wrapper (the owner, for a script's hold),
+    /// or its command's pid when no other run of the lock has it. Only a
+    /// run that the lock proves live is chosen. When none has PID,
+    /// nothing is stopped and stop exits 125, naming the pids that hold
+    /// the lock. With --store, the holder whose wrapper has PID (this
+    /// host's first: a pid is its host's).
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pid: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -35,7 +35,8 @@ pub const TABLE: &[Row] = &[
     Row {
         code: "125",
         meaning: "onlyone itself failed: an I/O error, a lock it cannot judge, a bad DIR or \
-                  name, a usage error, a refused `release`, an unreachable store",
+                  name, a usage error, a refused `release`, a `stop --pid` that names no run, \
+                  an unreachable store",
     },
     Row {
         code: "126 / 127",

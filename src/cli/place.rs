@@ -34,12 +34,14 @@ pub fn words(e: &PlaceError) -> String {
 }
 
 /// `stop`, in either place: 0 once the run is over (or was not running),
-/// 125 when it would not let go or the stop failed.
+/// 125 when it would not let go, the stop failed, or no run has the pid
+/// `--pid` names.
 pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
     let how = StopRequest {
         signal: a.signal.0,
         grace: a.kill_after,
         deadline: deadline_of(a.deadline),
+        pid: a.pid,
     };
     let done = match place.stop(&a.lock, &how) {
         Ok(x) => x,
@@ -141,6 +143,20 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
         }
         Stopped::KeptOutside { keepers, after } => {
             say(super::outside_message(name, &keepers, after));
+            Ending::Failed.code()
+        }
+        Stopped::NoRunWithPid { pid, holders } => {
+            let held = if holders.is_empty() {
+                format!("`{name}` is not running")
+            } else {
+                format!(
+                    "it is held by {} (`onlyone status {name}` shows its runs)",
+                    super::pids(&holders)
+                )
+            };
+            say(format_args!(
+                "no run of `{name}` has pid {pid}: {held}; nothing was stopped"
+            ));
             Ending::Failed.code()
         }
         Stopped::NotLetGo { holder, waited } => {

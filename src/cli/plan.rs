@@ -91,9 +91,6 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
     if store && let Some(refused) = refused_with_store(&cli.command) {
         return Some(refused);
     }
-    if let Some(refused) = refused_slots(&cli.command, store) {
-        return Some(refused);
-    }
     if store
         && typed("kill_after")
         && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
@@ -157,41 +154,6 @@ fn refused_with_store(command: &Command) -> Option<String> {
     Some(format!(
         "{opt} is not supported with --store yet: a store keeps no schedule; drop it (unset \
          ONLYONE_SCHEDULE), or use the lock directory (leave --store out)"
-    ))
-}
-
-/// `--slots` above 1 where it cannot be honoured yet: with `--replace`,
-/// whose one run to stop
-/// belongs to a lock of one slot.
-fn refused_slots(command: &Command, store: bool) -> Option<String> {
-    let (n, replace) = match command {
-        Command::Run(a) => (a.slots.count(), a.replace),
-        Command::Acquire(a) => (a.slots.count(), false),
-        Command::Precheck(a) => (a.slots.count(), false),
-        Command::Release(_)
-        | Command::Status(_)
-        | Command::Stop(_)
-        | Command::Reap(_)
-        | Command::History(_)
-        | Command::Check(_)
-        | Command::Metrics(_)
-        | Command::Completions(_)
-        | Command::Manpages(_)
-        | Command::Keeper(_)
-        | Command::LeaseWatchdog(_) => return None,
-    };
-    if n <= 1 {
-        return None;
-    }
-    let _ = store;
-    let (opt, why) = if replace {
-        ("--replace", "it cannot tell which of the runs to stop")
-    } else {
-        return None;
-    };
-    Some(format!(
-        "--slots {n} is not supported with {opt} yet: {why}; drop {opt}, or --slots \
-         (--wait waits for any slot to free)"
     ))
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use onlyone::LockFile;
 
-use crate::support::{BIN, Sandbox, finish, kill9_pid, put, wait_bounded, wait_until};
+use crate::support::{BIN, Sandbox, finish, kill9_pid, put, running, wait_bounded, wait_until};
 
 /// How long a condition may take to hold.
 const HANG: Duration = Duration::from_secs(30);
@@ -58,7 +58,7 @@ fn slot_files(sb: &Sandbox, name: &str) -> Vec<String> {
 }
 
 /// Starts `run --slots N LOCK -- sleep 1000` and waits until its command
-/// runs: the wrapper's pid.
+/// runs and has written its slot to `STARTED.i`: the wrapper's pid.
 fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
     let mut c = sb.oo_cmd();
     let script = format!(
@@ -68,7 +68,10 @@ fn hold(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> u32 {
     c.args(["run", "--slots", n, "j", "--", "sh", "-c", &script]);
     let pid = sb.keep(c);
     let mark = Path::new(&format!("{}.{i}", started.display())).to_path_buf();
-    wait_until("the holder's command", HANG, || mark.exists());
+    // The file is there once the shell opens it, its slot once written.
+    wait_until("the holder's command", HANG, || {
+        std::fs::read_to_string(&mark).is_ok_and(|s| s.ends_with('\n'))
+    });
     pid
 }
 
@@ -438,20 +441,26 @@ fn root_s_and_nobody_s_fires_share_the_slots_of_a_shared_directory() {
     .expect(75);
 }
 
+/// With a store, `--slots` and `stop --pid` are the store's
+/// (store_slots.rs): neither is refused for it (the store here is
+/// unreachable: the fire fails on that, never on the option).
 #[test]
-fn slots_with_a_store_or_replace_are_refused() {
+fn slots_and_stop_pid_are_never_refused_with_a_store() {
     let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
-    sb.oo(&["run", "--slots", "2", "--replace", "j", "--", "true"])
-        .expect(125)
-        .says("--slots 2 is not supported with --replace yet");
-    // With a store, --slots is the store's (store_slots.rs): never
-    // refused for it.
-    for n in ["1", "2"] {
+    for args in [
+        &["run", "--slots", "1", "j", "--", "true"][..],
+        &["run", "--slots", "2", "j", "--", "true"],
+        &["stop", "--pid", "4242", "j"],
+    ] {
         let mut c = sb.program(BIN);
         c.env("ONLYONE_STORE", "postgres://nowhere.invalid/x")
-            .args(["run", "--slots", n, "j", "--", "true"]);
+            .args(args);
         let out = finish(c, HANG);
-        assert!(!out.stderr.contains("--slots"), "{out:#?}");
+        assert_ne!(out.code(), 0, "{out:#?}");
+        assert!(
+            !out.stderr.contains("--slots") && !out.stderr.contains("--pid"),
+            "{out:#?}"
+        );
     }
 }
 
@@ -640,4 +649,266 @@ fn precheck_with_slots_is_free_while_a_slot_is() {
     sb.oo(&["precheck", "--slots", "3", "j"])
         .expect(75)
         .says("`j`");
+}
+
+/// A run of lock `j` that holds a slot: its wrapper's pid, its slot (as
+/// ONLYONE_SLOT said it) and the slot's file, and its command's pid.
+struct Holding {
+    wrapper: u32,
+    slot: String,
+    file: std::path::PathBuf,
+    command: u32,
+}
+
+/// [`hold`], and waits until the slot's record names the run's command.
+fn hold_run(sb: &mut Sandbox, n: &str, started: &Path, i: usize) -> Holding {
+    let wrapper = hold(sb, n, started, i);
+    let mark = format!("{}.{i}", started.display());
+    let slot = std::fs::read_to_string(&mark).unwrap().trim().to_owned();
+    let file = match slot.as_str() {
+        "0" => sb.lock("j"),
+        k => sb.path(&format!("j.lock.slot.{k}")),
+    };
+    let record = || std::fs::read_to_string(&file).unwrap_or_default();
+    wait_until("the slot's record names the command", HANG, || {
+        record().lines().any(|l| l.starts_with("cmdpid="))
+    });
+    assert_eq!(
+        record().lines().next(),
+        Some(wrapper.to_string().as_str()),
+        "slot {slot}"
+    );
+    Holding {
+        wrapper,
+        slot,
+        command: command_of(&file),
+        file,
+    }
+}
+
+/// True while the wrapper and the command of `run` both live.
+fn alive(run: &Holding) -> bool {
+    running(run.wrapper) && running(run.command)
+}
+
+/// True once the wrapper and the command of `run` are both gone.
+fn gone(run: &Holding) -> bool {
+    !running(run.wrapper) && !running(run.command)
+}
+
+/// `stop --pid PID` of one of three slots' runs ends that run only: the
+/// other two wrappers and their commands live on, and their slots stay
+/// theirs. A command's pid names its run too.
+#[test]
+fn stop_pid_ends_only_the_run_of_that_pid() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let runs: Vec<Holding> = (0..3)
+        .map(|i| hold_run(&mut sb, "3", &started, i))
+        .collect();
+    let slots: Vec<&str> = runs.iter().map(|r| r.slot.as_str()).collect();
+    assert_eq!(slots, ["0", "1", "2"]);
+
+    let out = sb.oo(&["stop", "--pid", &runs[1].wrapper.to_string(), "j"]);
+    out.expect(0)
+        .says(&format!("stopped the run of `j` (pid {}", runs[1].wrapper));
+    assert!(!out.stderr.contains("more run(s)"), "{out:#?}");
+    wait_until("the stopped run gone", HANG, || gone(&runs[1]));
+    assert!(alive(&runs[0]) && alive(&runs[2]), "another run was ended");
+    assert!(!runs[1].file.exists(), "its slot is free");
+    assert!(runs[0].file.exists() && runs[2].file.exists());
+
+    // By the pid of its command.
+    sb.oo(&["stop", "--pid", &runs[2].command.to_string(), "j"])
+        .expect(0)
+        .says(&format!("stopped the run of `j` (pid {}", runs[2].wrapper));
+    wait_until("the second stopped run gone", HANG, || gone(&runs[2]));
+    assert!(alive(&runs[0]), "the last run was ended");
+    let stopped: Vec<u64> = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        stopped,
+        [u64::from(runs[2].wrapper), u64::from(runs[1].wrapper)]
+    );
+}
+
+/// `stop --pid PID` where no run of the lock has PID stops nothing and
+/// exits 125, naming the lock, PID and the pids that hold it; PID's own
+/// process (a sleeper of no run) is never signalled. A free lock says it
+/// is not running, with 125 too.
+#[test]
+fn stop_pid_that_holds_no_slot_is_refused_naming_the_holders() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let a = hold_run(&mut sb, "2", &started, 0);
+    let b = hold_run(&mut sb, "2", &started, 1);
+    let other = sb.sleeper();
+    sb.oo(&["stop", "--pid", &other.to_string(), "j"])
+        .expect(125)
+        .says(&format!("no run of `j` has pid {other}"))
+        .says(&format!("held by pid {}, pid {}", a.wrapper, b.wrapper))
+        .says("nothing was stopped");
+    assert!(alive(&a) && alive(&b), "a run was ended");
+    assert!(running(other), "the process of no run was ended");
+    sb.oo(&["stop", "--pid", &other.to_string(), "k"])
+        .expect(125)
+        .says(&format!(
+            "no run of `k` has pid {other}: `k` is not running"
+        ));
+    assert!(running(other), "the process of no run was ended");
+}
+
+/// `stop --pid` on a lock of one slot: another pid is refused, the run's
+/// pid stops it.
+#[test]
+fn stop_pid_stops_the_run_of_a_lock_of_one_slot() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let run = hold_run(&mut sb, "1", &started, 0);
+    let w = run.wrapper;
+    let other = sb.sleeper();
+    sb.oo(&["stop", "--pid", &other.to_string(), "j"])
+        .expect(125)
+        .says(&format!(
+            "no run of `j` has pid {other}: it is held by pid {w} "
+        ));
+    assert!(alive(&run) && running(other));
+    sb.oo(&["stop", "--pid", &w.to_string(), "j"])
+        .expect(0)
+        .says(&format!("stopped the run of `j` (pid {w}"));
+    assert!(!sb.lock("j").exists());
+    wait_until("the run gone", HANG, || gone(&run));
+}
+
+/// `run --replace --slots 3` with a slot free takes it: nothing is
+/// stopped, the holder runs on.
+#[test]
+fn replace_with_a_free_slot_takes_it_and_stops_nothing() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let run = hold_run(&mut sb, "3", &started, 0);
+    let out = sb.oo(&[
+        "run",
+        "--slots",
+        "3",
+        "--replace",
+        "j",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    out.expect(0);
+    assert_eq!(out.stdout, "1\n", "{out:#?}");
+    assert!(!out.stderr.contains("replacing"), "{out:#?}");
+    assert!(alive(&run), "the holder was stopped");
+    let stopped = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .count();
+    assert_eq!(stopped, 0);
+}
+
+/// `run --replace --slots 3` with every slot held stops exactly one run,
+/// the oldest (it took its slot a second before the others), and runs in
+/// the slot it freed; the two others run on.
+#[test]
+fn replace_with_every_slot_held_stops_the_oldest_and_runs() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let oldest = hold_run(&mut sb, "3", &started, 0);
+    let second = now();
+    wait_until("the next second", HANG, || now() > second);
+    let young = [
+        hold_run(&mut sb, "3", &started, 1),
+        hold_run(&mut sb, "3", &started, 2),
+    ];
+    let out = sb.oo(&[
+        "run",
+        "--slots",
+        "3",
+        "--replace",
+        "j",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    out.expect(0).says(&format!(
+        "replacing the run of `j`: stopping pid {} ",
+        oldest.wrapper
+    ));
+    assert_eq!(out.stdout.trim(), oldest.slot, "{out:#?}");
+    assert_eq!(out.stderr.matches("replacing").count(), 1, "{out:#?}");
+    wait_until("the oldest run gone", HANG, || gone(&oldest));
+    for run in &young {
+        assert!(alive(run), "a younger run was stopped");
+    }
+    let stopped: Vec<u64> = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(stopped, [u64::from(oldest.wrapper)]);
+}
+
+/// `stop --pid` chooses only among runs the slots prove live: a record
+/// that nobody wrote in a shared directory, naming a process of root's
+/// (its real pid and start) in slot 1, is no run of root's. Root's `stop
+/// --pid` of that process stops nothing and says the pid of the lock's
+/// one live run; the process and the run live on.
+#[test]
+fn stop_pid_never_chooses_a_record_another_account_forged() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let Some(sh) = sb.shared_with_nobody("stop_pid_never_chooses_a_record_another_account_forged")
+    else {
+        return;
+    };
+    let mut root = sb.program(BIN);
+    root.arg("--dir")
+        .arg(&sh.locks)
+        .args(["run", "--slots", "2", "j", "--", "sleep", "1000"]);
+    let run = sb.keep(root);
+    let slot0 = sh.locks.join("j.lock");
+    wait_until("root's run", HANG, || {
+        std::fs::read_to_string(&slot0).is_ok_and(|r| r.contains("cmdpid="))
+    });
+    let victim = sb.sleeper();
+    let forged = format!(
+        "{victim}\nstart={}\nboot={}\ntoken={}\nsince=1764400000\nhost={}\nuid=0\nmode=run\n\
+         cmd=sleep 1000\nslots=2\nonlyone=1\n",
+        crate::support::start_of(victim),
+        crate::support::boot_id(),
+        "f".repeat(32),
+        onlyone::procfs::host_name()
+    );
+    let slot1 = sh.locks.join("j.lock.slot.1");
+    let mut c = sb.program(sh.ru);
+    c.args(["-u", "nobody", "--", "sh", "-c", "cat > \"$1\"", "sh"])
+        .arg(&slot1)
+        .stdin(Stdio::piped());
+    let mut writer = c.spawn().unwrap();
+    std::io::Write::write_all(&mut writer.stdin.take().unwrap(), forged.as_bytes()).unwrap();
+    assert!(writer.wait().unwrap().success());
+    let mut c = sb.program(BIN);
+    c.arg("--dir")
+        .arg(&sh.locks)
+        .args(["stop", "--pid", &victim.to_string(), "j"]);
+    finish(c, HANG).expect(125).says(&format!(
+        "no run of `j` has pid {victim}: it is held by pid {run} "
+    ));
+    assert!(running(victim), "the forged record's process was signalled");
+    assert!(running(run), "root's run was stopped");
 }

@@ -21,6 +21,14 @@ impl World {
     /// its slot and fence to `DIR/held.TAG`, then waits for `DIR/go.TAG`:
     /// its pid, once its command runs.
     fn hold(&mut self, n: &str, tag: &str, more: &[&str]) -> u32 {
+        let pid = self.fire(n, tag, more);
+        let held = self.path(&format!("held.{tag}"));
+        wait_until(&format!("{tag}'s command"), HANG, || held.exists());
+        pid
+    }
+
+    /// [`World::hold`], not waited for: its pid.
+    fn fire(&mut self, n: &str, tag: &str, more: &[&str]) -> u32 {
         let script = format!(
             "echo \"$ONLYONE_SLOT $ONLYONE_FENCE\" > \"$DIR/held.{tag}.tmp\"; \
              mv \"$DIR/held.{tag}.tmp\" \"$DIR/held.{tag}\"; \
@@ -30,10 +38,7 @@ impl World {
         args.extend_from_slice(more);
         args.extend_from_slice(&["j", "--", "sh", "-c", &script]);
         let c = self.oo_at(&self.pg.url(), &args);
-        let pid = self.start_logged(c, tag);
-        let held = self.path(&format!("held.{tag}"));
-        wait_until(&format!("{tag}'s command"), HANG, || held.exists());
-        pid
+        self.start_logged(c, tag)
     }
 
     /// The slot and fence the run `tag` was given.
@@ -48,16 +53,21 @@ impl World {
         std::fs::write(self.path(&format!("go.{tag}")), "").unwrap();
     }
 
+    /// The exit code of a child started in the background, if it has
+    /// ended (a death by signal as 128 + N).
+    fn exit_of(&mut self, pid: u32) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
+        kid.try_wait()
+            .unwrap()
+            .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap()))
+    }
+
     /// The exit code of a child started in the background, once it ends.
     fn exit(&mut self, pid: u32) -> i32 {
-        use std::os::unix::process::ExitStatusExt;
         let mut code = None;
         wait_until(&format!("pid {pid} to exit"), HANG, || {
-            let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
-            code = kid
-                .try_wait()
-                .unwrap()
-                .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap()));
+            code = self.exit_of(pid);
             code.is_some()
         });
         code.unwrap()
@@ -237,18 +247,38 @@ fn store_slots_waiters_are_served_in_order_as_slots_free() {
     assert_eq!(w.pg.psql("SELECT count(*) FROM onlyone_waiter"), "0");
 }
 
-/// `stop` ends the run of every slot; `precheck --slots 2` answers 75
-/// only while both slots are held.
+/// `stop --pid` asks only the holder whose wrapper has that pid; a pid
+/// no holder has stops nothing (125, naming the holders); `stop` ends the
+/// run of every slot. `precheck --slots 2` answers 75 only while both
+/// slots are held.
 #[test]
-fn store_slots_stop_ends_every_slots_run_and_precheck_counts_them() {
+fn store_slots_stop_one_by_pid_or_all_and_precheck_counts_them() {
     let Some(mut w) = World::new() else { return };
     let a = w.hold("2", "a", &[]);
     w.oo(&["precheck", "--slots", "2", "j"]).expect(0);
     let b = w.hold("2", "b", &[]);
+    let c = w.fire("2", "c", &["--wait", "60s"]);
     w.oo(&["precheck", "--slots", "2", "j"]).expect(75);
+
+    w.oo(&["stop", "--pid", "999999", "j"])
+        .expect(125)
+        .says(&format!(
+            "no run of `j` has pid 999999: it is held by pid {a}, pid {b}"
+        ));
+    assert!(w.exit_of(a).is_none() && w.exit_of(b).is_none());
+
+    // c waits in line; b is stopped alone, and c takes its slot.
+    w.oo(&["stop", "--pid", &b.to_string(), "j"]).expect(0);
+    assert_ne!(w.exit(b), 0);
+    let (slot_b, _) = w.held("b");
+    let held_c = w.path("held.c");
+    wait_until("c's command", HANG, || held_c.exists());
+    assert_eq!(w.held("c").0, slot_b);
+    assert!(w.exit_of(a).is_none(), "a was stopped with b");
+
     w.oo(&["stop", "j"]).expect(0).says("1 more run");
     assert_ne!(w.exit(a), 0);
-    assert_ne!(w.exit(b), 0);
+    assert_ne!(w.exit(c), 0);
     w.oo(&["precheck", "--slots", "2", "j"]).expect(0);
     let live =
         w.pg.psql("SELECT count(*) FROM onlyone_lease WHERE lock_until > clock_timestamp()");

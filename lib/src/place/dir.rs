@@ -19,7 +19,7 @@ use crate::names::{self, DirSource};
 use crate::reap::{Keeper, keepers_of};
 use crate::signal::GracefulStop;
 use crate::state::StateDir;
-use crate::{Error, Inspection, LockFile, StaleReason, Verdict, observer, stop};
+use crate::{Error, Inspection, LockFile, Record, StaleReason, Verdict, observer, stop};
 
 /// How long a precheck may wait for the removal guard to clear a stale
 /// lock: a courtesy that must not hold the answer up.
@@ -212,11 +212,19 @@ impl DirPlace {
 
 impl DirPlace {
     /// Stops the run that holds `slot` (a lock, or a slot of one): the stop
-    /// recorded in the lock's journal.
-    fn stop_slot(&self, slot: &LockFile, how: &StopRequest) -> Result<Stopped, PlaceError> {
+    /// recorded in the lock's journal. With `run`, only that run (its
+    /// record as a look found it): when another holds the slot now, or
+    /// none, nothing is signalled and the run is not running.
+    fn stop_slot(
+        &self,
+        slot: &LockFile,
+        how: &StopRequest,
+        run: Option<&Record>,
+    ) -> Result<Stopped, PlaceError> {
         let deadline = how.deadline;
+        let wanted = |r: &Record| run.is_none_or(|run| stop::same_run(r, run));
         // Held only by what is not the run's own work: nothing to signal.
-        if let Some(keepers) = keepers_now(slot, deadline) {
+        if let Some(keepers) = keepers_now(slot, deadline, wanted) {
             return Ok(Stopped::KeptOutside {
                 keepers,
                 after: false,
@@ -226,7 +234,9 @@ impl DirPlace {
             signal: how.signal,
             grace: how.grace,
         };
-        let stopped = match stop::stop(slot, graceful, deadline) {
+        let stopped = match stop::stop_if(slot, graceful, deadline, wanted) {
+            // Another run holds the slot now, or none.
+            Ok(None) => return Ok(Stopped::NotRunning),
             Err(Error::Timeout { held, waited }) => {
                 let keepers = keepers_of(&held.record, &held.holder, deadline);
                 if keepers.is_empty() {
@@ -237,7 +247,8 @@ impl DirPlace {
                     after: true,
                 });
             }
-            other => other?,
+            Ok(Some(s)) => s,
+            Err(e) => return Err(e.into()),
         };
         Ok(match stopped {
             stop::Stopped::NotRunning => Stopped::NotRunning,
@@ -259,6 +270,88 @@ impl DirPlace {
                 }
             }
         })
+    }
+}
+
+impl DirPlace {
+    /// Stops the run of `lock` (named `name`) that `pid` names, among the
+    /// live runs its slots prove ([`runs_with_pid`]): every slot that run
+    /// holds. None has it: nothing is stopped, and the live runs' pids
+    /// are said.
+    fn stop_pid(
+        &self,
+        lock: &LockFile,
+        name: String,
+        pid: u32,
+        how: &StopRequest,
+    ) -> Result<StopDone, PlaceError> {
+        let runs = live_runs(lock)?;
+        let chosen = runs_with_pid(&runs, pid);
+        if chosen.is_empty() {
+            let mut holders: Vec<u32> = Vec::new();
+            for (_, r) in &runs {
+                if !holders.contains(&r.pid) {
+                    holders.push(r.pid);
+                }
+            }
+            return Ok(StopDone {
+                name,
+                stopped: Stopped::NoRunWithPid { pid, holders },
+                others: Vec::new(),
+            });
+        }
+        let mut all = Vec::new();
+        for (slot, run) in chosen {
+            all.push(self.stop_slot(slot, how, Some(run))?);
+        }
+        let stopped = all.remove(0);
+        all.retain(|s| !matches!(s, Stopped::NotRunning));
+        Ok(StopDone {
+            name,
+            stopped,
+            others: all,
+        })
+    }
+}
+
+/// The live runs of `lock`, slot 0 first: each slot that a live run
+/// provably holds, with the run's record.
+fn live_runs(lock: &LockFile) -> Result<Vec<(LockFile, Record)>, Error> {
+    let mut out = Vec::new();
+    for k in std::iter::once(0).chain(lock.slot_numbers()) {
+        let slot = lock.slot(k)?;
+        let Some(seen) = slot.inspect()? else {
+            continue;
+        };
+        if let (Verdict::Held(_), Ok(record)) = (seen.verdict, seen.record) {
+            out.push((slot, record));
+        }
+    }
+    Ok(out)
+}
+
+/// The runs of `runs` that `pid` names: those whose owner (a run's
+/// wrapper) has it; else the one whose command has it, when only one
+/// does. Only a live run is chosen, and chosen only: what is signalled
+/// is what its stop proves of it.
+fn runs_with_pid(runs: &[(LockFile, Record)], pid: u32) -> Vec<(&LockFile, &Record)> {
+    let owned: Vec<_> = runs
+        .iter()
+        .filter(|(_, r)| r.pid == pid)
+        .map(|(l, r)| (l, r))
+        .collect();
+    if !owned.is_empty() {
+        return owned;
+    }
+    let commanded: Vec<_> = runs
+        .iter()
+        .filter(|(_, r)| r.cmd_id.as_ref().is_some_and(|c| c.pid == pid))
+        .map(|(l, r)| (l, r))
+        .collect();
+    if commanded.len() == 1 {
+        commanded
+    } else {
+        Vec::new()
     }
 }
 
@@ -366,10 +459,13 @@ impl Place for DirPlace {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
+        if let Some(pid) = how.pid {
+            return self.stop_pid(&lock, name, pid, how);
+        }
         // Every slot of a lock of several: each is a lock with its run.
-        let mut all = vec![self.stop_slot(&lock, how)?];
+        let mut all = vec![self.stop_slot(&lock, how, None)?];
         for k in lock.slot_numbers() {
-            all.push(self.stop_slot(&lock.slot(k)?, how)?);
+            all.push(self.stop_slot(&lock.slot(k)?, how, None)?);
         }
         let main = all
             .iter()
@@ -423,12 +519,19 @@ pub fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
 
 /// What keeps `lock` held now when nothing of its run's own work lives
 /// (see [`keepers_of`]); `None` when it is free, stale, unknown, or its
-/// run's work holds it.
-fn keepers_now(lock: &LockFile, deadline: Option<Instant>) -> Option<Vec<Keeper>> {
+/// run's work holds it, or its run is not one `wanted` accepts.
+fn keepers_now(
+    lock: &LockFile,
+    deadline: Option<Instant>,
+    wanted: impl Fn(&Record) -> bool,
+) -> Option<Vec<Keeper>> {
     let seen = lock.inspect().ok()??;
     let (Verdict::Held(h), Ok(r)) = (&seen.verdict, &seen.record) else {
         return None;
     };
+    if !wanted(r) {
+        return None;
+    }
     let keepers = keepers_of(r, h, deadline);
     (!keepers.is_empty()).then_some(keepers)
 }
@@ -508,6 +611,7 @@ mod tests {
             signal: rustix::process::Signal::TERM,
             grace: Duration::from_secs(1),
             deadline: None,
+            pid: None,
         };
         let done = place.stop("job", &how).unwrap();
         assert!(matches!(done.stopped, Stopped::NotRunning));

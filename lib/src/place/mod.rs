@@ -60,6 +60,13 @@ pub struct StopRequest {
     pub grace: Duration,
     /// Gives up at this instant.
     pub deadline: Option<Instant>,
+    /// Only the run whose owner (a run's wrapper) has this pid, or whose
+    /// command has it when no other run's owner or command does: chosen
+    /// among the runs the lock's slots prove live, never signalled for
+    /// itself. `None`: every run of the lock. In a store, the holder
+    /// whose wrapper has this pid (a pid is its host's: this host's
+    /// first, else another's).
+    pub pid: Option<u32>,
 }
 
 /// Who holds a lock, as its place knows it.
@@ -137,6 +144,15 @@ pub enum Stopped {
         keepers: Vec<Keeper>,
         /// True once the stop ended what was left of the run's own work.
         after: bool,
+    },
+    /// No live run of the lock has the pid asked for: nothing was
+    /// stopped.
+    NoRunWithPid {
+        /// The pid asked for.
+        pid: u32,
+        /// The owners' pids of the live runs of the lock (its wrappers',
+        /// for runs), in slot order; empty when none holds it.
+        holders: Vec<u32>,
     },
     /// Asked, the lease's holder has not let go by the deadline.
     NotLetGo {

@@ -180,11 +180,38 @@ impl Place for StorePlace {
         let name = lock_name(lock)?;
         let store = self.open(READ_TIMEOUT)?;
         let here = crate::host_name();
-        let mut asked = Vec::new();
-        for row in store.inspect_slots(&name)? {
-            if !row.is_live() {
-                continue;
+        let live: Vec<LeaseRow> = store
+            .inspect_slots(&name)?
+            .into_iter()
+            .filter(LeaseRow::is_live)
+            .collect();
+        let rows = match how.pid {
+            None => live,
+            // The holder whose wrapper has that pid: this host's first
+            // (a pid is its host's), else another host's.
+            Some(pid) => {
+                let mine = |r: &&LeaseRow| r.pid == Some(pid);
+                let chosen = live
+                    .iter()
+                    .filter(mine)
+                    .find(|r| r.host.as_deref() == Some(here.as_str()))
+                    .or_else(|| live.iter().find(mine))
+                    .cloned();
+                match chosen {
+                    Some(r) => vec![r],
+                    None => {
+                        let holders = live.iter().filter_map(|r| r.pid).collect();
+                        return Ok(StopDone {
+                            name,
+                            stopped: Stopped::NoRunWithPid { pid, holders },
+                            others: Vec::new(),
+                        });
+                    }
+                }
             }
+        };
+        let mut asked = Vec::new();
+        for row in rows {
             // Judged now: once the lease is gone, a holder that ended
             // cleanly is gone too.
             let dead = row.holder_alive_on(&here) == Some(false);
