@@ -484,6 +484,7 @@ fn print_leases(out: &mut impl Write, locks: &[LockStatus], aligned: bool) -> st
     ];
     let rows: Vec<Vec<String>> = locks
         .iter()
+        .flat_map(|l| std::iter::once(l).chain(&l.slot_holders))
         .filter_map(|l| Some((l, l.lease.as_ref()?)))
         .map(|(l, lease)| {
             let state = if lease.holder_alive == Some(false) {

@@ -156,6 +156,8 @@ fn store_slots_full_pool_skips_a_dead_holders_slot_is_taken_and_n_is_the_locks()
         2,
         "{status:#}"
     );
+    let table = w.oo(&["status", "j"]).expect(0).stdout.clone();
+    assert!(table.contains("j[1]") && table.contains("j[2]"), "{table}");
     let metrics = w.oo(&["metrics", "j"]).expect(0).stdout.clone();
     assert!(
         metrics.contains("onlyone_slots{lock=\"j\"} 3")
