@@ -317,6 +317,11 @@ fn store_errors() -> Vec<StoreError> {
             source: source(),
         },
         StoreError::BadUrl("no".into()),
+        StoreError::NoSlots {
+            url: url(),
+            detail: "must be owner of table onlyone_lease".into(),
+            how: "ALTER TABLE onlyone_lease ADD COLUMN slots integer;\n",
+        },
         StoreError::NoLine,
         StoreError::NotBuilt {
             engine: "PostgreSQL",

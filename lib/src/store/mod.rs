@@ -845,6 +845,18 @@ mod tests {
                  in doc/store.md (\"Setup and the least privileges\")",
             ),
             (
+                StoreError::NoSlots {
+                    url: url.clone(),
+                    detail: "must be owner of table onlyone_lease".into(),
+                    how: "ALTER TABLE onlyone_lease ADD COLUMN slots integer;\n",
+                },
+                "the store `postgres://u@db/jobs` keeps one lease per lock: its table \
+                 onlyone_lease was set up before slots and this role cannot add their column \
+                 (must be owner of table onlyone_lease); have it added with:\nALTER TABLE \
+                 onlyone_lease ADD COLUMN slots integer;\n(doc/store.md, \"Setup and the least \
+                 privileges\")",
+            ),
+            (
                 StoreError::NotBuilt {
                     engine: "PostgreSQL",
                     feature: "postgres",
@@ -940,6 +952,29 @@ mod tests {
         };
         assert!(!server.is_unreachable() && !server.is_refusal());
         assert!(!StoreError::UnknownScheme.is_unreachable());
+    }
+
+    /// A slot's row is named after its lock, and read back as its lock's;
+    /// no lock name is taken for a slot's, and a name that only looks like
+    /// one keeps its slot 0.
+    #[test]
+    fn a_slots_row_is_its_locks() {
+        assert_eq!(slot_row("sync", 0), "sync");
+        assert_eq!(slot_row("sync", 2), "sync#2");
+        for k in [0, 1, 7, 999] {
+            assert_eq!(lock_of_row(&slot_row("a.b-c_d", k)), ("a.b-c_d", k));
+        }
+        for odd in [
+            "sync#",
+            "sync#0",
+            "sync#01",
+            "sync#x",
+            "#3",
+            "sync#99999999999",
+        ] {
+            assert_eq!(lock_of_row(odd), (odd, 0), "{odd}");
+        }
+        assert_eq!(lock_of_row("a#b#3"), ("a#b", 3));
     }
 
     /// The scheme picks the engine; a URL of none is refused as before,
