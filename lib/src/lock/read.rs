@@ -301,3 +301,58 @@ fn not_ours() -> Evidence {
         owner: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a peek and a look say of the same path: the bytes (or
+    /// nothing), or the same error.
+    fn both(lock: &LockFile) -> (String, String) {
+        let peek = match lock.peek() {
+            Ok(b) => format!("{:?}", b.map(|b| String::from_utf8_lossy(&b).into_owned())),
+            Err(e) => e.to_string(),
+        };
+        let look = match lock.look() {
+            Ok(ev) => format!(
+                "{:?}",
+                ev.map(|ev| String::from_utf8_lossy(&ev.bytes).into_owned())
+            ),
+            Err(e) => e.to_string(),
+        };
+        (peek, look)
+    }
+
+    #[test]
+    fn a_peek_reads_what_a_look_reads_and_fails_where_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
+        let (peek, look) = both(&lock);
+        assert_eq!(peek, "None");
+        assert_eq!(peek, look);
+        let guard = lock.try_acquire().unwrap();
+        let (peek, look) = both(&lock);
+        assert!(peek.contains("token="), "{peek}");
+        assert_eq!(peek, look);
+        drop(guard);
+        let path = lock.path();
+        for what in [
+            "an empty file",
+            "no record",
+            "a large file",
+            "a directory",
+            "a link",
+        ] {
+            match what {
+                "an empty file" => std::fs::write(path, "").unwrap(),
+                "no record" => std::fs::write(path, "x\0y").unwrap(),
+                "a large file" => std::fs::write(path, vec![b'7'; MAX_RECORD_BYTES + 10]).unwrap(),
+                "a directory" => std::fs::create_dir(path).unwrap(),
+                _ => std::os::unix::fs::symlink("/", path).unwrap(),
+            }
+            let (peek, look) = both(&lock);
+            assert_eq!(peek, look, "{what}");
+            let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
+        }
+    }
+}
