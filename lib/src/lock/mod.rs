@@ -225,6 +225,28 @@ impl LockFile {
         Self::open_sharing(path, Some(self))
     }
 
+    /// The lock file whose name is this one's followed by `suffix` (which
+    /// holds no `/`), in the same directory: what [`LockFile::sibling`]
+    /// makes of that path, without splitting it again (this one's path is
+    /// already absolute, its directory and name already told apart).
+    fn suffixed(&self, suffix: &str) -> LockFile {
+        let mut path = self.inner.path.clone().into_os_string();
+        path.push(suffix);
+        let mut name = self.inner.name.clone();
+        name.push(suffix);
+        LockFile {
+            inner: Arc::new(Inner {
+                path: PathBuf::from(path),
+                dir_path: self.inner.dir_path.clone(),
+                name,
+                dir: self.inner.dir.clone(),
+                dir_ok: std::sync::OnceLock::new(),
+            }),
+            deadline: None,
+            allow_shared_fs: self.allow_shared_fs,
+        }
+    }
+
     fn open_sharing(path: impl AsRef<Path>, near: Option<&LockFile>) -> Result<LockFile> {
         let (path, dir_path, name) = split_lock_path(path.as_ref())?;
         let dir = match near.filter(|n| n.inner.dir_path == dir_path) {

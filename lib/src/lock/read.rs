@@ -1,10 +1,16 @@
 //! Reading what is at a lock path: one open-and-read for every caller.
 //!
-//! Three ways, from the most careful to the cheapest:
+//! Four ways, from the most careful to the cheapest:
 //! - **Look**: the verdict's read of a file anyone may have put there. It
 //!   looks before it opens (opening a device can act on it: a tape
 //!   rewinds), reads what `fstat` says is there, and tests whether the
 //!   writer's kernel lock (flock) is still held.
+//! - **Peek**: the bytes alone, for one line of them (a slot's number of
+//!   slots), never parsed nor judged. It looks before it opens, as Look
+//!   does (what Look refuses it refuses, a file it may not read it reads
+//!   as Look does), then reads as Own does, one read and no `fstat`, and
+//!   tests no kernel lock. A read that fails is left to Look, so that a
+//!   peek fails as a look does.
 //! - **Recheck**: the re-read under the removal guard: the bytes and the
 //!   modification time, no kernel lock.
 //! - **Own**: a read-back or a release of a file this process expects to be
@@ -31,6 +37,7 @@ use crate::record::{MAX_RECORD_BYTES, NotARecord, Record};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Read {
     Look,
+    Peek,
     Recheck,
     Own,
 }
@@ -40,6 +47,13 @@ impl LockFile {
     /// held: `None` when nothing is there.
     pub(super) fn look(&self) -> Result<Option<Evidence>> {
         self.read_at_path(Read::Look)
+    }
+
+    /// The bytes at the lock path, neither parsed nor judged: `None` when
+    /// nothing is there (see the module docs: a peek fails where a look
+    /// does). A file that a look could not read is no record: no bytes.
+    pub(super) fn peek(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.read_at_path(Read::Peek)?.map(|ev| ev.bytes))
     }
 
     /// `fstat(2)` of the entry `name` of the lock's directory, never
@@ -72,7 +86,7 @@ impl LockFile {
     /// Reads what is at the lock path (`None`: nothing).
     pub(super) fn read_at_path(&self, how: Read) -> Result<Option<Evidence>> {
         let path = self.path();
-        if how == Read::Look {
+        if matches!(how, Read::Look | Read::Peek) {
             match self.stat_entry(self.name()) {
                 Ok(st) => self.check_regular(st.st_mode)?,
                 Err(Errno::NOENT) => return Ok(None),
@@ -101,7 +115,8 @@ impl LockFile {
             }
             Err(e) => return Err(Error::io("open", path, e)),
         };
-        let (want, mtime, owner) = if how == Read::Own {
+        // A peek reads as Own does: the look above found a regular file.
+        let (want, mtime, owner) = if matches!(how, Read::Own | Read::Peek) {
             (MAX_RECORD_BYTES + 1, 0, 0)
         } else {
             let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("inspect", path, e))?;
@@ -121,11 +136,13 @@ impl LockFile {
             match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut bytes)) {
                 Ok(0) => break,
                 Ok(_) => {
-                    if how == Read::Own {
+                    if matches!(how, Read::Own | Read::Peek) {
                         break;
                     }
                 }
                 Err(Errno::INTR) => {}
+                // Whatever it is now, Look says what is wrong with it.
+                Err(_) if how == Read::Peek => return self.read_at_path(Read::Look),
                 // A directory or a FIFO is not our record.
                 Err(Errno::ISDIR | Errno::AGAIN | Errno::INVAL) if how == Read::Own => {
                     return Ok(Some(not_ours()));
@@ -136,10 +153,11 @@ impl LockFile {
         let len = bytes.len();
         let record = if len > MAX_RECORD_BYTES {
             Err(NotARecord::TooLarge)
-        } else if how == Read::Own {
+        } else if matches!(how, Read::Own | Read::Peek) {
             // Only the token matters to a read-back or a release, and
             // `record::carries_token` finds it in the bytes: nothing is
-            // parsed (see `Evidence::carries_token`).
+            // parsed (see `Evidence::carries_token`); a peek's caller
+            // reads the one line it wants.
             Err(NotARecord::Empty)
         } else {
             // Start times on this process's clock, where that can be done;
@@ -281,5 +299,60 @@ fn not_ours() -> Evidence {
         mtime: 0,
         denied: false,
         owner: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a peek and a look say of the same path: the bytes (or
+    /// nothing), or the same error.
+    fn both(lock: &LockFile) -> (String, String) {
+        let peek = match lock.peek() {
+            Ok(b) => format!("{:?}", b.map(|b| String::from_utf8_lossy(&b).into_owned())),
+            Err(e) => e.to_string(),
+        };
+        let look = match lock.look() {
+            Ok(ev) => format!(
+                "{:?}",
+                ev.map(|ev| String::from_utf8_lossy(&ev.bytes).into_owned())
+            ),
+            Err(e) => e.to_string(),
+        };
+        (peek, look)
+    }
+
+    #[test]
+    fn a_peek_reads_what_a_look_reads_and_fails_where_it_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = LockFile::open(dir.path().join("j.lock")).unwrap();
+        let (peek, look) = both(&lock);
+        assert_eq!(peek, "None");
+        assert_eq!(peek, look);
+        let guard = lock.try_acquire().unwrap();
+        let (peek, look) = both(&lock);
+        assert!(peek.contains("token="), "{peek}");
+        assert_eq!(peek, look);
+        drop(guard);
+        let path = lock.path();
+        for what in [
+            "an empty file",
+            "no record",
+            "a large file",
+            "a directory",
+            "a link",
+        ] {
+            match what {
+                "an empty file" => std::fs::write(path, "").unwrap(),
+                "no record" => std::fs::write(path, "x\0y").unwrap(),
+                "a large file" => std::fs::write(path, vec![b'7'; MAX_RECORD_BYTES + 10]).unwrap(),
+                "a directory" => std::fs::create_dir(path).unwrap(),
+                _ => std::os::unix::fs::symlink("/", path).unwrap(),
+            }
+            let (peek, look) = both(&lock);
+            assert_eq!(peek, look, "{what}");
+            let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
+        }
     }
 }

@@ -26,6 +26,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use rustix::fs::{Mode, OFlags};
+
 use super::queue::{self, Ticket};
 use super::waiter::Waiter;
 use super::{Inspection, LockFile, LockGuard, Owner, REPROBE_INTERVAL};
@@ -36,15 +38,10 @@ use crate::verdict::Verdict;
 /// file name: `sync.lock.slot.2`.
 pub const SLOT_INFIX: &str = ".slot.";
 
-/// The file of slot `k` of the lock at `path`: the lock file itself for 0,
-/// else `PATH.slot.K`.
-fn slot_file(path: &Path, k: u32) -> PathBuf {
-    if k == 0 {
-        return path.to_path_buf();
-    }
-    let mut name = path.as_os_str().to_os_string();
-    name.push(format!("{SLOT_INFIX}{k}"));
-    PathBuf::from(name)
+/// What follows a lock file's name in the name of its slot `k` (above 0):
+/// `.slot.K`.
+fn slot_suffix(k: u32) -> String {
+    format!("{SLOT_INFIX}{k}")
 }
 
 /// The lock and the slot a slot's file names: `(LOCK, K)` for
@@ -75,7 +72,7 @@ impl LockFile {
         if k == 0 {
             return Ok(self.clone());
         }
-        self.sibling(slot_file(self.path(), k))
+        Ok(self.suffixed(&slot_suffix(k)))
     }
 
     /// The numbers of this lock's slots above 0 whose files exist, in
@@ -318,30 +315,21 @@ fn scan(
 }
 
 /// Takes the first slot whose file is absent. The slots before it are not
-/// judged, but their records are read: one that says another number, when
-/// its holder lives, refuses the take. `None` when no slot's file is
-/// absent, or the one tried was taken meanwhile.
+/// judged, but their records are read ([`LockFile::peek`]: no kernel lock
+/// tested, no holder looked up): one that says another number, when its
+/// holder lives (a look then judges it), refuses the take. `None` when no
+/// slot's file is absent, or the one tried was taken meanwhile.
 fn first_free(lock: &LockFile, once: &super::AcquireOptions) -> Result<Option<LockGuard>> {
     let n = once.slot_count();
     for k in 0..n {
         let slot = lock.slot(k)?;
-        match slot.stat_entry(slot.name()) {
-            Err(rustix::io::Errno::NOENT) => {}
-            _ => {
-                let Some(ev) = slot.look()? else { continue };
-                let recorded = match &ev.record {
-                    Ok(r) if r.slots.unwrap_or(1) != n => r.slots.unwrap_or(1),
-                    _ => continue,
-                };
-                if matches!(crate::judge::judge(&ev, lock.deadline), Verdict::Held(_)) {
-                    return Err(Error::SlotsDiffer {
-                        path: lock.path().into(),
-                        held: recorded,
-                        asked: n,
-                    });
-                }
+        match slot.peek()?.map(|bytes| recorded_slots(&bytes)) {
+            None => {}
+            Some(Some(m)) if m != n => {
+                refuse_if_held_with_another(lock, &slot, n)?;
                 continue;
             }
+            Some(_) => continue,
         }
         return match slot.acquire_slot(once) {
             Ok(mut guard) => {
@@ -354,6 +342,55 @@ fn first_free(lock: &LockFile, once: &super::AcquireOptions) -> Result<Option<Lo
         };
     }
     Ok(None)
+}
+
+/// The number of slots that the record `bytes` says, read from its
+/// `slots=` line alone (1 when it has none), without parsing the rest:
+/// whenever [`Record::parse`](crate::record::Record::parse) reads a record
+/// from the bytes, its `slots` (or 1). `None` for bytes that no record
+/// is (empty, too large, a `slots=` line that is no number above 0):
+/// whatever else the bytes hold, a record read from them would not differ.
+fn recorded_slots(bytes: &[u8]) -> Option<u32> {
+    if bytes.is_empty() || bytes.len() > crate::record::MAX_RECORD_BYTES {
+        return None;
+    }
+    // Line 1 is the pid; a record has at most one `slots=` line.
+    let Some(value) = bytes.split(|&b| b == b'\n').skip(1).find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        line.strip_prefix(b"slots=")
+    }) else {
+        return Some(1);
+    };
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value)
+        .ok()?
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n > 0)
+}
+
+/// Refuses the take of `n` slots of `lock` when `slot`, whose bytes said
+/// another number, is held (looked at and judged, as any held slot is)
+/// by a live holder whose record says another number.
+fn refuse_if_held_with_another(lock: &LockFile, slot: &LockFile, n: u32) -> Result<()> {
+    let Some(ev) = slot.look()? else {
+        return Ok(());
+    };
+    let recorded = match &ev.record {
+        Ok(r) if r.slots.unwrap_or(1) != n => r.slots.unwrap_or(1),
+        _ => return Ok(()),
+    };
+    if matches!(crate::judge::judge(&ev, lock.deadline), Verdict::Held(_)) {
+        return Err(Error::SlotsDiffer {
+            path: lock.path().into(),
+            held: recorded,
+            asked: n,
+        });
+    }
+    Ok(())
 }
 
 /// One look at every slot in order: the first one taken, or the holder of
@@ -399,11 +436,14 @@ fn scan_all(
 /// last) is held with another number: a larger number left it, and letting
 /// both in could admit more holders than `n`. The guard is let go then.
 pub(super) fn check_beyond(lock: &LockFile, guard: &LockGuard, n: u32) -> Result<()> {
-    let beyond = slot_file(lock.path(), n);
-    if std::fs::symlink_metadata(&beyond).is_err() {
-        return Ok(());
+    // Whether the file is there, at the cost of one open of its name in
+    // the directory held open (no mount crossed: one there is looked at).
+    let beyond = lock.slot(n)?;
+    match beyond.open_entry(beyond.name(), OFlags::PATH, Mode::empty()) {
+        Ok(_) | Err(rustix::io::Errno::XDEV) => {}
+        Err(_) => return Ok(()),
     }
-    let Some(seen) = lock.sibling(&beyond)?.inspect()? else {
+    let Some(seen) = beyond.inspect()? else {
         return Ok(());
     };
     match (&seen.verdict, &seen.record) {
@@ -440,6 +480,83 @@ pub(super) fn check_held(held: &HeldBy, asked: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file of slot `k` of the lock at `path`: the lock file itself
+    /// for 0, else `PATH.slot.K`.
+    fn slot_file(path: &Path, k: u32) -> PathBuf {
+        if k == 0 {
+            return path.to_path_buf();
+        }
+        let mut name = path.as_os_str().to_os_string();
+        name.push(slot_suffix(k));
+        PathBuf::from(name)
+    }
+
+    #[test]
+    fn the_number_of_slots_read_from_one_line_is_the_parsed_records() {
+        use crate::record::Record;
+        let head = "4242\nstart=1\nboot=844656b7-8a16-4ff4-b321-afea097e0c3f\n";
+        let mut cases: Vec<String> = vec![
+            String::new(),
+            "4242\n".into(),
+            head.into(),
+            format!("{head}slots=3\n"),
+            format!("{head}slots=3"),
+            format!("{head}slots=3\r\n"),
+            format!("{head}cmd=x slots=9\nslots=2\n"),
+            format!("{head}slots=3\nslots=3\n"),
+            format!("{head}slots=0\n"),
+            format!("{head}slots=\n"),
+            format!("{head}slots=+3\n"),
+            format!("{head}slots= 3\n"),
+            format!("{head}slots=4294967296\n"),
+            format!("{head}slots=4294967295\n"),
+            format!("{head}slots=007\n"),
+            format!("{head}xslots=5\n"),
+            format!("{head}slots_x=5\n"),
+            format!("slots=5\n{head}"),
+            format!("{head}slots=5\nbad line\n"),
+        ];
+        cases.push(format!("{head}cmd={}\nslots=2\n", "y".repeat(9000)));
+        let mut records = 0;
+        for case in &cases {
+            let seen = recorded_slots(case.as_bytes());
+            if let Ok(r) = Record::parse_with_pid_max(case.as_bytes(), 4_194_304) {
+                assert_eq!(seen, Some(r.slots.unwrap_or(1)), "{case:?}");
+                // As a writer writes it, too.
+                assert_eq!(recorded_slots(&r.to_bytes()), seen, "{case:?}");
+                records += 1;
+            }
+        }
+        assert_eq!(records, 10);
+        assert_eq!(
+            recorded_slots(format!("{head}slots=3\n").as_bytes()),
+            Some(3)
+        );
+        assert_eq!(recorded_slots(head.as_bytes()), Some(1));
+        assert_eq!(recorded_slots(b""), None);
+        assert_eq!(recorded_slots(format!("{head}slots=0\n").as_bytes()), None);
+    }
+
+    #[test]
+    fn a_slot_is_the_sibling_its_file_names() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("x")).unwrap();
+        for given in [
+            dir.path().join("sync.lock"),
+            dir.path().join("./x/../sync.lock"),
+        ] {
+            let lock = LockFile::open(&given).unwrap();
+            for k in [1, 2, 17] {
+                let slot = lock.slot(k).unwrap();
+                let sibling = lock.sibling(slot_file(lock.path(), k)).unwrap();
+                assert_eq!(slot.path(), sibling.path());
+                assert_eq!(slot.dir(), sibling.dir());
+                assert_eq!(slot.name(), sibling.name());
+                assert_eq!(slot_of_path(slot.path()), Some((lock.path().into(), k)));
+            }
+        }
+    }
 
     #[test]
     fn a_slots_file_names_its_lock_and_number() {
