@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use onlyone::LockFile;
 
-use crate::support::{BIN, Sandbox, finish, kill9_pid, put, running, wait_bounded, wait_until};
+use crate::support::{
+    BIN, Sandbox, finish, kill9_pid, put, running, wait_bounded, wait_gone, wait_until,
+};
 
 /// How long a condition may take to hold.
 const HANG: Duration = Duration::from_secs(30);
@@ -315,6 +317,10 @@ fn invariant_14_a_dead_holders_slot_is_taken() {
     assert!(holders.contains(&owner), "{record}");
     kill9_pid(owner);
     kill9_pid(cmd);
+    // SIGKILL is sent, not done: the next fire comes once both are dead
+    // (the owner a zombie of this test at most).
+    wait_gone(owner);
+    wait_gone(cmd);
     let out = sb.oo(&[
         "run",
         "--slots",
@@ -370,6 +376,8 @@ fn a_smaller_number_is_refused_while_a_slot_above_it_is_held() {
         .unwrap();
     kill9_pid(owner);
     kill9_pid(cmd);
+    wait_gone(owner);
+    wait_gone(cmd);
     sb.oo(&["run", "--slots", "2", "j", "--", "true"])
         .expect(125)
         .says("is held with 3 slots, and this take asks for 2");
