@@ -792,14 +792,9 @@ fn stop_pid_stops_the_run_of_a_lock_of_one_slot() {
     wait_until("the run gone", HANG, || gone(&run));
 }
 
-/// `run --replace --slots 3` with a slot free takes it: nothing is
-/// stopped, the holder runs on.
-#[test]
-fn replace_with_a_free_slot_takes_it_and_stops_nothing() {
-    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
-    let started = sb.path("started");
-    let run = hold_run(&mut sb, "3", &started, 0);
-    let out = sb.oo(&[
+/// `run --slots 3 --replace j -- sh -c 'echo $ONLYONE_SLOT'`, waited for.
+fn replace_fire(sb: &Sandbox) -> crate::support::Out {
+    sb.oo(&[
         "run",
         "--slots",
         "3",
@@ -809,17 +804,31 @@ fn replace_with_a_free_slot_takes_it_and_stops_nothing() {
         "sh",
         "-c",
         "echo $ONLYONE_SLOT",
-    ]);
+    ])
+}
+
+/// The wrapper pids of the runs of `j` that history shows stopped.
+fn stopped_pids(sb: &Sandbox) -> Vec<u64> {
+    sb.history_json("j")
+        .into_iter()
+        .filter(|r| r["result"] == "stopped")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect()
+}
+
+/// `run --replace --slots 3` with a slot free takes it: nothing is
+/// stopped, the holder runs on.
+#[test]
+fn replace_with_a_free_slot_takes_it_and_stops_nothing() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let started = sb.path("started");
+    let run = hold_run(&mut sb, "3", &started, 0);
+    let out = replace_fire(&sb);
     out.expect(0);
     assert_eq!(out.stdout, "1\n", "{out:#?}");
     assert!(!out.stderr.contains("replacing"), "{out:#?}");
     assert!(alive(&run), "the holder was stopped");
-    let stopped = sb
-        .history_json("j")
-        .into_iter()
-        .filter(|r| r["result"] == "stopped")
-        .count();
-    assert_eq!(stopped, 0);
+    assert_eq!(stopped_pids(&sb), Vec::<u64>::new());
 }
 
 /// `run --replace --slots 3` with every slot held stops exactly one run,
@@ -842,17 +851,7 @@ fn replace_with_every_slot_held_stops_the_oldest_and_runs() {
         hold_run(&mut sb, "3", &started, 1),
         hold_run(&mut sb, "3", &started, 2),
     ];
-    let out = sb.oo(&[
-        "run",
-        "--slots",
-        "3",
-        "--replace",
-        "j",
-        "--",
-        "sh",
-        "-c",
-        "echo $ONLYONE_SLOT",
-    ]);
+    let out = replace_fire(&sb);
     out.expect(0).says(&format!(
         "replacing the run of `j`: stopping pid {} ",
         oldest.wrapper
@@ -863,13 +862,7 @@ fn replace_with_every_slot_held_stops_the_oldest_and_runs() {
     for run in &young {
         assert!(alive(run), "a younger run was stopped");
     }
-    let stopped: Vec<u64> = sb
-        .history_json("j")
-        .into_iter()
-        .filter(|r| r["result"] == "stopped")
-        .map(|r| r["pid"].as_u64().unwrap())
-        .collect();
-    assert_eq!(stopped, [u64::from(oldest.wrapper)]);
+    assert_eq!(stopped_pids(&sb), [u64::from(oldest.wrapper)]);
 }
 
 /// `stop --pid` chooses only among runs the slots prove live: a record
