@@ -34,6 +34,12 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
         None => Vec::new(),
     };
     history.close_over(super::view::lock_now(inspection.as_ref()));
+    // A lock of several slots: every slot's live run.
+    if slots.iter().any(|(k, _)| *k > 0)
+        && let Some(live) = onlyone::place::dir::slots_now(slots.iter().map(|(_, i)| i))
+    {
+        history.close_over(onlyone::journal::LockNow::Slots(&live));
+    }
     // Another user's lock, and nothing of it here: its runs are in that
     // user's state directory. Saying OK (no run recorded) would hide a
     // failing job from the monitoring that checks it as another user.

@@ -108,10 +108,30 @@ pub fn describe(
         }
     }
     if let Some(h) = history {
+        let h = h.map(|h| close_slots(h, &s));
         apply_history(&mut s, h);
     }
     s.slot_count = slot_count(&s);
     s
+}
+
+/// `h` with the runs of a lock of several slots that no slot holds any
+/// more closed (as abandoned), when every slot's state is known: `s` and
+/// its slot holders.
+fn close_slots(mut h: onlyone::journal::History, s: &LockStatus) -> onlyone::journal::History {
+    if s.slot_holders.is_empty() {
+        return h;
+    }
+    let mut live = Vec::new();
+    for l in std::iter::once(s).chain(&s.slot_holders) {
+        match (l.state, l.token.as_deref()) {
+            ("held", Some(t)) => live.push(t),
+            ("free" | "stale", _) => {}
+            _ => return h,
+        }
+    }
+    h.close_over(onlyone::journal::LockNow::Slots(&live));
+    h
 }
 
 /// The slots above 0 of `lock` whose files exist, each described as a

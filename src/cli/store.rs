@@ -396,11 +396,20 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
     let store = open(url, timeout)?;
     let rows = store.list().map_err(|e| e.to_string())?;
     let here = host();
-    let mut locks: Vec<LockStatus> = Vec::new();
-    for r in rows
+    // Each lock's rows together, slot 0 first, where its first row is in
+    // the store's order (which is its collation's: `sync-a` may come
+    // between `sync` and `sync#1`).
+    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        first.entry(r.name.as_str()).or_insert(i);
+    }
+    let mut ordered: Vec<&LeaseRow> = rows
         .iter()
         .filter(|r| named.is_empty() || named.contains(&r.name))
-    {
+        .collect();
+    ordered.sort_by_key(|r| (first[r.name.as_str()], r.slot));
+    let mut locks: Vec<LockStatus> = Vec::new();
+    for r in ordered {
         // A slot's row above 0 is its lock's (`NAME[K]`, no history: the
         // runs are the lock's), after the lock's own row.
         if let Some(base) = locks.last_mut().filter(|b| b.name == r.name && r.slot > 0) {
@@ -410,7 +419,17 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             base.slot_holders.push(slot);
             continue;
         }
+        // Every slot's live run, from the rows read after the history.
+        let tokens: Vec<&str> = rows
+            .iter()
+            .filter(|x| x.name == r.name && x.is_live())
+            .map(|x| x.token.as_str())
+            .collect();
         let h = history(store.as_ref(), &r.name)
+            .map(|mut h| {
+                h.close_over(LockNow::Slots(&tokens));
+                h
+            })
             .map_err(|e| format!("cannot read the store's history of `{}`: {e}", r.name));
         let mut s = super::view::of_lease(r, &here, h);
         // Who waits, first in line first; a waiter of this host that is
@@ -479,10 +498,8 @@ impl Place for StorePlace {
             // current run.
             let rows = store.inspect_slots(n).map_err(|e| e.to_string())?;
             let live: Vec<&LeaseRow> = rows.iter().filter(|r| r.is_live()).collect();
-            history.close_over(match live.first() {
-                Some(r) => LockNow::HeldBy(&r.token),
-                None => LockNow::Free,
-            });
+            let tokens: Vec<&str> = live.iter().map(|r| r.token.as_str()).collect();
+            history.close_over(LockNow::Slots(&tokens));
             let missing = (rows.is_empty() && super::view::nothing_in(&history))
                 .then(|| format!("no lease row and no history of `{n}` in the store"));
             let slots = live

@@ -321,6 +321,18 @@ fn invariant_14_a_dead_holders_slot_is_taken() {
     // (the owner a zombie of this test at most).
     wait_gone(owner);
     wait_gone(cmd);
+    // The dead run is over, though the two others hold their slots: check
+    // says so, and history shows it abandoned, not running.
+    let check = sb.oo(&["check", "j"]);
+    check.expect(2);
+    assert!(check.stdout.contains("abandoned"), "{check:#?}");
+    let abandoned: Vec<u64> = sb
+        .history_json("j")
+        .into_iter()
+        .filter(|r| r["outcome"] == "abandoned")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(abandoned, [u64::from(owner)]);
     let out = sb.oo(&[
         "run",
         "--slots",

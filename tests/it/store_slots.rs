@@ -191,6 +191,23 @@ fn store_slots_full_pool_skips_a_dead_holders_slot_is_taken_and_n_is_the_locks()
     assert_eq!(w.exit(pid), 137);
     w.hold("3", "d", &["--wait", "30s"]);
     assert_eq!(w.held("d"), (1, fence + 1), "slot 1 again, its fence grown");
+    // The killed run is over, though three runs hold the slots.
+    let check = w.oo(&["check", "j"]);
+    check.expect(2);
+    assert!(check.stdout.contains("abandoned"), "{check:#?}");
+    let history = w.oo(&["history", "--json", "j"]).expect(0).stdout.clone();
+    let abandoned: Vec<u64> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["outcome"] == "abandoned")
+        .map(|r| r["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(abandoned, [u64::from(pid)]);
+    let status = w.oo(&["status", "--json", "j"]).expect(0).json();
+    assert_eq!(
+        status["locks"][0]["last_run"]["outcome"], "abandoned",
+        "{status:#}"
+    );
     for t in ["a", "b", "c", "d"] {
         w.go(t);
     }
@@ -321,4 +338,52 @@ fn store_slots_need_the_column_a_role_may_not_add() {
     );
     out.expect(0);
     assert_eq!(out.stdout.trim(), "0");
+}
+
+/// `status` of a store whose database sorts by a language's collation
+/// (ICU), where `sync-a` comes between `sync` and `sync#1`: each lock's
+/// slot rows are still listed under it, never as a lock of their own.
+#[test]
+fn store_slots_status_groups_a_locks_rows_whatever_the_collation() {
+    let Some(mut w) = World::new() else { return };
+    let made = std::panic::catch_unwind(|| {
+        w.pg.psql(
+            "CREATE DATABASE icu TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' \
+             LOCALE 'C.UTF-8'",
+        )
+    });
+    if made.is_err() {
+        eprintln!("skipped: this PostgreSQL makes no ICU database");
+        return;
+    }
+    let url = w.pg.url().replace("/postgres?", "/icu?");
+    for (tag, n, name) in [("a", "2", "sync"), ("b", "2", "sync"), ("c", "1", "sync-a")] {
+        let script = format!("touch \"$DIR/held.{tag}\"; exec sleep 1000");
+        let args = ["run", "--slots", n, name, "--", "sh", "-c", &script];
+        let c = w.oo_at(&url, &args);
+        w.start_logged(c, tag);
+        let held = w.path(&format!("held.{tag}"));
+        wait_until(&format!("{tag}'s command"), HANG, || held.exists());
+    }
+    let status = finish(w.oo_at(&url, &["status", "--json"]), HANG)
+        .expect(0)
+        .json();
+    let names: Vec<&str> = status["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["sync", "sync-a"], "{status:#}");
+    assert_eq!(status["locks"][0]["slot_holders"][0]["name"], "sync[1]");
+    let table = finish(w.oo_at(&url, &["status"]), HANG)
+        .expect(0)
+        .stdout
+        .clone();
+    let rows: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(rows, ["sync", "sync[1]", "sync-a"], "{table}");
 }

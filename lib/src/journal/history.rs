@@ -160,6 +160,10 @@ pub enum LockNow<'a> {
     Free,
     /// Held by something without a token, or not known.
     CannotTell,
+    /// A lock of several slots, every slot looked at: the tokens of the
+    /// live runs that hold its slots (none: every slot is free or stale).
+    /// A run of a slot whose token is not among them is over.
+    Slots(&'a [&'a str]),
 }
 
 /// One run, as the journal tells it.
@@ -542,7 +546,8 @@ impl History {
     /// over: every one but the last (a run holds the lock alone, so a
     /// later start means it ended), and the last one too when `now` says
     /// the lock is not held under its token. A run of a lock of several
-    /// slots is left as its events say. Nothing is written: the
+    /// slots is left as its events say, unless `now` gives every slot's
+    /// live run ([`LockNow::Slots`]). Nothing is written: the
     /// process that next finds the lock stale writes the `abandoned` event;
     /// until then a reader still never shows a finished run as running.
     /// Read the journal before looking at the lock, so that a run that
@@ -552,11 +557,14 @@ impl History {
         for (i, r) in self.runs.iter_mut().enumerate() {
             let over = match now {
                 // A run of a lock of several slots may outlive later
-                // starts, and the lock's state is its slot 0's: it is over
-                // when its end, or a takeover of its slot, says so.
+                // starts: it is over when no slot is held under its token,
+                // when every slot was looked at; else when its end, or a
+                // takeover of its slot, says so.
+                LockNow::Slots(live) if r.slots.is_some() => !live.contains(&r.token.as_str()),
                 _ if r.slots.is_some() => false,
                 _ if i < last => true,
                 LockNow::HeldBy(t) => r.token != t,
+                LockNow::Slots(live) => !live.contains(&r.token.as_str()),
                 LockNow::Free => true,
                 LockNow::CannotTell => false,
             };
@@ -588,6 +596,35 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs of a lock of several slots overlap: a later start does not end
+    /// one; with every slot looked at, one whose token no slot holds is
+    /// over, the others run on; without, none is closed.
+    #[test]
+    fn slot_runs_are_over_when_no_slot_holds_them() {
+        let start = |t: &str, at: f64| {
+            let mut e = Event::of(EventKind::Start, t, at);
+            e.slots = Some(3);
+            e
+        };
+        let events = vec![start("a", 1.0), start("b", 2.0), start("c", 3.0)];
+        let outcomes = |now: LockNow<'_>| {
+            let mut h = History::of(&events);
+            h.close_over(now);
+            h.runs.iter().map(|r| r.outcome.clone()).collect::<Vec<_>>()
+        };
+        use Outcome::{Abandoned, Running};
+        assert_eq!(
+            outcomes(LockNow::Slots(&["c", "a"])),
+            [Running, Abandoned, Running]
+        );
+        assert_eq!(
+            outcomes(LockNow::Slots(&[])),
+            [Abandoned, Abandoned, Abandoned]
+        );
+        assert_eq!(outcomes(LockNow::HeldBy("c")), [Running, Running, Running]);
+        assert_eq!(outcomes(LockNow::Free), [Running, Running, Running]);
+    }
 
     #[test]
     fn runs_pair_by_token_and_count_their_skips() {

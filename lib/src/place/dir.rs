@@ -488,10 +488,18 @@ impl Place for DirPlace {
             source,
         })?;
         // Looked at after the journal is read (see `History::close_over`).
-        match lock.map(|l| l.inspect()) {
+        match lock.as_ref().map(|l| l.inspect()) {
             Some(Ok(seen)) => h.close_over(lock_now(seen.as_ref())),
             None | Some(Err(Error::MissingDir { .. })) => h.close_over(LockNow::Free),
             Some(Err(_)) => {}
+        }
+        // A lock of several slots: every slot's live run.
+        if let Some(Ok(slots)) = lock
+            .filter(|l| !l.slot_numbers().is_empty())
+            .map(|l| l.inspect_slots())
+            && let Some(live) = slots_now(slots.iter().map(|(_, _, i)| i))
+        {
+            h.close_over(LockNow::Slots(&live));
         }
         Ok(HistoryRead {
             name,
@@ -515,6 +523,25 @@ pub fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
             _ => LockNow::CannotTell,
         },
     }
+}
+
+/// The tokens of the live runs of a lock of several slots, from every
+/// slot file's inspection (`slots`: absent files are free slots), for
+/// [`LockNow::Slots`]; `None` when a slot's state cannot be told (its
+/// holder unknown, or a holder without a token).
+pub fn slots_now<'a, I>(slots: I) -> Option<Vec<&'a str>>
+where
+    I: IntoIterator<Item = &'a Inspection>,
+{
+    let mut live = Vec::new();
+    for i in slots {
+        match (&i.verdict, &i.record) {
+            (Verdict::Held(_), Ok(r)) => live.push(r.token.as_deref()?),
+            (Verdict::Stale(_), _) => {}
+            _ => return None,
+        }
+    }
+    Some(live)
 }
 
 /// What keeps `lock` held now when nothing of its run's own work lives

@@ -241,12 +241,15 @@ impl Place for StorePlace {
         let name = lock_name(lock)?;
         let store = self.open(READ_TIMEOUT)?;
         let mut h = history(store.as_ref(), &name)?;
-        // The row after the history (see `History::close_over`).
-        if let Ok(row) = store.inspect(&name) {
-            h.close_over(match &row {
-                Some(r) if r.is_live() => LockNow::HeldBy(&r.token),
-                _ => LockNow::Free,
-            });
+        // The rows after the history (see `History::close_over`): every
+        // slot's live run.
+        if let Ok(rows) = store.inspect_slots(&name) {
+            let live: Vec<&str> = rows
+                .iter()
+                .filter(|r| r.is_live())
+                .map(|r| r.token.as_str())
+                .collect();
+            h.close_over(LockNow::Slots(&live));
         }
         Ok(HistoryRead {
             name,

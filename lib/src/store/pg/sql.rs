@@ -163,7 +163,7 @@ macro_rules! take_slot_sql {
     ($name:literal, $slots:literal, $from:literal, $where:literal) => {
         concat!(
             "differ AS ( \
-    SELECT coalesce(o.slots, 1) AS n FROM onlyone_lease o \
+    SELECT greatest(coalesce(o.slots, 1), 1) AS n FROM onlyone_lease o \
     WHERE (o.name = ",
             $name,
             " OR left(o.name, length(",
@@ -172,7 +172,7 @@ macro_rules! take_slot_sql {
             $name,
             " || '#') \
     AND o.lock_until > clock_timestamp() \
-    AND coalesce(o.slots, 1) <> coalesce(",
+    AND greatest(coalesce(o.slots, 1), 1) <> coalesce(",
             $slots,
             "::int4, 1) LIMIT 1 \
     ), took AS ( \
