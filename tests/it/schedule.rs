@@ -461,13 +461,32 @@ fn catch_up_refuses_slots_older_than_its_window() {
     assert_eq!(ran(), 1);
 }
 
+/// Lets the `n` processes waiting at `go`'s line ([`on_go`]) leave, once
+/// each is there (and lets them go anyway when they are not there in
+/// time, so that none is left waiting, then fails).
+fn let_go(go: &std::path::Path, n: usize) {
+    let dir = go.parent().unwrap();
+    let prefix = format!("{}.ready.", go.file_name().unwrap().to_string_lossy());
+    let all_there = wait_for(HANG, || {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count()
+            == n
+    });
+    std::fs::write(go, "").unwrap();
+    assert!(all_there, "{n} processes never all reached the start line");
+}
+
 /// `cmd`, started now but run only once `go` exists (a start line for
-/// processes to leave together, to a few milliseconds).
+/// processes to leave together, to a few milliseconds); it says it waits
+/// at the line with a file `GO.ready.PID` ([`let_go`]).
 fn on_go(cmd: &Command, go: &std::path::Path) -> std::process::Child {
     let mut c = Command::new("sh");
     c.args([
         "-c",
-        r#"while [ ! -e "$1" ]; do sleep 0.005; done; shift; exec "$@""#,
+        r#": > "$1.ready.$$"; while [ ! -e "$1" ]; do sleep 0.005; done; shift; exec "$@""#,
         "sh",
     ])
     .arg(go)
@@ -523,8 +542,7 @@ fn fires_at_the_same_instant_record_the_missed_slots_once() {
                 on_go(&w.cmd(args), &go)
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(200));
-        std::fs::write(&go, "").unwrap();
+        let_go(&go, 6);
         for mut k in kids {
             k.wait().unwrap();
         }
@@ -563,8 +581,7 @@ fn catch_ups_at_the_same_instant_run_once() {
             on_go(&w.cmd(&args), &go)
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
-    std::fs::write(&go, "").unwrap();
+    let_go(&go, 4);
     for mut k in kids {
         k.wait().unwrap();
     }
@@ -737,10 +754,12 @@ fn a_fire_with_another_schedule_replaces_the_one_kept() {
     assert_eq!(json["locks"][0]["schedule"]["spec"], "every 1d", "{json}");
     w.oo_utc(&["check", "j"]).expect(0);
     // Given to check, another schedule wins there, and is not kept.
-    std::thread::sleep(Duration::from_millis(2100));
-    w.oo_utc(&["check", "j", "--schedule", "every 1s", "--late", "0s"])
-        .expect(2)
-        .prints("missed ");
+    // Once a second's slot has passed since the last run, it is missed.
+    let args = ["check", "j", "--schedule", "every 1s", "--late", "0s"];
+    wait_until("a 1s slot missed", Duration::from_secs(10), || {
+        w.oo_utc(&args).code() == 2
+    });
+    w.oo_utc(&args).expect(2).prints("missed ");
     assert_eq!(w.events("j", "schedule").len(), 2);
     w.oo_utc(&["run", "--catch-up", "j", "--", "true"])
         .expect(0)
