@@ -355,26 +355,16 @@ fn runs_with_pid(runs: &[(LockFile, Record)], pid: u32) -> Vec<(&LockFile, &Reco
     }
 }
 
-impl Place for DirPlace {
-    fn kind(&self) -> Kind {
-        Kind::Directory
-    }
-
-    fn precheck(
+impl DirPlace {
+    /// [`Place::precheck`] of a lock of one slot.
+    fn precheck_one(
         &self,
         lock_arg: &str,
         deadline: Option<Instant>,
     ) -> Result<Prechecked, PlaceError> {
         let (lock, name, seen, cleaned) = match self.precheck_look(lock_arg, deadline) {
             Ok(x) => x,
-            // No lock directory (`/run` is emptied at boot): no lock.
-            Err(Error::MissingDir { .. }) => {
-                return Ok(Prechecked {
-                    name: lock_arg.to_owned(),
-                    found: Found::Free(None),
-                });
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => return no_dir_is_free(lock_arg, e),
         };
         let Some(s) = seen else {
             return Ok(Prechecked {
@@ -402,6 +392,24 @@ impl Place for DirPlace {
         };
         Ok(Prechecked { name, found })
     }
+}
+
+/// A precheck that could not look at `lock`: no lock directory (`/run`
+/// is emptied at boot) is no lock, so free; anything else is the error.
+fn no_dir_is_free(lock: &str, e: Error) -> Result<Prechecked, PlaceError> {
+    match e {
+        Error::MissingDir { .. } => Ok(Prechecked {
+            name: lock.to_owned(),
+            found: Found::Free(None),
+        }),
+        e => Err(e.into()),
+    }
+}
+
+impl Place for DirPlace {
+    fn kind(&self) -> Kind {
+        Kind::Directory
+    }
 
     /// Free when a slot has no file or a stale one (left for the run's
     /// take to take over); held, the skip recorded, when every slot is.
@@ -412,17 +420,11 @@ impl Place for DirPlace {
         deadline: Option<Instant>,
     ) -> Result<Prechecked, PlaceError> {
         if slots <= 1 {
-            return self.precheck(lock_arg, deadline);
+            return self.precheck_one(lock_arg, deadline);
         }
         let (lock, name) = match self.open_for_reading(lock_arg) {
             Ok(x) => x,
-            Err(Error::MissingDir { .. }) => {
-                return Ok(Prechecked {
-                    name: lock_arg.to_owned(),
-                    found: Found::Free(None),
-                });
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => return no_dir_is_free(lock_arg, e),
         };
         let lock = match deadline {
             Some(d) => lock.with_deadline(d),

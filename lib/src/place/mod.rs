@@ -32,19 +32,17 @@ pub trait Place {
     fn kind(&self) -> Kind;
     /// Is `lock` held by a live run? A skip is recorded when it is; a
     /// stale lock is cleared. Every call is bounded by `deadline`.
-    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError>;
+    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError> {
+        self.precheck_slots(lock, 1, deadline)
+    }
     /// As [`Place::precheck`], for a lock of `slots` slots: free when any
-    /// slot is. A place whose locks have one slot answers as
-    /// [`Place::precheck`] (its callers refuse more).
+    /// slot is (or stale), held when every slot is.
     fn precheck_slots(
         &self,
         lock: &str,
         slots: u32,
         deadline: Option<Instant>,
-    ) -> Result<Prechecked, PlaceError> {
-        let _ = slots;
-        self.precheck(lock, deadline)
-    }
+    ) -> Result<Prechecked, PlaceError>;
     /// Ends the live run of `lock` as `how` asks (the stop recorded).
     fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError>;
     /// The runs of `lock`, and where they were read.

@@ -128,13 +128,8 @@ impl Place for StorePlace {
         Kind::Store
     }
 
-    /// Held only while a live lease exists; an unreachable server is an
-    /// error (the fire runs).
-    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError> {
-        self.precheck_slots(lock, 1, deadline)
-    }
-
-    /// Held only while each of the lock's `slots` has a live lease.
+    /// Held only while each of the lock's `slots` has a live lease; an
+    /// unreachable server is an error (the fire runs).
     fn precheck_slots(
         &self,
         lock: &str,
