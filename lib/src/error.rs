@@ -22,9 +22,23 @@ pub struct HeldBy {
     pub record: Record,
     /// The process that proved it held.
     pub holder: Holder,
+    /// The holders of the lock's other slots, when every slot of a lock of
+    /// several is held (this one holds the first): each a run to stop on
+    /// its own (`stop --pid`). Empty otherwise.
+    pub others: Vec<HeldBy>,
 }
 
 impl HeldBy {
+    /// The lock file `path`, held by `holder` of the run `record`.
+    pub fn new(path: PathBuf, record: Record, holder: Holder) -> HeldBy {
+        HeldBy {
+            path,
+            record,
+            holder,
+            others: Vec::new(),
+        }
+    }
+
     /// How long the lock has been held, from the record's `since`.
     pub fn age(&self) -> Option<Duration> {
         let since = self.record.since?;
@@ -40,6 +54,16 @@ impl HeldBy {
     /// of the run started by pid 4242 (`./sync.sh --all`, for 3m12s)": each
     /// command beside its own pid.
     pub fn describe(&self) -> String {
+        // Another account's file: its pid is what it proves; what it says
+        // of a command or an age is that account's word.
+        if let Some(uid) = self.record.other_account() {
+            return format!(
+                "pid {} of another account ({}), whose file `{}` it is",
+                self.holder.pid(),
+                crate::text::user_name(uid),
+                self.path.display()
+            );
+        }
         let age = self.age().map(|a| format!(", for {}", compact_duration(a)));
         let age = age.unwrap_or_default();
         match &self.holder {
@@ -387,6 +411,25 @@ pub enum Error {
     StopSelf {
         /// The lock file.
         path: PathBuf,
+    },
+
+    /// The lock file is another account's (not this user's, not root's),
+    /// in a directory other accounts may write in: what it says is that
+    /// account's word, so its holder is neither stopped nor released as a
+    /// run of this account's.
+    #[error(
+        "`{}` is another account's file ({owner}'s), held by its pid {pid}: not a run of yours, \
+         so it is neither stopped nor released as one; keep the job's locks in a directory no \
+         other account can write in",
+        .path.display()
+    )]
+    OtherAccount {
+        /// The lock file.
+        path: PathBuf,
+        /// The account that owns it.
+        owner: String,
+        /// The pid its record names.
+        pid: u32,
     },
 
     /// A pid given as the owner is not a live process.

@@ -179,10 +179,15 @@ impl<L: EventLog> RunObserver for JournalObserver<L> {
             return;
         };
         let reason = from.reason.to_string();
-        if let Some(ev) = abandoned_event(old, &reason) {
+        // Unless the lock's place closed it as it removed its record.
+        if !from.told()
+            && let Some(ev) = abandoned_event(old, &reason)
+        {
             self.write(&ev);
         }
-        self.write(&takeover_event(old, &reason, run.pid));
+        if let Some(ev) = takeover_event(old, &reason, run.pid) {
+            self.write(&ev);
+        }
     }
 
     fn started(&mut self, _lock: &Path, run: &Record) {
@@ -206,37 +211,48 @@ impl<L: EventLog> RunObserver for JournalObserver<L> {
     }
 }
 
-/// The journal's event of a skip: the lock was held by `held`'s run.
+/// The token of `run` that this account's journal may carry: none of a
+/// record another account wrote ([`Record::is_ours`]), which may carry a
+/// token copied from one of this account's runs.
+fn token_of(run: &Record) -> Option<&str> {
+    run.token.as_deref().filter(|_| run.is_ours())
+}
+
+/// The journal's event of a skip: the lock was held by `held`'s run, or
+/// by another account's holder (named by its pid and account alone).
 pub fn skip_event(held: &HeldBy) -> Event {
     let r = &held.record;
-    Event::skip(
-        r.token.as_deref(),
+    let mut ev = Event::skip(
+        token_of(r),
         Some(held.holder.pid()),
-        r.cmd.as_deref(),
-    )
+        r.cmd.as_deref().filter(|_| r.is_ours()),
+    );
+    if let Some(uid) = r.other_account() {
+        ev.reason = Some(format!(
+            "held by another account ({})",
+            crate::text::user_name(uid)
+        ));
+    }
+    ev
 }
 
 /// The journal's event of a stop of `run` (by `signal`, when one was
 /// sent).
 pub fn stop_event(run: &Record, signal: Option<&str>) -> Event {
-    Event::stop(
-        run.token.as_deref(),
-        Some(run.pid),
-        run.cmd.as_deref(),
-        signal,
-    )
+    Event::stop(token_of(run), Some(run.pid), run.cmd.as_deref(), signal)
 }
 
 /// The journal's event of the end of a stale run whose wrapper died
 /// without a word (`reason`: why it was stale); `None` when it has none to
 /// write (no token, or a script's hold it released, whose end is
-/// recorded).
+/// recorded; or another account's record, which is no run of this
+/// account's whatever token it carries).
 pub fn abandoned_event(old: &Record, reason: &str) -> Option<Event> {
-    if old.token.is_none() || old.released.is_some() {
+    if token_of(old).is_none() || old.released.is_some() {
         return None;
     }
     Some(Event::abandoned(
-        old.token.as_deref(),
+        token_of(old),
         old.pid,
         old.cmd.as_deref(),
         reason,
@@ -245,15 +261,18 @@ pub fn abandoned_event(old: &Record, reason: &str) -> Option<Event> {
 }
 
 /// The journal's event of a takeover of the stale run `old` (`reason`:
-/// why it was stale) by the run whose wrapper is `by`.
-pub fn takeover_event(old: &Record, reason: &str, by: u32) -> Event {
-    Event::takeover(
-        old.token.as_deref(),
-        old.pid,
-        old.cmd.as_deref(),
-        reason,
-        by,
-    )
+/// why it was stale) by the run whose wrapper is `by`; `None` for another
+/// account's record, which was no run of this account's.
+pub fn takeover_event(old: &Record, reason: &str, by: u32) -> Option<Event> {
+    old.is_ours().then(|| {
+        Event::takeover(
+            old.token.as_deref(),
+            old.pid,
+            old.cmd.as_deref(),
+            reason,
+            by,
+        )
+    })
 }
 
 /// The journal's event of the start of `run`.
@@ -273,7 +292,7 @@ pub fn start_event(run: &Record) -> Event {
 /// from the record's `since`).
 pub fn release_event(run: &Record, took: Option<f64>, exit: Option<u8>) -> Event {
     Event::release(
-        run.token.as_deref(),
+        token_of(run),
         run.pid,
         run.cmd.as_deref(),
         took.or_else(|| age(run)),
@@ -350,6 +369,7 @@ mod tests {
         let from = TakeOver {
             record: Some(record(10, "old")),
             reason: StaleReason::Exited { pid: 10, run: true },
+            told: false,
         };
         let mut o = JournalObserver::new(Kept::default());
         o.took_over(&run, &from);
@@ -370,11 +390,11 @@ mod tests {
     /// holds it for.
     #[test]
     fn a_skip_names_the_holder_and_its_run() {
-        let held = HeldBy {
-            path: "/x.lock".into(),
-            record: record(10, "old"),
-            holder: Holder::Command { pid: 11 },
-        };
+        let held = HeldBy::new(
+            "/x.lock".into(),
+            record(10, "old"),
+            Holder::Command { pid: 11 },
+        );
         let mut o = JournalObserver::new(Kept::default());
         o.skipped(&held);
         let ev = o.log().0.borrow()[0].clone();

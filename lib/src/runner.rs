@@ -182,8 +182,12 @@ pub fn take_for_run(
         (Err(e), _) => return Err(TakeError::Acquire(e)),
     };
     let again = opts.clone().wait(grace + REPLACE_SLACK).fifo(false);
+    // Another account's holder is no run of this lock's to replace: held.
+    if opts.slot_count() <= 1 && !held.record.is_ours() {
+        return Err(TakeError::Acquire(Error::Held(held)));
+    }
     if opts.slot_count() > 1 {
-        replace_oldest(lock, opts.slot_count(), grace, deadline, observer)?;
+        replace_oldest(lock, opts.slot_count(), held, grace, deadline, observer)?;
         return lock.acquire(&again).map_err(TakeError::Acquire);
     }
     observer.stopping(&held);
@@ -196,14 +200,25 @@ pub fn take_for_run(
 /// `grace`; `observer` told before and after), bounded by `deadline`.
 /// None is held any more, or the oldest let go of its slot before the
 /// stop: nothing is stopped (a slot is free, or freeing, for the take).
+/// Another account's holders (`held`, every slot's at the look) are no
+/// runs of this lock's: when they alone hold the slots, the take is held.
 fn replace_oldest(
     lock: &LockFile,
     n: u32,
+    held: Box<HeldBy>,
     grace: Duration,
     deadline: Option<Instant>,
     observer: &mut dyn RunObserver,
 ) -> Result<(), TakeError> {
     let Some((slot, oldest)) = oldest_run(lock, n).map_err(TakeError::Stop)? else {
+        // Every slot held by another account's holders, none a run of
+        // this lock's to replace: held.
+        let theirs = std::iter::once(&*held)
+            .chain(&held.others)
+            .all(|h| !h.record.is_ours());
+        if theirs {
+            return Err(TakeError::Acquire(Error::Held(held)));
+        }
         return Ok(());
     };
     let same = |r: &crate::Record| crate::stop::same_run(r, &oldest.record);
@@ -225,7 +240,12 @@ fn oldest_run(lock: &LockFile, n: u32) -> Result<Option<(LockFile, HeldBy)>, Err
     let mut oldest: Option<(LockFile, HeldBy)> = None;
     for k in 0..n {
         let slot = lock.slot(k)?;
-        let Some(held) = slot.inspect()?.and_then(|s| s.held_by(slot.path())) else {
+        // Another account's holder is no run of this lock's.
+        let Some(held) = slot
+            .inspect()?
+            .and_then(|s| s.held_by(slot.path()))
+            .filter(|h| h.record.is_ours())
+        else {
             continue;
         };
         let age = |h: &HeldBy| (h.record.since, h.record.start);

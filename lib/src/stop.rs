@@ -80,7 +80,7 @@ pub fn stop_if(
     let mut ended = Ended::default();
     match record
         .owner_id()
-        .filter(|w| w.is_alive() && record.mode == Mode::Run)
+        .filter(|w| w.is_alive() && record.mode == Mode::Run && record.may_name(w.pid))
     {
         // The wrapper forwards the signal to its command, ends the strays
         // and releases; give it the grace to do so.
@@ -182,6 +182,13 @@ fn live_record(lock: &LockFile) -> Result<Option<Record>> {
             },
         });
     }
+    if let Some(uid) = record.other_account() {
+        return Err(Error::OtherAccount {
+            path: lock.path().into(),
+            owner: crate::text::user_name(uid),
+            pid: record.pid,
+        });
+    }
     if record.pid == std::process::id() {
         return Err(Error::StopSelf {
             path: lock.path().into(),
@@ -196,8 +203,11 @@ fn live_record(lock: &LockFile) -> Result<Option<Record>> {
 fn continue_run(record: &Record, wrapper: ProcId) {
     let _ = wrapper.signal(Signal::CONT);
     // The command leads its group, whose id is its pid; while the command
-    // is this one (its pidfd is held), that group is the run's.
+    // is this one (its pidfd is held), that group is the run's: when the
+    // record may name it (a process of its file's owner, root's record
+    // anyone's), as every process a stop signals.
     if let Some(cmd) = record.cmd_id
+        && record.may_name(cmd.pid)
         && let Some(_held) = cmd.pidfd()
     {
         signal_group(cmd.pid, Signal::CONT);

@@ -40,9 +40,13 @@ pub(super) fn started(log: &dyn EventLog, guard: &LockGuard, quiet: bool) {
     if let Some(t) = guard.took_over()
         && let Some(old) = &t.record
     {
-        abandoned(log, old, &t.reason, quiet);
-        let ev = observer::takeover_event(old, &t.reason.to_string(), guard.record().pid);
-        write(log, &ev, quiet);
+        // Unless the place closed it as it removed its record.
+        if !t.told() {
+            abandoned(log, old, &t.reason, quiet);
+        }
+        if let Some(ev) = observer::takeover_event(old, &t.reason.to_string(), guard.record().pid) {
+            write(log, &ev, quiet);
+        }
     }
     write(log, &observer::start_event(guard.record()), quiet);
 }

@@ -264,7 +264,18 @@ pub fn queued_message(name: &str, waiter: &str, holder: &str) -> String {
 /// session opened later on its terminal server), and then `stop` would
 /// not end it.
 pub fn held_message(name: &str, h: &HeldBy, deadline: Option<Instant>) -> String {
-    let keepers = view::keepers_of(&h.record, &h.holder, deadline);
+    if h.others.is_empty() && h.record.other_account().is_some() {
+        // Not a run of this account's: `stop` does not end it.
+        return format!(
+            "`{name}` is held by {}, not by a run of yours; wait for it (--wait), or keep the \
+             job's locks in a directory no other account can write in",
+            h.describe()
+        );
+    }
+    let keepers = match h.others.is_empty() {
+        true => view::keepers_of(&h.record, &h.holder, deadline),
+        false => Vec::new(),
+    };
     if !keepers.is_empty() {
         return format!(
             "`{name}` is held, though nothing of its run's own work lives (the run started by \
@@ -273,6 +284,25 @@ pub fn held_message(name: &str, h: &HeldBy, deadline: Option<Instant>) -> String
             onlyone::text::for_terminal(h.record.cmd.as_deref().unwrap_or("?")),
             view::keepers_words(&keepers),
             view::keepers_remedy(&keepers)
+        );
+    }
+    let stop_arg = if name.contains('/') {
+        format!("'{name}'")
+    } else {
+        name.to_owned()
+    };
+    if !h.others.is_empty() {
+        // Every slot is held: `stop` would end every run, `stop --pid`
+        // the one named.
+        let all: Vec<String> = std::iter::once(h)
+            .chain(&h.others)
+            .map(onlyone::HeldBy::describe)
+            .collect();
+        return format!(
+            "all {} slots of `{name}` are held, by {}; wait for one (--wait) or stop one \
+             (onlyone stop {stop_arg} --pid PID)",
+            all.len(),
+            all.join("; ")
         );
     }
     let what = match &h.holder {
@@ -284,11 +314,6 @@ pub fn held_message(name: &str, h: &HeldBy, deadline: Option<Instant>) -> String
             format!("a run of `{name}` is still active: {}", h.describe())
         }
         _ => format!("another run of `{name}` is active as {}", h.describe()),
-    };
-    let stop_arg = if name.contains('/') {
-        format!("'{name}'")
-    } else {
-        name.to_owned()
     };
     format!("{what}; wait for it (--wait) or stop it (onlyone stop {stop_arg})")
 }

@@ -25,29 +25,25 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
             journal.path().display()
         )
     })?;
-    let inspection = match &lock {
-        Some(l) => l.inspect().map_err(|e| e.to_string())?,
-        None => None,
-    };
-    let slots = match &lock {
-        Some(l) => slots_of(l, inspection.as_ref())?,
+    // Every slot file there is, slot 0's first, each looked at once.
+    let slots: Vec<(u32, onlyone::Inspection)> = match &lock {
+        Some(l) => l
+            .inspect_slots()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|(k, _, i)| (k, i))
+            .collect(),
         None => Vec::new(),
     };
-    history.close_over(super::view::lock_now(inspection.as_ref()));
-    // A lock of several slots: every slot's live run.
-    if slots.iter().any(|(k, _)| *k > 0)
-        && let Some(live) = onlyone::place::dir::slots_now(slots.iter().map(|(_, i)| i))
-    {
-        history.close_over(onlyone::journal::LockNow::Slots(&live));
-    }
+    let inspection = slots.iter().find(|(k, _)| *k == 0).map(|(_, i)| i.clone());
+    // Every slot file's live run (slot 0's among them).
+    onlyone::place::dir::close_over(&mut history, slots.iter().map(|(_, i)| i));
     // Another user's lock, and nothing of it here: its runs are in that
     // user's state directory. Saying OK (no run recorded) would hide a
     // failing job from the monitoring that checks it as another user.
     let theirs = inspection
         .as_ref()
-        .and_then(|i| i.record.as_ref().ok())
-        .and_then(|r| r.uid)
-        .filter(|&u| u != rustix::process::geteuid().as_raw());
+        .and_then(onlyone::Inspection::other_account);
     if let Some(uid) = theirs
         && nothing_in(&history)
     {
@@ -72,23 +68,6 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
         missing,
         ..Seen::of_dir(name, inspection, history).with_slots(&slots)
     })
-}
-
-/// Each slot of `lock` whose file exists, slot 0's inspection (`slot0`)
-/// first; nothing for a lock of one slot.
-fn slots_of(
-    lock: &onlyone::LockFile,
-    slot0: Option<&onlyone::Inspection>,
-) -> Result<Vec<(u32, onlyone::Inspection)>, String> {
-    let mut out: Vec<(u32, onlyone::Inspection)> =
-        slot0.map(|i| (0, i.clone())).into_iter().collect();
-    for k in lock.slot_numbers() {
-        let slot = lock.slot(k).map_err(|e| e.to_string())?;
-        if let Some(i) = slot.inspect().map_err(|e| e.to_string())? {
-            out.push((k, i));
-        }
-    }
-    Ok(out)
 }
 
 /// One lock's state, the reasons, and its perfdata.

@@ -318,9 +318,12 @@ fn own_slot(a: &args::Release, lock: LockFile) -> LockFile {
         let Ok(Some(seen)) = slot.inspect() else {
             return false;
         };
+        // A file another account wrote may name the caller's shell: it
+        // is that account's, never the caller's hold.
         let Ok(r) = &seen.record else { return false };
-        owners.contains(&r.pid)
-            || exported_token_for(slot.path()).is_some_and(|t| r.token.as_deref() == Some(&t))
+        r.is_ours()
+            && (owners.contains(&r.pid)
+                || exported_token_for(slot.path()).is_some_and(|t| r.token.as_deref() == Some(&t)))
     };
     if ours(&lock) {
         return lock;
@@ -401,7 +404,7 @@ pub(super) fn keeper(ctx: &Ctx, a: args::Keeper) -> Code {
         .ok()
         .flatten()
         .and_then(|seen| seen.record.ok())
-        .filter(|r| a.record_end && r.token.as_deref() == Some(a.token.as_str()));
+        .filter(|r| a.record_end && r.is_ours() && r.token.as_deref() == Some(a.token.as_str()));
     let kept = lock.keep_fresh(&a.token);
     if let Some(r) = &held {
         journal::carried_on(&ctx.journal(&lock), r, a.exit);

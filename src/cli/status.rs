@@ -9,7 +9,8 @@
 //! { "schema": 1, "dir": "/run/onlyone" | "store": "postgres://...",
 //!   "locks": [ { "name", "path", "state", "pid", "command_pid", "holder_pid",
 //!                "holder", "since", "since_unix", "age_seconds", "command",
-//!                "mode", "host", "uid", "token", "reason", "stopped",
+//!                "mode", "host", "uid", "other_account" (only for
+//!                another account's file), "token", "reason", "stopped",
 //!                "last_run", "last_success_unix", "skipped_since_start",
 //!                "outside_work": [ { "pid", "command", "terminal",
 //!                                    "server_pid" } ],
@@ -61,6 +62,7 @@ pub fn describe(
         mode: None,
         host: None,
         uid: None,
+        other_account: None,
         token: None,
         reason: None,
         stopped: false,
@@ -80,14 +82,21 @@ pub fn describe(
     // The journal is read before the lock is looked at (see
     // `History::close_over`), and applied once the lock's state is known.
     let history = journal.as_ref().map(read_history);
-    if let Ok(l) = &lock {
-        s.slot_holders = slot_holders(l, &s.name, deadline);
-    }
-    let seen = lock.and_then(|l| {
-        let seen = l.inspect()?;
+    // Every slot file there is, slot 0's first: each one looked at once.
+    // (An error: `None` when there is no lock directory, which is no lock.)
+    let slots = match &lock {
+        Ok(l) => l.inspect_slots().map_err(|e| match e {
+            onlyone::Error::MissingDir { .. } => None,
+            e => Some(e.to_string()),
+        }),
+        Err(onlyone::Error::MissingDir { .. }) => Err(None),
+        Err(e) => Err(Some(e.to_string())),
+    };
+    if let (Ok(l), Ok(slots)) = (&lock, &slots) {
+        s.slot_holders = slot_holders(&s.name, slots, deadline);
         // A lock of several slots has waiters only while every slot is
         // held; slot 0 may be free a moment before its head takes it.
-        if seen.is_some() || !s.slot_holders.is_empty() {
+        if !slots.is_empty() {
             s.waiters = l
                 .waiters()
                 .into_iter()
@@ -97,71 +106,75 @@ pub fn describe(
                 })
                 .collect();
         }
-        Ok(seen)
-    });
-    match seen {
-        Ok(Some(seen)) => fill(&mut s, &seen, deadline),
-        Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
-        Err(e) => {
+    }
+    match &slots {
+        Ok(slots) => {
+            if let Some((_, _, seen)) = slots.iter().find(|(k, _, _)| *k == 0) {
+                fill(&mut s, seen, deadline);
+            }
+        }
+        Err(None) => {}
+        Err(Some(e)) => {
             s.state = "unknown";
-            s.reason = Some(e.to_string());
+            s.reason = Some(e.clone());
         }
     }
     if let Some(h) = history {
-        let h = h.map(|h| close_slots(h, &s));
+        let h = h.map(|mut h| {
+            match &slots {
+                Ok(slots) => {
+                    onlyone::place::dir::close_over(&mut h, slots.iter().map(|(_, _, i)| i));
+                }
+                Err(None) => h.close_over(onlyone::journal::LockNow::Free),
+                Err(Some(_)) => h.close_over(onlyone::journal::LockNow::CannotTell),
+            }
+            h
+        });
         apply_history(&mut s, h);
     }
     s.slot_count = slot_count(&s);
     s
 }
 
-/// `h` with the runs of a lock of several slots that no slot holds any
-/// more closed (as abandoned), when every slot's state is known: `s` and
-/// its slot holders.
-fn close_slots(mut h: onlyone::journal::History, s: &LockStatus) -> onlyone::journal::History {
-    if s.slot_holders.is_empty() {
-        return h;
-    }
-    let mut live = Vec::new();
-    for l in std::iter::once(s).chain(&s.slot_holders) {
-        match (l.state, l.token.as_deref()) {
-            ("held", Some(t)) => live.push(t),
-            ("free" | "stale", _) => {}
-            _ => return h,
-        }
-    }
-    h.close_over(onlyone::journal::LockNow::Slots(&live));
-    h
-}
-
-/// The slots above 0 of `lock` whose files exist, each described as a
-/// lock (no journal: the runs are the lock's) named `NAME[K]`.
+/// The slots above 0 of a lock whose files exist (`slots`: every slot
+/// file's inspection), each described as a lock (no journal: the runs are
+/// the lock's) named `NAME[K]`.
 fn slot_holders(
-    lock: &LockFile,
     name: &str,
+    slots: &[(u32, std::path::PathBuf, Inspection)],
     deadline: Option<std::time::Instant>,
 ) -> Vec<LockStatus> {
-    lock.slot_numbers()
-        .into_iter()
-        .filter_map(|k| {
-            let slot = lock.slot(k).ok()?;
-            let path = slot.path().to_path_buf();
-            Some(describe(
-                &path,
+    slots
+        .iter()
+        .filter(|(k, _, _)| *k > 0)
+        .map(|(k, path, seen)| {
+            let mut s = describe(
+                path,
                 format!("{name}[{k}]"),
-                Ok(slot),
+                Err(missing(path)),
                 None,
                 deadline,
-            ))
+            );
+            fill(&mut s, seen, deadline);
+            s
         })
         .collect()
 }
 
-/// N of a lock of several slots, as a held slot's record says it (the
-/// lock's own first).
+/// What stands for a lock not looked at again: its slot's inspection is
+/// filled in by the caller.
+fn missing(path: &Path) -> onlyone::Error {
+    onlyone::Error::MissingDir {
+        dir: path.parent().unwrap_or(path).to_path_buf(),
+    }
+}
+
+/// N of a lock of several slots, as a held slot's record of this account
+/// says it (the lock's own first).
 fn slot_count(s: &LockStatus) -> Option<u32> {
     std::iter::once(s)
         .chain(&s.slot_holders)
+        .filter(|l| l.other_account.is_none())
         .find_map(|l| l.slot_count)
 }
 
@@ -177,6 +190,10 @@ fn read_history(journal: &Journal) -> Result<onlyone::journal::History, String> 
 }
 
 fn fill(s: &mut LockStatus, seen: &Inspection, deadline: Option<std::time::Instant>) {
+    if let Some(uid) = seen.other_account() {
+        fill_other(s, seen, uid);
+        return;
+    }
     if let Ok(r) = &seen.record {
         s.pid = Some(r.pid);
         s.command_pid = r.cmd_id.map(|c| c.pid);
@@ -260,6 +277,33 @@ fn fill(s: &mut LockStatus, seen: &Inspection, deadline: Option<std::time::Insta
             s.reason = Some(r.to_string());
         }
     }
+}
+
+/// Another account's file (`uid`'s) at a lock path: its state and the
+/// process that proves it held, named as that account's; nothing it says
+/// of a run (command, age, token, slots) is shown as this lock's.
+fn fill_other(s: &mut LockStatus, seen: &Inspection, uid: u32) {
+    let who = onlyone::user_name(uid);
+    s.other_account = Some(who.clone());
+    s.uid = Some(uid);
+    if let Ok(r) = &seen.record {
+        s.pid = Some(r.pid);
+        s.host = r.host.clone();
+    }
+    let (state, what) = match &seen.verdict {
+        Verdict::Held(h) => {
+            s.holder_pid = Some(h.pid()).filter(|&p| p != 0);
+            s.holder = Some("other-account");
+            ("held", format!("held by pid {}", h.pid()))
+        }
+        Verdict::Stale(r) => ("stale", format!("stale ({r})")),
+        Verdict::Unknown(r) => ("unknown", format!("not judged ({r})")),
+    };
+    s.state = state;
+    s.reason = Some(format!(
+        "another account's file ({who}), {what}: not a run of this lock's; keep the job's locks \
+         in a directory no other account can write in"
+    ));
 }
 
 /// For a user's default directory: where root's locks are, when there

@@ -30,7 +30,9 @@ pub struct LockStatus {
     pub command_pid: Option<u32>,
     /// The process that proves the lock held.
     pub holder_pid: Option<u32>,
-    /// What that process is: `owner`, `command`, `leftover` or `kernel-lock`.
+    /// What that process is: `owner`, `command`, `leftover`, `kernel-lock`,
+    /// `outside` (not onlyone's: `flock(1)`), or `other-account` (another
+    /// account's file: see `other_account`).
     pub holder: Option<&'static str>,
     /// When the lock was taken, RFC 3339 (UTC).
     pub since: Option<String>,
@@ -46,6 +48,13 @@ pub struct LockStatus {
     pub host: Option<String>,
     /// The owner's uid.
     pub uid: Option<u32>,
+    /// The account that owns the lock file, when it is another than the
+    /// one asking (and not root), in a directory other accounts may write
+    /// in: its holder is that account's, not a run of this lock's (its
+    /// command, age, token and number of slots are not shown). Left out
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_account: Option<String>,
     /// The acquisition's token.
     pub token: Option<String>,
     /// Why a lock is stale or unknown, or what keeps a run held.
@@ -287,6 +296,7 @@ pub fn of_lease(
         mode: Some("run"),
         host: row.host.clone(),
         uid: row.uid,
+        other_account: None,
         token: Some(row.token.clone()),
         reason: (holder_alive == Some(false)).then(|| {
             format!(
@@ -390,7 +400,6 @@ pub(super) struct Seen {
     pub(super) slots: Option<(u32, u32)>,
 }
 
-pub(super) use onlyone::place::dir::lock_now;
 pub use onlyone::reap::keepers_of;
 
 /// What `check` and `history` say of a name that is nowhere: neither a
@@ -413,6 +422,8 @@ impl Seen {
     /// From the lock directory: the record's verdict and the journal.
     pub(super) fn of_dir(name: String, inspection: Option<Inspection>, history: History) -> Seen {
         let (held, unknown) = match &inspection {
+            // Another account's file holds no run of this lock's.
+            Some(i) if !i.is_ours() => (None, None),
             Some(i) => match &i.verdict {
                 Verdict::Held(_) => {
                     let r = i.record.as_ref().ok();
@@ -443,15 +454,14 @@ impl Seen {
     /// each slot's inspection, slot 0 first): N, how many are held, and,
     /// when slot 0 is not, the first held slot's run as the current one.
     pub(super) fn with_slots(mut self, slots: &[(u32, Inspection)]) -> Seen {
-        let n = slots
-            .iter()
-            .find_map(|(_, i)| i.record.as_ref().ok().and_then(|r| r.slots));
+        // Another account's files hold no run of this lock's, and say
+        // nothing of its number of slots.
+        let ours = || slots.iter().map(|(_, i)| i).filter(|i| i.is_ours());
+        let n = ours().find_map(|i| i.record.as_ref().ok().and_then(|r| r.slots));
         let Some(n) = n else {
             return self;
         };
-        let held: Vec<&Inspection> = slots
-            .iter()
-            .map(|(_, i)| i)
+        let held: Vec<&Inspection> = ours()
             .filter(|i| matches!(i.verdict, Verdict::Held(_)))
             .collect();
         if self.held.is_none()

@@ -60,11 +60,11 @@ fn holders() -> Vec<Holder> {
 
 /// A lock held by `holder`.
 fn held(holder: Holder) -> Box<HeldBy> {
-    Box::new(HeldBy {
-        path: PathBuf::from("/run/onlyone/j.lock"),
-        record: record(),
+    Box::new(HeldBy::new(
+        PathBuf::from("/run/onlyone/j.lock"),
+        record(),
         holder,
-    })
+    ))
 }
 
 /// Every reason a lock is stale.
@@ -242,6 +242,11 @@ fn errors_of_removal_and_runs(path: &Path, dir: &Path) -> Vec<Error> {
             waited: Duration::from_secs(1),
         },
         Error::StopSelf { path: path.clone() },
+        Error::OtherAccount {
+            path: path.clone(),
+            owner: "nobody".into(),
+            pid: 1,
+        },
         Error::BadOwner {
             pid: 1,
             why: "gone".into(),
@@ -343,6 +348,7 @@ fn other_notices() -> Vec<String> {
         TakeOver {
             record: Some(record()),
             reason,
+            told: false,
         }
         .to_string()
     }));

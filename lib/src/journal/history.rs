@@ -214,6 +214,9 @@ pub struct History {
     pub skips_of_unknown_runs: u64,
     /// Those skips, by the token of the run they found holding the lock.
     unknown_run_skips: std::collections::HashMap<String, u64>,
+    /// Skips that name no run (the lock held by another account's file,
+    /// whose token is not this account's to record) since the last start.
+    unnamed_skips_since_start: u64,
     /// An earlier version's journals beside the lock that were not read
     /// (not believed): the lock is not unknown, its history is refused.
     pub set_aside: Vec<SetAside>,
@@ -338,6 +341,7 @@ impl Pairing {
         );
         match ev.event {
             EventKind::Start => {
+                self.h.unnamed_skips_since_start = 0;
                 let h = &mut self.h;
                 if let Some(i) = self.open.insert(token.into(), h.runs.len())
                     && !h.runs[i].outcome.is_over()
@@ -375,6 +379,10 @@ impl Pairing {
             | EventKind::Stop => self.close(ev, token),
             EventKind::Skip => {
                 self.h.skips += 1;
+                if token.is_empty() {
+                    self.h.unnamed_skips_since_start += 1;
+                    return;
+                }
                 match self.run_of(token) {
                     Some(i) => self.h.runs[i].skipped += 1,
                     None => {
@@ -585,11 +593,14 @@ impl History {
     }
 
     /// The fires skipped in a row at the end of the journal: since the
-    /// last run began.
+    /// last run began (those that found it holding the lock, and those
+    /// that found the lock held by another account's file).
     pub fn skips_in_a_row(&self) -> u64 {
-        self.runs
+        let named = self
+            .runs
             .last()
-            .map_or(self.skips_of_unknown_runs, |r| r.skipped)
+            .map_or(self.skips_of_unknown_runs, |r| r.skipped);
+        named + self.unnamed_skips_since_start
     }
 }
 

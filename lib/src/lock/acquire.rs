@@ -386,7 +386,7 @@ impl LockFile {
             return super::slots::acquire_any(self, opts);
         }
         let guard = self.acquire_slot(opts)?;
-        super::slots::check_beyond(self, &guard, 1)?;
+        super::slots::check_others(self, &guard, 1)?;
         Ok(guard)
     }
 
@@ -574,11 +574,11 @@ impl<'l> Attempt<'l> {
     /// Held by a live owner: refuse, or wait until it lets go, dies, or a
     /// re-probe is due.
     fn held(&mut self, ev: &Evidence, holder: verdict::Holder) -> Result<Next> {
-        let held = Box::new(HeldBy {
-            path: self.lock.path().into(),
-            record: ev.record.clone().unwrap_or_else(|_| self.record.clone()),
+        let held = Box::new(HeldBy::new(
+            self.lock.path().into(),
+            ev.record.clone().unwrap_or_else(|_| self.record.clone()),
             holder,
-        });
+        ));
         super::slots::check_held(&held, self.opts.slot_count())?;
         let Some(until) = self.wait_until else {
             return Ok(Next::Fail(Error::Held(held)));
@@ -646,11 +646,16 @@ impl<'l> Attempt<'l> {
         // worked on (`released=`) ended cleanly once the last of them
         // exited: clearing it takes nothing over from a crashed holder.
         let released = ev.record.as_ref().is_ok_and(|r| r.released.is_some());
-        if removed && !released {
-            self.took_over = Some(TakeOver {
+        if removed {
+            let mut took = TakeOver {
                 record: ev.record.ok(),
                 reason,
-            });
+                told: false,
+            };
+            took.told = self.lock.tell_reclaimed(&took);
+            if !released {
+                self.took_over = Some(took);
+            }
         }
         self.lock.sweep_temp_files();
         Ok(Next::Retry)

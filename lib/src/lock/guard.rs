@@ -22,6 +22,18 @@ pub struct TakeOver {
     pub record: Option<Record>,
     /// Why it was stale.
     pub reason: crate::StaleReason,
+    /// Whether the lock's hook was told of it ([`LockFile::on_reclaim`]),
+    /// which closes the stale run in its journal.
+    pub(crate) told: bool,
+}
+
+impl TakeOver {
+    /// Whether the lock's hook was told of this removal
+    /// ([`LockFile::on_reclaim`]): then the stale run's end is recorded
+    /// already, and must not be again.
+    pub fn told(&self) -> bool {
+        self.told
+    }
 }
 
 /// "a stale lock of pid 4242 (`./sync.sh --all`): pid 4242 has exited", or,

@@ -84,6 +84,34 @@ pub struct LockFile {
     /// Write even on a network or FUSE filesystem (see
     /// [`LockFile::allow_shared_fs`]).
     allow_shared_fs: bool,
+    /// Told of every stale record a call through this handle (or one of
+    /// its slots) removes (see [`LockFile::on_reclaim`]).
+    on_reclaim: Option<OnReclaim>,
+}
+
+/// What a removal of a stale record is told to: the lock (or slot) it was
+/// removed from and what was taken over. The place that keeps the lock's
+/// journal closes the stale run there, so that every stale run that any
+/// call clears (a take, a precheck, a stop) is closed once, by the
+/// process that removed its record, whether or not that process then
+/// takes the lock.
+#[derive(Clone)]
+pub(crate) struct OnReclaim(Arc<Reclaimed>);
+
+/// The hook [`OnReclaim`] calls.
+type Reclaimed = dyn Fn(&LockFile, &TakeOver) + Send + Sync;
+
+impl OnReclaim {
+    /// Calls `f` for every stale record removed.
+    pub(crate) fn new(f: impl Fn(&LockFile, &TakeOver) + Send + Sync + 'static) -> OnReclaim {
+        OnReclaim(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for OnReclaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnReclaim")
+    }
 }
 
 #[derive(Debug)]
@@ -108,17 +136,30 @@ pub struct Inspection {
     pub verdict: Verdict,
     /// The file's modification time (Unix seconds).
     pub mtime: i64,
+    /// The file's owner (uid).
+    pub owner: u32,
 }
 
 impl Inspection {
+    /// Whether the file speaks for this process's account: owned by this
+    /// user or by root (see [`Record::is_ours`]). Another account's file
+    /// is that account's holder: never a run of this account's.
+    pub fn is_ours(&self) -> bool {
+        self.owner == 0 || self.owner == rustix::process::geteuid().as_raw()
+    }
+
+    /// The account that owns the file, when it is another than this
+    /// process's and root ([`Inspection::is_ours`]).
+    pub fn other_account(&self) -> Option<u32> {
+        (!self.is_ours()).then_some(self.owner)
+    }
+
     /// The owner, as the error type would carry it, when the verdict is held.
     pub fn held_by(&self, path: &Path) -> Option<HeldBy> {
         match (&self.verdict, &self.record) {
-            (Verdict::Held(holder), Ok(record)) => Some(HeldBy {
-                path: path.to_owned(),
-                record: record.clone(),
-                holder: holder.clone(),
-            }),
+            (Verdict::Held(holder), Ok(record)) => {
+                Some(HeldBy::new(path.to_owned(), record.clone(), holder.clone()))
+            }
             _ => None,
         }
     }
@@ -131,8 +172,12 @@ impl Inspection {
             return Vec::new();
         };
         let mut pids = vec![h.pid()];
-        if let Some(c) = self.record.as_ref().ok().and_then(|r| r.cmd_id)
+        // The command, when the record may name it (a forged record may
+        // name anyone's process).
+        if let Ok(r) = &self.record
+            && let Some(c) = r.cmd_id
             && c.pid != h.pid()
+            && r.may_name(c.pid)
         {
             pids.push(c.pid);
         }
@@ -244,6 +289,7 @@ impl LockFile {
             }),
             deadline: None,
             allow_shared_fs: self.allow_shared_fs,
+            on_reclaim: None,
         }
     }
 
@@ -263,7 +309,31 @@ impl LockFile {
             }),
             deadline: None,
             allow_shared_fs: near.is_some_and(|n| n.allow_shared_fs),
+            on_reclaim: None,
         })
+    }
+
+    /// Tells `hook` of every stale record that a call through this handle,
+    /// or through a handle of one of its slots ([`LockFile::slot`]),
+    /// removes: an acquisition's takeover (whether or not it then gets the
+    /// lock), [`LockFile::reclaim_if_stale`]. A guard's
+    /// [`took_over`](LockGuard::took_over) then says it was told
+    /// ([`TakeOver::told`]).
+    pub(crate) fn on_reclaim(mut self, hook: OnReclaim) -> LockFile {
+        self.on_reclaim = Some(hook);
+        self
+    }
+
+    /// Tells the hook, if any, that `took` was removed; whether there was
+    /// one to tell.
+    pub(crate) fn tell_reclaimed(&self, took: &TakeOver) -> bool {
+        match &self.on_reclaim {
+            Some(hook) => {
+                (hook.0)(self, took);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Sets one deadline for every call made through this handle (and the
@@ -342,6 +412,7 @@ impl LockFile {
             verdict: crate::members::reporting(|| crate::judge::judge(&ev, self.deadline)),
             record: ev.record,
             mtime: ev.mtime,
+            owner: ev.owner,
         }))
     }
 

@@ -19,7 +19,7 @@ use rustix::io::Errno;
 
 use super::read::Read;
 use super::temp::TempFile;
-use super::{Inspection, LockFile};
+use super::{Inspection, LockFile, TakeOver};
 use crate::error::{Error, HeldBy, Result};
 use crate::judge::Evidence;
 use crate::procfs::{self, ProcId};
@@ -335,7 +335,16 @@ impl LockFile {
             Verdict::Stale(reason) => {
                 let removed = self.reclaim(&ev, None)?;
                 self.sweep_temp_files();
-                Ok(removed.then_some(reason))
+                if !removed {
+                    return Ok(None);
+                }
+                let took = TakeOver {
+                    record: ev.record.ok(),
+                    reason,
+                    told: false,
+                };
+                self.tell_reclaimed(&took);
+                Ok(Some(took.reason))
             }
             _ => Ok(None),
         }
@@ -412,6 +421,16 @@ impl LockFile {
                     why: why.to_string(),
                 },
             })?;
+            // Another account's file may name the releaser's pid and start
+            // time, or carry its token: it is that account's, never this
+            // one's hold.
+            if let Some(uid) = record.other_account() {
+                return Err(Error::OtherAccount {
+                    path: self.path().into(),
+                    owner: crate::text::user_name(uid),
+                    pid: record.pid,
+                });
+            }
             let by_token = releaser
                 .token
                 .as_deref()
@@ -439,11 +458,7 @@ impl LockFile {
             };
             Err(Error::NotOwner {
                 pid: releaser.owners.first().copied().unwrap_or(0),
-                held: Box::new(HeldBy {
-                    path: self.path().into(),
-                    record,
-                    holder,
-                }),
+                held: Box::new(HeldBy::new(self.path().into(), record, holder)),
             })
         })?;
         match found {
@@ -500,6 +515,7 @@ impl LockFile {
                 verdict: crate::judge::judge(&ev, self.deadline),
                 record: ev.record,
                 mtime: ev.mtime,
+                owner: ev.owner,
             };
             Ok((Decision::Remove, Some(seen)))
         })

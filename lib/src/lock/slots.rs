@@ -26,8 +26,6 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use rustix::fs::{Mode, OFlags};
-
 use super::queue::{self, Ticket};
 use super::waiter::Waiter;
 use super::{Inspection, LockFile, LockGuard, Owner, REPROBE_INTERVAL};
@@ -72,20 +70,40 @@ impl LockFile {
         if k == 0 {
             return Ok(self.clone());
         }
-        Ok(self.suffixed(&slot_suffix(k)))
+        let mut slot = self.suffixed(&slot_suffix(k));
+        slot.on_reclaim = self.on_reclaim.clone();
+        slot.deadline = self.deadline;
+        Ok(slot)
     }
 
     /// The numbers of this lock's slots above 0 whose files exist, in
     /// order: what a view of every holder looks at besides the lock file.
     pub fn slot_numbers(&self) -> Vec<u32> {
-        let mut prefix = self.name().as_bytes().to_vec();
-        prefix.extend_from_slice(SLOT_INFIX.as_bytes());
+        let mut out = self.present_slots();
+        out.retain(|&k| k > 0);
+        out
+    }
+
+    /// The numbers of this lock's slots whose files exist, slot 0 (the
+    /// lock file) included, in order: one listing of the directory (one
+    /// `getdents(2)` for a directory of a few hundred entries), which
+    /// every take makes after its link, so that no holder of the lock is
+    /// missed whatever slot it holds.
+    pub(super) fn present_slots(&self) -> Vec<u32> {
+        let name = self.name().as_bytes();
+        let infix = SLOT_INFIX.as_bytes();
         let Ok(entries) = rustix::fs::Dir::read_from(self.dir_fd()) else {
             return Vec::new();
         };
         let mut out: Vec<u32> = entries
             .flatten()
-            .filter_map(|e| slot_number(e.file_name().to_bytes().strip_prefix(prefix.as_slice())?))
+            .filter_map(|e| {
+                let rest = e.file_name().to_bytes().strip_prefix(name)?;
+                if rest.is_empty() {
+                    return Some(0);
+                }
+                slot_number(rest.strip_prefix(infix)?)
+            })
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -93,21 +111,45 @@ impl LockFile {
     }
 
     /// What [`LockFile::inspect`] finds at each slot whose file exists,
-    /// slot 0 first, with the slot's number and path.
+    /// slot 0 first, with the slot's number and path. A slot file above 0
+    /// that is no file a record can be (a symbolic link, a FIFO, a
+    /// directory, a mount point) is there, unknown, with its owner (no
+    /// take can hold that slot, and another account's says nothing of the
+    /// lock): it fails no view of the lock's other slots.
     pub fn inspect_slots(&self) -> Result<Vec<(u32, PathBuf, Inspection)>> {
         let mut out = Vec::new();
         for k in std::iter::once(0).chain(self.slot_numbers()) {
             let slot = self.slot(k)?;
-            if let Some(seen) = slot.inspect()? {
+            let seen = match slot.inspect() {
+                Ok(seen) => seen,
+                Err(e) if k > 0 => slot.not_a_record(&e),
+                Err(e) => return Err(e),
+            };
+            if let Some(seen) = seen {
                 out.push((k, slot.path().to_path_buf(), seen));
             }
         }
         Ok(out)
     }
+
+    /// What a view shows of a slot file that could not be inspected
+    /// (`why`): unknown, owned by whoever owns the name (`None`: gone).
+    fn not_a_record(&self, why: &Error) -> Option<Inspection> {
+        let st = self.stat_entry(self.name()).ok()?;
+        Some(Inspection {
+            record: Err(crate::record::NotARecord::Empty),
+            verdict: Verdict::Unknown(crate::verdict::UnknownReason::Unreadable {
+                why: why.to_string(),
+            }),
+            mtime: st.st_mtime,
+            owner: st.st_uid,
+        })
+    }
 }
 
 /// Every slot held, at one look: the holder of the first (what a
-/// refusal names), and the pids of all, which a waiter watches.
+/// refusal names, with the holders of the others in its
+/// [`HeldBy::others`]), and the pids of all, which a waiter watches.
 struct AllHeld {
     first: Box<HeldBy>,
     pids: Vec<u32>,
@@ -301,9 +343,11 @@ fn held_slots(lock: &LockFile, n: u32, deadline: Option<Instant>) -> Result<Opti
     Ok(Some(pids))
 }
 
-/// One look at the slots: the first free one taken, without judging the
-/// holders of those before it ([`first_free`]); else every slot in order,
-/// judged (a stale one is taken over), as [`scan_all`] does.
+/// One look at the slots: the first one whose file is absent taken (one
+/// listing of the directory says which), without judging the holders of
+/// the others; else every slot in order, judged (a stale one is taken
+/// over), as [`scan_all`] does. Whatever slot is taken, every other slot
+/// file is read once it is held ([`check_others`]).
 fn scan(
     lock: &LockFile,
     once: &super::AcquireOptions,
@@ -314,34 +358,23 @@ fn scan(
     }
 }
 
-/// Takes the first slot whose file is absent. The slots before it are not
-/// judged, but their records are read ([`LockFile::peek`]: no kernel lock
-/// tested, no holder looked up): one that says another number, when its
-/// holder lives (a look then judges it), refuses the take. `None` when no
-/// slot's file is absent, or the one tried was taken meanwhile.
+/// Takes the first slot below N whose file is absent. `None` when every
+/// slot's file is there, or the one tried was taken meanwhile.
 fn first_free(lock: &LockFile, once: &super::AcquireOptions) -> Result<Option<LockGuard>> {
     let n = once.slot_count();
-    for k in 0..n {
-        let slot = lock.slot(k)?;
-        match slot.peek()?.map(|bytes| recorded_slots(&bytes)) {
-            None => {}
-            Some(Some(m)) if m != n => {
-                refuse_if_held_with_another(lock, &slot, n)?;
-                continue;
-            }
-            Some(_) => continue,
+    let present = lock.present_slots();
+    let Some(k) = (0..n).find(|k| present.binary_search(k).is_err()) else {
+        return Ok(None);
+    };
+    match lock.slot(k)?.acquire_slot(once) {
+        Ok(mut guard) => {
+            guard.slot = k;
+            check_others(lock, &guard, n)?;
+            Ok(Some(guard))
         }
-        return match slot.acquire_slot(once) {
-            Ok(mut guard) => {
-                guard.slot = k;
-                check_beyond(lock, &guard, n)?;
-                Ok(Some(guard))
-            }
-            Err(Error::Held(_) | Error::Unknown { .. } | Error::Contended { .. }) => Ok(None),
-            Err(e) => Err(e),
-        };
+        Err(Error::Held(_) | Error::Unknown { .. } | Error::Contended { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
-    Ok(None)
 }
 
 /// The number of slots that the record `bytes` says, read from its
@@ -372,36 +405,15 @@ fn recorded_slots(bytes: &[u8]) -> Option<u32> {
         .filter(|&n| n > 0)
 }
 
-/// Refuses the take of `n` slots of `lock` when `slot`, whose bytes said
-/// another number, is held (looked at and judged, as any held slot is)
-/// by a live holder whose record says another number.
-fn refuse_if_held_with_another(lock: &LockFile, slot: &LockFile, n: u32) -> Result<()> {
-    let Some(ev) = slot.look()? else {
-        return Ok(());
-    };
-    let recorded = match &ev.record {
-        Ok(r) if r.slots.unwrap_or(1) != n => r.slots.unwrap_or(1),
-        _ => return Ok(()),
-    };
-    if matches!(crate::judge::judge(&ev, lock.deadline), Verdict::Held(_)) {
-        return Err(Error::SlotsDiffer {
-            path: lock.path().into(),
-            held: recorded,
-            asked: n,
-        });
-    }
-    Ok(())
-}
-
 /// One look at every slot in order: the first one taken, or the holder of
-/// the first held one when all are held. A slot that cannot be judged
-/// fails the take when no slot is free.
+/// the first held one (with the others') when all are held. A slot that
+/// cannot be judged fails the take when no slot is free.
 fn scan_all(
     lock: &LockFile,
     once: &super::AcquireOptions,
 ) -> Result<std::result::Result<LockGuard, AllHeld>> {
     let n = once.slot_count();
-    let mut first: Option<Box<HeldBy>> = None;
+    let mut holders: Vec<HeldBy> = Vec::new();
     let mut pids = Vec::new();
     let mut cannot_tell: Option<Error> = None;
     for k in 0..n {
@@ -409,12 +421,12 @@ fn scan_all(
         match slot.acquire_slot(once) {
             Ok(mut guard) => {
                 guard.slot = k;
-                check_beyond(lock, &guard, n)?;
+                check_others(lock, &guard, n)?;
                 return Ok(Ok(guard));
             }
             Err(Error::Held(h)) => {
                 pids.extend(h.holder.watchable_pid());
-                first.get_or_insert(h);
+                holders.push(*h);
             }
             Err(e @ (Error::Unknown { .. } | Error::Contended { .. })) => {
                 cannot_tell.get_or_insert(e);
@@ -422,48 +434,85 @@ fn scan_all(
             Err(e) => return Err(e),
         }
     }
-    match (cannot_tell, first) {
-        (Some(e), _) => Err(e),
-        (None, Some(first)) => Ok(Err(AllHeld { first, pids })),
-        (None, None) => Err(Error::Contended {
+    if let Some(e) = cannot_tell {
+        return Err(e);
+    }
+    let mut holders = holders.into_iter();
+    match holders.next() {
+        Some(mut first) => {
+            first.others = holders.collect();
+            Ok(Err(AllHeld {
+                first: Box::new(first),
+                pids,
+            }))
+        }
+        None => Err(Error::Contended {
             path: lock.path().into(),
             tries: 0,
         }),
     }
 }
 
-/// Refuses a take of a lock of `n` slots whose slot `n` (one past the
-/// last) is held with another number: a larger number left it, and letting
-/// both in could admit more holders than `n`. The guard is let go then.
-pub(super) fn check_beyond(lock: &LockFile, guard: &LockGuard, n: u32) -> Result<()> {
-    // Whether the file is there, at the cost of one open of its name in
-    // the directory held open (no mount crossed: one there is looked at).
-    let beyond = lock.slot(n)?;
-    match beyond.open_entry(beyond.name(), OFlags::PATH, Mode::empty()) {
-        Ok(_) | Err(rustix::io::Errno::XDEV) => {}
-        Err(_) => return Ok(()),
-    }
-    let Some(seen) = beyond.inspect()? else {
-        return Ok(());
-    };
-    match (&seen.verdict, &seen.record) {
-        (Verdict::Held(_), Ok(r)) if r.slots.unwrap_or(1) != n => {
-            let _ = guard.slot;
-            Err(Error::SlotsDiffer {
-                path: lock.path().into(),
-                held: r.slots.unwrap_or(1),
-                asked: n,
-            })
+/// Once `guard` holds its slot of a lock of `n` slots: reads every other
+/// slot file there is (one listing of the directory, then each file's
+/// `slots=` line), and refuses the take, letting the slot go, when one
+/// is held by a live run of this account (or root) whose record says
+/// another number. Every take reads after its own link, so of two takes
+/// of different numbers, the later to link sees the other: the live
+/// holders never outnumber the smallest number among them (PROTOCOL.md
+/// invariant 16). A stale slot file met on the way is cleared (its run
+/// closed in the journal by the lock's place); another account's files
+/// count for nothing here (see [`Record::is_ours`](crate::Record::is_ours)).
+pub(super) fn check_others(lock: &LockFile, guard: &LockGuard, n: u32) -> Result<()> {
+    for k in lock.present_slots() {
+        if k == guard.slot {
+            continue;
         }
-        _ => Ok(()),
+        let slot = lock.slot(k)?;
+        // What no record is (a link, a FIFO, a mount point) holds nothing
+        // this take must heed; a slot below N is judged when tried.
+        let Ok(Some(bytes)) = slot.peek() else {
+            continue;
+        };
+        // The same number, or no record: nothing this take must heed
+        // (a slot below N is judged when it is tried).
+        match recorded_slots(&bytes) {
+            Some(m) if m != n => {}
+            _ => continue,
+        }
+        let Ok(Some(ev)) = slot.look() else {
+            continue;
+        };
+        let held = match &ev.record {
+            Ok(r) if r.is_ours() && r.slots.unwrap_or(1) != n => r.slots.unwrap_or(1),
+            _ => continue,
+        };
+        match crate::judge::judge(&ev, lock.deadline) {
+            Verdict::Held(_) => {
+                return Err(Error::SlotsDiffer {
+                    path: lock.path().into(),
+                    held,
+                    asked: n,
+                });
+            }
+            // Left by a run of another number that is over: cleared, its
+            // run closed, so that it is not judged at every take.
+            Verdict::Stale(_) => {
+                let _ = slot.reclaim_if_stale();
+            }
+            Verdict::Unknown(_) => {}
+        }
     }
+    Ok(())
 }
 
-/// Refuses a take of `asked` slots that met a slot `held` by a holder
-/// whose record says another number.
+/// Refuses a take of `asked` slots that met a slot `held` by a live run
+/// of this account (or root) whose record says another number. Another
+/// account's holder is no run of this lock's, whatever it says: it only
+/// keeps its slot.
 pub(super) fn check_held(held: &HeldBy, asked: u32) -> Result<()> {
     let recorded = held.record.slots.unwrap_or(1);
-    if recorded == asked {
+    if recorded == asked || !held.record.is_ours() {
         return Ok(());
     }
     let path = match slot_of_path(&held.path) {

@@ -15,6 +15,7 @@ use super::{
     StopRequest, Stopped, log_event,
 };
 use crate::journal::{Journal, LockNow};
+use crate::lock::OnReclaim;
 use crate::names::{self, DirSource};
 use crate::reap::{Keeper, keepers_of};
 use crate::signal::GracefulStop;
@@ -177,7 +178,22 @@ impl DirPlace {
         if self.source == DirSource::Default && path.parent() == Some(self.dir.as_path()) {
             names::check_default_dir_held(&lock)?;
         }
-        Ok(lock)
+        Ok(lock.on_reclaim(self.closer()))
+    }
+
+    /// What closes a stale run in its lock's journal as its record is
+    /// removed, by whichever call removes it (a take, a precheck, a stop),
+    /// once: the `abandoned` event (none for another account's record, or
+    /// a script's hold it released).
+    fn closer(&self) -> OnReclaim {
+        let place = self.clone();
+        OnReclaim::new(move |lock, took| {
+            if let Some(old) = &took.record
+                && let Some(ev) = observer::abandoned_event(old, &took.reason.to_string())
+            {
+                log_event(&place.journal(lock), &ev, Some(&place.notes));
+            }
+        })
     }
 
     /// The lock a precheck asks about, its verdict, and whether a stale one
@@ -323,7 +339,10 @@ fn live_runs(lock: &LockFile) -> Result<Vec<(LockFile, Record)>, Error> {
         let Some(seen) = slot.inspect()? else {
             continue;
         };
-        if let (Verdict::Held(_), Ok(record)) = (seen.verdict, seen.record) {
+        // Another account's holder is no run of this lock's.
+        if let (Verdict::Held(_), Ok(record)) = (seen.verdict, seen.record)
+            && record.is_ours()
+        {
             out.push((slot, record));
         }
     }
@@ -380,14 +399,9 @@ impl DirPlace {
                     Holding::Run(Box::new(h))
                 }))
             }
-            (Verdict::Stale(r), _) => {
-                if let (Some(reason), Ok(old)) = (&cleaned, &s.record)
-                    && let Some(ev) = observer::abandoned_event(old, &reason.to_string())
-                {
-                    log_event(&self.journal(&lock), &ev, None);
-                }
-                Found::Free(cleaned.is_some().then(|| r.clone()))
-            }
+            // A stale run cleared is closed in its journal as it is
+            // removed (`closer`).
+            (Verdict::Stale(r), _) => Found::Free(cleaned.is_some().then(|| r.clone())),
             (Verdict::Unknown(r), _) => Found::Unknown(r.clone()),
         };
         Ok(Prechecked { name, found })
@@ -430,6 +444,11 @@ impl Place for DirPlace {
             Some(d) => lock.with_deadline(d),
             None => lock,
         };
+        // Clearing is a courtesy, as for a lock of one: a stale slot is
+        // cleared (its run closed in the journal) and said, within a
+        // bound that must not hold the answer up.
+        let courtesy = Instant::now() + PRECHECK_CLEARING;
+        let clearing = deadline.map_or(courtesy, |d| d.min(courtesy));
         let mut held = None;
         for k in 0..slots {
             let slot = lock.slot(k)?;
@@ -440,7 +459,10 @@ impl Place for DirPlace {
                         held = held.or_else(|| seen.held_by(slot.path()));
                         continue;
                     }
-                    Verdict::Stale(_) => Found::Free(None),
+                    Verdict::Stale(r) => {
+                        let cleared = slot.with_deadline(clearing).reclaim_if_stale();
+                        Found::Free(cleared.ok().flatten().map(|_| r.clone()))
+                    }
                     Verdict::Unknown(r) => Found::Unknown(r.clone()),
                 },
             };
@@ -465,9 +487,23 @@ impl Place for DirPlace {
             return self.stop_pid(&lock, name, pid, how);
         }
         // Every slot of a lock of several: each is a lock with its run.
-        let mut all = vec![self.stop_slot(&lock, how, None)?];
-        for k in lock.slot_numbers() {
-            all.push(self.stop_slot(&lock.slot(k)?, how, None)?);
+        // Another account's file is no run of this lock's: refused only
+        // when nothing else was there to stop.
+        let mut all = Vec::new();
+        let mut theirs = None;
+        for k in std::iter::once(0).chain(lock.slot_numbers()) {
+            match self.stop_slot(&lock.slot(k)?, how, None) {
+                Ok(s) => all.push(s),
+                Err(PlaceError::Lock(e @ Error::OtherAccount { .. })) => {
+                    theirs.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(e) = theirs
+            && all.iter().all(|s| matches!(s, Stopped::NotRunning))
+        {
+            return Err(e.into());
         }
         let main = all
             .iter()
@@ -489,19 +525,12 @@ impl Place for DirPlace {
             path: path.clone(),
             source,
         })?;
-        // Looked at after the journal is read (see `History::close_over`).
-        match lock.as_ref().map(|l| l.inspect()) {
-            Some(Ok(seen)) => h.close_over(lock_now(seen.as_ref())),
+        // Looked at after the journal is read (see `History::close_over`):
+        // every slot file there is.
+        match lock.as_ref().map(|l| l.inspect_slots()) {
+            Some(Ok(slots)) => close_over(&mut h, slots.iter().map(|(_, _, i)| i)),
             None | Some(Err(Error::MissingDir { .. })) => h.close_over(LockNow::Free),
             Some(Err(_)) => {}
-        }
-        // A lock of several slots: every slot's live run.
-        if let Some(Ok(slots)) = lock
-            .filter(|l| !l.slot_numbers().is_empty())
-            .map(|l| l.inspect_slots())
-            && let Some(live) = slots_now(slots.iter().map(|(_, _, i)| i))
-        {
-            h.close_over(LockNow::Slots(&live));
         }
         Ok(HistoryRead {
             name,
@@ -511,32 +540,36 @@ impl Place for DirPlace {
     }
 }
 
-/// What holds a lock of the lock directory now, from its inspection
-/// (`None`: no lock file).
-pub fn lock_now(seen: Option<&Inspection>) -> LockNow<'_> {
-    match seen {
-        None => LockNow::Free,
-        Some(i) => match (&i.verdict, &i.record) {
-            (Verdict::Held(_), Ok(r)) => r
-                .token
-                .as_deref()
-                .map_or(LockNow::CannotTell, LockNow::HeldBy),
-            (Verdict::Stale(_), _) => LockNow::Free,
-            _ => LockNow::CannotTell,
-        },
+/// Closes the runs of `history` that are over, from what every slot file
+/// of the lock holds now (`slots`: the inspection of each file there is,
+/// slot 0's among them; an absent file is a free slot), for
+/// [`History::close_over`](crate::journal::History::close_over): the runs
+/// of this account that no slot holds are over. Another account's files
+/// hold no run of this account's, whatever token they carry. When one of
+/// this account's slots cannot be told (its holder unknown, or a holder
+/// without a token), nothing is closed.
+pub fn close_over<'a, I>(history: &mut crate::journal::History, slots: I)
+where
+    I: IntoIterator<Item = &'a Inspection>,
+{
+    match runs_now(slots) {
+        Some(live) => history.close_over(LockNow::Slots(&live)),
+        None => history.close_over(LockNow::CannotTell),
     }
 }
 
-/// The tokens of the live runs of a lock of several slots, from every
-/// slot file's inspection (`slots`: absent files are free slots), for
-/// [`LockNow::Slots`]; `None` when a slot's state cannot be told (its
-/// holder unknown, or a holder without a token).
-pub fn slots_now<'a, I>(slots: I) -> Option<Vec<&'a str>>
+/// The tokens of this account's live runs of a lock, from every slot
+/// file's inspection (see [`close_over`]); `None` when one of its slots
+/// cannot be told.
+pub fn runs_now<'a, I>(slots: I) -> Option<Vec<&'a str>>
 where
     I: IntoIterator<Item = &'a Inspection>,
 {
     let mut live = Vec::new();
     for i in slots {
+        if !i.is_ours() {
+            continue;
+        }
         match (&i.verdict, &i.record) {
             (Verdict::Held(_), Ok(r)) => live.push(r.token.as_deref()?),
             (Verdict::Stale(_), _) => {}

@@ -665,6 +665,26 @@ impl Record {
             start,
         })
     }
+
+    /// Whether the record speaks for this process's account: its file is
+    /// owned by this user or by root (a record read from a lock file
+    /// carries its file's owner in [`Record::uid`]; one this process made
+    /// carries its own). A file that another account wrote, in a lock
+    /// directory it may write in (`/run/lock`, `/tmp`), is that account's
+    /// holder and no more: its token, `since`, `slots` and pids are its
+    /// own words, so it is never a run of this account's, never closed,
+    /// stopped or released as one, never counted in its lock's number of
+    /// slots, and its token never reaches this account's journal.
+    pub fn is_ours(&self) -> bool {
+        self.uid
+            .is_none_or(|uid| uid == 0 || uid == rustix::process::geteuid().as_raw())
+    }
+
+    /// The account that wrote the record, when it is another than this
+    /// process's and root ([`Record::is_ours`]).
+    pub fn other_account(&self) -> Option<u32> {
+        self.uid.filter(|_| !self.is_ours())
+    }
 }
 
 /// True when `bytes` hold a record line `token=TOKEN`: how a writer knows
