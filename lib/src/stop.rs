@@ -182,13 +182,6 @@ fn live_record(lock: &LockFile) -> Result<Option<Record>> {
             },
         });
     }
-    if let Some(uid) = record.other_account() {
-        return Err(Error::OtherAccount {
-            path: lock.path().into(),
-            owner: crate::text::user_name(uid),
-            pid: record.pid,
-        });
-    }
     if record.pid == std::process::id() {
         return Err(Error::StopSelf {
             path: lock.path().into(),

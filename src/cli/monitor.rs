@@ -43,7 +43,9 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
     // failing job from the monitoring that checks it as another user.
     let theirs = inspection
         .as_ref()
-        .and_then(onlyone::Inspection::other_account);
+        .filter(|i| i.record.is_ok())
+        .map(|i| i.owner)
+        .filter(|&u| u != rustix::process::geteuid().as_raw());
     if let Some(uid) = theirs
         && nothing_in(&history)
     {

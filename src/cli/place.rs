@@ -118,11 +118,20 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
             } else {
                 format!("; KILL was needed for {}", super::pids(&killed))
             };
-            let who = format!(
-                "pid {}, `{}`",
-                record.pid,
-                record.cmd.as_deref().unwrap_or("?")
-            );
+            // Another account's file: named as that account's, its word
+            // of a command not repeated.
+            let who = match record.other_account() {
+                Some(uid) => format!(
+                    "pid {}, another account's ({})",
+                    record.pid,
+                    onlyone::user_name(uid)
+                ),
+                None => format!(
+                    "pid {}, `{}`",
+                    record.pid,
+                    record.cmd.as_deref().unwrap_or("?")
+                ),
+            };
             let signal = onlyone::signal::signal_name(signal);
             let how = format!(": {signal} to {}{killed}", super::pids(&signalled));
             ended(who, took, how)

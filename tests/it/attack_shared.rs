@@ -231,10 +231,11 @@ fn replace_never_stops_a_forged_holder_as_roots_run() {
 }
 
 /// A record whose wrapper is nobody's own live process and whose command
-/// names a root process that leads its group: root's `stop` refuses it
-/// (another account's file), sends nothing to root's group (a stopped
-/// root daemon stays stopped), and `status` never tells the admin to
-/// `kill -CONT` root's process.
+/// names a root process that leads its group: root's `stop` ends nobody's
+/// holder as another account's (what the record may name: nobody's own
+/// process), sends nothing to root's group (a stopped root daemon stays
+/// stopped), and `status` never tells the admin to `kill -CONT` root's
+/// process.
 #[test]
 fn stop_never_continues_a_group_a_forged_record_names() {
     let Some(mut ns) = Ns::new("stop_never_continues_a_group_a_forged_record_names") else {
@@ -278,10 +279,29 @@ fn stop_never_continues_a_group_a_forged_record_names() {
         LIMIT,
         "root's stop",
     );
-    assert_ne!(stop.code(), 0, "{stop:#?}");
-    assert!(stop.stderr.contains("another account"), "{stop:#?}");
+    assert_eq!(stop.code(), 0, "{stop:#?}");
+    assert!(
+        stop.stderr.contains("another account's (nobody)"),
+        "{stop:#?}"
+    );
     assert_eq!(state_of(daemon), Some('T'), "root's daemon still stopped");
-    assert_eq!(state_of(pid), Some('S'), "nobody's process untouched");
+    let journals = roots_journals(&ns);
+    assert!(
+        !journals.contains("0123456789abcdef0123456789abcdef"),
+        "nobody's token is not in root's journal: {journals}"
+    );
+}
+
+/// Everything in root's state directory's journals.
+fn roots_journals(ns: &Ns) -> String {
+    let dir = ns.host_path("/var/lib/onlyone");
+    let mut all = String::new();
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().contains("journal") {
+            all.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+        }
+    }
+    all
 }
 
 /// A slot file of nobody's own (`job.lock.slot.1`, a live holder that says

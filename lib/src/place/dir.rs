@@ -274,9 +274,13 @@ impl DirPlace {
                 ended,
                 took,
             } => {
-                let signal = crate::signal::signal_name(how.signal);
-                let ev = observer::stop_event(&record, Some(&signal));
-                log_event(&self.journal(slot), &ev, Some(&self.notes));
+                // Another account's holder, stopped (by root, say) as that
+                // account's: no run of this lock's journal.
+                if record.is_ours() {
+                    let signal = crate::signal::signal_name(how.signal);
+                    let ev = observer::stop_event(&record, Some(&signal));
+                    log_event(&self.journal(slot), &ev, Some(&self.notes));
+                }
                 Stopped::Ended {
                     record,
                     took,
@@ -487,23 +491,9 @@ impl Place for DirPlace {
             return self.stop_pid(&lock, name, pid, how);
         }
         // Every slot of a lock of several: each is a lock with its run.
-        // Another account's file is no run of this lock's: refused only
-        // when nothing else was there to stop.
-        let mut all = Vec::new();
-        let mut theirs = None;
-        for k in std::iter::once(0).chain(lock.slot_numbers()) {
-            match self.stop_slot(&lock.slot(k)?, how, None) {
-                Ok(s) => all.push(s),
-                Err(PlaceError::Lock(e @ Error::OtherAccount { .. })) => {
-                    theirs.get_or_insert(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        if let Some(e) = theirs
-            && all.iter().all(|s| matches!(s, Stopped::NotRunning))
-        {
-            return Err(e.into());
+        let mut all = vec![self.stop_slot(&lock, how, None)?];
+        for k in lock.slot_numbers() {
+            all.push(self.stop_slot(&lock.slot(k)?, how, None)?);
         }
         let main = all
             .iter()
