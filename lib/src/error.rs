@@ -415,12 +415,12 @@ pub enum Error {
 
     /// The lock file is another account's (not this user's, not root's),
     /// in a directory other accounts may write in: what it says is that
-    /// account's word, so its holder is neither stopped nor released as a
-    /// run of this account's.
+    /// account's word, so it is never released as a hold of this
+    /// account's, whatever pid or token it names.
     #[error(
-        "`{}` is another account's file ({owner}'s), held by its pid {pid}: not a run of yours, \
-         so it is neither stopped nor released as one; keep the job's locks in a directory no \
-         other account can write in",
+        "`{}` is another account's file ({owner}'s), naming pid {pid}: not a hold of yours, so \
+         it is not released as one; keep the job's locks in a directory no other account can \
+         write in",
         .path.display()
     )]
     OtherAccount {
