@@ -3,7 +3,7 @@
 //! happen.
 //!
 //! ```text
-//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store|slots] [--seconds N]
+//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store|slots|mixed] [--seconds N]
 //!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N]
 //!     [--max-seconds N] [--dir DIR]
 //! ```
@@ -39,6 +39,23 @@
 //!   takes the kernel lock of its slot's own detector file (`CHECK.slotK`,
 //!   K from ONLYONE_SLOT) and counts a slot outside 0..2 as an overlap, so
 //!   a fourth run at once is one whatever slots onlyone hands out.
+//!   `mixed`: fires of different N on one lock: each fire is `onlyone run
+//!   --slots N` with N drawn from 1, 2 and 3 (N = 1 half the time as a
+//!   plain `run job`), half of them with `--wait 10s`. Every command
+//!   counts the commands alive from inside, under one kernel lock for all
+//!   of them (`CHECK.count`): it takes its slot's kernel lock
+//!   (`CHECK.slotK`, for its life: two in one slot, or a slot outside
+//!   0..N-1, is an overlap) and writes its N there, and reads the N of
+//!   every other slot whose kernel lock is held. More commands alive than
+//!   the smallest N among theirs and its own is an **over-admission**,
+//!   written with the N, slots and tokens of all of them to
+//!   `CHECK.over`. A refusal (125, "held with 3 slots, and this take asks
+//!   for 1") and a plain fire's "held" (75) are counted, not errors.
+//! - **Closure** (slots and mixed modes). Once the storm is over (the
+//!   contenders stopped, every command gone), one `onlyone precheck
+//!   --slots 3` clears the stale slots; then every run in the lock's
+//!   history (`history --json`) must have ended: a run still "running" is
+//!   named with its token, pid and start, and fails the run.
 //! - **Counts.** Overlaps (a CS that found its kernel lock taken: must be
 //!   0); runs started; kills; stuck intervals (the lock file names a run
 //!   none of whose processes is alive, and stays so for more than a second
@@ -80,10 +97,21 @@ enum Mode {
     Lib,
     Store,
     Slots,
+    Mixed,
 }
 
-/// The slots of slots mode's lock.
+/// The slots of slots mode's lock, and the largest N of mixed mode's
+/// fires (each takes 1, 2 or 3).
 const SLOTS: u32 = 3;
+
+/// One fire of a contender: the N it asks for (1 outside slots and mixed
+/// modes), whether it says `--slots` for N = 1, and whether it waits.
+#[derive(Clone, Copy, Debug)]
+struct Fire {
+    n: u32,
+    says_slots: bool,
+    waits: bool,
+}
 
 struct Opts {
     mode: Mode,
@@ -123,6 +151,7 @@ fn parse_args() -> Opts {
                     "lib" => Mode::Lib,
                     "store" => Mode::Store,
                     "slots" => Mode::Slots,
+                    "mixed" => Mode::Mixed,
                     m => usage(&format!("unknown mode {m}")),
                 }
             }
@@ -153,7 +182,7 @@ fn num(s: &str) -> u64 {
 fn usage(msg: &str) -> ! {
     eprintln!("chaos: {msg}");
     eprintln!(
-        "usage: chaos [--mode run|shell|cron|lib|store|slots] [--seconds N] [--contenders N] \
+        "usage: chaos [--mode run|shell|cron|lib|store|slots|mixed] [--seconds N] [--contenders N] \
          [--kill-every-ms N] [--min-runs N] [--min-kills N] [--max-seconds N] [--dir DIR]"
     );
     std::process::exit(2);
@@ -167,6 +196,12 @@ fn count_lines(p: &Path) -> u64 {
 
 /// The critical section: `chaos --cs CHECK LOG`.
 fn critical_section(check: &Path, log: &Path) -> ! {
+    if let Some(n) = std::env::var("CHAOS_N")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        mixed_section(check, log, n);
+    }
     // Slots mode: one kernel lock per slot, and no slot outside 0..N-1,
     // so that more than N at once is an overlap whatever slots onlyone
     // says.
@@ -214,6 +249,99 @@ fn critical_section(check: &Path, log: &Path) -> ! {
     std::process::exit(0);
 }
 
+/// The kernel lock and the record of slot `k`'s commands in slots and
+/// mixed modes: `CHECK.slotK`.
+fn slot_check(check: &Path, k: u32) -> PathBuf {
+    check.with_extension(format!("slot{k}"))
+}
+
+/// Where mixed mode's commands write each over-admission they see.
+fn over_file(check: &Path) -> PathBuf {
+    check.with_extension("over")
+}
+
+/// Mixed mode's critical section: the command of a take of `n` slots,
+/// in the slot `ONLYONE_SLOT` says. Under one kernel lock that every
+/// command's count takes (`CHECK.count`), it takes its slot's kernel lock
+/// (held for its life: another command in its slot is an overlap, exit
+/// 99), and writes its N and token in that file; every other slot whose
+/// kernel lock is held is a live command (a killed one's lock is freed
+/// with it), whose N its file says. More commands alive than the smallest
+/// N among them is an over-admission: one line in `CHECK.over`.
+fn mixed_section(check: &Path, log: &Path, n: u32) -> ! {
+    use rustix::fs::{FlockOperation, flock};
+    use std::os::unix::fs::FileExt;
+    let k = match std::env::var("ONLYONE_SLOT")
+        .ok()
+        .and_then(|k| k.parse::<u32>().ok())
+    {
+        Some(k) if k < n => k,
+        _ => std::process::exit(OVERLAP_EXIT),
+    };
+    let token = std::env::var("ONLYONE_TOKEN").unwrap_or_default();
+    let open = |p: &Path| {
+        std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(p)
+            .unwrap_or_else(|e| panic!("open {}: {e}", p.display()))
+    };
+    let count = open(&check.with_extension("count"));
+    flock(&count, FlockOperation::LockExclusive).expect("lock the count");
+    let mine = open(&slot_check(check, k));
+    if flock(&mine, FlockOperation::NonBlockingLockExclusive).is_err() {
+        std::process::exit(OVERLAP_EXIT);
+    }
+    let mut alive = vec![format!("N={n} in slot {k} (token {token}, this one)")];
+    let mut smallest = n;
+    for j in (0..SLOTS).filter(|&j| j != k) {
+        let other = open(&slot_check(check, j));
+        if flock(&other, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            continue; // no live command in slot j (dropping it unlocks)
+        }
+        let said = std::fs::read_to_string(slot_check(check, j)).unwrap_or_default();
+        let mut words = said.split_whitespace();
+        let m = words
+            .next()
+            .and_then(|m| m.parse::<u32>().ok())
+            .unwrap_or(0);
+        let their = words.next().unwrap_or("?");
+        alive.push(format!("N={m} in slot {j} (token {their})"));
+        smallest = smallest.min(m);
+    }
+    if alive.len() > smallest as usize {
+        let mut over = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(over_file(check))
+            .expect("open the over-admission file");
+        let _ = writeln!(
+            over,
+            "{} commands alive, the smallest N {smallest}: {}",
+            alive.len(),
+            alive.join(", ")
+        );
+    }
+    mine.set_len(0).expect("empty the slot's file");
+    mine.write_all_at(format!("{n} {token}\n").as_bytes(), 0)
+        .expect("write the slot's file");
+    drop(count);
+    let mut l = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open the log");
+    let _ = writeln!(l, "{token} {n}");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let micros = u64::from(std::process::id().wrapping_mul(2_654_435_761) ^ nanos) % 10_000;
+    std::thread::sleep(Duration::from_micros(micros));
+    std::process::exit(0);
+}
+
 /// Shared counters and the kill book.
 #[derive(Default)]
 struct Stats {
@@ -230,8 +358,15 @@ struct Stats {
     store_errors: AtomicU64,
     restarts: AtomicU64,
     holes: AtomicU64,
+    /// Mixed mode: fires refused for another N (125), and plain fires
+    /// that found every slot of their N held (75).
+    refusals: AtomicU64,
+    held: AtomicU64,
     /// pid -> when the killer sent it SIGKILL (latest).
     killed: Mutex<HashMap<u32, Instant>>,
+    /// The contender processes (wrappers) that the killer SIGKILLed
+    /// themselves, not their command.
+    wrappers_killed: Mutex<std::collections::HashSet<u32>>,
     /// Live contender processes: pid -> process group to kill.
     live: Mutex<HashMap<u32, i32>>,
     first_errors: Mutex<Vec<String>>,
@@ -258,6 +393,7 @@ fn main() {
     std::fs::create_dir_all(&locks).expect("create the chaos dir");
     let check = base.join("check.flock");
     let log = base.join("runs.log");
+    let state = base.join("state");
     let lock_path = locks.join("job.lock");
 
     let stats = Arc::new(Stats::default());
@@ -275,6 +411,7 @@ fn main() {
         locks: &locks,
         check: &check,
         log: &log,
+        state: &state,
         url: url.as_deref(),
     };
     let threads = spawn_contenders(&o, &at, &stats, &stop);
@@ -308,11 +445,20 @@ fn main() {
         let _ = f.join();
     }
 
+    let closure = matches!(o.mode, Mode::Slots | Mode::Mixed).then(|| closure(&at, &stats));
+    let over = std::fs::read_to_string(over_file(&check)).unwrap_or_default();
     let runs = count_lines(&log);
     let secs = started.elapsed().as_secs_f64();
     print_report(&o, &stats, runs, secs);
+    if o.mode == Mode::Mixed {
+        print_mixed(&stats, &log, &over);
+    }
+    if let Some(c) = &closure {
+        c.print();
+    }
     let _ = std::fs::remove_dir_all(&base);
-    if failed(&o, &stats, runs) {
+    let unclosed = closure.as_ref().is_some_and(|c| !c.ok());
+    if failed(&o, &stats, runs) || !over.is_empty() || unclosed {
         println!("chaos: FAILED");
         std::process::exit(1);
     }
@@ -382,12 +528,13 @@ fn spawn_contenders(
     let mut threads = Vec::new();
     for i in 0..o.contenders {
         let (stats, stop) = (stats.clone(), stop.clone());
-        let (exe, onlyone, locks, check, log) = (
+        let (exe, onlyone, locks, check, log, state) = (
             at.exe.to_owned(),
             at.onlyone.to_owned(),
             at.locks.to_owned(),
             at.check.to_owned(),
             at.log.to_owned(),
+            at.state.to_owned(),
         );
         let mode = o.mode;
         let url = at.url.map(str::to_owned);
@@ -398,6 +545,7 @@ fn spawn_contenders(
                 locks: &locks,
                 check: &check,
                 log: &log,
+                state: &state,
                 url: url.as_deref(),
             };
             contender(i, mode, &at, &stats, &stop)
@@ -495,14 +643,38 @@ struct Paths<'a> {
     locks: &'a Path,
     check: &'a Path,
     log: &'a Path,
+    /// The journals' directory (`ONLYONE_STATE_DIR`) of every command.
+    state: &'a Path,
     url: Option<&'a str>,
 }
 
 /// Contender `i`: starts runs of `mode` one after another until stopped,
 /// and counts how each ended.
 fn contender(i: usize, mode: Mode, at: &Paths<'_>, stats: &Stats, stop: &AtomicBool) {
+    let mut rng = (u64::from(std::process::id()) << 8 | i as u64) ^ 0x9e37_79b9_7f4a_7c15;
     while !stop.load(Ordering::Relaxed) {
-        let mut cmd = contender_command(mode, at);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let fire = match mode {
+            Mode::Mixed => Fire {
+                n: 1 + (rng % 3) as u32,
+                says_slots: rng & 8 != 0,
+                waits: rng & 16 != 0,
+            },
+            Mode::Slots => Fire {
+                n: SLOTS,
+                says_slots: true,
+                waits: true,
+            },
+            _ => Fire {
+                n: 1,
+                says_slots: false,
+                waits: true,
+            },
+        };
+        let mut cmd = contender_command(mode, at, fire);
+        cmd.env("ONLYONE_STATE_DIR", at.state);
         let spawned_at = Instant::now();
         let child = cmd
             .stdin(Stdio::null())
@@ -536,12 +708,13 @@ fn contender(i: usize, mode: Mode, at: &Paths<'_>, stats: &Stats, stop: &AtomicB
         let finished_at = Instant::now();
         check_takeovers(&stderr, spawned_at, finished_at, stats);
         let Ok(status) = status else { continue };
-        judge_exit(status, &stderr, mode, at.locks, stats, stop);
+        judge_exit(status, &stderr, (mode, fire), at.locks, stats, stop);
     }
 }
 
-/// The command a contender of `mode` starts for one run.
-fn contender_command(mode: Mode, at: &Paths<'_>) -> Command {
+/// The command a contender of `mode` starts for one run, `fire` (mixed
+/// mode's N).
+fn contender_command(mode: Mode, at: &Paths<'_>, fire: Fire) -> Command {
     let Paths {
         exe,
         onlyone,
@@ -549,6 +722,7 @@ fn contender_command(mode: Mode, at: &Paths<'_>) -> Command {
         check,
         log,
         url,
+        ..
     } = *at;
     match mode {
         Mode::Run => {
@@ -581,6 +755,23 @@ fn contender_command(mode: Mode, at: &Paths<'_>) -> Command {
                 .arg(log)
                 .env("CHAOS_SLOTS", SLOTS.to_string())
                 .env("CHAOS_CS_MAX_US", "10000");
+            c
+        }
+        Mode::Mixed => {
+            let mut c = Command::new(onlyone);
+            c.arg("--dir").arg(locks).arg("run");
+            if fire.n > 1 || fire.says_slots {
+                c.args(["--slots", &fire.n.to_string()]);
+            }
+            if fire.waits {
+                c.args(["--wait", "10s"]);
+            }
+            c.args(["job", "--"])
+                .arg(exe)
+                .arg("--cs")
+                .arg(check)
+                .arg(log)
+                .env("CHAOS_N", fire.n.to_string());
             c
         }
         Mode::Shell => {
@@ -645,7 +836,7 @@ fn contender_command(mode: Mode, at: &Paths<'_>) -> Command {
 fn judge_exit(
     status: std::process::ExitStatus,
     stderr: &str,
-    mode: Mode,
+    (mode, fire): (Mode, Fire),
     locks: &Path,
     stats: &Stats,
     stop: &AtomicBool,
@@ -657,8 +848,14 @@ fn judge_exit(
             stats.overlaps.fetch_add(1, Ordering::Relaxed);
             stats.error(format!("OVERLAP seen by a critical section: {stderr}"));
         }
+        (Some(75), _) if !fire.waits => {
+            stats.held.fetch_add(1, Ordering::Relaxed);
+        }
         (Some(75), _) => {
             stats.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        (Some(125), _) if mode == Mode::Mixed && stderr.contains("and this take asks for") => {
+            stats.refusals.fetch_add(1, Ordering::Relaxed);
         }
         (Some(124), _) if mode == Mode::Store => {
             stats.lease_losses.fetch_add(1, Ordering::Relaxed);
@@ -685,6 +882,221 @@ fn judge_exit(
                 stderr.trim()
             ))
         }
+    }
+}
+
+/// Mixed mode's counts: refusals, plain fires held, the runs of each N,
+/// and every over-admission the commands saw.
+fn print_mixed(s: &Stats, log: &Path, over: &str) {
+    let mut by_n = [0u64; SLOTS as usize + 1];
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        if let Some(n) = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse::<usize>().ok())
+            && n < by_n.len()
+        {
+            by_n[n] += 1;
+        }
+    }
+    println!("  refused (other N) {}", s.refusals.load(Ordering::Relaxed));
+    println!("  held (no --wait) {}", s.held.load(Ordering::Relaxed));
+    println!(
+        "  runs by N        N=1: {}, N=2: {}, N=3: {}",
+        by_n[1], by_n[2], by_n[3]
+    );
+    println!("  over-admissions  {}", over.lines().count());
+    for line in over.lines().take(10) {
+        println!("    OVER-ADMISSION: {line}");
+    }
+}
+
+/// What the closure check found once the storm was over.
+struct Closure {
+    /// What the final `precheck` answered.
+    precheck: String,
+    /// The runs in the lock's history.
+    runs: usize,
+    /// Those still "running", each named: token, pid, start, what the
+    /// killer did to it.
+    running: Vec<String>,
+    /// The slot files left in the lock directory after the precheck: once
+    /// every command of the storm is gone, each is stale, and the lock is
+    /// not free.
+    left: Vec<String>,
+    /// The lock's other files left (its waiters' tickets...).
+    others: Vec<String>,
+    /// A step that could not be done.
+    error: Option<String>,
+}
+
+impl Closure {
+    fn ok(&self) -> bool {
+        self.error.is_none() && self.running.is_empty() && self.left.is_empty() && self.runs > 0
+    }
+
+    fn print(&self) {
+        println!(
+            "  closure          precheck --slots {SLOTS}: {}",
+            self.precheck
+        );
+        println!(
+            "  closure          {} runs in the history, {} still \"running\"",
+            self.runs,
+            self.running.len()
+        );
+        for r in self.running.iter().take(20) {
+            println!("    STILL RUNNING: {r}");
+        }
+        if self.running.len() > 20 {
+            println!("    ... and {} more", self.running.len() - 20);
+        }
+        if !self.left.is_empty() {
+            println!(
+                "  closure          STALE SLOTS LEFT after the precheck (every command gone): {}",
+                self.left.join(" ")
+            );
+        }
+        if !self.others.is_empty() {
+            println!(
+                "  closure          other files left: {}",
+                self.others.join(" ")
+            );
+        }
+        if let Some(e) = &self.error {
+            println!("  closure          ERROR: {e}");
+        }
+    }
+}
+
+/// Slots and mixed modes, once the contenders have stopped: waits until
+/// no command of the storm lives, lets one `precheck --slots 3` clear the
+/// stale slots, and reads the lock's history: every run in it must have
+/// ended, none "running".
+fn closure(at: &Paths<'_>, stats: &Stats) -> Closure {
+    let mut c = Closure {
+        precheck: String::new(),
+        runs: 0,
+        running: Vec::new(),
+        left: Vec::new(),
+        others: Vec::new(),
+        error: None,
+    };
+    if let Err(pids) = wait_commands_gone(at.check, Duration::from_secs(10)) {
+        c.error = Some(format!(
+            "commands of the storm still alive after 10 s: pids {pids:?}"
+        ));
+        return c;
+    }
+    let onlyone = |args: &[&str]| {
+        Command::new(at.onlyone)
+            .arg("--dir")
+            .arg(at.locks)
+            .args(args)
+            .env("ONLYONE_STATE_DIR", at.state)
+            .stdin(Stdio::null())
+            .output()
+    };
+    let slots = SLOTS.to_string();
+    match onlyone(&["precheck", "--slots", &slots, "job"]) {
+        Ok(o) => {
+            let said = String::from_utf8_lossy(&o.stderr);
+            let code = o
+                .status
+                .code()
+                .map_or("by a signal".into(), |c| c.to_string());
+            c.precheck = format!("exit {code} {}", said.trim());
+            if o.status.code() != Some(0) {
+                c.error = Some(format!(
+                    "the lock is not free after the storm: {}",
+                    c.precheck
+                ));
+            }
+        }
+        Err(e) => c.error = Some(format!("precheck: {e}")),
+    }
+    let mut files: Vec<String> = std::fs::read_dir(at.locks)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("job.lock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    (c.left, c.others) = files
+        .into_iter()
+        .partition(|n| n == "job.lock" || n.starts_with("job.lock.slot."));
+    let out = match onlyone(&["history", "job", "--json"]) {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(o) => {
+            c.error = Some(format!(
+                "history: exit {:?} {}",
+                o.status.code(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return c;
+        }
+        Err(e) => {
+            c.error = Some(format!("history: {e}"));
+            return c;
+        }
+    };
+    let wrappers_killed = stats.wrappers_killed.lock().unwrap();
+    let killed = stats.killed.lock().unwrap();
+    for line in out.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            c.error = Some(format!("history: not JSON: {line}"));
+            continue;
+        };
+        let Some(token) = v["token"].as_str() else {
+            continue; // a row of missed fires, not a run
+        };
+        c.runs += 1;
+        if v["outcome"] != "running" {
+            continue;
+        }
+        let pid = v["pid"].as_u64().map(|p| p as u32);
+        let fate = match pid {
+            Some(p) if wrappers_killed.contains(&p) => "its wrapper was SIGKILLed",
+            Some(p) if killed.contains_key(&p) => "its command was SIGKILLed",
+            Some(_) => "not killed",
+            None => "no pid",
+        };
+        c.running.push(format!(
+            "token {token}, pid {}, started {} ({fate})",
+            pid.map_or("?".into(), |p| p.to_string()),
+            v["start"].as_str().unwrap_or("?")
+        ));
+    }
+    c
+}
+
+/// Waits until no process runs the critical section of this storm (its
+/// command line names `check`), for up to `bound`; else the pids of those
+/// left.
+fn wait_commands_gone(check: &Path, bound: Duration) -> Result<(), Vec<u32>> {
+    use std::os::unix::ffi::OsStrExt;
+    let needle = check.as_os_str().as_bytes();
+    let until = Instant::now() + bound;
+    loop {
+        let left: Vec<u32> = procfs::all_pids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                    c.split(|&b| b == 0).any(|a| a == b"--cs")
+                        && c.split(|&b| b == 0).any(|a| a == needle)
+                })
+            })
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -832,7 +1244,7 @@ fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
                         .and_then(|p| p.parse::<i32>().ok())
                 })
         };
-        if matches!(mode, Mode::Run | Mode::Slots) && next() % 2 == 0 {
+        if matches!(mode, Mode::Run | Mode::Slots | Mode::Mixed) && next() % 2 == 0 {
             // The run's command instead of onlyone itself.
             if let Some(c) = first_child() {
                 target = c;
@@ -855,6 +1267,9 @@ fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
             let mut k = stats.killed.lock().unwrap();
             k.insert(target.unsigned_abs(), now);
             k.insert(pid, now);
+        }
+        if target == pgid {
+            stats.wrappers_killed.lock().unwrap().insert(pid);
         }
         let r = if target < 0 {
             rustix::process::Pid::from_raw(-target)

@@ -79,6 +79,12 @@ invariant_13_at_most_n_runs_hold_slots_one_a_slot.count_then_take | slots.pml | 
 invariant_14_a_dead_holders_slot_is_taken.never_reclaimed     | slots.pml | -DNEVER_RECLAIMED                    | fails
 invariant_15_a_waiter_is_served_when_any_slot_frees.leaves_the_line | slots.pml | -DLEAVE_EARLY                  | fails
 invariant_15_a_waiter_is_served_when_any_slot_frees.one_slot_watched | slots.pml | -DONE_SLOT_WATCHED -DLONG     | fails
+invariant_13_14_16_mixed_n_design                             | slots.pml | -DMIXED                              | holds
+invariant_13_14_16_mixed_n_design@run_in_slot_2               | slots.pml | -DMIXED -DTHREE_IN_SLOT2             | holds
+invariant_13_14_16_mixed_n_design@four_fires                  | slots.pml | -DMIXED -DNFIRE=4                    | holds
+invariant_13_14_16_mixed_n_design@two_crashes                 | slots.pml | -DMIXED -DMAXCRASH=2                 | holds
+invariant_13_14_16_mixed_n_design@takeover_in_steps           | slots.pml | -DMIXED -DSTEPS -DTHREE_IN_SLOT2     | holds
+invariant_16_the_live_runs_never_outnumber_the_smallest_n.one_slot_file | slots.pml | -DMIXED -DONE_SLOT_FILE  | fails
 LIST
 )
 

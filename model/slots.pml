@@ -31,6 +31,30 @@
  * A killer may crash any run or fire at any step (SIGKILL): its records
  * stay behind, stale.
  *
+ * With MIXED, takes of different N on one lock (invariant 16): fires F1,
+ * F2, F3 take 1, 2 and 3 slots (F4, with NFIRE=4, takes N4), from an
+ * empty lock (with THREE_IN_SLOT2: beside a run of 3 slots that holds
+ * slot 2, slots 0 and 1 free). They are plain takes (no --wait, no
+ * --queue: a take that finds every slot of its N held by a live run is
+ * "held", 75), so there is no seat and invariant 15 is not checked there.
+ * A take of N, the design:
+ *   1. one listing of the slot files: the first slot k < N whose file is
+ *      absent;
+ *   2. link slot k; when no slot below N is absent, or the link fails
+ *      (another got there first), try slot 0, 1, ..., N-1 as above (a
+ *      stale one taken over) and stop at the first one taken; none:
+ *      "held" (75);
+ *   3. once it holds slot k, list the slot files again, then read every
+ *      listed file but its own (any slot, also those past N-1): one whose
+ *      holder lives and whose record says another N makes it let slot k
+ *      go, refused (125, "held with 3 slots, and this take asks for 1").
+ *      Otherwise its command runs, then it releases slot k. The listing
+ *      is one entry at a time, as getdents(2) promises no more: an entry
+ *      that comes or goes during the listing may be in it or not, one
+ *      that is there throughout is in it. Files of other accounts never
+ *      count (one account here).
+ * Two takes of different N that both link may both back out.
+ *
  * Ghosts: as in queue.pml, a run's command that starts picks up the work
  * of every fire that has arrived (covered), and a skipped fire notes the
  * waiter it counted on.
@@ -48,6 +72,13 @@
  *     whose command started after it arrived (unless the waiter it
  *     counted on was killed); no waiter is blocked for ever while a slot
  *     is free, even beside a run that outlasts every fire (LONG).
+ *   invariant_16_the_live_runs_never_outnumber_the_smallest_n (MIXED):
+ *     at every moment (Watch, which may look at any step), the live runs
+ *     (alive, past step 3: their command runs) number at most the
+ *     smallest N among them; also asserted when a command starts, where
+ *     a counterexample ends. A take that has linked its slot and not yet
+ *     read the others holds a slot file but is no run yet: two such takes
+ *     of 1 and 2 slots hold two slot files for a moment.
  *
  * Switches:
  *   NO_RECHECK        a stale slot's record, once reclaimed, is replaced by
@@ -72,9 +103,25 @@
  *                     NO_RECHECK implies it)
  *   NO_RELOOK         a fire skips on a live seat without looking at the
  *                     slots again
+ *   MIXED             takes of N = 1, 2 and 3 (and N4) as above, with
+ *                     slots 0..2; no seat
+ *   ONE_SLOT_FILE     with MIXED: step 3 reads one slot file only, slot N,
+ *                     one past the take's last (a take of 1 reads
+ *                     LOCK.slot.1, a take of 3 none here), as the take did
+ *                     before: invariant 16's mutant
+ *   THREE_IN_SLOT2    with MIXED: a run of 3 slots holds slot 2 at the
+ *                     start, slots 0 and 1 free
+ *   N4 (1)            with MIXED and NFIRE=4: the N of fire 4
  *   NSLOT (2, at most 3) NRUN (NSLOT) NFIRE (3, 2 to 4) MAXCRASH (1)
  */
 
+#ifdef MIXED
+#define NSLOT 3       /* the slot files: 0..2, for the largest N        */
+#define NRUN 0
+#ifndef N4
+#define N4 1
+#endif
+#endif
 #ifndef NSLOT
 #define NSLOT 2
 #endif
@@ -111,6 +158,10 @@ bool ran[8];          /* fire i's command started                          */
 bool covered[8];      /* a command started after fire i arrived            */
 bool skipped[8];      /* fire i skipped: "one already queued"              */
 byte counted[8];      /* the waiter whose seat fire i skipped on           */
+#ifdef MIXED
+byte nn[8];           /* the N of i's take (its records say slots=N)       */
+bool cmd[8];          /* i's command runs: it passed step 3                */
+#endif
 
 #define LIVE(i) (started[i] && !dead[i] && !fin[i])
 #define DONE(i) (dead[i] || fin[i])
@@ -128,6 +179,20 @@ byte counted[8];      /* the waiter whose seat fire i skipped on           */
 #define HOLDERS(s) (H(1, s) + H(2, s) + H(3, s) + H(4, s) + H(5, s) + H(6, s) + H(7, s))
 #define HOLDS(i) (LIVE(i) && holds[i] != 0)
 #define NHOLD (HOLDS(1) + HOLDS(2) + HOLDS(3) + HOLDS(4) + HOLDS(5) + HOLDS(6) + HOLDS(7))
+
+#ifdef MIXED
+/* The live runs, and whether they number at most the smallest N among
+ * them: invariant_16_the_live_runs_never_outnumber_the_smallest_n */
+#define RUNS(i) (LIVE(i) && cmd[i])
+#define NRUNS (RUNS(1) + RUNS(2) + RUNS(3) + RUNS(4) + RUNS(5) + RUNS(6) + RUNS(7))
+#define WITHIN(i) (!RUNS(i) || NRUNS <= nn[i])
+#define AT_MOST_THE_SMALLEST_N (WITHIN(1) && WITHIN(2) && WITHIN(3) && WITHIN(4) && \
+    WITHIN(5) && WITHIN(6) && WITHIN(7))
+/* The slots a take tries: its own N. */
+#define LAST n
+#else
+#define LAST NSLOT
+#endif
 
 /* What a fire decided. */
 #define RUN  1
@@ -218,7 +283,7 @@ byte counted[8];      /* the waiter whose seat fire i skipped on           */
  * run. */
 inline try_rest(me) {
     do
-    :: got != 0 || s == NSLOT -> break
+    :: got != 0 || s == LAST -> break
     :: else ->
 #if defined(COUNT_THEN_TAKE)
        atomic { judged = 0; own[me] = true; got = NOSLOT + 1;
@@ -264,6 +329,7 @@ inline release_slot(me) {
 /* A fire that is done forgets what it saw (fewer states). */
 #define FORGET s = 0; got = 0; judged = 0; w = 0; next = 0
 
+#ifndef MIXED
 proctype Fire(byte me) {
     byte s;           /* the slot being looked at                    */
     byte got;         /* the slot taken, plus one                    */
@@ -341,6 +407,82 @@ proctype Fire(byte me) {
         fi
     } unless { atomic { dead[me] -> FORGET } }
 }
+#else
+/* Step 3: slot j's entry in the second listing (not its own). */
+#define LISTS(j) \
+    if \
+    :: tok[j] != 0 && got != j + 1 -> seen = seen | (1 << j) \
+    :: else -> skip \
+    fi
+/* A read of slot j's file: its holder lives and says another N. */
+#define DIFFERS(j) (tok[j] != 0 && LIVE(tok[j]) && nn[tok[j]] != n)
+#define READS(j) \
+    if \
+    :: other == 0 && (seen & (1 << j)) && DIFFERS(j) -> other = tok[j] \
+    :: else -> skip \
+    fi
+
+#define FORGET_TAKE s = 0; got = 0; judged = 0; seen = 0; other = 0
+
+/* A take of n slots (MIXED): the design above, steps 1 to 3. */
+proctype Take(byte me; byte n) {
+    byte s;           /* the slot being looked at                      */
+    byte got = 0;     /* the slot taken, plus one                      */
+    byte judged = 0;  /* the stale record judged, being taken over     */
+    byte seen = 0;    /* step 3's listing: bit j for slot j's file      */
+    byte other = 0;   /* a live holder of another N that step 3 read   */
+    {
+        atomic {                                      /* 1. one listing */
+            started[me] = true;
+            s = (tok[0] == 0 -> 0 : (n > 1 && tok[1] == 0 -> 1 : (n > 2 && tok[2] == 0 -> 2 : n)));
+            printf("MSC: %d arrives, a take of %d slots: slot %d absent\n", me, n, s) };
+        atomic {                                      /* 2. link slot k */
+            if
+            :: s < n && tok[s] == 0 -> tok[s] = me; got = s + 1; TAKES(me, s)
+            :: else -> s = 0; TRY_SLOT(me)               /* every slot, in order */
+            fi };
+        try_rest(me);
+        if
+        :: got == 0 ->
+           atomic { printf("MSC: %d: every slot of %d held (75)\n", me, n); fin[me] = true; FORGET_TAKE }
+        :: else ->
+#ifdef ONE_SLOT_FILE
+           atomic {                                   /* slot n alone */
+               if
+               :: n < NSLOT && DIFFERS(n) -> other = tok[n]
+               :: else -> skip
+               fi };
+#else
+           /* 3. the slot files listed again, one entry at a time, then
+            * every listed file read but its own */
+           atomic { LISTS(0) };
+           atomic { LISTS(1) };
+           atomic { LISTS(2) };
+           atomic { READS(0) };
+           atomic { READS(1) };
+           atomic { READS(2) };
+#endif
+           if
+           :: other != 0 ->
+              atomic {
+                  printf("MSC: %d reads slot %d's holder %d, alive with %d slots: lets slot %d go (125)\n",
+                         me, holds[other] - 1, other, nn[other], got - 1);
+                  if
+                  :: tok[got - 1] == me -> tok[got - 1] = 0
+                  :: else -> skip
+                  fi;
+                  fin[me] = true; FORGET_TAKE }
+           :: else ->
+              atomic {
+                  cmd[me] = true;
+                  printf("MSC: %d's command starts (%d slots, %d runs)\n", me, n, NRUNS);
+                  assert(AT_MOST_THE_SMALLEST_N) };
+              atomic { release_slot(me); fin[me] = true; FORGET_TAKE }
+           fi
+        fi
+    } unless { atomic { dead[me] -> FORGET_TAKE } }
+}
+#endif
 
 #define FIRES_DONE (DONE(1) && DONE(2) && (NFIRE < 3 || DONE(3)) && (NFIRE < 4 || DONE(4)))
 
@@ -384,17 +526,47 @@ end:
     od
 }
 
+#ifdef MIXED
+/* Looks once, at any moment of any run of the model:
+ * invariant_16_the_live_runs_never_outnumber_the_smallest_n */
+active proctype Watch() {
+    assert(AT_MOST_THE_SMALLEST_N)
+}
+#endif
+
 /* Once every process is done:
  * invariant_15_a_waiter_is_served_when_any_slot_frees */
 #define SERVED(i) (!queued[i] || ran[i] || dead[i])
 #define PICKED_UP(i) (!skipped[i] || covered[i] || dead[counted[i]])
 
+#ifndef MIXED
 active proctype Judge() {
     (FIRES_DONE && DONE(R0) && (NRUN < 2 || DONE(R0 + 1)) && (NRUN < 3 || DONE(R0 + 2)));
     assert(SERVED(1) && SERVED(2) && SERVED(3) && SERVED(4));
     assert(PICKED_UP(1) && PICKED_UP(2) && PICKED_UP(3) && PICKED_UP(4))
 }
 
+#endif
+
+#ifdef MIXED
+init {
+    atomic {
+        nn[1] = 1; nn[2] = 2; nn[3] = 3; nn[4] = N4;
+#ifdef THREE_IN_SLOT2
+        tok[2] = R0 + 2; started[R0 + 2] = true; holds[R0 + 2] = 3;
+        nn[R0 + 2] = 3; cmd[R0 + 2] = true;
+        run Run(R0 + 2, 2);
+#endif
+        run Take(1, 1);
+        run Take(2, 2);
+        run Take(3, 3);
+        if
+        :: NFIRE > 3 -> run Take(4, N4)
+        :: else -> skip
+        fi
+    }
+}
+#else
 init {
     atomic {
         tok[0] = R0; started[R0] = true; holds[R0] = 1;
@@ -419,3 +591,4 @@ init {
         fi
     }
 }
+#endif
