@@ -97,13 +97,13 @@ fn outcome(sb: &Sandbox, token: &str) -> String {
         .to_owned()
 }
 
-/// Invariant 16 (PROTOCOL.md): the live holders of a lock never outnumber
+/// Invariant 16 (PROTOCOL.md): the live runs of a lock never outnumber
 /// the smallest N among them and the take's. A lock of 3 slots whose
 /// slots 0 and 1 have ended and whose slot 2 is still held: a plain run
 /// (a lock of one) and a run of 2 slots are refused (125), naming the
 /// number held; a run of 3 takes a free slot.
 #[test]
-fn invariant_16_the_live_holders_never_outnumber_the_smallest_n() {
+fn invariant_16_the_live_runs_never_outnumber_the_smallest_n() {
     let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
     let held: Vec<(u32, u32)> = ["a", "b", "c"]
         .iter()

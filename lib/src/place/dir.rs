@@ -453,10 +453,13 @@ impl Place for DirPlace {
         // bound that must not hold the answer up.
         let courtesy = Instant::now() + PRECHECK_CLEARING;
         let clearing = deadline.map_or(courtesy, |d| d.min(courtesy));
+        // Every slot is looked at: each stale one cleared, the answer the
+        // first that is not held.
         let mut held = None;
+        let mut found: Option<Found> = None;
         for k in 0..slots {
             let slot = lock.slot(k)?;
-            let found = match slot.inspect()? {
+            let here = match slot.inspect()? {
                 None => Found::Free(None),
                 Some(seen) => match &seen.verdict {
                     Verdict::Held(_) => {
@@ -470,6 +473,14 @@ impl Place for DirPlace {
                     Verdict::Unknown(r) => Found::Unknown(r.clone()),
                 },
             };
+            // A slot cleared is said rather than one merely free.
+            found = match (found, here) {
+                (None | Some(Found::Free(None)), h @ Found::Free(Some(_))) => Some(h),
+                (None, h) => Some(h),
+                (f, _) => f,
+            };
+        }
+        if let Some(found) = found {
             return Ok(Prechecked { name, found });
         }
         if let Some(h) = &held {
