@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::time::Instant;
 
 use onlyone::journal::{Class, Outcome};
 
@@ -11,13 +12,17 @@ use super::exit::CheckState::{self, Critical, Ok as Fine, Unknown, Warning};
 use super::exit::{Code, Ending};
 use super::format::{now, took};
 use super::place::{Named, Place};
-use super::view::{Seen, no_such_lock, nothing_in};
+use super::view::{NOT_REACHED, Seen, judged_late, no_such_lock, nothing_in};
 use super::{Ctx, args, fail, print_stdout, say};
 
 /// What is known of LOCK: its record, when its directory exists, and its
-/// journal, found even when it does not.
-fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
+/// journal, found even when it does not; `/proc` read until `deadline`.
+fn look(ctx: &Ctx, lock: &str, deadline: Option<Instant>) -> Result<Seen, String> {
     let (journal, name, lock) = ctx.journal_for_reading(lock).map_err(|e| e.to_string())?;
+    let lock = lock.map(|l| match deadline {
+        Some(d) => l.with_deadline(d),
+        None => l,
+    });
     // Read before the lock is looked at (see `History::close_over`).
     let mut history = journal.history().map_err(|e| {
         format!(
@@ -29,8 +34,12 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
         Some(l) => l.inspect().map_err(|e| e.to_string())?,
         None => None,
     };
+    // Unknown for want of time: said as such (see `check`).
+    let late = inspection
+        .as_ref()
+        .is_some_and(|i| judged_late(i, deadline));
     let slots = match &lock {
-        Some(l) => slots_of(l, inspection.as_ref())?,
+        Some(l) => slots_of(l, inspection.as_ref(), deadline)?,
         None => Vec::new(),
     };
     history.close_over(super::view::lock_now(inspection.as_ref()));
@@ -70,20 +79,26 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
     });
     Ok(Seen {
         missing,
+        late,
         ..Seen::of_dir(name, inspection, history).with_slots(&slots)
     })
 }
 
 /// Each slot of `lock` whose file exists, slot 0's inspection (`slot0`)
-/// first; nothing for a lock of one slot.
+/// first, each judged by `deadline`; nothing for a lock of one slot.
 fn slots_of(
     lock: &onlyone::LockFile,
     slot0: Option<&onlyone::Inspection>,
+    deadline: Option<Instant>,
 ) -> Result<Vec<(u32, onlyone::Inspection)>, String> {
     let mut out: Vec<(u32, onlyone::Inspection)> =
         slot0.map(|i| (0, i.clone())).into_iter().collect();
     for k in lock.slot_numbers() {
         let slot = lock.slot(k).map_err(|e| e.to_string())?;
+        let slot = match deadline {
+            Some(d) => slot.with_deadline(d),
+            None => slot,
+        };
         if let Some(i) = slot.inspect().map_err(|e| e.to_string())? {
             out.push((k, i));
         }
@@ -238,8 +253,13 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
 
 impl Ctx {
     /// What is known of each lock named (or every lock, none named) in
-    /// the lock directory.
-    pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
+    /// the lock directory, by `deadline`: a lock not reached by then is
+    /// [`NOT_REACHED`].
+    pub(super) fn seen_in_dir(
+        &self,
+        locks: &[String],
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Named>, String> {
         let targets = if locks.is_empty() {
             self.listing().map_err(|e| e.to_string())?.0
         } else {
@@ -248,7 +268,11 @@ impl Ctx {
         let mut out = Vec::new();
         onlyone::with_census(|| {
             for t in targets {
-                let seen = look(self, &t);
+                let seen = if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Err(NOT_REACHED.to_owned())
+                } else {
+                    look(self, &t, deadline)
+                };
                 out.push((t, seen));
             }
         });
@@ -256,11 +280,22 @@ impl Ctx {
     }
 }
 
+/// What `check` says of a lock it could not judge by its deadline (`why`:
+/// what it found by then), and how to give it more time.
+fn not_in_time(name: &str, why: &str, given: std::time::Duration) -> String {
+    format!(
+        "{name}: not judged within check's deadline of {} ({why}); give it more time with \
+         --deadline DUR",
+        onlyone::compact_duration(given)
+    )
+}
+
 pub fn check(place: &dyn Place, a: args::Check) -> Code {
     let mut worst = Fine;
     let mut lines: Vec<(CheckState, String)> = Vec::new();
     let mut perf: Vec<String> = Vec::new();
-    let all = match place.seen(&a.locks) {
+    let deadline = Instant::now() + a.deadline;
+    let all = match place.seen(&a.locks, Some(deadline)) {
         Ok(all) => all,
         Err(e) => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
@@ -274,6 +309,18 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
                 missing: Some(looked),
                 ..
             }) => (Unknown, no_such_lock(&name, &looked)),
+            // What could not be judged for want of time is UNKNOWN, not
+            // a warning about the lock.
+            Ok(Seen {
+                name,
+                late: true,
+                unknown,
+                ..
+            }) => (
+                Unknown,
+                not_in_time(&name, unknown.as_deref().unwrap_or("?"), a.deadline),
+            ),
+            Err(e) if e == NOT_REACHED => (Unknown, not_in_time(&l, &e, a.deadline)),
             Ok(s) => {
                 let v = grade(&s, &a);
                 perf.extend(v.perf);
@@ -505,7 +552,7 @@ fn exit_code(o: &Outcome) -> i32 {
 }
 
 pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
-    let all = match place.seen(&a.locks) {
+    let all = match place.seen(&a.locks, None) {
         Ok(all) => all,
         Err(e) => return fail(e),
     };

@@ -31,8 +31,8 @@ use super::exit::{Code, Ending};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
 use super::view::{
-    LastRun, LockStatus, OutsideWork, Report, Shown, WaiterStatus, Whence, apply_history,
-    keepers_of, keepers_remedy, keepers_words, lock_files,
+    LastRun, LockStatus, NOT_REACHED, OutsideWork, Report, Shown, WaiterStatus, Whence,
+    apply_history, judged_late, keepers_of, keepers_remedy, keepers_words, lock_files,
 };
 use super::{Ctx, args};
 use onlyone::journal::Journal;
@@ -46,7 +46,51 @@ pub fn describe(
     journal: Option<Journal>,
     deadline: Option<std::time::Instant>,
 ) -> LockStatus {
-    let mut s = LockStatus {
+    let mut s = blank(path, name);
+    // The journal is read before the lock is looked at (see
+    // `History::close_over`), and applied once the lock's state is known.
+    let history = journal.as_ref().map(read_history);
+    if let Ok(l) = &lock {
+        s.slot_holders = slot_holders(l, &s.name, deadline);
+    }
+    let seen = lock.and_then(|l| {
+        let seen = l.inspect()?;
+        // A lock of several slots has waiters only while every slot is
+        // held; slot 0 may be free a moment before its head takes it.
+        if seen.is_some() || !s.slot_holders.is_empty() {
+            s.waiters = l
+                .waiters()
+                .into_iter()
+                .map(|w| {
+                    let r = w.record;
+                    WaiterStatus::new(r.pid, r.host, r.uid, r.cmd, r.since, w.queued)
+                })
+                .collect();
+        }
+        Ok(seen)
+    });
+    match seen {
+        Ok(Some(seen)) => {
+            s.late = judged_late(&seen, deadline);
+            fill(&mut s, &seen, deadline);
+        }
+        Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
+        Err(e) => {
+            s.state = "unknown";
+            s.reason = Some(e.to_string());
+        }
+    }
+    if let Some(h) = history {
+        let h = h.map(|h| close_slots(h, &s));
+        apply_history(&mut s, h);
+    }
+    s.slot_count = slot_count(&s);
+    s
+}
+
+/// A lock's status where nothing is known of it yet: free.
+fn blank(path: &Path, name: String) -> LockStatus {
+    LockStatus {
         name,
         path: Some(path.display().to_string()),
         state: "free",
@@ -76,43 +120,8 @@ pub fn describe(
         slot_count: None,
         slot_holders: Vec::new(),
         history: None,
-    };
-    // The journal is read before the lock is looked at (see
-    // `History::close_over`), and applied once the lock's state is known.
-    let history = journal.as_ref().map(read_history);
-    if let Ok(l) = &lock {
-        s.slot_holders = slot_holders(l, &s.name, deadline);
+        late: false,
     }
-    let seen = lock.and_then(|l| {
-        let seen = l.inspect()?;
-        // A lock of several slots has waiters only while every slot is
-        // held; slot 0 may be free a moment before its head takes it.
-        if seen.is_some() || !s.slot_holders.is_empty() {
-            s.waiters = l
-                .waiters()
-                .into_iter()
-                .map(|w| {
-                    let r = w.record;
-                    WaiterStatus::new(r.pid, r.host, r.uid, r.cmd, r.since, w.queued)
-                })
-                .collect();
-        }
-        Ok(seen)
-    });
-    match seen {
-        Ok(Some(seen)) => fill(&mut s, &seen, deadline),
-        Ok(None) | Err(onlyone::Error::MissingDir { .. }) => {}
-        Err(e) => {
-            s.state = "unknown";
-            s.reason = Some(e.to_string());
-        }
-    }
-    if let Some(h) = history {
-        let h = h.map(|h| close_slots(h, &s));
-        apply_history(&mut s, h);
-    }
-    s.slot_count = slot_count(&s);
-    s
 }
 
 /// `h` with the runs of a lock of several slots that no slot holds any
@@ -145,6 +154,10 @@ fn slot_holders(
         .into_iter()
         .filter_map(|k| {
             let slot = lock.slot(k).ok()?;
+            let slot = match deadline {
+                Some(d) => slot.with_deadline(d),
+                None => slot,
+            };
             let path = slot.path().to_path_buf();
             Some(describe(
                 &path,
@@ -322,12 +335,17 @@ fn describe_all(
     let mut first: Option<LockFile> = None;
     onlyone::with_census(|| {
         for t in targets {
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Err("status: the deadline ran out before every lock was read".into());
-            }
             let has_journal = journals.as_ref().is_none_or(|j| j.contains(&t));
             let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
             let name = names::display_name(&path, dir);
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                let mut s = blank(&path, name);
+                s.state = "unknown";
+                s.reason = Some(NOT_REACHED.to_owned());
+                s.late = true;
+                out.push(s);
+                continue;
+            }
             let lock = match &first {
                 Some(f) => f.sibling(&path),
                 None => ctx
@@ -361,16 +379,47 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
     }
 }
 
+/// Says, of each lock (and slot) shown unknown for want of time, that it
+/// was not judged within `status`'s deadline (`given`) and how to give
+/// more: how many there were.
+fn not_in_time(locks: &mut [LockStatus], given: Duration) -> usize {
+    let mut n = 0;
+    for l in locks {
+        n += not_in_time(&mut l.slot_holders, given);
+        if l.late {
+            let why = l.reason.take().unwrap_or_default();
+            l.reason = Some(format!(
+                "not judged within status's deadline of {} ({why}); give it more time with \
+                 --deadline DUR",
+                compact_duration(given)
+            ));
+            n += 1;
+        }
+    }
+    n
+}
+
 /// `status`, in either place: one schema for `--json`, one table.
 pub fn status(place: &dyn Place, a: args::Status) -> Code {
-    let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
-    let mut shown = match place.shown(&a.locks, deadline) {
+    let deadline = std::time::Instant::now() + a.deadline;
+    let mut shown = match place.shown(&a.locks, Some(deadline)) {
         Ok(s) => s,
         Err(e) => {
             super::say(e);
             return Ending::Failed.code();
         }
     };
+    // What could not be judged for want of time says so.
+    {
+        let n = not_in_time(&mut shown.locks, a.deadline);
+        if n > 0 {
+            shown.notes.push(format!(
+                "status: the deadline of {} ran out before {n} lock(s) were judged: they are \
+                 shown unknown; give it more time with --deadline DUR",
+                compact_duration(a.deadline)
+            ));
+        }
+    }
     for n in &shown.notes {
         super::say(n);
     }

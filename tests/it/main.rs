@@ -6,6 +6,7 @@ mod support;
 
 mod agent_terminal;
 mod attack;
+mod attack_budget;
 mod attack_files;
 mod attack_journal;
 mod attack_members;

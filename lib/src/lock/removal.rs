@@ -92,8 +92,9 @@ impl Releaser {
 
 impl LockFile {
     /// The critical section: takes the removal guard (waiting until
-    /// `deadline`, or [`GUARD_WAIT`]), fires the test hook `point`, reads
-    /// the lock path `how`, and carries out what `decide` makes of what is
+    /// `deadline`, or [`GUARD_WAIT`] from now: one budget, however often
+    /// the file's owner changes), fires the test hook `point`, reads the
+    /// lock path `how`, and carries out what `decide` makes of what is
     /// there now. Returns what `decide` returned with it.
     pub(super) fn under_guard<'t, 'a: 't, T>(
         &self,
@@ -102,6 +103,10 @@ impl LockFile {
         how: Read,
         decide: impl FnOnce(Option<Evidence>) -> Result<(Decision<'t, 'a>, T)>,
     ) -> Result<T> {
+        let deadline = Some(
+            self.deadline_or(deadline)
+                .unwrap_or_else(|| Instant::now() + GUARD_WAIT),
+        );
         let me = rustix::process::geteuid().as_raw();
         // The guard is that of the file's owner: everyone who may remove
         // a file takes the same one. An own read (a release by token, a
