@@ -392,6 +392,7 @@ fn skip_queued(busy: &Busy<'_>, name: &str, w: Option<&WaiterRow>, a: &args::Run
 fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
     let timeout = deadline.map_or(READ_TIMEOUT, |d| {
         d.saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT)
     });
     let store = open(url, timeout)?;
     let rows = store.list().map_err(|e| e.to_string())?;

@@ -169,28 +169,53 @@ fn processes_stuck_in_exit_cost_a_judgement_one_budget_not_one_each() {
     let lock = &out.json()["locks"][0];
     assert_eq!(lock["state"], "unknown", "{out:#?}");
     assert!(named(lock["reason"].as_str().unwrap()), "{out:#?}");
+    // Three such records: what is still exiting once one judgement's
+    // budget is spent is not waited for again by the others.
+    ns.must(
+        Some(NOBODY),
+        "cp /run/lock/job.lock /run/lock/job2.lock && cp /run/lock/job.lock /run/lock/job3.lock",
+    );
+    let started = Instant::now();
+    let out = root(&["status", "--json"]);
+    let took = started.elapsed();
+    assert!(took < BUDGET * 2, "status of three took {took:?}: {out:#?}");
+    for lock in out.json()["locks"].as_array().unwrap() {
+        assert_eq!(lock["state"], "unknown", "{out:#?}");
+        assert!(named(lock["reason"].as_str().unwrap()), "{out:#?}");
+    }
+    ns.must(None, "rm /run/lock/job3.lock");
     // A deadline shorter than the budget: UNKNOWN for want of time, with
-    // how to give more.
-    let out = root(&["check", "--deadline", "1s", "job"]);
+    // how to give more; a second such lock is not even looked at.
+    let out = root(&["check", "--deadline", "1s", "job", "job2"]);
     assert_eq!(out.code(), 3, "{out:#?}");
     assert!(
         out.stdout
             .contains("job: not judged within check's deadline of 1s (")
-            && out.stdout.contains("give it more time with --deadline")
+            && out.stdout.contains(
+                "job2: not judged within check's deadline of 1s (not looked at: the deadline \
+                 ran out before it); give it more time with --deadline"
+            )
             && named(&out.stdout),
         "{out:#?}"
     );
-    let out = root(&["status", "--json", "--deadline", "1s", "job"]);
-    let lock = &out.json()["locks"][0];
-    let reason = lock["reason"].as_str().unwrap();
-    assert_eq!(lock["state"], "unknown", "{out:#?}");
-    assert!(
-        reason.starts_with("not judged within status's deadline of 1s (")
-            && reason.contains("give it more time with --deadline")
-            && named(reason),
-        "{out:#?}"
-    );
+    let out = root(&["status", "--json", "--deadline", "1s"]);
+    let locks = out.json()["locks"].as_array().unwrap().clone();
+    let reason_of = |name: &str| {
+        let lock = locks.iter().find(|l| l["name"] == name).unwrap();
+        assert_eq!(lock["state"], "unknown", "{name}: {out:#?}");
+        lock["reason"].as_str().unwrap().to_owned()
+    };
+    let (job, job2) = (reason_of("job"), reason_of("job2"));
+    for reason in [&job, &job2] {
+        assert!(
+            reason.starts_with("not judged within status's deadline of 1s (")
+                && reason.contains("give it more time with --deadline"),
+            "{out:#?}"
+        );
+    }
+    assert!(named(&job) && job2.contains("not looked at"), "{out:#?}");
     assert!(out.stderr.contains("--deadline"), "{out:#?}");
+    ns.must(None, "rm /run/lock/job2.lock");
     let out = root(&["precheck", "job"]);
     assert_eq!(out.code(), 0, "{out:#?}");
     assert!(out.stderr.contains("cannot be judged"), "{out:#?}");
