@@ -98,7 +98,10 @@ fn judge_other_pidns(rec: &Record, theirs: u64, ours: u64, kernel_locked: bool) 
 /// Judges a parsed record. `kernel_locked` is whether a flock on the file
 /// is held. A bare pid file carries no boot id; its pid is probed like any
 /// other (a live pid named by an older file is refused, not clobbered).
+/// Every wait of the judgement draws on one budget
+/// ([`ExitBudget`](crate::members::ExitBudget)), within `deadline`.
 pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>) -> Verdict {
+    let budget = crate::members::ExitBudget::new(deadline);
     if let Some(v) = judge_context(rec, kernel_locked) {
         return v;
     }
@@ -123,7 +126,7 @@ pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>
         _ => {}
     }
     let run = rec.scan_spec().is_some();
-    if let Some(v) = judge_run(rec, deadline) {
+    if let Some(v) = judge_run(rec, &budget) {
         return v;
     }
     if kernel_locked {
@@ -225,9 +228,11 @@ fn judge_context(rec: &Record, kernel_locked: bool) -> Option<Verdict> {
 }
 
 /// The other processes of a run, once its owner is gone: the command, what
-/// the record names as lingering, and (searching `/proc` until `deadline`)
+/// the record names as lingering, and (searching `/proc` until the
+/// budget's deadline, waiting for processes in exit(2) within the budget)
 /// its group and token carriers. `None`: none of them lives.
-fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
+fn judge_run(rec: &Record, budget: &crate::members::ExitBudget) -> Option<Verdict> {
+    let deadline = budget.deadline();
     let named = |id: &ProcId| id.is_alive() && rec.may_name(id.pid);
     if let Some(c) = rec.cmd_id.filter(named) {
         return Some(Verdict::Held(Holder::Command { pid: c.pid }));
@@ -258,7 +263,7 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
     // Two scans: a process that forks and exits while /proc is listed could
     // hide its child from one pass (after pid wrap-around).
     for _ in 0..2 {
-        let scan = match crate::members::run_members(&spec, &[], true, deadline) {
+        let scan = match crate::members::run_members_within(&spec, &[], true, budget) {
             Ok(scan) => scan,
             Err(e) => {
                 return Some(Verdict::Unknown(UnknownReason::CannotScan {
@@ -285,11 +290,7 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
         }
         if let Some(pid) = scan.exiting.first() {
             return Some(Verdict::Unknown(UnknownReason::CannotScan {
-                why: format!(
-                    "pid {pid} started after the run and is still exiting, past the time \
-                     it was given; what it carried can no longer be read, and it may hold \
-                     the run's files until it has exited"
-                ),
+                why: still_exiting(*pid, &scan.exiting[1..], rec.uid, deadline),
             }));
         }
         if let Some(pid) = scan.unreadable.first() {
@@ -303,6 +304,31 @@ fn judge_run(rec: &Record, deadline: Option<Instant>) -> Option<Verdict> {
         }
     }
     None
+}
+
+/// Why a run cannot be judged while `pid` (and `more`), of the record's
+/// user, are still in exit(2) with their memory gone.
+fn still_exiting(pid: u32, more: &[u32], uid: Option<u32>, deadline: Option<Instant>) -> String {
+    let whose = uid.map_or_else(String::new, |u| {
+        format!(" of {}", crate::text::user_name(u))
+    });
+    let more = match more.len() {
+        0 => String::new(),
+        1 => format!(" (and pid {})", more[0]),
+        n => format!(" (and {n} more processes{whose})"),
+    };
+    let given = if deadline.is_some_and(|d| Instant::now() >= d) {
+        "the deadline ran out while it was waited for".to_owned()
+    } else {
+        format!(
+            "past the {} a judgement waits for such processes in all",
+            crate::text::compact_duration(crate::members::EXIT_WAIT)
+        )
+    };
+    format!(
+        "pid {pid}{whose} started after the run and is still exiting{more}, {given}; what \
+         it carried can no longer be read, and it may hold the run's files until it has exited"
+    )
 }
 
 /// The live processes of the run (or lock) a record describes: the

@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::io::{self, Read};
+use std::time::{Duration, Instant};
 
 use crate::procfs::{
     Environ, Group, Image, ProcId, ProcStat, all_pids, environ_has, is_dead_process, is_gone,
@@ -222,22 +223,92 @@ pub struct RunScan {
     pub exiting: Vec<u32>,
 }
 
-/// How long a search waits for a process in exit(2) whose memory is gone
-/// to finish exiting (letting go of its memory can take a while for a
-/// large process; its files are closed after).
-const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long one judgement of a lock waits, in all, for the processes in
+/// exit(2) whose memory is gone to finish exiting (letting go of its memory
+/// can take a while for a large process; its files are closed after): one
+/// budget for all of them, not one each (see [`ExitBudget`]).
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// The time one judgement (one search, when nothing larger shares it) has
+/// to wait for processes in exit(2): [`EXIT_WAIT`] from its start for all of
+/// them together, within the caller's deadline. Another account can keep
+/// any number of its own processes in exit(2) for as long as it likes (a
+/// PID namespace's init waits in exit(2) for every process of its
+/// namespace to be reaped, and a zombie whose parent is outside the
+/// namespace is reaped only when that parent says so): a wait for each
+/// would let it make a judgement of its record take as long as it likes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExitBudget {
+    end: Instant,
+    deadline: Option<Instant>,
+}
+
+impl ExitBudget {
+    /// A budget that starts now, within `deadline`.
+    pub(crate) fn new(deadline: Option<Instant>) -> ExitBudget {
+        ExitBudget {
+            end: Instant::now() + EXIT_WAIT,
+            deadline,
+        }
+    }
+
+    /// The caller's deadline.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// When waits end: the budget's end, or the deadline if sooner.
+    fn until(&self) -> Instant {
+        self.deadline.map_or(self.end, |d| d.min(self.end))
+    }
+}
+
+/// The processes that were still in exit(2) when a budget of [`EXIT_WAIT`]
+/// ran out on them: never waited for again by this process (the last
+/// [`MAX_STUCK`] of them), so that the many judgements of one command
+/// (a lock's slots, its waiters' tickets, every lock of a `status`) do
+/// not each spend a budget on them.
+static STUCK: std::sync::Mutex<std::collections::VecDeque<ProcId>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+/// How many stuck processes are remembered.
+const MAX_STUCK: usize = 256;
+
+fn known_stuck(id: ProcId) -> bool {
+    STUCK.lock().is_ok_and(|s| s.contains(&id))
+}
+
+fn remember_stuck(id: ProcId) {
+    if let Ok(mut s) = STUCK.lock()
+        && !s.contains(&id)
+    {
+        if s.len() >= MAX_STUCK {
+            s.pop_front();
+        }
+        s.push_back(id);
+    }
+}
 
 /// Whether `id`, whose environment read as gone, is not a live process
-/// in exit(2) any more, waiting for it to finish exiting (until
-/// [`EXIT_WAIT`] from now, or `deadline` if sooner).
-fn exited(id: ProcId, deadline: Option<std::time::Instant>) -> bool {
+/// in exit(2) any more, waiting for it to finish exiting within `budget`
+/// (shared with every other wait of the judgement). A process that is
+/// still exiting once the budget itself ran out is never waited for again.
+fn exited(id: ProcId, budget: &ExitBudget) -> bool {
     let exiting =
         matches!(read_stat(id.pid), Ok(Some(st)) if st.start == id.start && st.is_exiting());
     if !exiting {
         return true;
     }
-    let until = std::time::Instant::now() + EXIT_WAIT;
-    crate::procfs::wait_exited(id, deadline.map_or(until, |d| d.min(until)))
+    if known_stuck(id) {
+        return false;
+    }
+    if crate::procfs::wait_exited(id, budget.until()) {
+        return true;
+    }
+    if Instant::now() >= budget.end {
+        remember_stuck(id);
+    }
+    false
 }
 
 /// Whether a process whose environment could not be read may still carry
@@ -480,13 +551,28 @@ fn token_seen(id: ProcId) -> TokenSeen {
 ///   and that process's group is not the run.
 ///
 /// With `first_only`, stops at the first member found. Inside
-/// [`with_census`], one listing serves every search.
+/// [`with_census`], one listing serves every search. The listing stops at
+/// `deadline`; the waits for processes in exit(2) share one
+/// [`ExitBudget`] (see [`run_members_within`]).
 pub fn run_members(
     spec: &RunSpec<'_>,
     skip: &[u32],
     first_only: bool,
-    deadline: Option<std::time::Instant>,
+    deadline: Option<Instant>,
 ) -> io::Result<RunScan> {
+    run_members_within(spec, skip, first_only, &ExitBudget::new(deadline))
+}
+
+/// [`run_members`] within `budget`, which a judgement shares between its
+/// searches: the listing stops at its deadline, and every wait for a
+/// process in exit(2) ends at its end.
+pub(crate) fn run_members_within(
+    spec: &RunSpec<'_>,
+    skip: &[u32],
+    first_only: bool,
+    budget: &ExitBudget,
+) -> io::Result<RunScan> {
+    let deadline = budget.deadline();
     let group = spec.group.map(|g| (g.pgid, GroupId::of(g)));
     let mut scan = RunScan::default();
     each_process(deadline, |pid, stat| {
@@ -519,7 +605,7 @@ pub fn run_members(
                 // waited out. (One in the command's group counts above,
                 // exiting or not.)
                 Environ::Gone => {
-                    if spec.may_carry(pid) && !exited(id, deadline) {
+                    if spec.may_carry(pid) && !exited(id, budget) {
                         scan.exiting.push(pid);
                     }
                     None

@@ -114,11 +114,13 @@ pub fn display_command<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> String {
 }
 
 /// Text from a file, as a terminal may be given it: every control
-/// character (C0 with tab and newline, DEL, C1), every bidirectional
-/// override or isolate, and the line and paragraph separators are shown
-/// escaped (`\x1b`, `\u{202e}`), so that what another account wrote cannot
-/// move the cursor, retitle the window, clear the screen or reorder what
-/// is shown. Anything else is unchanged.
+/// character (C0 with tab and newline, DEL, C1), every format character
+/// (Unicode's category Cf: the bidirectional marks, embeddings, overrides
+/// and isolates, the zero-width characters, the soft hyphen, the tags),
+/// and the line and paragraph separators are shown escaped (`\x1b`,
+/// `\u{202e}`), so that what another account wrote cannot move the cursor,
+/// retitle the window, clear the screen, reorder what is shown or hide
+/// text in it. Anything else is unchanged.
 pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.chars().any(escaped) {
         return std::borrow::Cow::Borrowed(s);
@@ -136,14 +138,40 @@ pub fn for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// What [`for_terminal`] escapes.
+/// What [`for_terminal`] escapes: controls, format characters, and the
+/// line and paragraph separators.
 fn escaped(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}'
-        )
+    c.is_control() || is_format(c) || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// Whether `c` is a format character (Unicode 15's general category Cf),
+/// which a terminal does not show but may act on: the bidirectional marks,
+/// embeddings, overrides and isolates reorder what follows them.
+fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
 }
 
 /// JSON (as serde writes it) with what [`for_terminal`] escapes written as
@@ -159,7 +187,10 @@ pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(json.len() + 8);
     for c in json.chars() {
         if escaped(c) {
-            out.push_str(&format!("\\u{:04x}", c as u32));
+            // One `\uXXXX` per UTF-16 unit: a tag (U+E0041) is a pair.
+            for unit in c.encode_utf16(&mut [0u16; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }
@@ -244,13 +275,79 @@ mod tests {
         );
     }
 
+    /// Every bidirectional control and every other format character
+    /// (Unicode's category Cf), as a record's command or a host name
+    /// another account wrote may carry them.
+    const FORMAT: &[char] = &[
+        '\u{ad}',
+        '\u{600}',
+        '\u{605}',
+        '\u{61c}',
+        '\u{6dd}',
+        '\u{70f}',
+        '\u{890}',
+        '\u{8e2}',
+        '\u{180e}',
+        '\u{200b}',
+        '\u{200c}',
+        '\u{200d}',
+        '\u{200e}',
+        '\u{200f}',
+        '\u{202a}',
+        '\u{202b}',
+        '\u{202c}',
+        '\u{202d}',
+        '\u{202e}',
+        '\u{2060}',
+        '\u{2064}',
+        '\u{2066}',
+        '\u{2067}',
+        '\u{2068}',
+        '\u{2069}',
+        '\u{206a}',
+        '\u{206f}',
+        '\u{feff}',
+        '\u{fff9}',
+        '\u{fffb}',
+        '\u{110bd}',
+        '\u{110cd}',
+        '\u{13430}',
+        '\u{1343f}',
+        '\u{1bca0}',
+        '\u{1d173}',
+        '\u{1d17a}',
+        '\u{e0001}',
+        '\u{e0020}',
+        '\u{e0041}',
+        '\u{e007f}',
+    ];
+
+    #[test]
+    fn for_terminal_escapes_every_format_character() {
+        for &c in FORMAT {
+            let text = format!("a{c}b");
+            assert_eq!(
+                for_terminal(&text),
+                format!("a\\u{{{:04x}}}b", c as u32),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        // Letters, marks and symbols beside them are text.
+        for text in ["é", "日本", "ש", "٣", "🙂", "\u{300}", "\u{fe0f}"] {
+            assert_eq!(for_terminal(text), text);
+        }
+    }
+
     #[test]
     fn json_for_terminal_is_the_same_json() {
-        let v = serde_json::json!({"host": "a\u{9b}b\u{202e}c\u{7f}\n\x1b"});
+        let mut host = String::from("a\u{9b}b\u{202e}c\u{7f}\n\x1b");
+        host.extend(FORMAT);
+        let v = serde_json::json!({ "host": host });
         let text = serde_json::to_string_pretty(&v).unwrap();
         let safe = json_for_terminal(&text);
         assert!(
-            !safe.contains(['\u{9b}', '\u{202e}', '\u{7f}', '\x1b']),
+            !safe.contains(['\u{9b}', '\u{202e}', '\u{7f}', '\x1b']) && !safe.contains(FORMAT),
             "{safe}"
         );
         assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), v);

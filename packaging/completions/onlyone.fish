@@ -155,6 +155,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand history" -s V -l version
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-age -d 'CRITICAL when no run succeeded within DUR' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-runtime -d 'CRITICAL when the current run has lasted longer than DUR' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-skips -d 'CRITICAL when more than N fires in a row were skipped' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l deadline -d 'One budget for the whole call; a lock not judged by then is UNKNOWN' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l late -d 'How late a fire may come and still be its slot\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F

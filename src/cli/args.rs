@@ -18,6 +18,15 @@ use super::slots_args::SlotsArg;
 /// (`onlyone::signal::DEFAULT_GRACE`).
 const DEFAULT_GRACE: &str = "5s";
 
+/// `check`'s deadline unless told otherwise: an answer, UNKNOWN at worst,
+/// before the 10 s that monitoring agents give a plugin (NRPE's
+/// `command_timeout`, `check_nrpe -t`), whatever another account keeps a
+/// judgement waiting for.
+const CHECK_DEADLINE: &str = "8s";
+
+/// `status`'s deadline unless told otherwise.
+const STATUS_DEADLINE: &str = "10s";
+
 /// What follows the options in `onlyone --help` and `-h`, with
 /// `exit_codes` between the lock names and the examples: the table of
 /// src/cli/exit.rs in `--help`, a pointer to it elsewhere.
@@ -663,7 +672,8 @@ lease, abandoned; a stopped run is no failure), or a slot of the schedule
 the last one (\"missed the 02:00 fire\"). WARNING: a threshold at least
 80% used, a lock whose record cannot be judged (unknown), or a script's last
 hold released without --exit. UNKNOWN: a name with neither a lock file nor a
-journal (a typo, the wrong user or --dir). With several locks the worst state wins and the
+journal (a typo, the wrong user or --dir), or a lock not judged within
+--deadline (default 8s). With several locks the worst state wins and the
 status line counts them; the first line is the status line, then perfdata
 after `|`, then one line per lock.
 
@@ -1049,8 +1059,11 @@ pub struct Status {
     #[arg(long)]
     pub json: bool,
     /// One budget for the whole call.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
-    pub deadline: Option<Duration>,
+    ///
+    /// A lock not judged by then (its processes not listed in time, or
+    /// not reached) is shown unknown, and says so.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = STATUS_DEADLINE)]
+    pub deadline: Duration,
     // The schedule: the next fire.
     #[command(flatten)]
     pub schedule: ScheduleArg,
@@ -1086,6 +1099,14 @@ pub struct Check {
     /// CRITICAL when more than N fires in a row were skipped.
     #[arg(long, value_name = "N")]
     pub max_skips: Option<u64>,
+    /// One budget for the whole call; a lock not judged by then is
+    /// UNKNOWN.
+    ///
+    /// A lock whose processes could not be listed in time, or that was
+    /// not reached, is UNKNOWN and says so. The default answers within
+    /// the 10s that monitoring agents (NRPE, Icinga) give a plugin.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = CHECK_DEADLINE)]
+    pub deadline: Duration,
     // The schedule: CRITICAL on a missed fire.
     #[command(flatten)]
     pub schedule: ScheduleArg,

@@ -90,7 +90,7 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
     // Nothing at all: a typo (or the wrong user or directory) is an
     // error, as `check` makes it UNKNOWN, not an empty history.
     if nothing_in(&h)
-        && let Ok(seen) = place.seen(std::slice::from_ref(&a.lock))
+        && let Ok(seen) = place.seen(std::slice::from_ref(&a.lock), None)
         && let Some((
             _,
             Ok(Seen {

@@ -173,10 +173,22 @@ fn notes() -> Notes {
 
 /// Prints a message on stderr. A closed stderr must not change the exit
 /// code (a precheck must still answer 0 or 75), so write errors are
-/// ignored rather than panicking as `eprintln!` would.
+/// ignored rather than panicking as `eprintln!` would. Every message goes
+/// through [`onlyone::text::for_terminal`], line by line: what a record,
+/// a journal or a file name another account wrote says (a command with a
+/// bidi override, a host name) reaches the terminal escaped, whichever
+/// message carries it.
 fn say(msg: impl std::fmt::Display) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "onlyone: {msg}");
+    let msg = msg.to_string();
+    let mut shown = String::with_capacity(msg.len() + 10);
+    for (i, line) in msg.split('\n').enumerate() {
+        if i > 0 {
+            shown.push('\n');
+        }
+        shown.push_str(&onlyone::text::for_terminal(line));
+    }
+    let _ = writeln!(std::io::stderr().lock(), "onlyone: {shown}");
 }
 
 fn deadline_of(d: Option<Duration>) -> Option<Instant> {

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::time::Instant;
 
 use onlyone::journal::{Class, Outcome};
 
@@ -11,13 +12,17 @@ use super::exit::CheckState::{self, Critical, Ok as Fine, Unknown, Warning};
 use super::exit::{Code, Ending};
 use super::format::{now, took};
 use super::place::{Named, Place};
-use super::view::{Seen, no_such_lock, nothing_in};
+use super::view::{NOT_REACHED, Seen, judged_late, no_such_lock, nothing_in};
 use super::{Ctx, args, fail, print_stdout, say};
 
 /// What is known of LOCK: its record, when its directory exists, and its
-/// journal, found even when it does not.
-fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
+/// journal, found even when it does not; `/proc` read until `deadline`.
+fn look(ctx: &Ctx, lock: &str, deadline: Option<Instant>) -> Result<Seen, String> {
     let (journal, name, lock) = ctx.journal_for_reading(lock).map_err(|e| e.to_string())?;
+    let lock = lock.map(|l| match deadline {
+        Some(d) => l.with_deadline(d),
+        None => l,
+    });
     // Read before the lock is looked at (see `History::close_over`).
     let mut history = journal.history().map_err(|e| {
         format!(
@@ -25,7 +30,8 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
             journal.path().display()
         )
     })?;
-    // Every slot file there is, slot 0's first, each looked at once.
+    // Every slot file there is, slot 0's first, each looked at once
+    // (the lock's deadline is its slots').
     let slots: Vec<(u32, onlyone::Inspection)> = match &lock {
         Some(l) => l
             .inspect_slots()
@@ -36,6 +42,10 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
         None => Vec::new(),
     };
     let inspection = slots.iter().find(|(k, _)| *k == 0).map(|(_, i)| i.clone());
+    // Unknown for want of time: said as such (see `check`).
+    let late = inspection
+        .as_ref()
+        .is_some_and(|i| judged_late(i, deadline));
     // Every slot file's live run (slot 0's among them).
     onlyone::place::dir::close_over(&mut history, slots.iter().map(|(_, i)| i));
     // Another user's lock, and nothing of it here: its runs are in that
@@ -68,6 +78,7 @@ fn look(ctx: &Ctx, lock: &str) -> Result<Seen, String> {
     });
     Ok(Seen {
         missing,
+        late,
         ..Seen::of_dir(name, inspection, history).with_slots(&slots)
     })
 }
@@ -219,8 +230,13 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
 
 impl Ctx {
     /// What is known of each lock named (or every lock, none named) in
-    /// the lock directory.
-    pub(super) fn seen_in_dir(&self, locks: &[String]) -> Result<Vec<Named>, String> {
+    /// the lock directory, by `deadline`: a lock not reached by then is
+    /// [`NOT_REACHED`].
+    pub(super) fn seen_in_dir(
+        &self,
+        locks: &[String],
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Named>, String> {
         let targets = if locks.is_empty() {
             self.listing().map_err(|e| e.to_string())?.0
         } else {
@@ -229,7 +245,11 @@ impl Ctx {
         let mut out = Vec::new();
         onlyone::with_census(|| {
             for t in targets {
-                let seen = look(self, &t);
+                let seen = if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Err(NOT_REACHED.to_owned())
+                } else {
+                    look(self, &t, deadline)
+                };
                 out.push((t, seen));
             }
         });
@@ -237,11 +257,22 @@ impl Ctx {
     }
 }
 
+/// What `check` says of a lock it could not judge by its deadline (`why`:
+/// what it found by then), and how to give it more time.
+fn not_in_time(name: &str, why: &str, given: std::time::Duration) -> String {
+    format!(
+        "{name}: not judged within check's deadline of {} ({why}); give it more time with \
+         --deadline DUR",
+        onlyone::compact_duration(given)
+    )
+}
+
 pub fn check(place: &dyn Place, a: args::Check) -> Code {
     let mut worst = Fine;
     let mut lines: Vec<(CheckState, String)> = Vec::new();
     let mut perf: Vec<String> = Vec::new();
-    let all = match place.seen(&a.locks) {
+    let deadline = Instant::now() + a.deadline;
+    let all = match place.seen(&a.locks, Some(deadline)) {
         Ok(all) => all,
         Err(e) => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
@@ -255,6 +286,18 @@ pub fn check(place: &dyn Place, a: args::Check) -> Code {
                 missing: Some(looked),
                 ..
             }) => (Unknown, no_such_lock(&name, &looked)),
+            // What could not be judged for want of time is UNKNOWN, not
+            // a warning about the lock.
+            Ok(Seen {
+                name,
+                late: true,
+                unknown,
+                ..
+            }) => (
+                Unknown,
+                not_in_time(&name, unknown.as_deref().unwrap_or("?"), a.deadline),
+            ),
+            Err(e) if e == NOT_REACHED => (Unknown, not_in_time(&l, &e, a.deadline)),
             Ok(s) => {
                 let v = grade(&s, &a);
                 perf.extend(v.perf);
@@ -486,7 +529,7 @@ fn exit_code(o: &Outcome) -> i32 {
 }
 
 pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
-    let all = match place.seen(&a.locks) {
+    let all = match place.seen(&a.locks, None) {
         Ok(all) => all,
         Err(e) => return fail(e),
     };

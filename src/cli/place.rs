@@ -197,8 +197,9 @@ pub trait Place: RunPlace {
     /// The place as the library knows it: precheck, stop and history.
     fn seam(&self) -> &dyn onlyone::place::Place;
     /// What `check` and `metrics` need of each lock named (or of every
-    /// lock, none named).
-    fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String>;
+    /// lock, none named), every call bounded by `deadline`: a lock not
+    /// reached by then is an error that says so.
+    fn seen(&self, locks: &[String], deadline: Option<Instant>) -> Result<Vec<Named>, String>;
     /// What `status` shows of the locks named (or of every lock, none
     /// named), every call bounded by `deadline`.
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String>;
@@ -270,8 +271,8 @@ impl Place for Ctx {
         &**self
     }
 
-    fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
-        self.seen_in_dir(locks)
+    fn seen(&self, locks: &[String], deadline: Option<Instant>) -> Result<Vec<Named>, String> {
+        self.seen_in_dir(locks, deadline)
     }
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {

@@ -32,8 +32,8 @@ use super::exit::{Code, Ending};
 use super::format::{ago, now_unix, took};
 use super::place::Place;
 use super::view::{
-    LastRun, LockStatus, OutsideWork, Report, Shown, WaiterStatus, Whence, apply_history,
-    keepers_of, keepers_remedy, keepers_words, lock_files,
+    LastRun, LockStatus, NOT_REACHED, OutsideWork, Report, Shown, WaiterStatus, Whence,
+    apply_history, judged_late, keepers_of, keepers_remedy, keepers_words, lock_files,
 };
 use super::{Ctx, args};
 use onlyone::journal::Journal;
@@ -47,7 +47,68 @@ pub fn describe(
     journal: Option<Journal>,
     deadline: Option<std::time::Instant>,
 ) -> LockStatus {
-    let mut s = LockStatus {
+    let mut s = blank(path, name);
+    // The journal is read before the lock is looked at (see
+    // `History::close_over`), and applied once the lock's state is known.
+    let history = journal.as_ref().map(read_history);
+    // Every slot file there is, slot 0's first: each one looked at once.
+    // (An error: `None` when there is no lock directory, which is no lock.)
+    let slots = match &lock {
+        Ok(l) => l.inspect_slots().map_err(|e| match e {
+            onlyone::Error::MissingDir { .. } => None,
+            e => Some(e.to_string()),
+        }),
+        Err(onlyone::Error::MissingDir { .. }) => Err(None),
+        Err(e) => Err(Some(e.to_string())),
+    };
+    if let (Ok(l), Ok(slots)) = (&lock, &slots) {
+        s.slot_holders = slot_holders(path, &s.name, slots, deadline);
+        // A lock of several slots has waiters only while every slot is
+        // held; slot 0 may be free a moment before its head takes it.
+        if !slots.is_empty() {
+            s.waiters = l
+                .waiters()
+                .into_iter()
+                .map(|w| {
+                    let r = w.record;
+                    WaiterStatus::new(r.pid, r.host, r.uid, r.cmd, r.since, w.queued)
+                })
+                .collect();
+        }
+    }
+    match &slots {
+        Ok(slots) => {
+            if let Some((_, _, seen)) = slots.iter().find(|(k, _, _)| *k == 0) {
+                s.late = judged_late(seen, deadline);
+                fill(&mut s, seen, deadline);
+            }
+        }
+        Err(None) => {}
+        Err(Some(e)) => {
+            s.state = "unknown";
+            s.reason = Some(e.clone());
+        }
+    }
+    if let Some(h) = history {
+        let h = h.map(|mut h| {
+            match &slots {
+                Ok(slots) => {
+                    onlyone::place::dir::close_over(&mut h, slots.iter().map(|(_, _, i)| i));
+                }
+                Err(None) => h.close_over(onlyone::journal::LockNow::Free),
+                Err(Some(_)) => h.close_over(onlyone::journal::LockNow::CannotTell),
+            }
+            h
+        });
+        apply_history(&mut s, h);
+    }
+    s.slot_count = slot_count(&s);
+    s
+}
+
+/// A lock's status where nothing is known of it yet: free.
+fn blank(path: &Path, name: String) -> LockStatus {
+    LockStatus {
         name,
         path: Some(path.display().to_string()),
         state: "free",
@@ -78,95 +139,30 @@ pub fn describe(
         slot_count: None,
         slot_holders: Vec::new(),
         history: None,
-    };
-    // The journal is read before the lock is looked at (see
-    // `History::close_over`), and applied once the lock's state is known.
-    let history = journal.as_ref().map(read_history);
-    // Every slot file there is, slot 0's first: each one looked at once.
-    // (An error: `None` when there is no lock directory, which is no lock.)
-    let slots = match &lock {
-        Ok(l) => l.inspect_slots().map_err(|e| match e {
-            onlyone::Error::MissingDir { .. } => None,
-            e => Some(e.to_string()),
-        }),
-        Err(onlyone::Error::MissingDir { .. }) => Err(None),
-        Err(e) => Err(Some(e.to_string())),
-    };
-    if let (Ok(l), Ok(slots)) = (&lock, &slots) {
-        s.slot_holders = slot_holders(&s.name, slots, deadline);
-        // A lock of several slots has waiters only while every slot is
-        // held; slot 0 may be free a moment before its head takes it.
-        if !slots.is_empty() {
-            s.waiters = l
-                .waiters()
-                .into_iter()
-                .map(|w| {
-                    let r = w.record;
-                    WaiterStatus::new(r.pid, r.host, r.uid, r.cmd, r.since, w.queued)
-                })
-                .collect();
-        }
+        late: false,
     }
-    match &slots {
-        Ok(slots) => {
-            if let Some((_, _, seen)) = slots.iter().find(|(k, _, _)| *k == 0) {
-                fill(&mut s, seen, deadline);
-            }
-        }
-        Err(None) => {}
-        Err(Some(e)) => {
-            s.state = "unknown";
-            s.reason = Some(e.clone());
-        }
-    }
-    if let Some(h) = history {
-        let h = h.map(|mut h| {
-            match &slots {
-                Ok(slots) => {
-                    onlyone::place::dir::close_over(&mut h, slots.iter().map(|(_, _, i)| i));
-                }
-                Err(None) => h.close_over(onlyone::journal::LockNow::Free),
-                Err(Some(_)) => h.close_over(onlyone::journal::LockNow::CannotTell),
-            }
-            h
-        });
-        apply_history(&mut s, h);
-    }
-    s.slot_count = slot_count(&s);
-    s
 }
 
 /// The slots above 0 of a lock whose files exist (`slots`: every slot
-/// file's inspection), each described as a lock (no journal: the runs are
-/// the lock's) named `NAME[K]`.
+/// file's inspection, looked at by the lock's deadline), each described
+/// as a lock (no journal: the runs are the lock's) named `NAME[K]`.
 fn slot_holders(
+    lock: &Path,
     name: &str,
     slots: &[(u32, std::path::PathBuf, Inspection)],
     deadline: Option<std::time::Instant>,
 ) -> Vec<LockStatus> {
+    let _ = lock;
     slots
         .iter()
         .filter(|(k, _, _)| *k > 0)
         .map(|(k, path, seen)| {
-            let mut s = describe(
-                path,
-                format!("{name}[{k}]"),
-                Err(missing(path)),
-                None,
-                deadline,
-            );
+            let mut s = blank(path, format!("{name}[{k}]"));
+            s.late = judged_late(seen, deadline);
             fill(&mut s, seen, deadline);
             s
         })
         .collect()
-}
-
-/// What stands for a lock not looked at again: its slot's inspection is
-/// filled in by the caller.
-fn missing(path: &Path) -> onlyone::Error {
-    onlyone::Error::MissingDir {
-        dir: path.parent().unwrap_or(path).to_path_buf(),
-    }
 }
 
 /// N of a lock of several slots, as a held slot's record of this account
@@ -366,12 +362,17 @@ fn describe_all(
     let mut first: Option<LockFile> = None;
     onlyone::with_census(|| {
         for t in targets {
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Err("status: the deadline ran out before every lock was read".into());
-            }
             let has_journal = journals.as_ref().is_none_or(|j| j.contains(&t));
             let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;
             let name = names::display_name(&path, dir);
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                let mut s = blank(&path, name);
+                s.state = "unknown";
+                s.reason = Some(NOT_REACHED.to_owned());
+                s.late = true;
+                out.push(s);
+                continue;
+            }
             let lock = match &first {
                 Some(f) => f.sibling(&path),
                 None => ctx
@@ -405,16 +406,47 @@ fn owner_word(r: &onlyone::Record) -> &'static str {
     }
 }
 
+/// Says, of each lock (and slot) shown unknown for want of time, that it
+/// was not judged within `status`'s deadline (`given`) and how to give
+/// more: how many there were.
+fn not_in_time(locks: &mut [LockStatus], given: Duration) -> usize {
+    let mut n = 0;
+    for l in locks {
+        n += not_in_time(&mut l.slot_holders, given);
+        if l.late {
+            let why = l.reason.take().unwrap_or_default();
+            l.reason = Some(format!(
+                "not judged within status's deadline of {} ({why}); give it more time with \
+                 --deadline DUR",
+                compact_duration(given)
+            ));
+            n += 1;
+        }
+    }
+    n
+}
+
 /// `status`, in either place: one schema for `--json`, one table.
 pub fn status(place: &dyn Place, a: args::Status) -> Code {
-    let deadline = a.deadline.map(|d| std::time::Instant::now() + d);
-    let mut shown = match place.shown(&a.locks, deadline) {
+    let deadline = std::time::Instant::now() + a.deadline;
+    let mut shown = match place.shown(&a.locks, Some(deadline)) {
         Ok(s) => s,
         Err(e) => {
             super::say(e);
             return Ending::Failed.code();
         }
     };
+    // What could not be judged for want of time says so.
+    {
+        let n = not_in_time(&mut shown.locks, a.deadline);
+        if n > 0 {
+            shown.notes.push(format!(
+                "status: the deadline of {} ran out before {n} lock(s) were judged: they are \
+                 shown unknown; give it more time with --deadline DUR",
+                compact_duration(a.deadline)
+            ));
+        }
+    }
     for n in &shown.notes {
         super::say(n);
     }

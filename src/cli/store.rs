@@ -392,6 +392,7 @@ fn skip_queued(busy: &Busy<'_>, name: &str, w: Option<&WaiterRow>, a: &args::Run
 fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
     let timeout = deadline.map_or(READ_TIMEOUT, |d| {
         d.saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT)
     });
     let store = open(url, timeout)?;
     let rows = store.list().map_err(|e| e.to_string())?;
@@ -484,8 +485,12 @@ impl Place for StorePlace {
         &self.place
     }
 
-    fn seen(&self, locks: &[String]) -> Result<Vec<Named>, String> {
-        let store = open(self.place.url(), READ_TIMEOUT)?;
+    fn seen(&self, locks: &[String], deadline: Option<Instant>) -> Result<Vec<Named>, String> {
+        let timeout = deadline.map_or(READ_TIMEOUT, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(READ_TIMEOUT)
+        });
+        let store = open(self.place.url(), timeout)?;
         let names = if locks.is_empty() {
             store.names().map_err(|e| e.to_string())?
         } else {
@@ -514,12 +519,17 @@ impl Place for StorePlace {
                 name: n.to_owned(),
                 missing,
                 slots,
+                late: false,
             })
         };
         Ok(names
             .into_iter()
             .map(|n| {
-                let seen = look(&n);
+                let seen = if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Err(super::view::NOT_REACHED.to_owned())
+                } else {
+                    look(&n)
+                };
                 (n, seen)
             })
             .collect())

@@ -102,6 +102,10 @@ pub struct LockStatus {
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     pub(super) history: Option<onlyone::journal::History>,
+    /// Unknown for want of time: its processes were not listed, or it
+    /// was not looked at, by the deadline.
+    #[serde(skip)]
+    pub(super) late: bool,
 }
 
 /// A fire waiting before it takes the lock, as `status --json` shows it.
@@ -324,6 +328,7 @@ pub fn of_lease(
         slot_count: None,
         slot_holders: Vec::new(),
         history: None,
+        late: false,
     };
     apply_history(&mut s, history);
     s
@@ -398,9 +403,24 @@ pub(super) struct Seen {
     pub(super) missing: Option<String>,
     /// A lock of several slots: N, and how many slots live runs hold.
     pub(super) slots: Option<(u32, u32)>,
+    /// Unknown for want of time (see [`judged_late`]).
+    pub(super) late: bool,
 }
 
 pub use onlyone::reap::keepers_of;
+
+/// What `check` and `status` say of a lock their deadline ran out before.
+pub(super) const NOT_REACHED: &str = "not looked at: the deadline ran out before it";
+
+/// Whether `seen` is unknown for want of time: its run's processes could
+/// not be listed, and `deadline` has passed (a search of `/proc` stops
+/// there, and so does a wait for a process in exit(2)).
+pub(super) fn judged_late(seen: &Inspection, deadline: Option<std::time::Instant>) -> bool {
+    matches!(
+        seen.verdict,
+        Verdict::Unknown(onlyone::UnknownReason::CannotScan { .. })
+    ) && deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
 
 /// What `check` and `history` say of a name that is nowhere: neither a
 /// lock nor an event of it where they `looked` (a typo, the wrong user or
@@ -447,6 +467,7 @@ impl Seen {
             history,
             missing: None,
             slots: None,
+            late: false,
         }
     }
 

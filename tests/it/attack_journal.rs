@@ -2,8 +2,10 @@
 //! "Files others can touch are hostile"; issue: multi-user hosts): a flock
 //! held on a journal, a secret on a command line, FIFOs and links planted
 //! where the reaper keeps its state, hostile values and terminal escapes in
-//! a journal another user wrote. Each runs in a private mount namespace with
-//! fresh `/run` and `/tmp` ([`support::ns::Ns`]), the attacker `nobody`.
+//! a journal another user wrote, and bidi and other format characters in
+//! the command of a record another user wrote. Each runs in a private mount
+//! namespace with fresh `/run` and `/tmp` ([`support::ns::Ns`]), the
+//! attacker `nobody`.
 
 use crate::support;
 
@@ -362,6 +364,68 @@ fn terminal_escapes_in_a_journal_never_reach_the_terminal() {
             "{out:#?}"
         );
     }
+}
+
+/// Issue 44: nobody's live run holds `job` in the shared `/run/lock`, its
+/// record's command carrying a right-to-left override and other format
+/// characters (bidi isolates and marks, zero-width ones, a tag, a soft
+/// hyphen), which a record may hold (it refuses only control characters).
+/// Root's `run` (its skip message), `precheck`, `status` (table and
+/// JSON), `check` and `stop` print none of them raw: each is escaped.
+#[test]
+fn format_characters_in_a_records_command_never_reach_the_terminal() {
+    let Some(mut ns) = Ns::with_pids("format_characters_in_a_records_command") else {
+        return;
+    };
+    let format = [
+        '\u{202e}',
+        '\u{2066}',
+        '\u{200f}',
+        '\u{61c}',
+        '\u{200b}',
+        '\u{feff}',
+        '\u{e0041}',
+        '\u{ad}',
+    ];
+    let cmd: String = format.iter().map(|c| format!("x{c}")).collect();
+    ns.attacker(
+        NOBODY,
+        &format!(
+            "sleep 100000 & p=$!; start=$(cut -d' ' -f22 /proc/$p/stat); \
+             printf '%s\\n' $p start=$start boot={} token={} since=1764400000 mode=run \
+             'cmd={cmd}' onlyone=1 > /run/lock/.forged && mv /run/lock/.forged /run/lock/job.lock; \
+             wait",
+            boot_id(),
+            "f".repeat(32)
+        ),
+        "/run/lock/job.lock",
+    );
+    let root = |args: &[&str]| {
+        let all: Vec<&str> = ["--dir", "/run/lock"].iter().chain(args).copied().collect();
+        let out = ns.run(ns.oo(None, &all), LIMIT, &args.join(" "));
+        for c in format {
+            assert!(
+                !out.stdout.contains(c) && !out.stderr.contains(c),
+                "{args:?} printed U+{:04X} raw: {out:#?}",
+                c as u32
+            );
+        }
+        out
+    };
+    let escaped = |text: &str| text.contains("\\u{202e}") || text.contains("\\u202e");
+    let out = root(&["run", "job", "--", "true"]);
+    out.expect(75);
+    assert!(escaped(&out.stderr), "{out:#?}");
+    let out = root(&["precheck", "job"]);
+    out.expect(75);
+    assert!(escaped(&out.stderr), "{out:#?}");
+    for args in [&["status"][..], &["status", "--json"]] {
+        let out = root(args);
+        out.expect(0);
+        assert!(escaped(&out.stdout), "{out:#?}");
+    }
+    root(&["check", "job", "--max-runtime", "1s"]);
+    root(&["stop", "job"]);
 }
 
 /// Item 14, as a property: whatever numbers a line carries, the runs read

@@ -6,8 +6,10 @@ mod support;
 
 mod agent_terminal;
 mod attack;
+mod attack_budget;
 mod attack_files;
 mod attack_journal;
+mod attack_links;
 mod attack_members;
 mod attack_paths;
 mod attack_pings;

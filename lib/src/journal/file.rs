@@ -174,8 +174,9 @@ impl Journal {
                 MODE,
             )?;
             owned_by_us(&st)?;
-            if st.st_mode & 0o777 != MODE {
-                // 0600 whatever the umask made it.
+            if st.st_mode & 0o777 != MODE && st.st_nlink == 1 {
+                // 0600 whatever the umask made it (never a file with
+                // another name: it would be that file's mode too).
                 let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
             }
             if st.st_mode & 0o077 != 0 {
@@ -231,10 +232,17 @@ impl Journal {
 
     /// Makes a generation of ours that others can read its owner's, by
     /// descriptor (best effort: it is tightened again on the next try).
+    /// Only a file with no other name: in a directory another account may
+    /// write in (an earlier version's journal beside a lock), a hard link
+    /// of this user's file of another account's choosing (`/etc/passwd`,
+    /// where hard links are not protected) may have that name, and the
+    /// mode is the file's, whatever name it is changed by. A file with one
+    /// name is no other file.
     fn tighten(&self, dir: BorrowedFd<'_>, name: &OsStr) {
         if let Ok((fd, st)) = open_regular(dir, name, OFlags::RDONLY, 0)
             && owned_by_us(&st).is_ok()
             && st.st_mode & 0o077 != 0
+            && st.st_nlink == 1
         {
             let _ = rustix::fs::fchmod(&fd, FsMode::from_raw_mode(MODE));
         }

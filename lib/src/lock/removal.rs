@@ -92,8 +92,9 @@ impl Releaser {
 
 impl LockFile {
     /// The critical section: takes the removal guard (waiting until
-    /// `deadline`, or [`GUARD_WAIT`]), fires the test hook `point`, reads
-    /// the lock path `how`, and carries out what `decide` makes of what is
+    /// `deadline`, or [`GUARD_WAIT`] from now: one budget, however often
+    /// the file's owner changes), fires the test hook `point`, reads the
+    /// lock path `how`, and carries out what `decide` makes of what is
     /// there now. Returns what `decide` returned with it.
     pub(super) fn under_guard<'t, 'a: 't, T>(
         &self,
@@ -102,6 +103,10 @@ impl LockFile {
         how: Read,
         decide: impl FnOnce(Option<Evidence>) -> Result<(Decision<'t, 'a>, T)>,
     ) -> Result<T> {
+        let deadline = Some(
+            self.deadline_or(deadline)
+                .unwrap_or_else(|| Instant::now() + GUARD_WAIT),
+        );
         let me = rustix::process::geteuid().as_raw();
         // The guard is that of the file's owner: everyone who may remove
         // a file takes the same one. An own read (a release by token, a
@@ -231,6 +236,17 @@ impl LockFile {
                 crate::text::user_name(st.st_uid),
                 crate::text::user_name(uid)
             ))
+        } else if st.st_nlink != 1 {
+            // Another account may have linked a file of this user's there
+            // (in a shared directory; any file where hard links are not
+            // protected): whoever can open it elsewhere could hold the
+            // guard, and its mode is that file's. Neither used nor
+            // changed.
+            Some(format!(
+                "it has {} names: it is a hard link to a file elsewhere, which onlyone neither \
+                 uses as its guard nor changes",
+                st.st_nlink
+            ))
         } else {
             None
         };
@@ -238,7 +254,9 @@ impl LockFile {
             return Err(Error::UnsafeGuard { path, why });
         }
         if st.st_mode & 0o077 != 0 {
-            // An older guard, or a umask-free mode: close it to others.
+            // Made by another program (flock(1) on the name): close it to
+            // others. It has no other name, so no other file's mode
+            // changes with it.
             rustix::fs::fchmod(&fd, FsMode::from_raw_mode(0o600))
                 .map_err(|e| Error::io("chmod", &path, e))?;
         }
@@ -246,8 +264,12 @@ impl LockFile {
     }
 
     /// Root's creation of another user's guard file: written whole under a
-    /// temp name, given to `uid`, then linked into place (EEXIST: someone
-    /// made it first, which is as good).
+    /// temp name, given to `uid`, then renamed into place without
+    /// replacing anything (EEXIST: someone made it first, which is as
+    /// good). Not linked, where the file system can rename so: a guard
+    /// with two names is refused (see [`LockFile::open_guard`]), and
+    /// another root process could open it between the link and the temp
+    /// name's removal.
     fn create_guard_for(&self, uid: u32, name: &str) -> Result<()> {
         let temp = format!("{name}.{}.tmp", super::new_token());
         let path = self.guard_path(uid);
@@ -258,21 +280,33 @@ impl LockFile {
             FsMode::from_raw_mode(0o600),
         )
         .map_err(|e| Error::io("create the removal guard", &path, e))?;
-        let linked =
+        let dir = &*self.inner.dir;
+        // Whether the temp name went with the rename.
+        let placed =
             rustix::fs::fchown(&fd, Some(rustix::fs::Uid::from_raw(uid)), None).and_then(|()| {
-                match rustix::fs::linkat(
-                    &self.inner.dir,
+                match rustix::fs::renameat_with(
+                    dir,
                     &temp,
-                    &self.inner.dir,
+                    dir,
                     name,
-                    AtFlags::empty(),
+                    rustix::fs::RenameFlags::NOREPLACE,
                 ) {
-                    Ok(()) | Err(Errno::EXIST) => Ok(()),
+                    Ok(()) => Ok(true),
+                    // A file system without it: linked, as before, with a
+                    // moment of two names.
+                    Err(Errno::INVAL) => {
+                        rustix::fs::linkat(dir, &temp, dir, name, AtFlags::empty()).map(|()| false)
+                    }
                     Err(e) => Err(e),
                 }
             });
-        let _ = rustix::fs::unlinkat(&self.inner.dir, &temp, AtFlags::empty());
-        linked.map_err(|e| Error::io("create the removal guard", &path, e))
+        if !matches!(placed, Ok(true)) {
+            let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+        }
+        match placed {
+            Ok(_) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(Error::io("create the removal guard", &path, e)),
+        }
     }
 
     fn unlink(&self) -> Result<()> {

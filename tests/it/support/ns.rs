@@ -29,18 +29,47 @@ pub const OO: &str = "/run/.oo-test/onlyone";
 /// A private mount namespace with fresh `/run` and `/tmp`.
 pub struct Ns {
     sb: Sandbox,
+    /// The process that keeps the namespace: `sleep`, its PID namespace's
+    /// init with [`Ns::with_pids`].
     holder: u32,
+    /// Whether it has a PID namespace of its own ([`Ns::with_pids`]).
+    pids: bool,
 }
 
 impl Ns {
     /// A new namespace, or `None` (saying why) where this is not root or
     /// the tools are missing.
     pub fn new(test: &str) -> Option<Ns> {
+        Ns::make(test, false)
+    }
+
+    /// [`Ns::new`], and a PID namespace of its own too (`unshare -m -p`,
+    /// with a `/proc` of its own): what runs in it sees only its own
+    /// processes, and they all end with its init (the holder). The init
+    /// ignores SIGCHLD, so that what it adopts is reaped at once.
+    pub fn with_pids(test: &str) -> Option<Ns> {
+        Ns::make(test, true)
+    }
+
+    fn make(test: &str, pids: bool) -> Option<Ns> {
         if !is_root() || !have("unshare") || !have("nsenter") || !have("setpriv") {
             eprintln!("{test}: skipped: needs root, unshare, nsenter and setpriv");
             return None;
         }
         let mut sb = Sandbox::new("ONLYONE_NS_MARK");
+        // As a PID namespace's init, a sleep that reaps what it adopts
+        // (env(1) of coreutils 8.31 and later), or one that does not.
+        let ignores = pids
+            && Command::new("env")
+                .args(["--ignore-signal=CHLD", "true"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+        let sleeper = if ignores {
+            "env --ignore-signal=CHLD sleep"
+        } else {
+            "sleep"
+        };
         let script = format!(
             // The binary is opened before the mounts: a checkout under
             // /tmp or /run is hidden by them.
@@ -50,18 +79,32 @@ impl Ns {
              mount -t tmpfs -o mode=0755 onlyone-var-lib /var/lib; \
              mount -t tmpfs -o mode=1777 onlyone-var-tmp /var/tmp; \
              mkdir -m 1777 /run/lock; mkdir -m 0755 /run/.oo-test; \
-             cat <&3 > {OO}; exec 3<&-; chmod 0755 {OO}; exec sleep 100000"
+             cat <&3 > {OO}; exec 3<&-; chmod 0755 {OO}; exec {sleeper} 100000"
         );
         let mut c = sb.program("unshare");
-        c.args(["-m", "--propagation", "private", "--", "sh", "-c", &script]);
-        let holder = sb.keep(c);
+        c.args(["-m", "--propagation", "private"]);
+        if pids {
+            c.args(["-p", "-f", "--mount-proc"]);
+        }
+        c.args(["--", "sh", "-c", &script]);
+        let unshare = sb.keep(c);
+        // The holder: unshare itself, or with a PID namespace its child,
+        // the namespace's init.
+        let holder = || {
+            if !pids {
+                return Some(unshare);
+            }
+            onlyone::procfs::children_of(unshare).into_iter().next()
+        };
         // Ready once the holder has exec'd sleep, after the set-up.
         let ready = || {
-            std::fs::read_to_string(format!("/proc/{holder}/comm"))
-                .is_ok_and(|c| c.trim() == "sleep")
+            holder().is_some_and(|h| {
+                std::fs::read_to_string(format!("/proc/{h}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
         };
         super::wait_for(Duration::from_secs(20), || {
-            ready() || !super::running(holder)
+            ready() || !super::running(unshare)
         });
         // As root with the tools here, a namespace that cannot be made is
         // a failure, not a skip: these tests must not pass unseen.
@@ -69,7 +112,13 @@ impl Ns {
             ready(),
             "{test}: the private mount namespace could not be made"
         );
-        let ns = Ns { sb, holder };
+        let holder = holder().unwrap();
+        if pids {
+            // Killed first at the end: every process of the namespace
+            // dies with it.
+            sb.foreign.push(holder);
+        }
+        let ns = Ns { sb, holder, pids };
         assert!(
             ns.host_path(OO).exists(),
             "{test}: {OO} is missing in the namespace"
@@ -89,7 +138,11 @@ impl Ns {
         let mut c = self.sb.program("nsenter");
         c.arg("-t")
             .arg(self.holder.to_string())
-            .args(["-m", "--"])
+            .args(if self.pids {
+                &["-m", "-p", "--"][..]
+            } else {
+                &["-m", "--"][..]
+            })
             .env_remove("ONLYONE_STORE")
             .env_remove("ONLYONE_STATE_DIR")
             .env_remove("XDG_STATE_HOME")
