@@ -218,6 +218,9 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
         ));
     }
     grade_last(&mut v, s, now);
+    if let Some(o) = &s.other {
+        v.raise(Warning, o.clone());
+    }
     if let Some(r) = &s.unknown {
         v.raise(Warning, format!("the lock cannot be judged ({r})"));
     }

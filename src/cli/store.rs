@@ -520,6 +520,7 @@ impl Place for StorePlace {
                 missing,
                 slots,
                 late: false,
+                other: None,
             })
         };
         Ok(names

@@ -405,6 +405,10 @@ pub(super) struct Seen {
     pub(super) slots: Option<(u32, u32)>,
     /// Unknown for want of time (see [`judged_late`]).
     pub(super) late: bool,
+    /// Another account's file holds the lock itself (a shared lock
+    /// directory): what it is, for `check` to warn of (the job's fires
+    /// skip while it holds), never a run of this lock's.
+    pub(super) other: Option<String>,
 }
 
 pub use onlyone::reap::keepers_of;
@@ -441,9 +445,25 @@ pub(super) fn nothing_in(h: &History) -> bool {
 impl Seen {
     /// From the lock directory: the record's verdict and the journal.
     pub(super) fn of_dir(name: String, inspection: Option<Inspection>, history: History) -> Seen {
+        let mut other = None;
         let (held, unknown) = match &inspection {
-            // Another account's file holds no run of this lock's.
-            Some(i) if !i.is_ours() => (None, None),
+            // Another account's file holds no run of this lock's; held or
+            // not judged, it stands in the job's way.
+            Some(i) if !i.is_ours() => {
+                let who = onlyone::user_name(i.owner);
+                match &i.verdict {
+                    Verdict::Held(h) => {
+                        other = Some(format!(
+                            "the lock is held by pid {} of another account ({who}), not by a run \
+                             of this job: its fires skip while it holds it",
+                            h.pid()
+                        ));
+                        (None, None)
+                    }
+                    Verdict::Unknown(r) => (None, Some(format!("{r}; the file is {who}'s"))),
+                    _ => (None, None),
+                }
+            }
             Some(i) => match &i.verdict {
                 Verdict::Held(_) => {
                     let r = i.record.as_ref().ok();
@@ -468,6 +488,7 @@ impl Seen {
             missing: None,
             slots: None,
             late: false,
+            other,
         }
     }
 

@@ -371,7 +371,9 @@ fn terminal_escapes_in_a_journal_never_reach_the_terminal() {
 /// characters (bidi isolates and marks, zero-width ones, a tag, a soft
 /// hyphen), which a record may hold (it refuses only control characters).
 /// Root's `run` (its skip message), `precheck`, `status` (table and
-/// JSON), `check` and `stop` print none of them raw: each is escaped.
+/// JSON), `check` and `stop` print none of them raw: another account's
+/// word of a command is not shown at all; root's own run whose command
+/// carries them (a file name may) is shown with each escaped.
 #[test]
 fn format_characters_in_a_records_command_never_reach_the_terminal() {
     let Some(mut ns) = Ns::with_pids("format_characters_in_a_records_command") else {
@@ -400,6 +402,25 @@ fn format_characters_in_a_records_command_never_reach_the_terminal() {
         ),
         "/run/lock/job.lock",
     );
+    // Root's own run of `own`, whose command carries them.
+    let own = ns.keep(ns.oo(
+        None,
+        &[
+            "--dir",
+            "/run/lock",
+            "run",
+            "own",
+            "--",
+            "sh",
+            "-c",
+            "exec sleep 100000",
+            &cmd,
+        ],
+    ));
+    let lock = ns.host_path("/run/lock/own.lock");
+    wait_until("root's own run", LIMIT, || {
+        std::fs::read_to_string(&lock).is_ok_and(|r| r.contains("cmdpid="))
+    });
     let root = |args: &[&str]| {
         let all: Vec<&str> = ["--dir", "/run/lock"].iter().chain(args).copied().collect();
         let out = ns.run(ns.oo(None, &all), LIMIT, &args.join(" "));
@@ -415,8 +436,17 @@ fn format_characters_in_a_records_command_never_reach_the_terminal() {
     let escaped = |text: &str| text.contains("\\u{202e}") || text.contains("\\u202e");
     let out = root(&["run", "job", "--", "true"]);
     out.expect(75);
-    assert!(escaped(&out.stderr), "{out:#?}");
+    assert!(out.stderr.contains("another account"), "{out:#?}");
+    assert!(
+        !escaped(&out.stderr),
+        "nobody's command is not shown: {out:#?}"
+    );
     let out = root(&["precheck", "job"]);
+    out.expect(75);
+    let out = root(&["run", "own", "--", "true"]);
+    out.expect(75);
+    assert!(escaped(&out.stderr), "{out:#?}");
+    let out = root(&["precheck", "own"]);
     out.expect(75);
     assert!(escaped(&out.stderr), "{out:#?}");
     for args in [&["status"][..], &["status", "--json"]] {
@@ -424,8 +454,10 @@ fn format_characters_in_a_records_command_never_reach_the_terminal() {
         out.expect(0);
         assert!(escaped(&out.stdout), "{out:#?}");
     }
-    root(&["check", "job", "--max-runtime", "1s"]);
+    root(&["check", "job", "own", "--max-runtime", "1s"]);
     root(&["stop", "job"]);
+    root(&["stop", "own"]);
+    wait_until("root's own run to end", LIMIT, || !running(own));
 }
 
 /// Item 14, as a property: whatever numbers a line carries, the runs read
