@@ -473,11 +473,14 @@ impl Seen {
     }
 
     /// The fires skipped in a row: those of the current run when one is
-    /// held (by its token), else since the last run began.
+    /// held (by its token), else since the last run began. A lock of
+    /// several slots skips a fire only while every slot is held, and the
+    /// skip names one of the runs: since the last run began, held or not.
     pub(super) fn skips_in_a_row(&self) -> u64 {
+        let several = self.slots.is_some_and(|(n, _)| n > 1);
         match self.held.as_ref().and_then(|(t, _)| t.as_deref()) {
-            Some(t) => self.history.skips_of(t),
-            None => self.history.skips_in_a_row(),
+            Some(t) if !several => self.history.skips_of(t),
+            _ => self.history.skips_in_a_row(),
         }
     }
 }

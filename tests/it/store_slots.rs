@@ -387,3 +387,58 @@ fn store_slots_status_groups_a_locks_rows_whatever_the_collation() {
         .collect();
     assert_eq!(rows, ["sync", "sync[1]", "sync-a"], "{table}");
 }
+
+/// "Last" is the last to end, in a store too: A starts first and ends last
+/// with exit 3; B starts later, beside it, and ends first with exit 0.
+/// `check` is CRITICAL (the last run failed), `onlyone_last_exit_code` 3,
+/// `last_run` in `status --json` A's exit 3, `history` A first, then B.
+#[test]
+fn store_slots_the_last_run_is_the_last_to_end() {
+    let Some(mut w) = World::new() else { return };
+    let run = |w: &mut World, tag: &str, code: i32| {
+        let script = format!(
+            "touch \"$DIR/held.{tag}\"; while [ ! -e \"$DIR/go.{tag}\" ]; do sleep 0.02; done; \
+             exit {code}"
+        );
+        let c = w.oo_at(
+            &w.pg.url(),
+            &["run", "--slots", "2", "j", "--", "sh", "-c", &script],
+        );
+        let pid = w.start_logged(c, tag);
+        let held = w.path(&format!("held.{tag}"));
+        w.wait_ready(pid, &held, HANG);
+        pid
+    };
+    let a = run(&mut w, "a", 3);
+    let b = run(&mut w, "b", 0);
+    w.go("b");
+    assert_eq!(w.exit(b), 0);
+    w.go("a");
+    assert_eq!(w.exit(a), 3);
+
+    let check = w.oo(&["check", "j"]);
+    check.expect(2);
+    assert!(
+        check
+            .stdout
+            .starts_with("ONLYONE CRITICAL - j: the last run failed (exit 3"),
+        "{check:#?}"
+    );
+    w.oo(&["metrics", "j"])
+        .expect(0)
+        .prints("onlyone_last_exit_code{lock=\"j\"} 3\n");
+    let status = w.oo(&["status", "--json", "j"]).expect(0).json();
+    let last = &status["locks"][0]["last_run"];
+    assert_eq!(
+        (&last["exit"], &last["result"]),
+        (&3.into(), &"failure".into()),
+        "{status:#}"
+    );
+    let history = w.oo(&["history", "--json", "j"]).expect(0).stdout.clone();
+    let runs: Vec<(u64, i64)> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|r| (r["pid"].as_u64().unwrap(), r["exit"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(runs, [(u64::from(a), 3), (u64::from(b), 0)], "{history}");
+}
