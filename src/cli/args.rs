@@ -684,7 +684,9 @@ Every lock in DIR (or the ones named), each sample labelled lock=\"NAME\"
 onlyone_last_success_timestamp_seconds, onlyone_last_exit_code (128+N for
 signal N, -1 when unknown), onlyone_last_duration_seconds (the last run is the
 last to end, as history lists them), onlyone_running, onlyone_skipped_total,
-onlyone_takeovers_total (the journal's counts); for a
+onlyone_takeovers_total (the journal's counts); for a lock that has had slots
+(run --slots N), onlyone_slots (N) and onlyone_slots_held (the slots live runs
+hold), there while it is free too (N as its last run took it, 0 held); for a
 last finished run that recorded them, onlyone_last_cpu_seconds (labelled
 mode=\"user\" and mode=\"system\") and onlyone_last_max_rss_bytes (the largest
 peak of one process of the run, not a sum). For a lock with a schedule

@@ -514,7 +514,8 @@ impl Place for StorePlace {
                 name: n.to_owned(),
                 missing,
                 slots,
-            })
+            }
+            .with_journals_slots())
         };
         Ok(names
             .into_iter()

@@ -447,7 +447,7 @@ impl Seen {
             .iter()
             .find_map(|(_, i)| i.record.as_ref().ok().and_then(|r| r.slots));
         let Some(n) = n else {
-            return self;
+            return self.with_journals_slots();
         };
         let held: Vec<&Inspection> = slots
             .iter()
@@ -460,6 +460,19 @@ impl Seen {
             self.held = Some((r.token.clone(), r.since.map(|s| s as f64)));
         }
         self.slots = Some((n, held.len() as u32));
+        self
+    }
+
+    /// For a lock that has had several slots and whose holders' records
+    /// say no N (it is free): N as its journal last knew it, and the slots
+    /// held, so that its slot families stay while it is free (a series
+    /// that comes and goes breaks `rate()` and alerts).
+    pub(super) fn with_journals_slots(mut self) -> Seen {
+        if self.slots.is_none()
+            && let Some(n) = self.history.slots()
+        {
+            self.slots = Some((n, u32::from(self.held.is_some())));
+        }
         self
     }
 

@@ -1018,3 +1018,23 @@ fn the_last_run_is_the_last_to_end_not_the_last_to_start() {
     let pids = column(&table, "PID");
     assert_eq!(pids, [a.to_string(), b.to_string()], "{table}");
 }
+
+/// `onlyone_slots` and `onlyone_slots_held` stay while a lock that has
+/// had slots is free (no slot file left): N as its last run took it, 0
+/// held. A series that comes and goes breaks `rate()` and alerts.
+#[test]
+fn the_slot_families_stay_while_the_lock_is_free() {
+    let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    sb.oo(&["run", "--slots", "3", "j", "--", "true"]).expect(0);
+    assert!(!sb.lock("j").exists());
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    sb.oo(&["metrics"])
+        .expect(0)
+        .prints("onlyone_slots{lock=\"j\"} 3\n")
+        .prints("onlyone_slots_held{lock=\"j\"} 0\n")
+        .prints("onlyone_running{lock=\"j\"} 0\n");
+    // A lock that never had slots has neither.
+    sb.oo(&["run", "k", "--", "true"]).expect(0);
+    let out = sb.oo(&["metrics", "k"]);
+    assert!(!out.stdout.contains("onlyone_slots"), "{out:#?}");
+}

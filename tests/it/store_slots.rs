@@ -392,6 +392,7 @@ fn store_slots_status_groups_a_locks_rows_whatever_the_collation() {
 /// with exit 3; B starts later, beside it, and ends first with exit 0.
 /// `check` is CRITICAL (the last run failed), `onlyone_last_exit_code` 3,
 /// `last_run` in `status --json` A's exit 3, `history` A first, then B.
+/// Free, the lock keeps its slot families: `onlyone_slots` 2, 0 held.
 #[test]
 fn store_slots_the_last_run_is_the_last_to_end() {
     let Some(mut w) = World::new() else { return };
@@ -426,7 +427,9 @@ fn store_slots_the_last_run_is_the_last_to_end() {
     );
     w.oo(&["metrics", "j"])
         .expect(0)
-        .prints("onlyone_last_exit_code{lock=\"j\"} 3\n");
+        .prints("onlyone_last_exit_code{lock=\"j\"} 3\n")
+        .prints("onlyone_slots{lock=\"j\"} 2\n")
+        .prints("onlyone_slots_held{lock=\"j\"} 0\n");
     let status = w.oo(&["status", "--json", "j"]).expect(0).json();
     let last = &status["locks"][0]["last_run"];
     assert_eq!(

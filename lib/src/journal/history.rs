@@ -671,6 +671,17 @@ impl History {
     pub fn skips_in_a_row(&self) -> u64 {
         self.skips_since_start
     }
+
+    /// The lock's number of slots as the journal last knew it, for a lock
+    /// that has had several (`run --slots N`): the N its last run started
+    /// with (1 for a run of a lock of one). None when no run the journal
+    /// keeps had several.
+    pub fn slots(&self) -> Option<u32> {
+        if self.runs.iter().all(|r| r.slots.is_none()) {
+            return None;
+        }
+        Some(self.runs.last()?.slots.unwrap_or(1))
+    }
 }
 
 #[cfg(test)]
@@ -739,6 +750,7 @@ mod tests {
         );
         assert_eq!(h.last_success().map(|r| r.token.as_str()), Some("b"));
         assert_eq!(tokens(h.by_end()), ["b", "a"]);
+        assert_eq!(h.slots(), Some(2));
         // Skipped since the last start (the skip named the other run).
         assert_eq!(h.skips_in_a_row(), 1);
 
@@ -771,6 +783,7 @@ mod tests {
         h.close_over(LockNow::Free);
         assert_eq!(tokens(h.by_end()), ["e", "f", "g"]);
         assert_eq!(h.last_over().map(|r| r.token.as_str()), Some("g"));
+        assert_eq!(h.slots(), None);
     }
 
     #[test]
