@@ -461,7 +461,7 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             .next();
         s.slot_count = n;
     }
-    let notes = locks
+    let mut notes: Vec<String> = locks
         .iter()
         .filter_map(|s| {
             let why = s.reason.as_ref()?;
@@ -471,6 +471,16 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             ))
         })
         .collect();
+    if let Ok(Some(setup)) = store.missing_index() {
+        notes.push(format!(
+            "the store `{}` has no {} and this role may not create it, so every take reads the \
+             whole lease table to find a lock's slots; have it created with:\n{}(doc/store.md, \
+             \"Setup and the least privileges\")",
+            store.url(),
+            setup.what,
+            setup.how
+        ));
+    }
     Ok(Shown {
         locks,
         whence: Whence::Store(store.url().to_owned()),
