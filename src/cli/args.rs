@@ -642,9 +642,14 @@ Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
   onlyone reap --dry-run --json sync")]
     Reap(Lazy<Reap>),
-    /// The runs of a lock, newest first, from its journal.
+    /// The runs of a lock, the last to end first, from its journal.
     #[command(after_help = "\
-Newest first: when each run started, how long it took, what it used (CPU:
+The last to end first: the runs still running (the latest started first), then
+the others by when they ended, as the journal has their ends (a run found over
+with no end recorded, its wrapper killed, ended when it was found). The runs of
+a lock of one slot never overlap, so this is the order they started in; with
+--slots N, the first row is the last run that check, metrics and status speak
+of. For each: when it started, how long it took, what it used (CPU:
 user and system time of its command and of the processes of the run onlyone
 reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
 recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
@@ -667,7 +672,8 @@ CRITICAL: no success within --max-age (a lock that never succeeded counts; a
 run done when idle, ended by reap or --idle-timeout, is a success), the
 current run longer than --max-runtime, more than --max-skips fires skipped in
 a row, or the last run failed (a non-zero exit, a signal, --max-time, a lost
-lease, abandoned; a stopped run is no failure), or a slot of the schedule
+lease, abandoned; a stopped run is no failure; the last run is the last to
+end, of a lock of several slots too), or a slot of the schedule
 (--schedule, or the one the journal keeps) passed --late ago with no fire since
 the last one (\"missed the 02:00 fire\"). WARNING: a threshold at least
 80% used, a lock whose record cannot be judged (unknown), or a script's last
@@ -686,8 +692,11 @@ Examples:
 Every lock in DIR (or the ones named), each sample labelled lock=\"NAME\"
 (escaped as the format requires): onlyone_last_start_timestamp_seconds,
 onlyone_last_success_timestamp_seconds, onlyone_last_exit_code (128+N for
-signal N, -1 when unknown), onlyone_last_duration_seconds, onlyone_running,
-onlyone_skipped_total, onlyone_takeovers_total (the journal's counts); for a
+signal N, -1 when unknown), onlyone_last_duration_seconds (the last run is the
+last to end, as history lists them), onlyone_running, onlyone_skipped_total,
+onlyone_takeovers_total (the journal's counts); for a lock that has had slots
+(run --slots N), onlyone_slots (N) and onlyone_slots_held (the slots live runs
+hold), there while it is free too (N as its last run took it, 0 held); for a
 last finished run that recorded them, onlyone_last_cpu_seconds (labelled
 mode=\"user\" and mode=\"system\") and onlyone_last_max_rss_bytes (the largest
 peak of one process of the run, not a sum). For a lock with a schedule

@@ -1,7 +1,12 @@
-//! `onlyone history`: the runs of a lock, newest first, from its journal.
+//! `onlyone history`: the runs of a lock, from its journal, the last to
+//! end first: those still running (the latest started first), then the
+//! others by their ends in the journal's order, newest first
+//! (`History::by_end`). A lock of one slot's runs never overlap: this is
+//! the order they started in. The runs of a lock of several overlap, and
+//! the first row is the last run `check` and `status` speak of.
 //!
-//! The JSON form (`--json`) is one object per run and line (schema 1,
-//! stable: fields are only ever added):
+//! The JSON form (`--json`) is one object per run and line, in the same
+//! order (schema 1, stable: fields are only ever added):
 //!
 //! ```text
 //! { "v": 1, "lock", "token", "start_unix", "start", "duration_seconds",
@@ -104,8 +109,8 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
     }
     let since = a.since.map(|d| now() - d.as_secs_f64());
     let shown: Vec<&Run> = h
-        .runs
-        .iter()
+        .by_end()
+        .into_iter()
         .rev()
         .filter(|r| since.is_none_or(|s| r.start >= s))
         .take(a.limit.unwrap_or(usize::MAX))

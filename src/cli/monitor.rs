@@ -458,8 +458,8 @@ fn exposition(seen: &[Seen]) -> String {
 /// One of the slot families' values, from N and the slots held.
 type SlotsValue = fn((u32, u32)) -> u32;
 
-/// `onlyone_slots` and `onlyone_slots_held`, for the locks of several
-/// slots (written only when there is one).
+/// `onlyone_slots` and `onlyone_slots_held`, for the locks that have had
+/// several slots, held or free (written only when there is one).
 fn slots_families(out: &mut String, seen: &[Seen]) {
     if seen.iter().all(|s| s.slots.is_none()) {
         return;
@@ -467,7 +467,7 @@ fn slots_families(out: &mut String, seen: &[Seen]) {
     let families: [(&str, &str, SlotsValue); 2] = [
         (
             "onlyone_slots",
-            "The lock's number of slots (run --slots N), as its holders recorded it.",
+            "The lock's number of slots (run --slots N), as its holders recorded it (while it is free, as its last run took it).",
             |(n, _)| n,
         ),
         (

@@ -462,7 +462,7 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             .next();
         s.slot_count = n;
     }
-    let notes = locks
+    let mut notes: Vec<String> = locks
         .iter()
         .filter_map(|s| {
             let why = s.reason.as_ref()?;
@@ -472,6 +472,16 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             ))
         })
         .collect();
+    if let Ok(Some(setup)) = store.missing_index() {
+        notes.push(format!(
+            "the store `{}` has no {} and this role may not create it, so every take reads the \
+             whole lease table to find a lock's slots; have it created with:\n{}(doc/store.md, \
+             \"Setup and the least privileges\")",
+            store.url(),
+            setup.what,
+            setup.how
+        ));
+    }
     Ok(Shown {
         locks,
         whence: Whence::Store(store.url().to_owned()),
@@ -521,7 +531,8 @@ impl Place for StorePlace {
                 slots,
                 late: false,
                 other: None,
-            })
+            }
+            .with_journals_slots())
         };
         Ok(names
             .into_iter()

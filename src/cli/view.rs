@@ -501,7 +501,7 @@ impl Seen {
         let ours = || slots.iter().map(|(_, i)| i).filter(|i| i.is_ours());
         let n = ours().find_map(|i| i.record.as_ref().ok().and_then(|r| r.slots));
         let Some(n) = n else {
-            return self;
+            return self.with_journals_slots();
         };
         let held: Vec<&Inspection> = ours()
             .filter(|i| matches!(i.verdict, Verdict::Held(_)))
@@ -515,6 +515,19 @@ impl Seen {
         self
     }
 
+    /// For a lock that has had several slots and whose holders' records
+    /// say no N (it is free): N as its journal last knew it, and the slots
+    /// held, so that its slot families stay while it is free (a series
+    /// that comes and goes breaks `rate()` and alerts).
+    pub(super) fn with_journals_slots(mut self) -> Seen {
+        if self.slots.is_none()
+            && let Some(n) = self.history.slots()
+        {
+            self.slots = Some((n, u32::from(self.held.is_some())));
+        }
+        self
+    }
+
     /// The current run: since when (Unix seconds).
     pub(super) fn running_since(&self) -> Option<f64> {
         self.held.as_ref().and_then(|(_, since)| *since)
@@ -525,11 +538,14 @@ impl Seen {
     }
 
     /// The fires skipped in a row: those of the current run when one is
-    /// held (by its token), else since the last run began.
+    /// held (by its token), else since the last run began. A lock of
+    /// several slots skips a fire only while every slot is held, and the
+    /// skip names one of the runs: since the last run began, held or not.
     pub(super) fn skips_in_a_row(&self) -> u64 {
+        let several = self.slots.is_some_and(|(n, _)| n > 1);
         match self.held.as_ref().and_then(|(t, _)| t.as_deref()) {
-            Some(t) => self.history.skips_of(t),
-            None => self.history.skips_in_a_row(),
+            Some(t) if !several => self.history.skips_of(t),
+            _ => self.history.skips_in_a_row(),
         }
     }
 }

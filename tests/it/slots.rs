@@ -925,3 +925,116 @@ fn stop_pid_never_chooses_a_record_another_account_forged() {
     assert!(running(victim), "the forged record's process was signalled");
     assert!(running(run), "root's run was stopped");
 }
+
+/// `run --slots 2 j` whose command says it runs (`DIR/started.TAG`), then
+/// waits for `DIR/go.TAG` and exits `code`: the wrapper's pid, once its
+/// command runs.
+fn run_until_go(sb: &mut Sandbox, tag: &str, code: i32) -> u32 {
+    let d = sb.dir().display().to_string();
+    let script = format!(
+        "touch {d}/started.{tag}; while [ ! -e {d}/go.{tag} ]; do sleep 0.02; done; exit {code}"
+    );
+    let mut c = sb.oo_cmd();
+    c.args(["run", "--slots", "2", "j", "--", "sh", "-c", &script]);
+    let pid = sb.keep(c);
+    let started = sb.path(&format!("started.{tag}"));
+    sb.wait_ready(pid, &started, HANG);
+    pid
+}
+
+/// The cell of column `head` in each row of a table below its head:
+/// tab-separated (`status` to a pipe) or aligned (`history`), where a
+/// cell starts where its head does.
+fn column(table: &str, head: &str) -> Vec<String> {
+    let mut lines = table.lines().skip_while(|l| !l.contains(head));
+    let heads = lines.next().unwrap_or_default();
+    if heads.contains('\t') {
+        let i = heads.split('\t').position(|h| h == head).unwrap();
+        return lines
+            .map(|l| l.split('\t').nth(i).unwrap_or_default().to_owned())
+            .collect();
+    }
+    let from = heads.find(head).unwrap();
+    let to = heads[from + head.len()..]
+        .find(|c: char| c != ' ')
+        .map(|n| from + head.len() + n);
+    lines
+        .map(|l| {
+            let cell = match to {
+                Some(to) => l.get(from..to),
+                None => l.get(from..),
+            };
+            cell.unwrap_or_default().trim().to_owned()
+        })
+        .collect()
+}
+
+/// "Last" is the last to end. A starts first and ends last with exit 3;
+/// B starts later, beside it, and ends first with exit 0. The last run is
+/// A's: `check` is CRITICAL (the last run failed), `onlyone_last_exit_code`
+/// is 3, status's LAST RUN (and `last_run` in `--json`) is A's exit 3, and
+/// `history` lists A first, then B (the table and `--json`).
+#[test]
+fn the_last_run_is_the_last_to_end_not_the_last_to_start() {
+    let mut sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    let a = run_until_go(&mut sb, "a", 3);
+    let b = run_until_go(&mut sb, "b", 0);
+    put(&sb.path("go.b"), "");
+    assert_eq!(sb.exit_of_kid(b, HANG).code(), Some(0));
+    put(&sb.path("go.a"), "");
+    assert_eq!(sb.exit_of_kid(a, HANG).code(), Some(3));
+
+    let check = sb.oo(&["check", "j"]);
+    check.expect(2);
+    assert!(
+        check
+            .stdout
+            .starts_with("ONLYONE CRITICAL - j: the last run failed (exit 3"),
+        "{check:#?}"
+    );
+    sb.oo(&["metrics", "j"])
+        .expect(0)
+        .prints("onlyone_last_exit_code{lock=\"j\"} 3\n");
+    let status = sb.oo(&["status", "--json", "j"]).json();
+    let last = &status["locks"][0]["last_run"];
+    assert_eq!(
+        (&last["exit"], &last["result"]),
+        (&3.into(), &"failure".into()),
+        "{status:#}"
+    );
+    let table = sb.oo(&["status", "j"]).stdout.clone();
+    let cells = column(&table, "LAST RUN");
+    assert!(cells[0].starts_with("exit 3, "), "{table}");
+
+    let runs: Vec<(u64, i64)> = sb
+        .history_json("j")
+        .iter()
+        .map(|r| (r["pid"].as_u64().unwrap(), r["exit"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(runs, [(u64::from(a), 3), (u64::from(b), 0)]);
+    let table = sb.oo(&["history", "j"]).stdout.clone();
+    let outcomes = column(&table, "OUTCOME");
+    assert_eq!(outcomes, ["exit 3", "exit 0"], "{table}");
+    let pids = column(&table, "PID");
+    assert_eq!(pids, [a.to_string(), b.to_string()], "{table}");
+}
+
+/// `onlyone_slots` and `onlyone_slots_held` stay while a lock that has
+/// had slots is free (no slot file left): N as its last run took it, 0
+/// held. A series that comes and goes breaks `rate()` and alerts.
+#[test]
+fn the_slot_families_stay_while_the_lock_is_free() {
+    let sb = Sandbox::new("ONLYONE_SLOTS_MARK");
+    sb.oo(&["run", "--slots", "3", "j", "--", "true"]).expect(0);
+    assert!(!sb.lock("j").exists());
+    assert_eq!(slot_files(&sb, "j"), Vec::<String>::new());
+    sb.oo(&["metrics"])
+        .expect(0)
+        .prints("onlyone_slots{lock=\"j\"} 3\n")
+        .prints("onlyone_slots_held{lock=\"j\"} 0\n")
+        .prints("onlyone_running{lock=\"j\"} 0\n");
+    // A lock that never had slots has neither.
+    sb.oo(&["run", "k", "--", "true"]).expect(0);
+    let out = sb.oo(&["metrics", "k"]);
+    assert!(!out.stdout.contains("onlyone_slots"), "{out:#?}");
+}

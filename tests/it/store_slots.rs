@@ -387,3 +387,160 @@ fn store_slots_status_groups_a_locks_rows_whatever_the_collation() {
         .collect();
     assert_eq!(rows, ["sync", "sync[1]", "sync-a"], "{table}");
 }
+
+/// "Last" is the last to end, in a store too: A starts first and ends last
+/// with exit 3; B starts later, beside it, and ends first with exit 0.
+/// `check` is CRITICAL (the last run failed), `onlyone_last_exit_code` 3,
+/// `last_run` in `status --json` A's exit 3, `history` A first, then B.
+/// Free, the lock keeps its slot families: `onlyone_slots` 2, 0 held.
+#[test]
+fn store_slots_the_last_run_is_the_last_to_end() {
+    let Some(mut w) = World::new() else { return };
+    let run = |w: &mut World, tag: &str, code: i32| {
+        let script = format!(
+            "touch \"$DIR/held.{tag}\"; while [ ! -e \"$DIR/go.{tag}\" ]; do sleep 0.02; done; \
+             exit {code}"
+        );
+        let c = w.oo_at(
+            &w.pg.url(),
+            &["run", "--slots", "2", "j", "--", "sh", "-c", &script],
+        );
+        let pid = w.start_logged(c, tag);
+        let held = w.path(&format!("held.{tag}"));
+        w.wait_ready(pid, &held, HANG);
+        pid
+    };
+    let a = run(&mut w, "a", 3);
+    let b = run(&mut w, "b", 0);
+    w.go("b");
+    assert_eq!(w.exit(b), 0);
+    w.go("a");
+    assert_eq!(w.exit(a), 3);
+
+    let check = w.oo(&["check", "j"]);
+    check.expect(2);
+    assert!(
+        check
+            .stdout
+            .starts_with("ONLYONE CRITICAL - j: the last run failed (exit 3"),
+        "{check:#?}"
+    );
+    w.oo(&["metrics", "j"])
+        .expect(0)
+        .prints("onlyone_last_exit_code{lock=\"j\"} 3\n")
+        .prints("onlyone_slots{lock=\"j\"} 2\n")
+        .prints("onlyone_slots_held{lock=\"j\"} 0\n");
+    let status = w.oo(&["status", "--json", "j"]).expect(0).json();
+    let last = &status["locks"][0]["last_run"];
+    assert_eq!(
+        (&last["exit"], &last["result"]),
+        (&3.into(), &"failure".into()),
+        "{status:#}"
+    );
+    let history = w.oo(&["history", "--json", "j"]).expect(0).stdout.clone();
+    let runs: Vec<(u64, i64)> = history
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|r| (r["pid"].as_u64().unwrap(), r["exit"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(runs, [(u64::from(a), 3), (u64::from(b), 0)], "{history}");
+}
+
+/// The plans that the server's `auto_explain` logged after byte `from` of
+/// its log for the statements whose text has `marker`: each plan's lines.
+fn plans_after(w: &World, from: usize, marker: &str) -> Vec<String> {
+    let log = std::fs::read(w.pg.data().parent().unwrap().join("log")).unwrap();
+    let log = String::from_utf8_lossy(&log[from..]).into_owned();
+    // An entry is a line that starts the log's prefix, then its lines
+    // indented (a plan's).
+    let mut entries: Vec<String> = Vec::new();
+    for line in log.lines() {
+        match entries.last_mut() {
+            Some(e) if line.starts_with([' ', '\t']) => {
+                e.push('\n');
+                e.push_str(line);
+            }
+            _ => entries.push(line.to_owned()),
+        }
+    }
+    entries
+        .into_iter()
+        .filter(|e| e.contains("plan:") && e.contains(marker))
+        .collect()
+}
+
+/// The store finds a lock's slot rows through an index, never by reading
+/// the whole lease table: with 10,000 other locks in it (its statistics up
+/// to date), the plans the server makes for the statements onlyone runs
+/// (as `auto_explain` logs them) for a take of a slot (`run --slots 2`)
+/// and for `check` of the lock read `onlyone_lease` through
+/// `onlyone_lease_slots`, with no sequential scan of it; and the take
+/// works.
+#[test]
+fn store_slots_a_take_finds_the_slot_rows_through_an_index() {
+    let Some(w) = World::new() else { return };
+    w.oo(&["run", "--slots", "2", "j", "--", "true"]).expect(0);
+    w.pg.psql(
+        "INSERT INTO onlyone_lease (name, epoch, token, since, lock_until) \
+         SELECT 'lock-' || g, 1, 't', now(), now() FROM generate_series(1, 10000) g",
+    );
+    w.pg.psql("ANALYZE onlyone_lease");
+    w.pg.psql("ALTER ROLE onlyone SET session_preload_libraries = 'auto_explain'");
+    w.pg.psql("ALTER ROLE onlyone SET auto_explain.log_min_duration = 0");
+    let from = std::fs::metadata(w.pg.data().parent().unwrap().join("log"))
+        .unwrap()
+        .len() as usize;
+    let out = w.oo(&[
+        "run",
+        "--slots",
+        "2",
+        "j",
+        "--",
+        "sh",
+        "-c",
+        "echo $ONLYONE_SLOT",
+    ]);
+    assert_eq!(out.expect(0).stdout.trim(), "0");
+    w.oo(&["check", "j"]).expect(0);
+    let mut plans = Vec::new();
+    wait_until("the plans logged", HANG, || {
+        let take = plans_after(&w, from, "differ AS");
+        let rows = plans_after(&w, from, "ORDER BY name LIMIT");
+        plans = [take.clone(), rows.clone()].concat();
+        !take.is_empty() && !rows.is_empty()
+    });
+    for plan in &plans {
+        assert!(
+            plan.contains("Index Scan on onlyone_lease_slots")
+                && !plan.contains("Seq Scan on onlyone_lease "),
+            "{plan}"
+        );
+    }
+}
+
+/// A store set up before the index of the lease rows' names, for a role
+/// that may not create it: takes of slots work as before, and `status`
+/// says what is missing and the statement that creates it. The first
+/// onlyone that connects as the table's owner creates it; then `status`
+/// says nothing of it.
+#[test]
+fn store_slots_an_older_store_gets_the_index_from_its_owner() {
+    let Some(w) = World::new() else { return };
+    let jobs = w.pg.first_setup_for_jobs();
+    w.pg.psql("ALTER TABLE onlyone_lease ADD COLUMN slots integer");
+    let run = ["run", "--slots", "2", "j", "--", "true"];
+    finish(w.oo_at(&jobs, &run), HANG).expect(0);
+    let status = finish(w.oo_at(&jobs, &["status"]), HANG);
+    status
+        .expect(0)
+        .says("has no index onlyone_lease_slots and this role may not create it")
+        .says("CREATE INDEX onlyone_lease_slots ON onlyone_lease (name COLLATE \"C\");");
+    let indexed = "SELECT to_regclass('onlyone_lease_slots') IS NOT NULL";
+    assert_eq!(w.pg.psql(indexed), "f");
+
+    w.oo(&run).expect(0);
+    assert_eq!(w.pg.psql(indexed), "t");
+    finish(w.oo_at(&jobs, &run), HANG).expect(0);
+    let status = finish(w.oo_at(&jobs, &["status"]), HANG);
+    assert!(!status.expect(0).stderr.contains("index"), "{status:#?}");
+}

@@ -3,6 +3,15 @@
 //! abandonment) closes it, a skip counts against the run it names
 //! ([`History`]). Events are read borrowed from their lines, without an
 //! allocation per skip.
+//!
+//! The last run is the last to end ([`History::by_end`]): the runs of a
+//! lock of several slots overlap, and one that started first may end
+//! last. Ends are ordered as the journal has them (the order its events
+//! were written, whatever their times say); a run whose end the journal
+//! lacks ended, for this order, just before the next start when a later
+//! start ended it (a lock of one), else when a reader found it over
+//! (after every end in the journal, where the `abandoned` event that
+//! closes it will be).
 
 use std::borrow::Cow;
 
@@ -197,13 +206,35 @@ pub struct Run {
     /// The lock's number of slots, when more than one: runs of such a
     /// lock overlap, so a later start does not say this one is over.
     pub slots: Option<u32>,
+    /// Where it started in the journal's order: the number of events
+    /// read before its start.
+    started_at: u64,
+    /// Where it ended in the journal's order, once over: the event that
+    /// ended it (for a run that a later start ended, that start). None
+    /// while it runs, and for a run a reader found over
+    /// ([`History::close_over`]), which ended after every event read.
+    ended_at: Option<u64>,
+}
+
+impl Run {
+    /// Where it ended in the journal's order (see [`History::by_end`]):
+    /// a run found over by a reader, after every run whose end the
+    /// journal has; a run not over, after those.
+    fn end_order(&self) -> (bool, u64) {
+        match self.ended_at {
+            Some(at) => (false, at),
+            None if self.outcome.is_over() => (false, u64::MAX),
+            None => (true, self.started_at),
+        }
+    }
 }
 
 /// The runs of a lock, and what its journal counts.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct History {
-    /// The runs, oldest first, in the journal's order.
+    /// The runs in the order they started (their starts' order in the
+    /// journal); [`History::by_end`] gives them in the order they ended.
     pub runs: Vec<Run>,
     /// Every skip in the journal.
     pub skips: u64,
@@ -214,15 +245,14 @@ pub struct History {
     pub skips_of_unknown_runs: u64,
     /// Those skips, by the token of the run they found holding the lock.
     unknown_run_skips: std::collections::HashMap<String, u64>,
-    /// Skips that name no run (the lock held by another account's file,
-    /// whose token is not this account's to record) since the last start.
-    unnamed_skips_since_start: u64,
     /// An earlier version's journals beside the lock that were not read
     /// (not believed): the lock is not unknown, its history is refused.
     pub set_aside: Vec<SetAside>,
     /// What the journal says of the lock's schedule: the schedule, the
     /// fires seen, the slots missed, the fires waiting to start.
     pub scheduled: Scheduled,
+    /// The skips since the last start, in the journal's order.
+    skips_since_start: u64,
 }
 
 /// What pairing needs of an event, borrowed from a line of the journal
@@ -312,6 +342,8 @@ pub(super) struct Pairing {
     /// Takers whose start is yet to come: a takeover is followed by the
     /// taker's own start.
     takers: Vec<u32>,
+    /// The events read so far: where the next is in the journal's order.
+    read: u64,
 }
 
 impl Pairing {
@@ -321,6 +353,8 @@ impl Pairing {
         if !sane_time(ev.time) {
             return;
         }
+        let at = self.read;
+        self.read += 1;
         let token = ev.token.as_deref().unwrap_or("");
         let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(|s| capped(s).to_owned());
         self.h.scheduled.add(
@@ -341,14 +375,15 @@ impl Pairing {
         );
         match ev.event {
             EventKind::Start => {
-                self.h.unnamed_skips_since_start = 0;
                 let h = &mut self.h;
                 if let Some(i) = self.open.insert(token.into(), h.runs.len())
                     && !h.runs[i].outcome.is_over()
                 {
                     // The same token started twice: the first is over.
                     h.runs[i].outcome = Outcome::Abandoned;
+                    h.runs[i].ended_at = Some(at);
                 }
+                h.skips_since_start = 0;
                 let took_over = match self.takers.iter().position(|&t| Some(t) == ev.pid) {
                     Some(i) => {
                         self.takers.swap_remove(i);
@@ -370,19 +405,18 @@ impl Pairing {
                     took_over,
                     usage: None,
                     slots: ev.slots.filter(|&n| n > 1),
+                    started_at: at,
+                    ended_at: None,
                 });
             }
             EventKind::End
             | EventKind::Abandoned
             | EventKind::Release
             | EventKind::Reap
-            | EventKind::Stop => self.close(ev, token),
+            | EventKind::Stop => self.close(ev, token, at),
             EventKind::Skip => {
                 self.h.skips += 1;
-                if token.is_empty() {
-                    self.h.unnamed_skips_since_start += 1;
-                    return;
-                }
+                self.h.skips_since_start += 1;
                 match self.run_of(token) {
                     Some(i) => self.h.runs[i].skipped += 1,
                     None => {
@@ -402,8 +436,9 @@ impl Pairing {
     }
 
     /// An event that ends a run (an end, a release, a stop, a reap, an
-    /// abandonment): the run of `token`, when open, is over.
-    fn close(&mut self, ev: &RawEvent<'_>, token: &str) {
+    /// abandonment), the journal's `at`th: the run of `token`, when open,
+    /// is over.
+    fn close(&mut self, ev: &RawEvent<'_>, token: &str, at: u64) {
         let Some(i) = self.run_of(token) else {
             return;
         };
@@ -452,6 +487,7 @@ impl Pairing {
             },
         };
         run.end = Some(ev.time);
+        run.ended_at = Some(at);
         run.duration = sane_duration(ev.duration).or(Some((ev.time - run.start).max(0.0)));
         if ev.event == EventKind::End {
             run.usage = Usage::read(ev.cpu_user, ev.cpu_system, ev.max_rss);
@@ -560,9 +596,16 @@ impl History {
     /// until then a reader still never shows a finished run as running.
     /// Read the journal before looking at the lock, so that a run that
     /// starts in between is not taken for over.
+    ///
+    /// Where a run closed here ended, in the order of [`History::by_end`]:
+    /// one that a later start ended, just before that start; any other
+    /// (found over now), after every run whose end the journal has, as
+    /// the `abandoned` event that its finder writes will be.
     pub fn close_over(&mut self, now: LockNow<'_>) {
         let last = self.runs.len().saturating_sub(1);
-        for (i, r) in self.runs.iter_mut().enumerate() {
+        for i in 0..self.runs.len() {
+            let next_start = self.runs.get(i + 1).map(|n| n.started_at);
+            let r = &mut self.runs[i];
             let over = match now {
                 // A run of a lock of several slots may outlive later
                 // starts: it is over when no slot is held under its token,
@@ -578,29 +621,66 @@ impl History {
             };
             if over && r.outcome == Outcome::Running {
                 r.outcome = Outcome::Abandoned;
+                if r.slots.is_none() {
+                    r.ended_at = next_start;
+                }
             }
         }
     }
 
-    /// The last run that succeeded.
-    pub fn last_success(&self) -> Option<&Run> {
-        self.runs.iter().rev().find(|r| r.outcome.is_success())
+    /// The runs in the order they ended, the first to end first (so the
+    /// last is the last to end: what "the last run" means wherever runs
+    /// overlap, as a lock of several slots' do): those over by where their
+    /// end is in the journal's order (the order its events were written,
+    /// not their rounded times; ties, which only runs found over by a
+    /// reader have, by start), then those still running, by start. For a
+    /// lock of one slot, whose runs never overlap, this is the order they
+    /// started in.
+    pub fn by_end(&self) -> Vec<&Run> {
+        let mut runs: Vec<&Run> = self.runs.iter().collect();
+        // Stable: runs of the same place keep the order they started in.
+        runs.sort_by_key(|r| r.end_order());
+        runs
     }
 
-    /// The last run that is over.
+    /// The run over that ended last of those that pass `keep`.
+    fn last_to_end(&self, keep: impl Fn(&Run) -> bool) -> Option<&Run> {
+        self.runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.outcome.is_over() && keep(r))
+            .max_by_key(|(i, r)| (r.end_order(), *i))
+            .map(|(_, r)| r)
+    }
+
+    /// The last run to end that succeeded.
+    pub fn last_success(&self) -> Option<&Run> {
+        self.last_to_end(|r| r.outcome.is_success())
+    }
+
+    /// The last run to end (see [`History::by_end`]): what `check` calls
+    /// the last run.
     pub fn last_over(&self) -> Option<&Run> {
-        self.runs.iter().rev().find(|r| r.outcome.is_over())
+        self.last_to_end(|_| true)
     }
 
     /// The fires skipped in a row at the end of the journal: since the
-    /// last run began (those that found it holding the lock, and those
-    /// that found the lock held by another account's file).
+    /// last run began (its start, in the journal's order), whichever run
+    /// each skip found holding the lock (of a lock of several slots, any
+    /// of its runs).
     pub fn skips_in_a_row(&self) -> u64 {
-        let named = self
-            .runs
-            .last()
-            .map_or(self.skips_of_unknown_runs, |r| r.skipped);
-        named + self.unnamed_skips_since_start
+        self.skips_since_start
+    }
+
+    /// The lock's number of slots as the journal last knew it, for a lock
+    /// that has had several (`run --slots N`): the N its last run started
+    /// with (1 for a run of a lock of one). None when no run the journal
+    /// keeps had several.
+    pub fn slots(&self) -> Option<u32> {
+        if self.runs.iter().all(|r| r.slots.is_none()) {
+            return None;
+        }
+        Some(self.runs.last()?.slots.unwrap_or(1))
     }
 }
 
@@ -635,6 +715,75 @@ mod tests {
         );
         assert_eq!(outcomes(LockNow::HeldBy("c")), [Running, Running, Running]);
         assert_eq!(outcomes(LockNow::Free), [Running, Running, Running]);
+    }
+
+    /// The last run is the last to end: of a lock of several slots, A
+    /// starts first and ends last (exit 3), B starts later and ends first
+    /// (exit 0), its end's time even a little later than A's (another
+    /// host's clock): the journal's order decides. A run found over by a
+    /// reader ended after every end the journal has; of a lock of one, a
+    /// run that a later start ended ended before it.
+    #[test]
+    fn the_last_run_is_the_last_to_end() {
+        let slot = |kind, t: &str, at: f64| {
+            let mut e = Event::of(kind, t, at);
+            e.slots = Some(2);
+            e
+        };
+        let end = |t: &str, at: f64, code: i32| {
+            let mut e = Event::of(EventKind::End, t, at);
+            e.exit = Some(code);
+            e
+        };
+        let mut events = vec![
+            slot(EventKind::Start, "a", 1.0),
+            slot(EventKind::Start, "b", 2.0),
+            Event::of(EventKind::Skip, "a", 2.5),
+            end("b", 5.1, 0),
+            end("a", 5.0, 3),
+        ];
+        let tokens = |runs: Vec<&Run>| runs.iter().map(|r| r.token.clone()).collect::<Vec<_>>();
+        let h = History::of(&events);
+        assert_eq!(
+            h.last_over().map(|r| r.outcome.clone()),
+            Some(Outcome::Exited(3))
+        );
+        assert_eq!(h.last_success().map(|r| r.token.as_str()), Some("b"));
+        assert_eq!(tokens(h.by_end()), ["b", "a"]);
+        assert_eq!(h.slots(), Some(2));
+        // Skipped since the last start (the skip named the other run).
+        assert_eq!(h.skips_in_a_row(), 1);
+
+        // C runs on after D ends; then C is found over: it ended last.
+        events.extend([
+            slot(EventKind::Start, "c", 6.0),
+            slot(EventKind::Start, "d", 7.0),
+            end("d", 8.0, 0),
+        ]);
+        let mut h = History::of(&events);
+        assert_eq!(tokens(h.by_end()), ["b", "a", "d", "c"], "running last");
+        assert_eq!(h.skips_in_a_row(), 0);
+        h.close_over(LockNow::Slots(&[]));
+        assert_eq!(h.last_over().map(|r| r.token.as_str()), Some("c"));
+        assert_eq!(
+            h.last_over().map(|r| r.outcome.clone()),
+            Some(Outcome::Abandoned)
+        );
+        assert_eq!(h.last_success().map(|r| r.token.as_str()), Some("d"));
+
+        // A lock of one: E, killed, ended before F started; G, running
+        // when the lock was found free, ended last.
+        let one = vec![
+            Event::of(EventKind::Start, "e", 1.0),
+            Event::of(EventKind::Start, "f", 2.0),
+            end("f", 3.0, 0),
+            Event::of(EventKind::Start, "g", 4.0),
+        ];
+        let mut h = History::of(&one);
+        h.close_over(LockNow::Free);
+        assert_eq!(tokens(h.by_end()), ["e", "f", "g"]);
+        assert_eq!(h.last_over().map(|r| r.token.as_str()), Some("g"));
+        assert_eq!(h.slots(), None);
     }
 
     #[test]

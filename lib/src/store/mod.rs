@@ -324,12 +324,13 @@ fn duration(d: &std::time::Duration) -> String {
     crate::text::compact_duration(*d)
 }
 
-/// What a store needs for a line of waiters: for a message to a store
-/// that has none.
+/// What a store needs for a line of waiters (or another part of its
+/// setup it lacks: [`LeaseStore::missing_index`]): for a message to a
+/// store that has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LineSetup {
-    /// What it lacks: "table onlyone_waiter".
+    /// What it lacks: "table onlyone_waiter", "index onlyone_lease_slots".
     pub what: &'static str,
     /// What makes it, for the store's administrator: statements, each
     /// line ended.
@@ -645,6 +646,12 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     /// given, and the calls of the line below fail (but
     /// [`LeaseStore::waiters`]: none).
     fn has_line(&self) -> Result<bool, StoreError>;
+    /// What this store lacks that only makes it faster, when it lacks it
+    /// and this role could not make it (for the PostgreSQL store: the
+    /// index of the lease rows' names, without which every take reads the
+    /// whole lease table to find a lock's slots), for a note to its
+    /// administrator; none when nothing is lacking (connects to find out).
+    fn missing_index(&self) -> Result<Option<LineSetup>, StoreError>;
     /// Joins the end of `name`'s line: the waiter's ticket. The row is
     /// dead `ttl` from now unless [`LeaseStore::stay_in_line`] refreshes it.
     fn join_line(&self, name: &str, who: &Claimant<'_>, ttl: Duration) -> Result<i64, StoreError>;

@@ -256,7 +256,12 @@ pub(in crate::cli) fn missed_shown<'h>(
     limit: Option<usize>,
 ) -> Vec<&'h MissedSlots> {
     let cut = limit.is_some_and(|n| shown.len() >= n);
-    let oldest = shown.last().map(|r| r.start).filter(|_| cut);
+    // The runs are shown by their ends: the oldest start of them.
+    let oldest = shown
+        .iter()
+        .map(|r| r.start)
+        .min_by(f64::total_cmp)
+        .filter(|_| cut);
     missed_since(h, since)
         .into_iter()
         .filter(|m| oldest.is_none_or(|o| m.last >= o))

@@ -67,6 +67,26 @@ pub struct PgStore {
     /// The lease table has the column of slots (known once the schema was
     /// checked; added by the first take of a lock of several).
     slots: std::cell::Cell<bool>,
+    /// The lease table lacks the index of its names, and this role could
+    /// not create it (known once the schema was checked): every take
+    /// reads the whole table to find a lock's slot rows.
+    unindexed: std::cell::Cell<bool>,
+    /// The index was tried once by this process ([`PgStore::index_lease_names`]).
+    index_tried: std::cell::Cell<bool>,
+}
+
+/// What [`sql::LOOK_TABLES`] found.
+struct Tables {
+    /// The lease and event tables exist.
+    present: bool,
+    /// The line's table exists.
+    line: bool,
+    /// The lease table has the column of slots.
+    slots: bool,
+    /// The lease table has the index of its names.
+    indexed: bool,
+    /// This role may create that index.
+    may_index: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -163,6 +183,8 @@ impl PgStore {
             schema_checked: RefCell::new(false),
             line: std::cell::Cell::new(false),
             slots: std::cell::Cell::new(false),
+            unindexed: std::cell::Cell::new(false),
+            index_tried: std::cell::Cell::new(false),
         })
     }
 
@@ -178,6 +200,8 @@ impl PgStore {
             schema_checked: RefCell::new(*self.schema_checked.borrow()),
             line: self.line.clone(),
             slots: self.slots.clone(),
+            unindexed: self.unindexed.clone(),
+            index_tried: self.index_tried.clone(),
         })
     }
 
@@ -270,16 +294,28 @@ impl PgStore {
             self.with(|c| {
                 Box::pin(async move {
                     let row = c.query_typed_one(sql::LOOK_TABLES, &[]).await?;
-                    Ok((
-                        row.try_get::<_, bool>(0)?,
-                        row.try_get::<_, bool>(1)?,
-                        row.try_get::<_, bool>(2)?,
-                    ))
+                    Ok(Tables {
+                        present: row.try_get(0)?,
+                        line: row.try_get(1)?,
+                        slots: row.try_get(2)?,
+                        indexed: row.try_get(3)?,
+                        may_index: row.try_get(4)?,
+                    })
                 })
             })
         };
-        let (present, line, slots) = look()?;
+        let Tables {
+            present,
+            line,
+            slots,
+            indexed,
+            may_index,
+        } = look()?;
         self.slots.set(slots || !present);
+        // A lease table set up before the index of its names gets it on
+        // the way, when this role may make it.
+        let made = may_index && !indexed && present && self.index_lease_names();
+        self.unindexed.set(present && !indexed && !made);
         if !present {
             match self.with(|c| Box::pin(async move { c.batch_execute(sql::SCHEMA_SQL).await })) {
                 Ok(()) => {}
@@ -287,7 +323,7 @@ impl PgStore {
                 // the race of the catalogue's unique names: then they are
                 // there.
                 Err(e @ StoreError::Server { .. }) => {
-                    if !look()?.0 {
+                    if !look()?.present {
                         return Err(StoreError::NoTables {
                             source: Box::new(e),
                         });
@@ -310,6 +346,30 @@ impl PgStore {
         })?;
         self.line.set(usable);
         Ok(())
+    }
+
+    /// Creates the index of the lease rows' names in a table set up
+    /// before it, for a role that may (a connection does it on the way,
+    /// once per process): whether it is there now. Nothing depends on it
+    /// but speed, so a failure (the table locked, another process making
+    /// it at the same moment) is no error; the index is looked for again.
+    fn index_lease_names(&self) -> bool {
+        if self.index_tried.replace(true) {
+            return false;
+        }
+        if self
+            .with(|c| Box::pin(async move { c.batch_execute(sql::SLOTS_INDEX_NOW).await }))
+            .is_ok()
+        {
+            return true;
+        }
+        self.with(|c| {
+            Box::pin(async move {
+                let row = c.query_typed_one(sql::LOOK_TABLES, &[]).await?;
+                row.try_get::<_, bool>(3)
+            })
+        })
+        .unwrap_or(false)
     }
 
     /// Adds the column of slots to a lease table set up before slots, for
@@ -884,6 +944,13 @@ impl LeaseStore for PgStore {
     fn has_line(&self) -> Result<bool, StoreError> {
         self.connect()?;
         Ok(self.line.get())
+    }
+
+    /// The index of the lease rows' names, when the table lacks it and
+    /// this role could not create it (see [`sql::LOOK_TABLES`]).
+    fn missing_index(&self) -> Result<Option<super::LineSetup>, StoreError> {
+        self.connect()?;
+        Ok(self.unindexed.get().then(sql::index_setup))
     }
 
     /// Joins the end of `name`'s line (see [`LeaseStore::join_line`]); rows

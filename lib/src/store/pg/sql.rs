@@ -39,6 +39,58 @@ CREATE INDEX IF NOT EXISTS onlyone_waiter_name ON onlyone_waiter (name, ticket);
 /// to the jobs' role).
 pub(super) const WAITER_SQL: &str = waiter_sql!();
 
+/// The index of the lease rows' names in the order of their bytes
+/// (`COLLATE "C"`, whatever the database's collation): it serves
+/// `rows_of_lock!`, the rows of a lock's slots, which every take of a
+/// store with slots looks for (part of [`SCHEMA_SQL`]).
+macro_rules! slots_index_sql {
+    () => {
+        "CREATE INDEX IF NOT EXISTS onlyone_lease_slots ON onlyone_lease (name COLLATE \"C\");\n"
+    };
+}
+
+/// The index of the lease rows' names alone: what a store set up before
+/// it needs; made by the first onlyone that connects as the table's
+/// owner (see [`SLOTS_INDEX_NOW`]), else by a DBA.
+pub(super) const SLOTS_INDEX_SQL: &str = slots_index_sql!();
+
+/// [`SLOTS_INDEX_SQL`] as a connection runs it on the way: one
+/// transaction that gives up at once when the table is locked (a
+/// `CREATE INDEX` waiting for its lock would hold up every take queued
+/// behind it), and within two seconds at most (longer, on a huge table,
+/// it is the DBA's to make).
+pub(super) const SLOTS_INDEX_NOW: &str = concat!(
+    "SET LOCAL lock_timeout = '100ms'; SET LOCAL statement_timeout = '2s'; ",
+    slots_index_sql!()
+);
+
+/// The rows of the lock `$name` (an SQL parameter) in the lease table,
+/// `$col` their names' column: the lock's own (slot 0) and those of its
+/// slots (`NAME#K`). The first through the primary key; the others, the
+/// names from `NAME#` up to `NAME$` ('$' comes after '#') in the order of
+/// their bytes, through `onlyone_lease_slots` ([`SLOTS_INDEX_SQL`]): a
+/// range an index serves, where `left(name, ...) = NAME#` has every row
+/// read.
+macro_rules! rows_of_lock {
+    ($col:literal, $name:literal) => {
+        concat!(
+            "(",
+            $col,
+            " = ",
+            $name,
+            " OR (",
+            $col,
+            " COLLATE \"C\" >= ",
+            $name,
+            " || '#' AND ",
+            $col,
+            " COLLATE \"C\" < ",
+            $name,
+            " || '$'))"
+        )
+    };
+}
+
 /// The SQL that creates the store's tables: run on first use when the role
 /// may, else by a DBA (doc/store.md gives it with the least privileges).
 pub const SCHEMA_SQL: &str = concat!(
@@ -56,6 +108,9 @@ CREATE TABLE IF NOT EXISTS onlyone_lease (
     stop_requested boolean NOT NULL DEFAULT false,
     slots          integer
 );
+",
+    slots_index_sql!(),
+    "\
 CREATE TABLE IF NOT EXISTS onlyone_event (
     id    bigserial PRIMARY KEY,
     name  text NOT NULL,
@@ -85,12 +140,19 @@ pub(super) const CLEAR_DEAD_WAITERS: &str = "DELETE FROM onlyone_waiter WHERE na
     AND until < clock_timestamp() - interval '10 minutes'";
 
 /// Whether the lease and event tables exist, whether the line's does,
-/// and whether the lease table has the column of slots.
+/// whether the lease table has the column of slots, whether it has the
+/// index of its names ([`SLOTS_INDEX_SQL`]), and whether this role may
+/// create that (it has the rights of the table's owner, and may create
+/// in its schema, on a server that is not a standby).
 pub(super) const LOOK_TABLES: &str = "SELECT to_regclass('onlyone_lease') IS NOT NULL \
     AND to_regclass('onlyone_event') IS NOT NULL, \
     to_regclass('onlyone_waiter') IS NOT NULL, \
     EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('onlyone_lease') \
-    AND attname = 'slots' AND NOT attisdropped)";
+    AND attname = 'slots' AND NOT attisdropped), \
+    to_regclass('onlyone_lease_slots') IS NOT NULL, \
+    coalesce((SELECT pg_has_role(c.relowner, 'USAGE') \
+    AND has_schema_privilege(c.relnamespace, 'CREATE') AND NOT pg_is_in_recovery() \
+    FROM pg_class c WHERE c.oid = to_regclass('onlyone_lease')), false)";
 
 /// What a lease table set up before slots lacks: run by the first take
 /// of a lock of several slots when the role may, else by a DBA.
@@ -164,13 +226,9 @@ macro_rules! take_slot_sql {
         concat!(
             "differ AS ( \
     SELECT greatest(coalesce(o.slots, 1), 1) AS n FROM onlyone_lease o \
-    WHERE (o.name = ",
-            $name,
-            " OR left(o.name, length(",
-            $name,
-            ") + 1) = ",
-            $name,
-            " || '#') \
+    WHERE ",
+            rows_of_lock!("o.name", $name),
+            " \
     AND o.lock_until > clock_timestamp() \
     AND greatest(coalesce(o.slots, 1), 1) <> coalesce(",
             $slots,
@@ -344,11 +402,13 @@ pub(super) fn lease(slots: bool) -> String {
     format!("{} WHERE name = $1", row(slots))
 }
 
+/// The rows of the lock `$1` (`rows_of_lock!`).
+const ROWS_OF_LOCK: &str = rows_of_lock!("name", "$1");
+
 /// The lease rows of every slot of the lock `$1` (at most [`MAX_NAMES`]).
 pub(super) fn lease_slots(slots: bool) -> String {
     format!(
-        "{} WHERE name = $1 OR left(name, length($1) + 1) = $1 || '#' \
-         ORDER BY name LIMIT {MAX_NAMES}",
+        "{} WHERE {ROWS_OF_LOCK} ORDER BY name LIMIT {MAX_NAMES}",
         row(slots)
     )
 }
@@ -421,6 +481,15 @@ pub(super) fn line_setup() -> crate::store::LineSetup {
              GRANT USAGE ON SEQUENCE onlyone_waiter_ticket_seq TO <the jobs' role>;\n",
             WAITER_SQL.replace(" IF NOT EXISTS", "")
         ),
+    }
+}
+
+/// What a store set up before the index of the lease rows' names
+/// needs, for a role that may not create it.
+pub(super) fn index_setup() -> crate::store::LineSetup {
+    crate::store::LineSetup {
+        what: "index onlyone_lease_slots",
+        how: SLOTS_INDEX_SQL.replace(" IF NOT EXISTS", ""),
     }
 }
 
