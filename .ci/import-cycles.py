@@ -4,7 +4,9 @@
     .ci/import-cycles.py src
 
 A module refers to another when its code (comments aside) names it by a
-`crate::` path, or, for a sibling (the same parent), by `super::NAME`.
+`crate::` path (the deepest module the path names: `crate::a::b::Item` is
+a reference to `a::b`, not to `a`), or, for a sibling (the same parent),
+by `super::NAME`.
 A parent declaring its children (`mod x;`) is not a reference. Prints each
 module's references and every circle (a strongly connected set of more
 than one module); exits 1 when there is one.
@@ -46,8 +48,18 @@ def references(mods):
             sibling = parent(n) == parent(m) and re.search(
                 r"\bsuper::(\{[^}]*\b" + leaf + r"\b|" + leaf + r"\b)", src
             )
-            if sibling or re.search(r"\bcrate::" + n + r"\b", src):
+            if sibling:
                 edges[m].add(n)
+        # A `crate::` path refers to the deepest module it names
+        # (`crate::lock::verdict::Holder` is lock::verdict's, not lock's).
+        for path in re.findall(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[A-Za-z_][A-Za-z0-9_]*)", src):
+            parts = path.split("::")
+            for k in range(len(parts), 0, -1):
+                n = "::".join(parts[:k])
+                if n in mods:
+                    if n != m:
+                        edges[m].add(n)
+                    break
     return edges
 
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use onlyone::store::{Claimant, Claimed};
+use onlyone::place::store::{Claimant, Claimed};
 
 #[path = "../tests/it/support/pg.rs"]
 #[allow(dead_code)]
@@ -119,7 +119,7 @@ fn commands(bench_cmd: &str, onlyone: &str, pg: &pg::Pg, url: &str, dir: &Path, 
 
 /// Part 2: the library's take + release on one open connection.
 fn round_trips(url: &str, n: usize) {
-    let store = onlyone::store::open(url, Duration::from_secs(5)).expect("the store");
+    let store = onlyone::place::store::open(url, Duration::from_secs(5)).expect("the store");
     let token = onlyone::new_token();
     let who = Claimant {
         token: &token,
@@ -130,9 +130,9 @@ fn round_trips(url: &str, n: usize) {
     };
     let lease = Duration::from_secs(30);
     // Connects and creates the tables once.
-    let taken = |store: &dyn onlyone::store::LeaseStore| match store.take(
+    let taken = |store: &dyn onlyone::place::store::LeaseStore| match store.take(
         "rt",
-        onlyone::store::Slot::ONE,
+        onlyone::place::store::Slot::ONE,
         &who,
         lease,
         None,

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::hint::Hint;
+use crate::lock::verdict::{Holder, UnknownReason};
 use crate::record::Record;
 use crate::text::compact_duration;
-use crate::verdict::{Holder, UnknownReason};
 
 /// A lock is held by a live owner. Carries the owner record and the process
 /// that proved it alive; its message names the pid, the command, the age and

@@ -35,39 +35,28 @@ pub mod atomic;
 mod error;
 pub mod hint;
 pub mod journal;
-mod judge;
 mod lock;
-mod members;
 pub mod names;
-pub mod observer;
 pub mod place;
 pub mod reap;
 pub mod record;
 pub mod schedule;
 pub mod signal;
 pub mod state;
-pub mod stop;
-pub mod store;
 pub mod supervise;
 mod sys;
 pub mod text;
-pub mod verdict;
+pub use lock::verdict;
 mod walk;
-mod work;
 
 // Internals: `/proc` parsing, idleness, the judge, pause points. Public
 // only to the project's own tests, fuzzers and harnesses, which turn the
 // `test-hooks` feature on.
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
-pub mod idle;
-#[cfg(not(feature = "test-hooks"))]
-mod idle;
-#[cfg(feature = "test-hooks")]
-#[doc(hidden)]
 pub mod internals {
     //! The judge's entry points, for the fuzzers.
-    pub use crate::judge::{Evidence, judge, judge_record};
+    pub use crate::lock::judge::{Evidence, judge, judge_record};
 }
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
@@ -81,13 +70,13 @@ pub mod test_hooks;
 mod test_hooks;
 
 pub use error::{Error, HeldBy, Result};
+pub use lock::members::SLOT_VAR;
+pub use lock::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR, with_census};
 pub use lock::{
     AcquireOptions, Active, BusyPolicy, HEAD_GRACE, Inspection, LockFile, LockGuard,
     MAX_TAKEOVER_TRIES, Owner, Released, Releaser, SLOT_INFIX, TakeOver, Waiting, active_pid,
     new_token, slot_of_path,
 };
-pub use members::SLOT_VAR;
-pub use members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR, with_census};
 pub use procfs::{Group, Image, ProcId, host_name};
 pub use record::{Mode, NotARecord, Record};
 pub use text::{compact_duration, display_command, format_unix_time, user_name};

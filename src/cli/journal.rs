@@ -7,8 +7,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use onlyone::journal::moments;
 use onlyone::journal::{Event, EventLog, Journal};
-use onlyone::observer;
 use onlyone::{HeldBy, LockGuard, Record, StaleReason};
 
 use super::say;
@@ -52,16 +52,16 @@ pub(super) fn started(log: &dyn EventLog, guard: &LockGuard, quiet: bool) {
         if !t.told() {
             abandoned(log, old, &t.reason, quiet);
         }
-        if let Some(ev) = observer::takeover_event(old, &t.reason.to_string(), guard.record().pid) {
+        if let Some(ev) = moments::takeover_event(old, &t.reason.to_string(), guard.record().pid) {
             write(log, &ev, quiet);
         }
     }
-    write(log, &observer::start_event(guard.record()), quiet);
+    write(log, &moments::start_event(guard.record()), quiet);
 }
 
 /// A run found stale was closed: its wrapper died without a word.
 pub(super) fn abandoned(log: &dyn EventLog, old: &Record, reason: &StaleReason, quiet: bool) {
-    if let Some(ev) = observer::abandoned_event(old, &reason.to_string()) {
+    if let Some(ev) = moments::abandoned_event(old, &reason.to_string()) {
         write(log, &ev, quiet);
     }
 }
@@ -74,7 +74,7 @@ pub(super) fn skipped(log: &dyn EventLog, h: &HeldBy, quiet: bool) {
 /// A skip with why, when it is not only that the lock was held ("one
 /// already queued").
 pub(super) fn skipped_because(log: &dyn EventLog, h: &HeldBy, why: Option<&str>, quiet: bool) {
-    let mut ev = observer::skip_event(h);
+    let mut ev = moments::skip_event(h);
     ev.reason = why.map(str::to_owned);
     write(log, &ev, quiet);
 }
@@ -82,7 +82,7 @@ pub(super) fn skipped_because(log: &dyn EventLog, h: &HeldBy, why: Option<&str>,
 /// A script's hold was released, with the script's exit code when it gave
 /// one (`release --exit`).
 pub(super) fn released(log: &dyn EventLog, record: &Record, exit: Option<u8>, quiet: bool) {
-    write(log, &observer::release_event(record, None, exit), quiet);
+    write(log, &moments::release_event(record, None, exit), quiet);
 }
 
 /// A script's hold that its workers carried on after its `release` has
@@ -95,7 +95,7 @@ pub(super) fn carried_on(journal: &Journal, record: &Record, exit: Option<u8>) {
         h.runs.iter().rev().find(|r| r.token == t).map(|r| r.start)
     });
     let took = start.map(|s| (super::format::now() - s).max(0.0));
-    write(journal, &observer::release_event(record, took, exit), true);
+    write(journal, &moments::release_event(record, took, exit), true);
 }
 
 /// `reap` ended the lingering processes of a run (by its token).

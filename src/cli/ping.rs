@@ -474,7 +474,7 @@ impl Pings {
                 continue;
             }
             let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.provider.gets());
-            let spawned = onlyone::store::spawn_thread("onlyone-ping", move || {
+            let spawned = onlyone::place::store::spawn_thread("onlyone-ping", move || {
                 let mut r = Ok(None);
                 for (url, body) in &posts {
                     let sent = post(url, body, get, until);

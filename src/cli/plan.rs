@@ -186,7 +186,7 @@ pub(super) fn refused_combination(a: &args::Run) -> Option<String> {
 /// With a store, a grace (`--kill-after`) that does not fit in the lease:
 /// the message names what was typed and what is a default, and the fix.
 fn lease_misfit(a: &args::Run, grace_typed: bool) -> Option<String> {
-    use onlyone::store::lease::LeaseTiming;
+    use onlyone::place::store::timing::LeaseTiming;
     let free = LeaseTiming::new(a.lease, Duration::ZERO).ok()?;
     if LeaseTiming::new(a.lease, a.kill_after).is_ok() {
         return None;

@@ -1,15 +1,15 @@
 //! The commands with `--store URL`: the PostgreSQL store, for jobs that
 //! run on several hosts. The lock is a lease (see
-//! `onlyone::store::lease`); the journal is kept in the store, so that
+//! `onlyone::place::store::timing`); the journal is kept in the store, so that
 //! every host sees every host's runs.
 
 use std::time::{Duration, Instant};
 
 use onlyone::journal::LockNow;
+use onlyone::place::store::timing::LeaseTiming;
+use onlyone::place::store::watchdog::Watched;
+use onlyone::place::store::{LeaseRow, LeaseStore};
 use onlyone::place::store::{READ_TIMEOUT, history};
-use onlyone::store::lease::LeaseTiming;
-use onlyone::store::watchdog::Watched;
-use onlyone::store::{LeaseRow, LeaseStore};
 
 use super::args;
 use super::exit::{Code, Ending};
@@ -18,7 +18,7 @@ use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
 
 /// The store at `url`, every call given up after `timeout`.
 pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, String> {
-    onlyone::store::open(url, timeout).map_err(|e| super::words::store_error(&e))
+    onlyone::place::store::open(url, timeout).map_err(|e| super::words::store_error(&e))
 }
 
 fn host() -> String {
@@ -57,7 +57,7 @@ impl StorePlace {
 /// `onlyone lease-watchdog`: watches over a leased run until its wrapper
 /// says it is over, or dies.
 pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
-    use onlyone::store::watchdog::{Watch, Watched, watch};
+    use onlyone::place::store::watchdog::{Watch, Watched, watch};
     use std::os::fd::AsFd;
     let Ok(timing) = LeaseTiming::new(
         Duration::from_millis(a.lease_ms),

@@ -225,7 +225,7 @@ impl Delivery {
         if self.left == 0 {
             return;
         }
-        let signals = onlyone::store::HeldSignals::new().ok();
+        let signals = onlyone::place::store::HeldSignals::new().ok();
         if let Some(s) = &signals {
             while s.pending().is_some() {}
         }
@@ -303,7 +303,7 @@ impl Relay {
             eof: false,
             buf: vec![0u8; CHUNK],
         };
-        onlyone::store::spawn_thread("onlyone-tail", move || relay.run()).map(|_| ())
+        onlyone::place::store::spawn_thread("onlyone-tail", move || relay.run()).map(|_| ())
     }
 
     /// The relay's loop: read when all is written out, write when the

@@ -277,7 +277,7 @@ pub struct Report<'a> {
 /// file's, the lease's added; `here` is this host's name (a holder of this
 /// host is looked for), `history` the store's history of the name.
 pub fn of_lease(
-    row: &onlyone::store::LeaseRow,
+    row: &onlyone::place::store::LeaseRow,
     here: &str,
     history: Result<onlyone::journal::History, String>,
 ) -> LockStatus {
@@ -660,12 +660,12 @@ pub fn keepers_remedy(keepers: &[Keeper]) -> String {
 }
 
 /// "pid 4242 on build-01 (`./sync.sh`, for 3m12s, fence 17)".
-pub(super) fn describe_lease(row: &onlyone::store::LeaseRow) -> String {
+pub(super) fn describe_lease(row: &onlyone::place::store::LeaseRow) -> String {
     describe_lease_ago(row, Duration::ZERO)
 }
 
 /// The holder of `row` as [`describe_lease`] says it, as it was `ago`.
-pub(super) fn describe_lease_ago(row: &onlyone::store::LeaseRow, ago: Duration) -> String {
+pub(super) fn describe_lease_ago(row: &onlyone::place::store::LeaseRow, ago: Duration) -> String {
     let now = super::format::now() - ago.as_secs_f64();
     format!(
         "pid {} on {} (`{}`, for {}, fence {})",

@@ -2,8 +2,8 @@
 //! kind and the reason; here they are said with the command's flags.
 
 use onlyone::hint::Hint;
-use onlyone::store::StoreError;
-use onlyone::store::lease::LeaseTimingError;
+use onlyone::place::store::StoreError;
+use onlyone::place::store::timing::LeaseTimingError;
 use onlyone::text::compact_duration as duration;
 
 /// A store error as the command says it: a store this onlyone was built

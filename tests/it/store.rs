@@ -131,7 +131,7 @@ fn server_lease(w: &World, name: &str) -> (f64, i64) {
 
 /// M, the margin of a lease of `lease`: how late a kill may land.
 fn margin_of(lease: Duration) -> Duration {
-    onlyone::store::lease::LeaseTiming::new(lease, Duration::ZERO)
+    onlyone::place::store::timing::LeaseTiming::new(lease, Duration::ZERO)
         .unwrap()
         .margin
 }

@@ -7,15 +7,15 @@ use std::time::Duration;
 use crate::TakeOver;
 use crate::error::{Error, HeldBy};
 use crate::journal::{EndReason, SetAside};
+use crate::lock::verdict::{Holder, StaleReason, UnknownReason};
+use crate::lock::work::NotWork;
 use crate::names::{self, DirSource, StateSource};
+use crate::place::store::StoreError;
+use crate::place::store::timing::LeaseTimingError;
 use crate::record::{NotARecord, Record};
 use crate::schedule::ScheduleError;
 use crate::state::StateDir;
-use crate::store::StoreError;
-use crate::store::lease::LeaseTimingError;
 use crate::supervise::RunError;
-use crate::verdict::{Holder, StaleReason, UnknownReason};
-use crate::work::NotWork;
 
 /// What the library's messages say of another program's options:
 /// nsenter's, not a program's that uses the library.
@@ -272,7 +272,7 @@ fn errors_of_removal_and_runs(path: &Path, dir: &Path) -> Vec<Error> {
 /// Every kind of store error.
 fn store_errors() -> Vec<StoreError> {
     let url = || "postgres://u@h/d".to_owned();
-    let source = || -> crate::store::BoxError { "boom".into() };
+    let source = || -> crate::place::store::BoxError { "boom".into() };
     vec![
         StoreError::Unreachable {
             url: url(),

@@ -95,6 +95,7 @@ use std::io;
 mod event;
 mod file;
 mod history;
+pub mod moments;
 mod scheduled;
 
 #[cfg(feature = "postgres")]
@@ -108,7 +109,7 @@ pub(crate) use file::open_regular;
 
 /// Where a place keeps the events of a lock: the [`Journal`] beside a
 /// lock file, or the store's history of a name
-/// ([`crate::store::StoreLog`]). Both places write the same [`Event`]s
+/// ([`crate::place::store::StoreLog`]). Both places write the same [`Event`]s
 /// through this, and read them back as one [`History`].
 pub trait EventLog {
     /// Appends one event.

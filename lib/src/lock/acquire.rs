@@ -11,11 +11,11 @@ use super::temp::{TempFile, is_unwritable};
 use super::waiter::Waiter;
 use super::{LockFile, MAX_TAKEOVER_TRIES, REPROBE_INTERVAL, unix_now};
 use crate::error::{Error, HeldBy, Result};
-use crate::judge::Evidence;
+use crate::lock::judge::Evidence;
+use crate::lock::verdict::{self, StaleReason, Verdict};
 use crate::procfs::{self, Group, Identity};
 use crate::record::{self, FORMAT_VERSION, Mode, Record};
 use crate::test_hooks::{self, Point};
-use crate::verdict::{self, StaleReason, Verdict};
 
 /// Looks that find the path empty, after which an acquire without a deadline
 /// reports [`Error::Contended`] instead of spinning on.
@@ -546,7 +546,7 @@ impl<'l> Attempt<'l> {
             }
             return self.found_nothing();
         };
-        match crate::judge::judge(&ev, self.deadline) {
+        match crate::lock::judge::judge(&ev, self.deadline) {
             Verdict::Held(holder) => self.held(&ev, holder),
             Verdict::Unknown(reason) => Ok(Next::Fail(Error::Unknown {
                 path: self.lock.path().into(),

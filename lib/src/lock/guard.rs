@@ -10,9 +10,9 @@ use super::LockFile;
 use super::read::Read;
 use super::waiter::{self, Waiter};
 use crate::error::{Error, Result};
+use crate::lock::verdict::Verdict;
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
-use crate::verdict::Verdict;
 
 /// A stale lock this acquisition removed on its way in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +180,7 @@ impl LockGuard {
             .copied()
             .take(crate::record::MAX_LINGER)
             .collect();
-        new.lingered = Some(crate::work::now_ticks());
+        new.lingered = Some(crate::lock::work::now_ticks());
         self.replace(new)
     }
 
@@ -249,7 +249,7 @@ impl LockFile {
             {
                 return Ok(());
             }
-            let Verdict::Held(held) = crate::judge::judge(&ev, None) else {
+            let Verdict::Held(held) = crate::lock::judge::judge(&ev, None) else {
                 return Ok(());
             };
             // The file was just written when this began: the first refresh

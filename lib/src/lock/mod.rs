@@ -9,7 +9,7 @@
 //!   path back and checks that it holds its own record before it reports
 //!   success. No fsync: a record torn by a power loss predates the current
 //!   boot, which makes it stale.
-//! - **Contention.** The record at the path is judged ([`crate::verdict`]).
+//! - **Contention.** The record at the path is judged ([`crate::lock::verdict`]).
 //!   Held: an error naming the owner, or, when waiting, a sleep until the
 //!   file is removed (inotify), the holding process exits (pidfd), or a
 //!   periodic re-probe is due (`waiter.rs`). Unknown: an error. Stale: a
@@ -35,12 +35,17 @@
 mod acquire;
 mod busy;
 mod guard;
+pub(crate) mod idle;
+pub(crate) mod judge;
+pub(crate) mod members;
 pub(crate) mod queue;
 mod read;
 mod removal;
 mod slots;
 mod temp;
+pub mod verdict;
 mod waiter;
+pub(crate) mod work;
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
@@ -52,8 +57,8 @@ use std::time::{Duration, Instant};
 use rustix::fs::OFlags;
 
 use crate::error::{Error, HeldBy, Result};
+use crate::lock::verdict::Verdict;
 use crate::record::{NotARecord, Record};
-use crate::verdict::Verdict;
 
 pub use acquire::{AcquireOptions, Owner, new_token};
 pub use busy::BusyPolicy;
@@ -409,7 +414,9 @@ impl LockFile {
         Ok(self.look()?.map(|ev| Inspection {
             // A report: inside `with_census`, one listing of the host's
             // processes serves every inspection.
-            verdict: crate::members::reporting(|| crate::judge::judge(&ev, self.deadline)),
+            verdict: crate::lock::members::reporting(|| {
+                crate::lock::judge::judge(&ev, self.deadline)
+            }),
             record: ev.record,
             mtime: ev.mtime,
             owner: ev.owner,

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{AcquireOptions, LockFile, LockGuard};
 use crate::error::{Error, HeldBy, Result};
+use crate::lock::verdict::Verdict;
 use crate::record::{self, Record};
-use crate::verdict::Verdict;
 
 /// How long a live ticket ahead of a free lock keeps the waiters behind it
 /// from trying.
@@ -185,7 +185,7 @@ impl Ticket {
                 continue;
             };
             let Ok(Some(ev)) = file.look() else { continue };
-            match crate::judge::judge(&ev, deadline) {
+            match crate::lock::judge::judge(&ev, deadline) {
                 Verdict::Held(h) => {
                     head = Some(h.pid());
                     break;
@@ -297,7 +297,12 @@ impl LockFile {
             .and_then(|p| p.look())
             .ok()
             .flatten()
-            .filter(|ev| matches!(crate::judge::judge(ev, self.deadline), Verdict::Held(_)))
+            .filter(|ev| {
+                matches!(
+                    crate::lock::judge::judge(ev, self.deadline),
+                    Verdict::Held(_)
+                )
+            })
             .and_then(|ev| ev.record.ok())
             .and_then(|r| r.token);
         let mut out = Vec::new();
@@ -306,7 +311,10 @@ impl LockFile {
                 continue;
             };
             let Ok(Some(ev)) = file.look() else { continue };
-            if !matches!(crate::judge::judge(&ev, self.deadline), Verdict::Held(_)) {
+            if !matches!(
+                crate::lock::judge::judge(&ev, self.deadline),
+                Verdict::Held(_)
+            ) {
                 continue;
             }
             let Ok(record) = ev.record else { continue };

@@ -29,7 +29,7 @@ use rustix::io::Errno;
 
 use super::LockFile;
 use crate::error::{Error, Result};
-use crate::judge::Evidence;
+use crate::lock::judge::Evidence;
 use crate::procfs;
 use crate::record::{MAX_RECORD_BYTES, NotARecord, Record};
 
@@ -189,7 +189,7 @@ impl LockFile {
     /// itself: anyone who can open a file can flock it (a 0644 record
     /// included), so it counts only when a process whose real uid is the
     /// file's owner holds it exclusively, as writers do (`/proc/locks`;
-    /// [`members::may_carry`](crate::members::may_carry)). Not any of its uids: another account can
+    /// [`members::may_carry`](crate::lock::members::may_carry)). Not any of its uids: another account can
     /// take the flock and exec a setuid program of the owner's that waits
     /// for ever (`su` at its password prompt), whose effective and saved
     /// uids are then the owner's. Who holds it legitimately once the
@@ -239,7 +239,7 @@ impl LockFile {
                         // a process that inherited it (a fork), is the
                         // run's.
                         None => pid == 0 || pid == r.pid,
-                        Some(_) => crate::members::may_carry(Some(owner), pid),
+                        Some(_) => crate::lock::members::may_carry(Some(owner), pid),
                     }
             }))
     }

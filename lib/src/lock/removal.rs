@@ -21,11 +21,11 @@ use super::read::Read;
 use super::temp::TempFile;
 use super::{Inspection, LockFile, TakeOver};
 use crate::error::{Error, HeldBy, Result};
-use crate::judge::Evidence;
+use crate::lock::judge::Evidence;
+use crate::lock::verdict::{self, Holder, StaleReason, Verdict};
 use crate::procfs::{self, ProcId};
 use crate::record::{Mode, Record};
 use crate::test_hooks::{self, Point};
-use crate::verdict::{self, Holder, StaleReason, Verdict};
 
 /// How long the removal guard is waited for when no deadline is given. It is
 /// held for microseconds by onlyone; a longer hold is a foreign process.
@@ -365,7 +365,7 @@ impl LockFile {
         let Some(ev) = self.look()? else {
             return Ok(None);
         };
-        match crate::judge::judge(&ev, self.deadline) {
+        match crate::lock::judge::judge(&ev, self.deadline) {
             Verdict::Stale(reason) => {
                 let removed = self.reclaim(&ev, None)?;
                 self.sweep_temp_files();
@@ -474,7 +474,7 @@ impl LockFile {
                 // token keeps the lock held after its script's release.
                 if record.mode == Mode::Script {
                     skip.push(record.pid);
-                    let others = crate::judge::processes_of(&record, &skip, self.deadline)?;
+                    let others = crate::lock::judge::processes_of(&record, &skip, self.deadline)?;
                     if let Some(first) = others.first() {
                         let held = Released::StillHeld {
                             pid: first.pid,
@@ -485,11 +485,11 @@ impl LockFile {
                 }
                 return Ok((Decision::Remove, Some((Released::Removed, None))));
             }
-            let holder = match crate::judge::judge_record(&record, ev.kernel_locked, self.deadline)
-            {
-                Verdict::Held(h) => h,
-                _ => Holder::Owner { pid: record.pid },
-            };
+            let holder =
+                match crate::lock::judge::judge_record(&record, ev.kernel_locked, self.deadline) {
+                    Verdict::Held(h) => h,
+                    _ => Holder::Owner { pid: record.pid },
+                };
             Err(Error::NotOwner {
                 pid: releaser.owners.first().copied().unwrap_or(0),
                 held: Box::new(HeldBy::new(self.path().into(), record, holder)),
@@ -546,7 +546,7 @@ impl LockFile {
                 });
             }
             let seen = Inspection {
-                verdict: crate::judge::judge(&ev, self.deadline),
+                verdict: crate::lock::judge::judge(&ev, self.deadline),
                 record: ev.record,
                 mtime: ev.mtime,
                 owner: ev.owner,

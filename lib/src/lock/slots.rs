@@ -30,7 +30,7 @@ use super::queue::{self, Ticket};
 use super::waiter::Waiter;
 use super::{Inspection, LockFile, LockGuard, Owner, REPROBE_INTERVAL};
 use crate::error::{Error, HeldBy, Result};
-use crate::verdict::Verdict;
+use crate::lock::verdict::Verdict;
 
 /// What separates a lock file's path from a slot's number in the slot's
 /// file name: `sync.lock.slot.2`.
@@ -138,7 +138,7 @@ impl LockFile {
         let st = self.stat_entry(self.name()).ok()?;
         Some(Inspection {
             record: Err(crate::record::NotARecord::Empty),
-            verdict: Verdict::Unknown(crate::verdict::UnknownReason::Unreadable {
+            verdict: Verdict::Unknown(crate::lock::verdict::UnknownReason::Unreadable {
                 why: why.to_string(),
             }),
             mtime: st.st_mtime,
@@ -334,7 +334,7 @@ fn held_slots(lock: &LockFile, n: u32, deadline: Option<Instant>) -> Result<Opti
         let Some(ev) = lock.slot(k)?.look()? else {
             return Ok(None);
         };
-        match crate::judge::judge(&ev, deadline) {
+        match crate::lock::judge::judge(&ev, deadline) {
             Verdict::Held(h) => pids.extend(h.watchable_pid()),
             Verdict::Stale(_) => return Ok(None),
             Verdict::Unknown(_) => {}
@@ -487,7 +487,7 @@ pub(super) fn check_others(lock: &LockFile, guard: &LockGuard, n: u32) -> Result
             Ok(r) if r.is_ours() && r.slots.unwrap_or(1) != n => r.slots.unwrap_or(1),
             _ => continue,
         };
-        match crate::judge::judge(&ev, lock.deadline) {
+        match crate::lock::judge::judge(&ev, lock.deadline) {
             Verdict::Held(_) => {
                 return Err(Error::SlotsDiffer {
                     path: lock.path().into(),

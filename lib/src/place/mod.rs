@@ -2,7 +2,7 @@
 //!
 //! A lock lives in a directory of this host (a [`LockFile`](crate::LockFile)
 //! and its journal: [`dir::DirPlace`]) or in a store that several hosts
-//! share (a lease of [`crate::store`] and the store's history:
+//! share (a lease of [`crate::place::store`] and the store's history:
 //! [`store::StorePlace`]). A command is written once over both, as a
 //! [`Place`]: it prechecks a lock, stops its run and reads its history
 //! there, and a [`Feature`] that a place cannot give is refused
@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 
 use crate::journal::{Event, EventLog, History, SetAside};
+use crate::place::store::{LeaseRow, StoreError};
 use crate::reap::Keeper;
-use crate::store::{LeaseRow, StoreError};
 use crate::{HeldBy, Record, StaleReason, UnknownReason};
 use run::RunObserver;
 use run::{Job, Taken};
@@ -301,11 +301,11 @@ pub enum PlaceError {
         /// The store's URL.
         url: String,
         /// What the line is and how to set it up.
-        setup: crate::store::LineSetup,
+        setup: crate::place::store::LineSetup,
     },
     /// The lease's timing cannot keep its promise.
     #[error(transparent)]
-    LeaseTiming(#[from] crate::store::lease::LeaseTimingError),
+    LeaseTiming(#[from] crate::place::store::timing::LeaseTimingError),
     /// A forwarded signal came while the take waited; nothing was taken.
     #[error("a signal ({}) came while waiting for the lock", crate::signal::signal_name(*.0))]
     Signalled(Signal),

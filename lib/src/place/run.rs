@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use super::{Lock, Place, PlaceError};
 use crate::error::{Error, HeldBy};
+use crate::journal::moments::RunEnd;
 use crate::lock::{BusyPolicy, TakeOver};
-use crate::observer::RunEnd;
+use crate::place::store::engine::{LeaseRow, WaiterRow};
 use crate::procfs::ProcId;
-use crate::store::{LeaseRow, WaiterRow};
 use crate::supervise::{self, Exit, RunOptions, RunOutcome};
 
 /// What a program is told of a run's moments, as [`run`]
@@ -103,7 +103,7 @@ pub enum Notice {
     /// served in no order (the first to look once the lease is free takes
     /// it).
     Unordered {
-        /// What the store lacks (its [`LineSetup`](crate::store::LineSetup)'s
+        /// What the store lacks (its [`LineSetup`](crate::place::store::LineSetup)'s
         /// `what`).
         what: &'static str,
     },

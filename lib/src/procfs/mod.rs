@@ -18,7 +18,7 @@
 //! cached.
 //!
 //! What makes a process one of a run's (the token, the group, the census)
-//! is [`crate::members`]'s; the namespaces, the time offsets and the
+//! is [`crate::lock::members`]'s; the namespaces, the time offsets and the
 //! `hidepid` scan are in `ns`.
 
 use std::fs;

@@ -50,15 +50,15 @@ use crate::lock::LockFile;
 use crate::procfs::{self, ProcId};
 use crate::signal::GracefulStop;
 
+mod notes;
 mod scan;
-mod state;
 
+use notes::Seen;
 use scan::{JobView, Marked, live_token};
-use state::Seen;
 
-use crate::work;
-pub use crate::work::{Keeper, keepers};
-pub use state::{note_kept, note_lingering};
+use crate::lock::work;
+pub use crate::lock::work::{Keeper, keepers};
+pub use notes::{note_kept, note_lingering};
 
 /// What keeps a lock held that `holder` proves held, when it is a
 /// lingering run none of whose own work lives any more: the sessions
@@ -212,7 +212,7 @@ pub fn reap(jobs: &[Job], state_dir: &Path, opts: &ReapOptions) -> ReapReport {
         dry_run: opts.dry_run,
         ..ReapReport::default()
     };
-    let mut guarded = match state::open(state_dir, opts.deadline, &mut report.errors) {
+    let mut guarded = match notes::open(state_dir, opts.deadline, &mut report.errors) {
         Ok(g) => g,
         Err(e) => {
             report.errors.push(e);
@@ -290,7 +290,7 @@ impl Candidate {
 /// the processes seen now), and says how each one looks: first seen, busy
 /// since the last look, or idle for how long.
 fn update_looks(procs: &mut BTreeMap<String, Seen>, marked: &[Marked]) -> HashMap<ProcId, Look> {
-    let now = state::clock_ms();
+    let now = notes::clock_ms();
     let mut looks = HashMap::new();
     let mut next = BTreeMap::new();
     for m in marked {
@@ -334,14 +334,14 @@ fn update_looks(procs: &mut BTreeMap<String, Seen>, marked: &[Marked]) -> HashMa
 fn run_works(
     views: &mut [JobView<'_>],
     marked: &[Marked],
-    runs: &mut BTreeMap<String, state::Left>,
+    runs: &mut BTreeMap<String, notes::Left>,
     deadline: Instant,
     errors: &mut Vec<String>,
 ) -> HashMap<String, work::Work> {
     let mut works = HashMap::new();
     for view in views.iter_mut() {
         if let (Ok(Some(token)), Some((left, w))) = (&view.live, view.work.take()) {
-            runs.insert(token.clone(), state::Left::of(&left));
+            runs.insert(token.clone(), notes::Left::of(&left));
             works.insert(token.clone(), w);
         }
     }

@@ -22,12 +22,12 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::Job;
-use crate::idle::Counters;
 use crate::lock::LockFile;
-use crate::members::{self, LOCK_VAR, TOKEN_VAR};
+use crate::lock::idle::Counters;
+use crate::lock::members::{self, LOCK_VAR, TOKEN_VAR};
+use crate::lock::work::{Lingered, Work};
 use crate::procfs::{self, ProcId};
 use crate::record::{Mode, Record};
-use crate::work::{Lingered, Work};
 
 /// One process that belongs, or may belong, to a run.
 pub(super) struct Marked {
@@ -277,7 +277,7 @@ fn kept_strays(
             o.foreign = None;
             continue;
         }
-        if let Some(counters) = crate::idle::counters(id) {
+        if let Some(counters) = crate::lock::idle::counters(id) {
             out.push(Marked {
                 id,
                 job: Some(i),
@@ -422,7 +422,7 @@ fn live_run_processes(
             }
             return;
         }
-        if let Some(counters) = counters.or_else(|| crate::idle::counters(id)) {
+        if let Some(counters) = counters.or_else(|| crate::lock::idle::counters(id)) {
             out.push(Marked {
                 id,
                 job: Some(i),

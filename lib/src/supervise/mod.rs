@@ -61,8 +61,8 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use crate::error::Error;
-use crate::idle::{self, IdleWatch};
 use crate::lock::LockGuard;
+use crate::lock::idle::{self, IdleWatch};
 use crate::procfs::ProcId;
 use crate::record::Record;
 use crate::signal::{DEFAULT_GRACE, Ended, GracefulStop, Stopping, signal_group};
@@ -160,7 +160,7 @@ pub trait Hold {
 }
 
 /// A time limit a lock puts on a run: a store's lease, renewed elsewhere
-/// (see `crate::store::lease`). The command must be gone by
+/// (see `crate::place::store::timing`). The command must be gone by
 /// [`Limit::kill_by`], TERM from [`Limit::term_by`]; the supervisor wakes on
 /// [`Limit::wake_fd`] when something changed. Times are on the boot clock
 /// (`CLOCK_BOOTTIME`), in nanoseconds.

@@ -9,7 +9,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use crate::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, SLOT_VAR, TOKEN_VAR};
+use crate::lock::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, SLOT_VAR, TOKEN_VAR};
 
 /// The signals the command starts with at their default dispositions:
 /// SIGPIPE (onlyone, as every Rust program, ignores it) and the

@@ -62,7 +62,7 @@ pub(super) fn lingering(
     theirs: &[u32],
 ) -> Result<Vec<ProcId>, RunError> {
     let mut all = match record {
-        Some(record) => crate::judge::processes_of(record, &[me], None)?,
+        Some(record) => crate::lock::judge::processes_of(record, &[me], None)?,
         None => Vec::new(),
     };
     for id in leftovers(me, theirs) {

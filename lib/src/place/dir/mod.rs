@@ -11,6 +11,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub(crate) mod stop;
 mod take;
 
 pub use take::QUEUED;
@@ -19,13 +20,14 @@ use super::{
     Found, HistoryRead, Holding, Kind, Note, Notes, Place, PlaceError, Prechecked, StopDone,
     StopRequest, Stopped, log_event,
 };
+use crate::journal::moments;
 use crate::journal::{Journal, LockNow};
 use crate::lock::OnReclaim;
 use crate::names::{self, DirSource};
 use crate::reap::{Keeper, keepers_of};
 use crate::signal::GracefulStop;
 use crate::state::StateDir;
-use crate::{Error, Inspection, LockFile, Record, StaleReason, Verdict, observer, stop};
+use crate::{Error, Inspection, LockFile, Record, StaleReason, Verdict};
 
 /// How long a precheck may wait for the removal guard to clear a stale
 /// lock: a courtesy that must not hold the answer up.
@@ -217,7 +219,7 @@ impl DirPlace {
         let place = self.clone();
         OnReclaim::new(move |lock, took| {
             if let Some(old) = &took.record
-                && let Some(ev) = observer::abandoned_event(old, &took.reason.to_string())
+                && let Some(ev) = moments::abandoned_event(old, &took.reason.to_string())
             {
                 log_event(&place.journal(lock), &ev, Some(&place.notes));
             }
@@ -306,7 +308,7 @@ impl DirPlace {
                 // account's: no run of this lock's journal.
                 if record.is_ours() {
                     let signal = crate::signal::signal_name(how.signal);
-                    let ev = observer::stop_event(&record, Some(&signal));
+                    let ev = moments::stop_event(&record, Some(&signal));
                     log_event(&self.journal(slot), &ev, Some(&self.notes));
                 }
                 Stopped::Ended {
@@ -427,7 +429,7 @@ impl DirPlace {
             (Verdict::Held(_), held) => {
                 // Best effort and silent: a precheck answers held or not.
                 Found::Held(held.map(|h| {
-                    log_event(&self.journal(&lock), &observer::skip_event(&h), None);
+                    log_event(&self.journal(&lock), &moments::skip_event(&h), None);
                     Holding::Run(Box::new(h))
                 }))
             }
@@ -527,7 +529,7 @@ impl Place for DirPlace {
             return Ok(Prechecked { name, found });
         }
         if let Some(h) = &held {
-            log_event(&self.journal(&lock), &observer::skip_event(h), None);
+            log_event(&self.journal(&lock), &moments::skip_event(h), None);
         }
         Ok(Prechecked {
             name,

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use super::DirPlace;
 use crate::error::{Error, HeldBy};
 use crate::journal::Journal;
+use crate::journal::moments::{self, RunEnd};
 use crate::lock::{AcquireOptions, LockFile, LockGuard};
-use crate::observer::{self, RunEnd};
 use crate::place::run::{Held, Job, Lingering, RunObserver, Skip, Started, Taken};
 use crate::place::{Lock, PlaceError, log_event};
 use crate::procfs::ProcId;
@@ -64,12 +64,12 @@ pub(super) fn take<'p>(
 /// the lock, returned.
 fn skipped(place: &DirPlace, journal: &Journal, e: Error) -> Result<Skip, PlaceError> {
     let (ev, skip) = match e {
-        Error::Held(held) => (observer::skip_event(&held), Skip::Held(held)),
+        Error::Held(held) => (moments::skip_event(&held), Skip::Held(held)),
         Error::Timeout { waited, held } => {
-            (observer::skip_event(&held), Skip::Waited { waited, held })
+            (moments::skip_event(&held), Skip::Waited { waited, held })
         }
         Error::Queued { held, waiter } => {
-            let mut ev = observer::skip_event(&held);
+            let mut ev = moments::skip_event(&held);
             ev.reason = Some(QUEUED.to_owned());
             (ev, Skip::Queued { held, waiter })
         }
@@ -89,15 +89,15 @@ pub(crate) fn started(place: &DirPlace, journal: &Journal, guard: &LockGuard) {
     {
         let reason = t.reason.to_string();
         if !t.told()
-            && let Some(ev) = observer::abandoned_event(old, &reason)
+            && let Some(ev) = moments::abandoned_event(old, &reason)
         {
             log_event(journal, &ev, notes);
         }
-        if let Some(ev) = observer::takeover_event(old, &reason, guard.record().pid) {
+        if let Some(ev) = moments::takeover_event(old, &reason, guard.record().pid) {
             log_event(journal, &ev, notes);
         }
     }
-    log_event(journal, &observer::start_event(guard.record()), notes);
+    log_event(journal, &moments::start_event(guard.record()), notes);
 }
 
 /// A lock of the lock directory, taken for a run.
@@ -124,7 +124,7 @@ impl Held for DirHeld<'_> {
     /// Best effort, as the journal always is: a failure is told to the
     /// place's notes.
     fn record_end(&self, end: &RunEnd) -> Result<(), String> {
-        let ev = observer::end_event(self.guard.record(), end);
+        let ev = moments::end_event(self.guard.record(), end);
         log_event(&self.journal, &ev, Some(self.place.notes()));
         Ok(())
     }
@@ -224,7 +224,8 @@ fn take_for_run(
         return lock.acquire(&again).map_err(TakeError::Acquire);
     }
     observer.stopping(&held);
-    crate::stop::stop(lock, GracefulStop::term(grace), job.deadline).map_err(TakeError::Stop)?;
+    crate::place::dir::stop::stop(lock, GracefulStop::term(grace), job.deadline)
+        .map_err(TakeError::Stop)?;
     stopping.stopped(&held, observer);
     lock.acquire(&again).map_err(TakeError::Acquire)
 }
@@ -241,7 +242,7 @@ impl Stopping<'_> {
     /// The run of `held` was stopped: told, and recorded.
     fn stopped(&self, held: &HeldBy, observer: &mut dyn RunObserver) {
         observer.stopped(held, "TERM");
-        let ev = observer::stop_event(&held.record, Some("TERM"));
+        let ev = moments::stop_event(&held.record, Some("TERM"));
         log_event(self.journal, &ev, Some(self.place.notes()));
     }
 
@@ -267,11 +268,16 @@ impl Stopping<'_> {
             }
             return Ok(());
         };
-        let same = |r: &crate::Record| crate::stop::same_run(r, &oldest.record);
+        let same = |r: &crate::Record| crate::place::dir::stop::same_run(r, &oldest.record);
         observer.stopping(&oldest);
-        if let Some(crate::stop::Stopped::Ended { .. }) =
-            crate::stop::stop_if(&slot, GracefulStop::term(self.grace), self.deadline, same)
-                .map_err(TakeError::Stop)?
+        if let Some(crate::place::dir::stop::Stopped::Ended { .. }) =
+            crate::place::dir::stop::stop_if(
+                &slot,
+                GracefulStop::term(self.grace),
+                self.deadline,
+                same,
+            )
+            .map_err(TakeError::Stop)?
         {
             self.stopped(&oldest, observer);
         }

@@ -17,10 +17,10 @@ use rustix::process::Signal;
 use crate::BusyPolicy;
 use crate::lock::queue::PLACE_HANDOVER;
 use crate::place::run::{Notice, Refused};
-use crate::store::hold::{LeaseHold, Taking};
-use crate::store::lease::LeaseTiming;
-use crate::store::watchdog::{Link, Watched};
-use crate::store::{
+use crate::place::store::hold::{LeaseHold, Taking};
+use crate::place::store::timing::LeaseTiming;
+use crate::place::store::watchdog::{Link, Watched};
+use crate::place::store::{
     Claimant, Claimed, HeldSignals, LeaseRow, LeaseStore, Slot, StoreError, WaiterRow,
 };
 
@@ -471,7 +471,7 @@ fn seat_handed_over(
 }
 
 /// What the watchdog of the run of `token` under `hold` watches over (see
-/// [`crate::store::watchdog`]): this process's user and start time, the
+/// [`crate::place::store::watchdog`]): this process's user and start time, the
 /// lease's timing and the take's send time.
 pub fn watched(hold: &LeaseHold, token: &str, timing: LeaseTiming) -> std::io::Result<Watched> {
     let me = crate::ProcId::of(std::process::id())
@@ -486,7 +486,7 @@ pub fn watched(hold: &LeaseHold, token: &str, timing: LeaseTiming) -> std::io::R
 }
 
 /// Starts the run's watchdog: `program`, a process that runs
-/// [`watch`](crate::store::watchdog::watch) over what [`watched`] gave, its
+/// [`watch`](crate::place::store::watchdog::watch) over what [`watched`] gave, its
 /// standard input the link. It gets a process group of its own, no run's
 /// variables in its environment (it is not the run), and no output; the
 /// link is attached to `hold`.

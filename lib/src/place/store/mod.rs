@@ -9,8 +9,20 @@
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+pub(crate) mod engine;
+pub mod hold;
 mod line;
+#[cfg(feature = "postgres")]
+pub(crate) mod pg;
 mod take;
+pub mod timing;
+// The run's watchdog process: public only for the onlyone command, which
+// is the program that runs it (`onlyone lease-watchdog`); not part of
+// the API.
+#[doc(hidden)]
+pub mod watchdog;
+
+pub use engine::*;
 
 pub use line::{Busy, Leased, RunLease, take_for_run};
 pub use take::WatchdogProgram;
@@ -21,8 +33,7 @@ use super::{
 };
 use crate::journal::{Event, History, LockNow};
 use crate::names;
-use crate::store::lease::DEFAULT_LEASE;
-use crate::store::{HeldSignals, LeaseRow, LeaseStore, StoreError, StoreLog};
+use crate::place::store::timing::DEFAULT_LEASE;
 use line::STORE_POLL;
 
 /// How long a look that only reads the store waits for it.
@@ -93,7 +104,7 @@ impl StorePlace {
 
     /// The store, every call given up after `timeout`.
     pub fn open(&self, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-        crate::store::open(&self.url, timeout)
+        crate::place::store::open(&self.url, timeout)
     }
 }
 
@@ -109,7 +120,7 @@ impl StorePlace {
         started: Instant,
         limit: Instant,
     ) -> Result<Stopped, PlaceError> {
-        let key = crate::store::slot_row(name, row.slot);
+        let key = crate::place::store::slot_row(name, row.slot);
         loop {
             match store.inspect(&key)? {
                 Some(now) if now.epoch == row.epoch && now.is_live() => {}
@@ -276,7 +287,7 @@ impl Place for StorePlace {
             // Judged now: once the lease is gone, a holder that ended
             // cleanly is gone too.
             let dead = row.holder_alive_on(&here) == Some(false);
-            let key = crate::store::slot_row(&name, row.slot);
+            let key = crate::place::store::slot_row(&name, row.slot);
             if store.request_stop(&key)?.is_some() {
                 asked.push((row, dead));
             }

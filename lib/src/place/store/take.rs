@@ -11,17 +11,17 @@ use std::sync::Arc;
 use super::line::{self as lease, Busy, Leased, RunLease};
 use super::{READ_TIMEOUT, StorePlace, lock_name};
 use crate::journal::Event;
-use crate::observer::{self, RunEnd};
+use crate::journal::moments::{self, RunEnd};
 use crate::place::run::Refused;
 use crate::place::run::{Held, Job, Lingering, RunObserver, Skip, Started, Taken};
+use crate::place::store::hold::LeaseHold;
+use crate::place::store::timing::LeaseTiming;
+use crate::place::store::watchdog::Watched;
+use crate::place::store::{Claimant, LeaseStore, StoreLog};
 use crate::place::{Lock, PlaceError, QUEUED};
-use crate::store::hold::LeaseHold;
-use crate::store::lease::LeaseTiming;
-use crate::store::watchdog::Watched;
-use crate::store::{Claimant, LeaseStore, StoreLog};
 
 /// How a program starts a run's watchdog: the command that runs
-/// [`watch`](crate::store::watchdog::watch) over what it is given (the
+/// [`watch`](crate::place::store::watchdog::watch) over what it is given (the
 /// command line's is its own `lease-watchdog`). Its standard input is the
 /// link; the place sets the rest (its own process group, no output).
 pub type WatchdogProgram =
@@ -171,7 +171,7 @@ impl Held for LeaseHeld {
     /// restarted just now loses no end).
     fn record_end(&self, end: &RunEnd) -> Result<(), String> {
         let me = std::process::id();
-        let ev = observer::end_event_of(Some(&self.token), me, Some(&self.cmd), end);
+        let ev = moments::end_event_of(Some(&self.token), me, Some(&self.cmd), end);
         let line = String::from_utf8_lossy(&ev.to_line()).into_owned();
         let (hold, name) = (&self.hold, &self.name);
         hold.retry(|| hold.store().append_event(name, &line))

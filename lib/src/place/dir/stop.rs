@@ -13,10 +13,10 @@ use rustix::process::Signal;
 
 use crate::error::{Error, Result};
 use crate::lock::LockFile;
+use crate::lock::verdict::{StaleReason, UnknownReason, Verdict};
 use crate::procfs::{self, ProcId};
 use crate::record::{Mode, Record};
 use crate::signal::{AFTER_KILL, Ended, GracefulStop, needs_continue, signal_group};
-use crate::verdict::{StaleReason, UnknownReason, Verdict};
 
 /// What [`stop`] found and did.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ pub fn stop_if(
             wait_free(lock, &record, cap(Instant::now() + how.grace));
         }
         None => {
-            let targets = crate::judge::processes_of(&record, &[me], deadline)?;
+            let targets = crate::lock::judge::processes_of(&record, &[me], deadline)?;
             ended = how.end(&targets, deadline);
             if ended.signalled.is_empty()
                 && let Some(&pid) = ended.denied.first()
@@ -107,7 +107,7 @@ pub fn stop_if(
     }
     if still_held(lock, &record) {
         // Past the grace: KILL everything of the run that is left.
-        let targets = crate::judge::processes_of(&record, &[me], deadline)?;
+        let targets = crate::lock::judge::processes_of(&record, &[me], deadline)?;
         let more = GracefulStop::KILL.end(&targets, deadline);
         ended.killed.extend(more.signalled);
         ended.skipped.extend(more.skipped);

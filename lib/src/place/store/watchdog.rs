@@ -27,10 +27,10 @@ use std::io::BufRead;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use crate::members::RunSpec;
+use crate::lock::members::RunSpec;
+use crate::place::store::timing::{LeaseTiming, boot_ns};
 use crate::procfs::{Group, ProcId};
 use crate::signal::GracefulStop;
-use crate::store::lease::{LeaseTiming, boot_ns};
 
 /// The wrapper's end of the link to its watchdog.
 #[derive(Debug)]
@@ -72,7 +72,7 @@ impl Link {
     }
 }
 
-impl crate::store::lease::Listener for Link {
+impl crate::place::store::timing::Listener for Link {
     fn renewed(&self, sent: i64) {
         Link::renewed(self, sent);
     }
@@ -198,7 +198,7 @@ fn end_run(w: &Watched, command: Option<ProcId>, sent: i64) -> Watch {
     };
     let members = || -> Vec<ProcId> {
         let mut out: Vec<ProcId> = command.filter(|c| c.is_alive()).into_iter().collect();
-        if let Ok(scan) = crate::members::run_members(&spec, &[me], false, None) {
+        if let Ok(scan) = crate::lock::members::run_members(&spec, &[me], false, None) {
             for id in scan.members.into_iter().map(|m| m.id) {
                 if out.iter().all(|o| o.pid != id.pid) {
                     out.push(id);

@@ -32,9 +32,9 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::scan::{Kept, canonical};
+use crate::lock::work::Lingered;
 use crate::procfs::{self, ProcId};
 use crate::record::Record;
-use crate::work::Lingered;
 
 /// The state file's name, in the lock directory.
 pub(crate) const STATE_FILE: &str = ".onlyone-reap.json";
@@ -317,7 +317,7 @@ impl Guarded {
     fn seen_now(&mut self, procs: &[ProcId]) {
         let now = clock_ms();
         for &id in procs {
-            if let Some(c) = crate::idle::counters(id) {
+            if let Some(c) = crate::lock::idle::counters(id) {
                 self.state.procs.insert(
                     id.to_string(),
                     Seen {

@@ -1,11 +1,11 @@
 //! A lock held in a store of leases: the lease taken, renewed by a thread
-//! of its own (see [`crate::store::lease`]), released at the end.
+//! of its own (see [`crate::place::store::timing`]), released at the end.
 
 use std::time::Duration;
 
 use super::{Claimant, Claimed, LeaseStore, Renewed, Slot, StoreError};
-use crate::store::lease::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
-use crate::store::watchdog::Link;
+use crate::place::store::timing::{LeaseTiming, LeaseWatch, Renewals, boot_ns};
+use crate::place::store::watchdog::Link;
 
 /// How soon a call the end of a run needs is tried again.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
@@ -179,7 +179,7 @@ impl LeaseHold {
         self.watchdog_done();
     }
 
-    /// Links the run's watchdog (see [`crate::store::watchdog`]): it
+    /// Links the run's watchdog (see [`crate::place::store::watchdog`]): it
     /// hears of every renewal.
     pub fn attach(&self, link: Link) {
         let link = std::sync::Arc::new(link);

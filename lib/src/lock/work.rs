@@ -375,7 +375,7 @@ pub fn keepers(rec: &Record, deadline: Option<Instant>) -> io::Result<Vec<Keeper
             .filter(|id| w.lingerers.contains(&id.pid) && named(id)),
     );
     if let Some(spec) = rec.scan_spec() {
-        let scan = crate::members::run_members(&spec, &[], false, deadline)?;
+        let scan = crate::lock::members::run_members(&spec, &[], false, deadline)?;
         procs.extend(scan.members.into_iter().map(|m| m.id));
     }
     let mut sessions: Vec<(u32, u32)> = Vec::new();

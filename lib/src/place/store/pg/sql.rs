@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_postgres::types::Type;
 
-use crate::store::{Claimant, LeaseRow, WaiterRow};
+use crate::place::store::{Claimant, LeaseRow, WaiterRow};
 
 /// The SQL of the line of waiters' table (part of [`SCHEMA_SQL`]): a
 /// waiter's row is its place in line (its ticket), kept while it waits; at
@@ -447,7 +447,7 @@ pub(super) fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgr
     };
     let (host, pid, uid, cmd) = read_who(r)?;
     let row = r.try_get::<_, Option<String>>(0)?.unwrap_or_default();
-    let (name, slot) = crate::store::lock_of_row(&row);
+    let (name, slot) = crate::place::store::lock_of_row(&row);
     let slots = r
         .try_get::<_, Option<i32>>(11)?
         .and_then(|n| u32::try_from(n).ok())
@@ -473,8 +473,8 @@ pub(super) fn read_row(r: &tokio_postgres::Row) -> Result<LeaseRow, tokio_postgr
 /// What a store set up before the line existed needs: its table, and
 /// the grants of doc/store.md ("Setup and the least privileges") to the
 /// jobs' role.
-pub(super) fn line_setup() -> crate::store::LineSetup {
-    crate::store::LineSetup {
+pub(super) fn line_setup() -> crate::place::store::LineSetup {
+    crate::place::store::LineSetup {
         what: "table onlyone_waiter",
         how: format!(
             "{}GRANT SELECT, INSERT, UPDATE, DELETE ON onlyone_waiter TO <the jobs' role>;\n\
@@ -486,8 +486,8 @@ pub(super) fn line_setup() -> crate::store::LineSetup {
 
 /// What a store set up before the index of the lease rows' names
 /// needs, for a role that may not create it.
-pub(super) fn index_setup() -> crate::store::LineSetup {
-    crate::store::LineSetup {
+pub(super) fn index_setup() -> crate::place::store::LineSetup {
+    crate::place::store::LineSetup {
         what: "index onlyone_lease_slots",
         how: SLOTS_INDEX_SQL.replace(" IF NOT EXISTS", ""),
     }

@@ -1,19 +1,12 @@
-//! Where locks live. The lock directory ([`crate::LockFile`]) keeps a run's
-//! lock on this host; a store of leases ([`LeaseStore`]; the PostgreSQL
-//! store, `pg`, is one) keeps it in a database that several hosts share.
+//! A store's engine, as the store place uses it: what a store of leases
+//! does ([`LeaseStore`]), what it reads back (its rows), how it fails
+//! ([`StoreError`]), and [`open`], where the URL's scheme chooses the
+//! engine (the PostgreSQL engine, `pg`, is one). The engine's own words
+//! (SQL, its client's errors) stay inside it.
 //!
-//! A run sees either through [`crate::supervise::Hold`]: what the command
-//! is told, how the lock names it, and what keeps the lock (a file whose
-//! owner lives; a lease renewed in time).
-
-pub mod hold;
-pub mod lease;
-#[cfg(feature = "postgres")]
-pub(crate) mod pg;
-// The run's watchdog process: public only for the onlyone command, which
-// is the program that runs it (`onlyone __watchdog`); not part of the API.
-#[doc(hidden)]
-pub mod watchdog;
+//! A run sees a lease, as a lock file, through [`crate::supervise::Hold`]:
+//! what the command is told, how the lock names it, and what keeps the
+//! lock (a lease renewed in time).
 
 use std::time::Duration;
 
@@ -287,7 +280,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// The store could not be reached, for now: a call made again on a new
-    /// connection may do (what [`hold::LeaseHold::retry`] retries).
+    /// connection may do (what [`super::hold::LeaseHold::retry`] retries).
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
@@ -717,7 +710,7 @@ pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreEr
 
 #[cfg(feature = "postgres")]
 fn open_pg(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-    Ok(Box::new(pg::PgStore::new(url, timeout)?))
+    Ok(Box::new(super::pg::PgStore::new(url, timeout)?))
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -731,7 +724,7 @@ fn open_pg(_: &str, _: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::lease::{LeaseTiming, LeaseTimingError};
+    use crate::place::store::timing::{LeaseTiming, LeaseTimingError};
 
     fn source() -> BoxError {
         Box::new(std::io::Error::other("connection refused"))

@@ -171,7 +171,7 @@ fn age(record: &Record) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::journal::EventKind;
-    use crate::verdict::{Holder, StaleReason};
+    use crate::lock::verdict::{Holder, StaleReason};
 
     /// The record of a run of `cmd` by `pid`, with a token.
     fn record(pid: u32, cmd: &str) -> Record {

@@ -1,13 +1,13 @@
 //! Reaching a verdict: what a lock file holds, judged against `/proc`
-//! (see [`crate::verdict`] for what each verdict means), and the live
+//! (see [`crate::lock::verdict`] for what each verdict means), and the live
 //! processes of the run a record describes.
 
 use std::time::Instant;
 
+use crate::lock::verdict::{Holder, StaleReason, UnknownReason, Verdict};
+use crate::lock::work::{Lingered, Work};
 use crate::procfs::{self, Probe, ProcId};
 use crate::record::{FORMAT_VERSION, NotARecord, Record};
-use crate::verdict::{Holder, StaleReason, UnknownReason, Verdict};
-use crate::work::{Lingered, Work};
 
 /// What was read at a lock path: the bytes, their parse, and whether the
 /// writer's kernel lock is still held.
@@ -99,9 +99,9 @@ fn judge_other_pidns(rec: &Record, theirs: u64, ours: u64, kernel_locked: bool) 
 /// is held. A bare pid file carries no boot id; its pid is probed like any
 /// other (a live pid named by an older file is refused, not clobbered).
 /// Every wait of the judgement draws on one budget
-/// ([`ExitBudget`](crate::members::ExitBudget)), within `deadline`.
+/// ([`ExitBudget`](crate::lock::members::ExitBudget)), within `deadline`.
 pub fn judge_record(rec: &Record, kernel_locked: bool, deadline: Option<Instant>) -> Verdict {
-    let budget = crate::members::ExitBudget::new(deadline);
+    let budget = crate::lock::members::ExitBudget::new(deadline);
     if let Some(v) = judge_context(rec, kernel_locked) {
         return v;
     }
@@ -231,7 +231,7 @@ fn judge_context(rec: &Record, kernel_locked: bool) -> Option<Verdict> {
 /// the record names as lingering, and (searching `/proc` until the
 /// budget's deadline, waiting for processes in exit(2) within the budget)
 /// its group and token carriers. `None`: none of them lives.
-fn judge_run(rec: &Record, budget: &crate::members::ExitBudget) -> Option<Verdict> {
+fn judge_run(rec: &Record, budget: &crate::lock::members::ExitBudget) -> Option<Verdict> {
     let deadline = budget.deadline();
     let named = |id: &ProcId| id.is_alive() && rec.may_name(id.pid);
     if let Some(c) = rec.cmd_id.filter(named) {
@@ -263,7 +263,7 @@ fn judge_run(rec: &Record, budget: &crate::members::ExitBudget) -> Option<Verdic
     // Two scans: a process that forks and exits while /proc is listed could
     // hide its child from one pass (after pid wrap-around).
     for _ in 0..2 {
-        let scan = match crate::members::run_members_within(&spec, &[], true, budget) {
+        let scan = match crate::lock::members::run_members_within(&spec, &[], true, budget) {
             Ok(scan) => scan,
             Err(e) => {
                 return Some(Verdict::Unknown(UnknownReason::CannotScan {
@@ -322,7 +322,7 @@ fn still_exiting(pid: u32, more: &[u32], uid: Option<u32>, deadline: Option<Inst
     } else {
         format!(
             "past the {} a judgement waits for such processes in all",
-            crate::text::compact_duration(crate::members::EXIT_WAIT)
+            crate::text::compact_duration(crate::lock::members::EXIT_WAIT)
         )
     };
     format!(
@@ -347,7 +347,7 @@ pub(crate) fn processes_of(
             out.push(id);
         }
     };
-    // A lingering run's own work only (see `crate::work`).
+    // A lingering run's own work only (see `crate::lock::work`).
     let work = Lingered::of(record)
         .map(|l| Work::load(&l, deadline))
         .transpose()
@@ -361,7 +361,7 @@ pub(crate) fn processes_of(
         .filter(|id| id.is_alive() && record.may_name(id.pid) && of_work(id))
         .for_each(&mut push);
     if let Some(spec) = record.scan_spec() {
-        let scan = crate::members::run_members(&spec, skip, false, deadline)
+        let scan = crate::lock::members::run_members(&spec, skip, false, deadline)
             .map_err(|e| crate::error::Error::io("list processes in", "/proc", e))?;
         scan.members
             .into_iter()

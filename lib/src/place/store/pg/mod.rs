@@ -22,7 +22,7 @@
 //!
 //! The row outlives a server restart and needs no session, so it works
 //! through PgBouncer. Every call has a client-side timeout (the statement
-//! timeout T of the lease inequality, see [`crate::store::lease`]); a connection that
+//! timeout T of the lease inequality, see [`crate::place::store::timing`]); a connection that
 //! fails or times out is dropped and made again on the next call. Events
 //! (the journal of a lock) go to `onlyone_event`, so every host sees every
 //! host's runs.
