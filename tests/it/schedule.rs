@@ -69,6 +69,14 @@ impl World {
         j.append(&end).unwrap();
     }
 
+    /// The schedule `spec` kept in the journal of `lock`, as a fire given
+    /// it wrote it `ago` seconds ago.
+    fn keep_schedule(&self, lock: &str, spec: &str, ago: f64) {
+        let mut ev = Event::schedule(spec);
+        ev.time -= ago;
+        self.journal(lock).append(&ev).unwrap();
+    }
+
     /// The journal's lines of events of `kind`.
     fn events(&self, lock: &str, kind: &str) -> Vec<Value> {
         let text = std::fs::read_to_string(self.journal_of(&self.lock(lock))).unwrap_or_default();
@@ -948,4 +956,394 @@ fn another_account_cannot_forge_what_roots_schedule_reads() {
     root(&ns, &["status", "mine"])
         .expect(0)
         .prints("starting in");
+}
+
+// ---------------------------------------------------------------------------
+// Every fire uses the kept schedule, no false page, a live gauge, a
+// declined catch-up said, a broken TZ that does not stop the job.
+
+/// A fire given no `--schedule` uses the schedule the journal keeps: a
+/// `run` by hand and a `precheck` (the second crontab line), three hours
+/// after the last run, record the hourly fires missed since, once, as a
+/// fire given it would; `history`, `metrics` and `check` then know them.
+#[test]
+fn a_fire_without_schedule_records_the_fires_the_kept_one_missed() {
+    let w = World::new();
+    for lock in ["j", "p"] {
+        w.keep_schedule(lock, "CRON_TZ=UTC 0 * * * *", 3.0 * 3600.0 + 10.0);
+        w.past_run(lock, 3.0 * 3600.0);
+    }
+    w.oo_utc(&["run", "j", "--", "true"]).expect(0);
+    w.oo_utc(&["run", "j", "--", "true"]).expect(0);
+    let missed = w.events("j", "missed");
+    assert_eq!(missed.len(), 1, "recorded once: {missed:?}");
+    let count = missed[0]["count"].as_u64().unwrap();
+    assert!((2..=3).contains(&count), "{missed:?}");
+    assert_eq!(missed[0]["schedule"], "CRON_TZ=UTC 0 * * * *");
+    assert_eq!(
+        w.events("j", "schedule").len(),
+        1,
+        "kept, not written again"
+    );
+    w.oo_utc(&["metrics", "j"])
+        .expect(0)
+        .prints(&format!("onlyone_missed_total{{lock=\"j\"}} {count}\n"));
+    let rows = w.history_json("j");
+    assert!(
+        rows.iter()
+            .any(|r| r["outcome"] == "missed" && r["missed_count"].as_u64() == Some(count)),
+        "{rows:?}"
+    );
+    w.oo_utc(&["check", "j"]).expect(0);
+
+    w.oo_utc(&["precheck", "p"]).expect(0);
+    w.oo_utc(&["precheck", "p"]).expect(0);
+    let missed = w.events("p", "missed");
+    assert_eq!(missed.len(), 1, "recorded once: {missed:?}");
+    assert!((2..=3).contains(&missed[0]["count"].as_u64().unwrap()));
+    // A lock with no schedule kept records nothing.
+    w.past_run("none", 3.0 * 3600.0);
+    w.oo_utc(&["run", "none", "--", "true"]).expect(0);
+    assert!(w.events("none", "missed").is_empty());
+    assert!(w.events("none", "schedule").is_empty());
+}
+
+/// The start of the UTC day, as Unix seconds.
+fn today() -> i64 {
+    now().div_euclid(86_400) * 86_400
+}
+
+/// A fire that came on time and waits out its `--jitter` and `--spread`
+/// has served its fire: while it waits (`status`: "starting in"),
+/// `check` does not call that fire missed, and `metrics` counts none.
+/// Killed while it waits (SIGKILL: no word in the journal), it served
+/// nothing: the fire it came for is missed.
+#[test]
+fn a_fire_waiting_before_the_lock_has_served_its_fire_until_it_is_killed() {
+    let mut w = World::new();
+    let day = today();
+    // The last run a minute before today's fire of `every 1d`.
+    run_at(&w, "j", day - 60);
+    let c = w.cmd(&[
+        "run",
+        "--schedule",
+        "every 1d",
+        "--late",
+        "2d",
+        "--jitter",
+        "1h",
+        "--spread",
+        "1h",
+        "j",
+        "--",
+        "true",
+    ]);
+    let pid = w.start_logged(c, "waiter");
+    wait_until("status to show the wait", HANG, || {
+        w.oo_utc(&["status", "--json", "j"]).json()["locks"][0]["starting"]["pid"] == pid
+    });
+    // The window of `check` ends at today's fire (`--late` from the clock).
+    let late = late_to(day);
+    let check = ["check", "j", "--late", &late];
+    w.oo_utc(&check).expect(0).prints("ONLYONE OK - j: ");
+    w.oo_utc(&["metrics", "j", "--late", &late])
+        .expect(0)
+        .prints("onlyone_missed_fires{lock=\"j\"} 0\n");
+    kill9_pid(pid);
+    w.exit_of_kid(pid, HANG);
+    w.oo_utc(&check)
+        .expect(2)
+        .prints("ONLYONE CRITICAL - j: missed the ")
+        .prints("00:00 fire (last run ");
+    w.oo_utc(&["metrics", "j", "--late", &late])
+        .expect(0)
+        .prints("onlyone_missed_fires{lock=\"j\"} 1\n")
+        .prints(&format!(
+            "onlyone_oldest_missed_fire_timestamp_seconds{{lock=\"j\"}} {day}\n"
+        ));
+}
+
+/// The samples of a metrics text: `(series, value)`, comments left out.
+fn samples(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            (series.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+/// `metrics` exports what `check` knows, live: for a lock whose fires
+/// stopped (its crontab line gone: no later fire recorded anything, so
+/// `onlyone_missed_total` is 0), `onlyone_missed_fires` counts the hourly
+/// fires passed with no fire since, as `check` names them, and
+/// `onlyone_oldest_missed_fire_timestamp_seconds` is the first of them;
+/// for a lock whose fires come, 0. The alert doc/operations.md documents
+/// (its block `alert-fire-missed`), run by `promtool test rules` over
+/// every sample `metrics` printed, fires for the first lock and not for
+/// the second.
+#[test]
+fn the_documented_alert_fires_for_a_lock_whose_fires_stopped() {
+    let w = World::new();
+    for lock in ["stopped", "fine"] {
+        w.keep_schedule(lock, "CRON_TZ=UTC 0 * * * *", 3.0 * 3600.0 + 10.0);
+    }
+    w.past_run("stopped", 3.0 * 3600.0);
+    w.past_run("fine", 60.0);
+    let start = w.events("stopped", "start")[0]["time"].as_f64().unwrap() as i64;
+    let first = (start / 3600 + 1) * 3600;
+    let out = w.oo_utc(&["metrics", "stopped", "fine"]);
+    out.expect(0)
+        .prints("onlyone_missed_total{lock=\"stopped\"} 0\n")
+        .prints("onlyone_missed_fires{lock=\"fine\"} 0\n")
+        .prints("# TYPE onlyone_missed_fires gauge\n")
+        .prints(&format!(
+            "onlyone_oldest_missed_fire_timestamp_seconds{{lock=\"stopped\"}} {first}\n"
+        ));
+    let all = samples(&out.stdout);
+    let gauge = |lock: &str| -> u64 {
+        all.iter()
+            .find(|(s, _)| *s == format!("onlyone_missed_fires{{lock=\"{lock}\"}}"))
+            .map(|(_, v)| v.parse().unwrap())
+            .unwrap_or_else(|| panic!("no gauge for {lock}: {out:?}"))
+    };
+    let n = gauge("stopped");
+    let check = w.oo_utc(&["check", "stopped"]);
+    check.expect(2);
+    match n {
+        2 => check.prints("missed the ").prints(":00 and "),
+        3 => check.prints("missed 3 fires, from the "),
+        n => panic!("{n} fires missed: {check:?}"),
+    };
+    assert_eq!(gauge("fine"), 0);
+
+    if !have("promtool") {
+        eprintln!("skipped promtool test rules: promtool is missing (.ci/run installs it)");
+        return;
+    }
+    let rules = w.path("rules.yml");
+    std::fs::write(&rules, readme_block("alert-fire-missed")).unwrap();
+    let mut series = String::new();
+    for (s, v) in &all {
+        series.push_str(&format!(
+            "      - series: '{}'\n        values: '{v}x30'\n",
+            s.replace('\'', "''")
+        ));
+    }
+    let test = format!(
+        "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    \
+         input_series:\n{series}    alert_rule_test:\n      - eval_time: 20m\n        \
+         alertname: OnlyoneFireMissed\n        exp_alerts:\n          - exp_labels:\n              \
+         lock: stopped\n"
+    );
+    std::fs::write(w.path("test.yml"), &test).unwrap();
+    for args in [
+        &["check", "rules", "rules.yml"][..],
+        &["test", "rules", "test.yml"],
+    ] {
+        let mut c = w.program("promtool");
+        c.current_dir(w.dir()).args(args);
+        let out = finish(c, HANG);
+        assert_eq!(out.code(), 0, "promtool {args:?}:\n{out:#?}\n{test}");
+    }
+}
+
+/// A catch-up that declined fires older than `--catch-up-within` leaves
+/// them recorded, and nothing ran for them: the next catch-up says which
+/// fires were declined and when they were found, not "no fire missed".
+#[test]
+fn a_declined_catch_up_says_what_was_declined_and_when() {
+    let w = World::new();
+    let spec = format!("0 {} * * *", hour_far_from_now());
+    w.past_run("old", 3.0 * 86_400.0);
+    let fire = || {
+        w.oo_utc(&[
+            "run",
+            "--catch-up",
+            "--catch-up-within",
+            "6h",
+            "--schedule",
+            &spec,
+            "old",
+            "--",
+            "true",
+        ])
+    };
+    fire()
+        .expect(0)
+        .says("not catching up `old`: it missed 3 fires, from the ");
+    let again = fire();
+    again
+        .expect(0)
+        .says("nothing to catch up for `old`: ")
+        .says("3 fires, from the ")
+        .says(" found missed ")
+        .says("older than --catch-up-within 6h");
+    assert!(!again.stderr.contains("no fire missed"), "{again:?}");
+    assert_eq!(
+        w.history_json("old")
+            .iter()
+            .filter(|r| r["outcome"] != "missed")
+            .count(),
+        1
+    );
+}
+
+/// A `TZ` that cannot be read, with `--schedule`: the job runs all the
+/// same, saying why the schedule is left out; the error is recorded in
+/// the journal, and `check` is UNKNOWN naming the zone and the fix until
+/// a fire reads the schedule again. `precheck` records it too. A spec that
+/// cannot be read in any zone is still refused (125), the job not run.
+#[test]
+fn an_unreadable_tz_runs_the_job_and_check_names_the_zone_until_mended() {
+    let w = World::new();
+    let mark = w.path("ran");
+    let broken = |args: &[&str]| {
+        let mut c = w.cmd(args);
+        c.env("TZ", "Mars/Olympus");
+        finish(c, HANG)
+    };
+    broken(&[
+        "run",
+        "--schedule",
+        "0 2 * * *",
+        "j",
+        "--",
+        "touch",
+        mark.to_str().unwrap(),
+    ])
+    .expect(0)
+    .says("the local time zone could not be read (TZ=Mars/Olympus)");
+    assert!(mark.exists(), "the job ran");
+    let kept = w.events("j", "schedule");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0]["schedule"], "0 2 * * *");
+    assert!(
+        kept[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("TZ=Mars/Olympus"),
+        "{kept:?}"
+    );
+    // Recorded once while it lasts.
+    broken(&["run", "--schedule", "0 2 * * *", "j", "--", "true"]).expect(0);
+    assert_eq!(w.events("j", "schedule").len(), 1);
+    for c in [&["check", "j"][..], &["check", "j", "--schedule", "@daily"]] {
+        w.oo_utc(c)
+            .expect(3)
+            .prints("ONLYONE UNKNOWN - j: ")
+            .prints("`0 2 * * *`")
+            .prints("TZ=Mars/Olympus")
+            .prints("set TZ to a zone's name");
+    }
+    // Mended: a fire that reads it.
+    w.oo_utc(&["run", "--schedule", "0 2 * * *", "j", "--", "true"])
+        .expect(0);
+    w.oo_utc(&["check", "j"]).expect(0);
+    assert_eq!(w.events("j", "schedule").len(), 2);
+
+    broken(&["precheck", "--schedule", "0 2 * * *", "p"])
+        .expect(0)
+        .says("TZ=Mars/Olympus");
+    w.oo_utc(&["check", "p"])
+        .expect(3)
+        .prints("TZ=Mars/Olympus");
+
+    broken(&[
+        "run",
+        "--schedule",
+        "0 2 * * * *",
+        "k",
+        "--",
+        "touch",
+        mark.to_str().unwrap(),
+    ])
+    .expect(125)
+    .says("has 6 fields");
+    std::fs::remove_file(&mark).unwrap();
+    broken(&[
+        "run",
+        "--schedule",
+        "0 2 31 4 *",
+        "k",
+        "--",
+        "touch",
+        mark.to_str().unwrap(),
+    ])
+    .expect(125)
+    .says("never fires");
+    assert!(!mark.exists());
+}
+
+/// `every 90` is 90 seconds, as a bare number is for every other
+/// duration: one grammar (`--late 90` too); a fraction of a second is no
+/// period, nor is a month.
+#[test]
+fn every_takes_the_durations_every_option_takes() {
+    let w = World::new();
+    for spec in ["every 90", "every 1m30s", "every 1.5m", "every 1m 30s"] {
+        w.oo_utc(&["run", "--schedule", spec, "--late", "90", "j", "--", "true"])
+            .expect(0);
+    }
+    let kept: Vec<_> = w
+        .events("j", "schedule")
+        .iter()
+        .map(|e| e["schedule"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kept, ["every 90s"], "one schedule, kept once");
+    w.oo_utc(&["run", "--schedule", "every 500ms", "k", "--", "true"])
+        .expect(125)
+        .says("whole seconds");
+    w.oo_utc(&["run", "--schedule", "every 1M", "k", "--", "true"])
+        .expect(125)
+        .says("@monthly");
+}
+
+/// A schedule whose fires are not on whole minutes names them to the
+/// second: `every 10s`'s missed fires are `12:00:10` and so on, never
+/// "the 12:00 and 12:00 fires".
+#[test]
+fn fires_under_a_minute_apart_are_named_to_the_second() {
+    let w = World::new();
+    w.past_run("j", 35.0);
+    let out = w.oo_utc(&["check", "j", "--schedule", "every 10s", "--late", "0s"]);
+    out.expect(2);
+    let said = out.stdout.split("missed ").nth(1).unwrap_or_default();
+    let times: Vec<&str> = said
+        .split(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .filter(|t| t.len() == 8 && t.matches(':').count() == 2)
+        .collect();
+    assert_eq!(times.len(), 2, "two times, to the second: {out:?}");
+    assert_ne!(times[0], times[1], "{out:?}");
+    assert!(times.iter().all(|t| t.ends_with('0')), "{out:?}");
+}
+
+/// A schedule's times are fires (or scheduled times), never "slots" (a
+/// lock's slots are `--slots N`'s): in the help of the schedule's options
+/// and in the help of the families `metrics` adds for a schedule.
+#[test]
+fn a_schedules_times_are_called_fires() {
+    let w = World::new();
+    for sub in ["run", "check", "metrics", "status", "precheck", "history"] {
+        let help = w.oo_utc(&[sub, "--help"]);
+        help.expect(0);
+        for para in help.stdout.split("\n\n") {
+            let about_schedule = ["--schedule", "--late", "--catch-up", "missed", "schedule"]
+                .iter()
+                .any(|w| para.contains(w));
+            let about_lock_slots = para.contains("--slots") || para.contains("ONLYONE_SLOT");
+            assert!(
+                !(about_schedule && !about_lock_slots && para.to_lowercase().contains("slot")),
+                "{sub} --help calls a schedule's times slots:\n{para}"
+            );
+        }
+    }
+    w.past_run("j", 3.0 * 3600.0);
+    let out = w.oo_utc(&["metrics", "j", "--schedule", "@hourly"]);
+    for line in out.stdout.lines().filter(|l| l.starts_with("# HELP")) {
+        if line.contains("missed") || line.contains("fire") {
+            assert!(!line.contains("slot"), "{line}");
+        }
+    }
 }

@@ -149,13 +149,16 @@ fn bad_specs_say_what_is_wrong_and_what_to_write() {
             "`every` is not a period: no duration after `every`",
         ),
         (
-            "every 15",
-            "`every 15` is not a period: 15 has no unit (s, m, h, d, w)",
+            "every 1h30",
+            "`every 1h30` is not a period: 30 has no unit (s, m, h, d, w, ms...)",
         ),
+        ("every 500ms", "a period is whole seconds"),
+        ("every 1M", "a month or a year has no fixed length"),
+        ("every 15M", "`M` is a month, `m` a minute"),
         ("every 15 parsecs", "`parsecs` is not a unit"),
         ("every 0s", "a period of zero"),
         ("every 400d", "longer than a year (366d)"),
-        ("every 99999999999999999999s", "is too large"),
+        ("every 99999999999999999999s", "is too long"),
         ("every m", "`m` does not start with a number"),
         (
             "CRON_TZ=Europe/Berlin every 1h",
@@ -535,6 +538,8 @@ fn every_is_anchored_at_the_epoch() {
         ("every 1w", "every 7d"),
         ("@every 1h", "every 1h"),
         ("every 366d", "every 366d"),
+        ("every 90", "every 90s"),
+        ("every 1.5m", "every 90s"),
     ] {
         let s = parse(spec);
         assert_eq!(s.to_string(), canonical, "{spec}");
