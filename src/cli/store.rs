@@ -528,4 +528,10 @@ impl Place for StorePlace {
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         shown(self.place.url(), named, deadline)
     }
+
+    /// A store keeps no schedule yet: its fires look at none (the
+    /// schedule's options are refused with a store, `plan`).
+    fn schedule_log(&self, _lock: &str) -> Result<Option<super::place::ScheduleLogOf>, String> {
+        Ok(None)
+    }
 }

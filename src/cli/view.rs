@@ -404,9 +404,18 @@ pub(super) fn no_such_lock(name: &str, looked: &str) -> String {
 }
 
 /// True when a place's event log has nothing of a lock: no run, no skip,
-/// no takeover, and no earlier journal set aside (one refused is not a typo).
+/// no takeover, nothing of a schedule (a fire that kept one, or found
+/// fires missed), and no earlier journal set aside (one refused is not a
+/// typo).
 pub(super) fn nothing_in(h: &History) -> bool {
-    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0 && h.set_aside.is_empty()
+    let s = &h.scheduled;
+    h.runs.is_empty()
+        && h.skips == 0
+        && h.takeovers == 0
+        && h.set_aside.is_empty()
+        && s.schedule.is_none()
+        && s.unreadable.is_none()
+        && s.missed.is_empty()
 }
 
 impl Seen {

@@ -256,6 +256,8 @@ struct RawEvent<'a> {
     max_rss: Option<u64>,
     #[serde(default, borrow)]
     schedule: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reason: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "lenient_f64")]
     first: Option<f64>,
     #[serde(default, deserialize_with = "lenient_f64")]
@@ -290,6 +292,7 @@ impl<'a> From<&'a Event> for RawEvent<'a> {
             cpu_system: e.cpu_system,
             max_rss: e.max_rss,
             schedule: b(&e.schedule),
+            reason: b(&e.reason),
             first: e.first,
             last: e.last,
             count: e.count,
@@ -327,6 +330,7 @@ impl Pairing {
                 pid: ev.pid,
                 by: ev.by,
                 schedule: ev.schedule.as_deref(),
+                reason: ev.reason.as_deref(),
                 cmd: ev.cmd.as_deref(),
                 first: ev.first,
                 last: ev.last,
