@@ -495,8 +495,9 @@ Examples:
                                             # missed fires recorded; a stable wait
   onlyone run --catch-up sync -- ./sync.sh  # at boot: once, if the 02:00 was missed
   onlyone run --linger agent -- sh -c \
-    'tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
-                                            # the agent in tmux holds the lock")]
+    'tmux -L agent new-session -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
+                                            # the agent, in a tmux server of its own
+                                            # (-L: not yours), holds the lock")]
     Run(Lazy<Run>),
     /// Take a lock for the calling shell (for scripts; pair with release).
     #[command(after_help = "\
@@ -573,7 +574,9 @@ command's pid, since, age, the last finished run from the journal (how it
 ended, when it started, how long it took), the fires skipped since the current
 run began, and the command; for stale or unknown locks the reason (and for a
 run kept alive by a leftover process, that process). The table is aligned on a
-terminal and tab-separated otherwise.
+terminal and tab-separated otherwise. A name that is nowhere (no lock file, no
+slot's file, nothing in its journal: a typo, the wrong user or --dir) is an
+error, as for history; the locks that are there are shown all the same.
 
 Examples:
   onlyone status

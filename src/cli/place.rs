@@ -25,8 +25,8 @@ use super::{Ctx, args, deadline_of, say};
 pub fn words(e: &PlaceError) -> String {
     match e {
         PlaceError::PathForName(lock) => format!(
-            "`{lock}` is a path; with --store a lock is a name (a letter or digit, then up \
-             to 63 letters, digits, `.`, `_` or `-`)"
+            "`{lock}` is a path; with --store a lock is a name (an ASCII letter or digit, \
+             then up to 63 ASCII letters, digits, `.`, `_` or `-`)"
         ),
         PlaceError::Store(e) => super::words::store_error(e),
         e => e.to_string(),

@@ -93,6 +93,10 @@ pub struct LockStatus {
     /// The journal's runs, while the status is put together.
     #[serde(skip)]
     pub(super) history: Option<onlyone::journal::History>,
+    /// A lock named that is nowhere (no lock file, no slot's file, nothing
+    /// in its journal: a typo): where it was looked for. Not shown: said.
+    #[serde(skip)]
+    pub(super) missing: Option<String>,
 }
 
 /// A fire waiting before it takes the lock, as `status --json` shows it.
@@ -314,6 +318,7 @@ pub fn of_lease(
         slot_count: None,
         slot_holders: Vec::new(),
         history: None,
+        missing: None,
     };
     apply_history(&mut s, history);
     s
@@ -403,19 +408,11 @@ pub(super) fn no_such_lock(name: &str, looked: &str) -> String {
     )
 }
 
-/// True when a place's event log has nothing of a lock: no run, no skip,
-/// no takeover, nothing of a schedule (a fire that kept one, or found
-/// fires missed), and no earlier journal set aside (one refused is not a
-/// typo).
+/// True when a place's event log has nothing of a lock: no event of any
+/// kind (a run, a skip, a stop, a schedule kept...), and no earlier
+/// journal set aside (one refused is not a typo).
 pub(super) fn nothing_in(h: &History) -> bool {
-    let s = &h.scheduled;
-    h.runs.is_empty()
-        && h.skips == 0
-        && h.takeovers == 0
-        && h.set_aside.is_empty()
-        && s.schedule.is_none()
-        && s.unreadable.is_none()
-        && s.missed.is_empty()
+    h.events == 0 && h.set_aside.is_empty()
 }
 
 impl Seen {

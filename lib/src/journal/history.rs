@@ -218,8 +218,11 @@ pub struct History {
     /// (not believed): the lock is not unknown, its history is refused.
     pub set_aside: Vec<SetAside>,
     /// What the journal says of the lock's schedule: the schedule, the
-    /// fires seen, the slots missed, the fires waiting to start.
+    /// fires seen, the scheduled fires missed, the fires waiting to start.
     pub scheduled: Scheduled,
+    /// Every event taken in, of any kind: none is a lock the journal
+    /// knows nothing of.
+    pub events: u64,
 }
 
 /// What pairing needs of an event, borrowed from a line of the journal
@@ -321,6 +324,7 @@ impl Pairing {
         if !sane_time(ev.time) {
             return;
         }
+        self.h.events += 1;
         let token = ev.token.as_deref().unwrap_or("");
         let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(|s| capped(s).to_owned());
         self.h.scheduled.add(
