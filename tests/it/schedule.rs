@@ -1014,9 +1014,10 @@ fn today() -> i64 {
 
 /// A fire that came on time and waits out its `--jitter` and `--spread`
 /// has served its fire: while it waits (`status`: "starting in"),
-/// `check` does not call that fire missed, and `metrics` counts none.
-/// Killed while it waits (SIGKILL: no word in the journal), it served
-/// nothing: the fire it came for is missed.
+/// `check` does not call that fire missed, `metrics` counts none, and a
+/// fire by hand does not record it missed. Killed while it waits
+/// (SIGKILL: no word in the journal), it served nothing: the fire it came
+/// for is missed.
 #[test]
 fn a_fire_waiting_before_the_lock_has_served_its_fire_until_it_is_killed() {
     let mut w = World::new();
@@ -1048,6 +1049,34 @@ fn a_fire_waiting_before_the_lock_has_served_its_fire_until_it_is_killed() {
     w.oo_utc(&["metrics", "j", "--late", &late])
         .expect(0)
         .prints("onlyone_missed_fires{lock=\"j\"} 0\n");
+    // A fire by hand meanwhile (no schedule given: the kept one) does not
+    // record the fire the waiter came for as missed.
+    run_at(&w, "k", day - 60);
+    let c = w.cmd(&[
+        "run",
+        "--schedule",
+        "every 1d",
+        "--late",
+        "2d",
+        "--jitter",
+        "1h",
+        "--spread",
+        "1h",
+        "k",
+        "--",
+        "true",
+    ]);
+    let k_waiter = w.start_logged(c, "k-waiter");
+    wait_until("status to show k's wait", HANG, || {
+        w.oo_utc(&["status", "--json", "k"]).json()["locks"][0]["starting"]["pid"] == k_waiter
+    });
+    w.oo_utc(&["run", "k", "--", "true"]).expect(0);
+    assert!(
+        w.events("k", "missed").is_empty(),
+        "{:?}",
+        w.events("k", "missed")
+    );
+
     kill9_pid(pid);
     w.exit_of_kid(pid, HANG);
     w.oo_utc(&check)
@@ -1241,6 +1270,44 @@ fn an_unreadable_tz_runs_the_job_and_check_names_the_zone_until_mended() {
         .expect(0);
     w.oo_utc(&["check", "j"]).expect(0);
     assert_eq!(w.events("j", "schedule").len(), 2);
+
+    // A catch-up must decide: with the schedule kept (it names its zone),
+    // it runs for a fire missed; with none kept, it runs, saying why.
+    w.past_run("c", 3.0 * 86_400.0);
+    w.keep_schedule("c", "CRON_TZ=UTC 0 * * * *", 3.0 * 86_400.0 + 10.0);
+    let catch_up = |lock: &str| {
+        broken(&[
+            "run",
+            "--catch-up",
+            "--catch-up-within",
+            "2d",
+            "--schedule",
+            "0 * * * *",
+            lock,
+            "--",
+            "true",
+        ])
+    };
+    catch_up("c")
+        .expect(0)
+        .says("deciding the catch-up with the schedule the journal keeps, `CRON_TZ=UTC 0 * * * *`");
+    assert_eq!(w.events("c", "missed").len(), 1);
+    catch_up("c").expect(0).says("nothing to catch up for `c`");
+    assert_eq!(
+        w.history_json("c")
+            .iter()
+            .filter(|r| r["outcome"] == "exit")
+            .count(),
+        2
+    );
+    catch_up("d")
+        .expect(0)
+        .says("TZ=Mars/Olympus")
+        .says("running without the schedule");
+    assert_eq!(w.history_json("d").len(), 1, "it ran");
+    w.oo_utc(&["check", "c"])
+        .expect(3)
+        .prints("TZ=Mars/Olympus");
 
     broken(&["precheck", "--schedule", "0 2 * * *", "p"])
         .expect(0)

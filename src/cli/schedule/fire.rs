@@ -132,6 +132,9 @@ pub(in crate::cli) struct FireSeen {
     pub unmade: Option<MissedFires>,
     /// The lock's name, as messages give it.
     pub name: String,
+    /// Why the schedule given was not read here, when the one the journal
+    /// keeps was used instead (a catch-up's decision).
+    pub given_unreadable: Option<String>,
 }
 
 /// What a fire's look at its schedule found.
@@ -144,6 +147,20 @@ pub(in crate::cli) enum Looked {
     Unreadable(String),
 }
 
+/// What a fire looks with: the schedule given, `--late`, and whether a
+/// schedule given that cannot be read here falls back on the one the
+/// journal keeps (a catch-up, which must decide).
+pub(in crate::cli) struct Asked<'a> {
+    /// `--schedule`.
+    pub given: Option<&'a Given>,
+    /// `--late`.
+    pub late: Option<Duration>,
+    /// Use the schedule kept when the one given cannot be read.
+    pub fall_back: bool,
+    /// `-q`.
+    pub quiet: bool,
+}
+
 /// Reads the log of the lock `name` and records what this fire found:
 /// the schedule (given, else kept), the fires missed, once (the log's
 /// look keeps fires of the same instant from recording them twice); a
@@ -153,25 +170,24 @@ pub(in crate::cli) enum Looked {
 pub(in crate::cli) fn look(
     log: &dyn ScheduleLog,
     name: &str,
-    given: Option<&Given>,
-    late: Option<Duration>,
-    quiet: bool,
+    asked: &Asked<'_>,
 ) -> Result<Looked, String> {
     let mut found = Ok(Looked::NoSchedule);
-    log.look(&mut |h, log| found = record(h, log, name, given, late, quiet))
+    log.look(&mut |h, log| found = record(h, log, name, asked))
         .map_err(|e| format!("cannot read {}: {e}", log.describe()))?;
     found
 }
 
 /// Records in `log`, whose history is `h`, what this fire found ([`look`]).
+/// A fire that came and still waits before the lock (its jitter or
+/// spread) is a fire seen, as `check` counts it.
 fn record(
     h: &History,
     log: &dyn EventLog,
     name: &str,
-    given: Option<&Given>,
-    late: Option<Duration>,
-    quiet: bool,
+    asked: &Asked<'_>,
 ) -> Result<Looked, String> {
+    let quiet = asked.quiet;
     let unreadable = |spec: &str, reason: &str| {
         let same = h
             .scheduled
@@ -182,11 +198,18 @@ fn record(
             journal::write(log, &Event::unreadable_schedule(spec, reason), quiet);
         }
     };
-    let schedule = match given {
+    let mut given_unreadable = None;
+    let schedule = match asked.given {
         Some(Given::Unreadable { spec, error }) => {
             let why = error.to_string();
             unreadable(spec, &why);
-            return Ok(Looked::Unreadable(why));
+            match kept(h) {
+                Ok(Some(s)) if asked.fall_back => {
+                    given_unreadable = Some(why);
+                    s
+                }
+                _ => return Ok(Looked::Unreadable(why)),
+            }
         }
         Some(Given::Read(s)) => s.clone(),
         None => match kept(h) {
@@ -201,14 +224,23 @@ fn record(
     let spec = recorded_spec(&schedule);
     let now = now();
     let at = now as i64;
-    let since = h.scheduled.counting_from(&spec, now).unwrap_or(now);
-    let grace = late_or_default(late, &schedule, at);
+    let waiting = h.scheduled.waiting_since(now);
+    let since = h
+        .scheduled
+        .counting_from(&spec, now)
+        .map_or(now, |c| waiting.map_or(c, |w| c.max(w)));
+    let grace = late_or_default(asked.late, &schedule, at);
     let fire = schedule.fire(since.floor() as i64, &[], at, grace);
     let last_fire = h.scheduled.last_fire;
+    let came = [last_fire, waiting].into_iter().flatten().reduce(f64::max);
     let served = fire
         .serves
-        .is_some_and(|s| last_fire.is_some_and(|t| t >= s as f64));
-    if h.scheduled.schedule.as_deref() != Some(spec.as_str()) || h.scheduled.unreadable.is_some() {
+        .is_some_and(|s| came.is_some_and(|t| t >= s as f64));
+    // The schedule kept is written again when another was, or when the
+    // last fire could not read its own (that is mended now); not when it
+    // stands in for one given that cannot be read.
+    let mends = h.scheduled.unreadable.is_some() && given_unreadable.is_none();
+    if h.scheduled.schedule.as_deref() != Some(spec.as_str()) || mends {
         journal::write(log, &Event::schedule(&spec), quiet);
     }
     if let Some(m) = &fire.missed {
@@ -229,6 +261,7 @@ fn record(
         last_fire,
         unmade,
         name: name.to_owned(),
+        given_unreadable,
     })))
 }
 
@@ -257,7 +290,7 @@ pub(in crate::cli) fn catch_up(seen: &FireSeen, within: Option<Duration>) -> Cat
     };
     match seen.fire.catch_up(at, within) {
         CatchUp::OnTime if seen.served => CatchUpDecision::Not(format!(
-            "nothing to catch up for `{name}`: the {} fire already ran",
+            "nothing to catch up for `{name}`: the {} fire already came",
             seen.fire
                 .serves
                 .map_or_else(String::new, |t| time_words(s, t, seen.now))

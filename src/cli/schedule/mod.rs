@@ -24,7 +24,6 @@ use onlyone::text::for_terminal;
 use super::args::Run;
 use super::exit::{Code, Ending};
 use super::place::{self, Place};
-use super::schedule_args::Given;
 use super::{Ctx, fail, say};
 
 /// What a fire found of its schedule, as it goes on.
@@ -43,10 +42,8 @@ enum Found {
 fn look_of(
     place: &dyn Place,
     lock: &str,
-    given: Option<&Given>,
+    with: &fire::Asked<'_>,
     asked: bool,
-    late: Option<std::time::Duration>,
-    quiet: bool,
 ) -> Option<Result<fire::Looked, String>> {
     let log = match place.schedule_log(lock) {
         Ok(Some(log)) => log,
@@ -58,14 +55,20 @@ fn look_of(
     if !asked && !log.may_keep_schedule().unwrap_or(false) {
         return None;
     }
-    Some(fire::look(&*log, &name, given, late, quiet))
+    Some(fire::look(&*log, &name, with))
 }
 
 /// What `run` found of its schedule, and whether to go on.
 fn found_by_run(place: &dyn Place, a: &Run) -> Found {
     let given = a.schedule.schedule.as_ref();
     let asked = given.is_some() || a.fire.catch_up || a.late.late.is_some();
-    let Some(looked) = look_of(place, &a.lock, given, asked, a.late.late, a.quiet) else {
+    let with = fire::Asked {
+        given,
+        late: a.late.late,
+        fall_back: a.fire.catch_up,
+        quiet: a.quiet,
+    };
+    let Some(looked) = look_of(place, &a.lock, &with, asked) else {
         return Found::Without;
     };
     let quiet = a.quiet;
@@ -83,7 +86,16 @@ fn found_by_run(place: &dyn Place, a: &Run) -> Found {
         Found::Without
     };
     match looked {
-        Ok(fire::Looked::Seen(seen)) => Found::Seen(seen),
+        Ok(fire::Looked::Seen(seen)) => {
+            if let Some(why) = seen.given_unreadable.as_deref().filter(|_| !quiet) {
+                say(format_args!(
+                    "{why}; deciding the catch-up with the schedule the journal keeps, `{}` \
+                     (recorded for `onlyone check`)",
+                    for_terminal(&fire::recorded_spec(&seen.schedule))
+                ));
+            }
+            Found::Seen(seen)
+        }
         Ok(fire::Looked::NoSchedule) if a.fire.catch_up || a.late.late.is_some() => {
             let opt = if a.fire.catch_up {
                 "--catch-up"
@@ -93,10 +105,10 @@ fn found_by_run(place: &dyn Place, a: &Run) -> Found {
             Found::Exit(fail(needs_schedule(opt, &a.lock)))
         }
         Ok(fire::Looked::NoSchedule) => Found::Without,
-        Ok(fire::Looked::Unreadable(why)) | Err(why) if a.fire.catch_up => {
-            Found::Exit(fail(format_args!("--catch-up: {why}")))
-        }
+        // A catch-up that cannot tell what was missed runs: the job's
+        // line asked for it, and the zone is this host's mistake.
         Ok(fire::Looked::Unreadable(why)) => without(&why, true),
+        Err(why) if a.fire.catch_up => Found::Exit(fail(format_args!("--catch-up: {why}"))),
         Err(e) => without(&e, false),
     }
 }
@@ -143,7 +155,13 @@ fn needs_schedule(opt: &str, lock: &str) -> String {
 pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
     let given = a.schedule.schedule.as_ref();
     let asked = given.is_some() || a.late.late.is_some();
-    match look_of(place, &a.lock, given, asked, a.late.late, a.quiet) {
+    let with = fire::Asked {
+        given,
+        late: a.late.late,
+        fall_back: false,
+        quiet: a.quiet,
+    };
+    match look_of(place, &a.lock, &with, asked) {
         None | Some(Ok(fire::Looked::Seen(_))) => {}
         Some(Ok(fire::Looked::NoSchedule)) if a.late.late.is_some() => say(format_args!(
             "precheck: {}; going on without it",
