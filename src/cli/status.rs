@@ -400,13 +400,10 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
     }
     // A name that is nowhere is a mistake, said as `history` and `check`
     // say it; the locks that are there are shown all the same.
-    let missing = shown.locks.iter().filter(|l| l.missing.is_some()).count();
-    for l in &shown.locks {
-        if let Some(looked) = &l.missing {
-            super::say(no_such_lock(&l.name, looked));
-        }
+    let missing = shown.missing.len();
+    for (name, looked) in &shown.missing {
+        super::say(no_such_lock(name, looked));
     }
-    shown.locks.retain(|l| l.missing.is_none());
     if missing > 0 && shown.locks.is_empty() {
         return Ending::Failed.code();
     }
@@ -478,11 +475,17 @@ impl Ctx {
             dir.display(),
             other_dirs_hint(&dir, self.source())
         );
+        let (missing, locks): (Vec<LockStatus>, Vec<LockStatus>) =
+            locks.into_iter().partition(|l| l.missing.is_some());
         Ok(Shown {
             locks,
             whence: Whence::Dir(dir.display().to_string()),
             notes,
             none,
+            missing: missing
+                .into_iter()
+                .filter_map(|l| Some((l.name, l.missing?)))
+                .collect(),
         })
     }
 }

@@ -471,11 +471,22 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             ))
         })
         .collect();
+    // A name given that has no row and no history is nowhere (a typo).
+    let missing = named
+        .iter()
+        .filter(|n| !rows.iter().any(|r| &r.name == *n))
+        .filter(|n| history(store.as_ref(), n).is_ok_and(|h| super::view::nothing_in(&h)))
+        .map(|n| {
+            let looked = format!("no lease row and no history of `{n}` in the store");
+            (n.clone(), looked)
+        })
+        .collect();
     Ok(Shown {
         locks,
         whence: Whence::Store(store.url().to_owned()),
         notes,
         none: format!("no leases in the store `{}`", store.url()),
+        missing,
     })
 }
 

@@ -504,6 +504,9 @@ pub struct Shown {
     pub notes: Vec<String>,
     /// Said when there is no lock to show (not with `--json`).
     pub none: String,
+    /// The names given that are nowhere (a typo), each with where it was
+    /// looked for: said as `history` says it, and the exit is 125.
+    pub missing: Vec<(String, String)>,
 }
 
 /// Where a status was read.

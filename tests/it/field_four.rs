@@ -405,8 +405,10 @@ fn store_status_names_each_waiters_host() {
     let holder = sb.keep(store(&sb, &["run", "job", "--", "sleep", "100000"]));
     // The holder first: a waiter started before it holds would take the
     // lease itself.
+    // (Until its row is written, `job` is no such lock: 125.)
     wait_until("the holder holds the lease", LIMIT, || {
-        finish(store(&sb, &["status", "--json", "job"]), LIMIT).json()["locks"][0]["pid"] == holder
+        let out = finish(store(&sb, &["status", "--json", "job"]), LIMIT);
+        out.code() == 0 && out.json()["locks"][0]["pid"] == holder
     });
     let mut waiter = sb.program("unshare");
     waiter
@@ -782,6 +784,29 @@ fn status_of_a_name_that_is_nowhere_says_there_is_no_such_lock() {
         record_text(pid, start, &"ab".repeat(16)),
     );
     oo(&sb, &["status", "pool"]).expect(0).prints("pool");
+}
+
+/// The same with a store: a name with no lease row and no history there
+/// is no such lock (125), a lock that ran is shown (0).
+#[test]
+fn store_status_of_a_name_that_is_nowhere_says_there_is_no_such_lock() {
+    let Some(pg) = Pg::start_or_skip() else {
+        return;
+    };
+    let sb = Sandbox::new(MARK);
+    let url = pg.url();
+    let store = |args: &[&str]| {
+        let mut c = sb.program(BIN);
+        c.arg("--store").arg(&url).args(args);
+        finish(c, LIMIT)
+    };
+    store(&["run", "job", "--", "true"]).expect(0);
+    let out = store(&["status", "jbo"]);
+    out.expect(125)
+        .says("jbo: no such lock: no lease row and no history of `jbo` in the store")
+        .says(NOWHERE_HINT);
+    assert_eq!(out.stdout, "", "{out:#?}");
+    store(&["status", "job"]).expect(0).prints("job");
 }
 
 /// A name whose first character is a letter of another alphabet, or
