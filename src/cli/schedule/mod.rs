@@ -8,9 +8,10 @@
 //!
 //! Every fire looks: one given a schedule (or `--catch-up`, or `--late`)
 //! reads its lock's log, and one given none reads it when the log may
-//! keep one (a scan of its bytes, [`ScheduleLog::may_keep_schedule`](onlyone::journal::ScheduleLog::may_keep_schedule)), so
-//! that a fire by hand, or the crontab's second line, records the fires
-//! missed as the line given the schedule would.
+//! keep one (a scan of its bytes,
+//! [`may_keep_schedule`](onlyone::journal::ScheduleLog::may_keep_schedule)),
+//! so that a fire by hand, or the crontab's second line, records the
+//! fires missed as the line given the schedule would.
 //!
 //! The hooks the commands call are here: [`run`] and [`precheck`] wrap
 //! theirs.
@@ -45,13 +46,12 @@ fn look_of(
     with: &fire::Asked<'_>,
     asked: bool,
 ) -> Option<Result<fire::Looked, String>> {
-    let log = match place.schedule_log(lock) {
-        Ok(Some(log)) => log,
+    let (log, name) = match place.schedule_log(lock) {
+        Ok(Some(found)) => found,
         Ok(None) => return None,
         // Said when the command itself meets it, unless asked for.
         Err(e) => return asked.then_some(Err(e)),
     };
-    let (log, name) = (log.0, log.1);
     if !asked && !log.may_keep_schedule().unwrap_or(false) {
         return None;
     }
