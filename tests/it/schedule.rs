@@ -72,6 +72,17 @@ impl World {
         j.append(&end).unwrap();
     }
 
+    /// `status --json LOCK`, while it may not be there yet: `Null` until
+    /// the lock is (status says no such lock, 125, before a fire wrote
+    /// anything of it).
+    fn status_json(&self, lock: &str) -> Value {
+        let out = self.oo_utc(&["status", "--json", lock]);
+        if out.code() == 125 && out.stderr.contains("no such lock") {
+            return Value::Null;
+        }
+        out.json()
+    }
+
     /// The schedule `spec` kept in the journal of `lock`, as a fire given
     /// it wrote it `ago` seconds ago.
     fn keep_schedule(&self, lock: &str, spec: &str, ago: f64) {
@@ -333,8 +344,7 @@ fn jitter_ends_on_term() {
     c.arg(&mark);
     let pid = w.start_logged(c, "jitter");
     wait_until("status to show the wait", HANG, || {
-        let out = w.oo_utc(&["status", "--json", "j"]);
-        out.json()["locks"][0]["starting"]["pid"] == pid
+        w.status_json("j")["locks"][0]["starting"]["pid"] == pid
     });
     let table = w.oo_utc(&["status", "j"]);
     table.expect(0).prints("[starting in ");
@@ -613,8 +623,7 @@ fn jitter_ends_on(signal: rustix::process::Signal, name: &str) {
     c.arg(&mark);
     let pid = w.start_logged(c, "jitter");
     wait_until("status to show the wait", HANG, || {
-        let out = w.oo_utc(&["status", "--json", "j"]);
-        out.json()["locks"][0]["starting"]["pid"] == pid
+        w.status_json("j")["locks"][0]["starting"]["pid"] == pid
     });
     let json = w.oo_utc(&["status", "--json", "j"]).json();
     assert_ne!(
@@ -664,7 +673,7 @@ fn jitter_counts_toward_the_deadline() {
     let holder = w.cmd(&["run", "j", "--", "sleep", "1000"]);
     w.start_logged(holder, "holder");
     wait_until("the holder to run", HANG, || {
-        w.oo_utc(&["status", "--json", "j"]).json()["locks"][0]["state"] == "held"
+        w.status_json("j")["locks"][0]["state"] == "held"
     });
     let out = w.oo_utc(&[
         "run",
@@ -1040,7 +1049,7 @@ fn a_fire_waiting_before_the_lock_has_served_its_fire_until_it_is_killed() {
     ]);
     let pid = w.start_logged(c, "waiter");
     wait_until("status to show the wait", HANG, || {
-        w.oo_utc(&["status", "--json", "j"]).json()["locks"][0]["starting"]["pid"] == pid
+        w.status_json("j")["locks"][0]["starting"]["pid"] == pid
     });
     // The window of `check` ends at today's fire (`--late` from the clock).
     let late = late_to(day);
@@ -1068,7 +1077,7 @@ fn a_fire_waiting_before_the_lock_has_served_its_fire_until_it_is_killed() {
     ]);
     let k_waiter = w.start_logged(c, "k-waiter");
     wait_until("status to show k's wait", HANG, || {
-        w.oo_utc(&["status", "--json", "k"]).json()["locks"][0]["starting"]["pid"] == k_waiter
+        w.status_json("k")["locks"][0]["starting"]["pid"] == k_waiter
     });
     w.oo_utc(&["run", "k", "--", "true"]).expect(0);
     assert!(
