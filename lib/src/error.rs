@@ -453,9 +453,9 @@ pub enum Error {
 
     /// A lock name that breaks the naming rule.
     #[error(
-        "`{name}` is not a lock name: {why}. A name is a letter or digit, then up to 63 \
-         letters, digits, `.`, `_` or `-`; to use any other file, give its path (one with \
-         a `/`)"
+        "`{name}` is not a lock name: {why}. A name is an ASCII letter or digit, then up to \
+         63 ASCII letters, digits, `.`, `_` or `-`; to use any other file, give its path \
+         (one with a `/`)"
     )]
     BadName {
         /// The name given (cut at 100 characters).

@@ -32,6 +32,7 @@
 compile_error!("onlyone reads process liveness from /proc and supports Linux only");
 
 pub mod atomic;
+pub mod duration;
 mod error;
 pub mod hint;
 pub mod journal;

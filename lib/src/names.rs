@@ -140,7 +140,7 @@ pub fn check_name(name: &str) -> Result<(), Error> {
     }
     let mut bytes = name.bytes();
     if !bytes.next().is_some_and(|b| b.is_ascii_alphanumeric()) {
-        return Err(bad("it must start with a letter or a digit"));
+        return Err(bad("it must start with an ASCII letter or a digit"));
     }
     if let Some(c) = name
         .chars()

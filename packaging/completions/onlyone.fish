@@ -51,8 +51,8 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l kill-after -d 'G
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l lease -d 'With --store: the lease L the server grants at each renewal (every L/6). The command is ended before a lease not renewed in time can run out, so --kill-after must fit: L/6 + L/10 + grace + max(L/15, 100ms) < L (30s allows up to 19s)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l held-exit -d 'Exit code for a skip' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
-complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l late -d 'How late a fire may come and still be its slot\'s (default: 5 minutes, at most half the schedule\'s period)' -r
-complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l catch-up-within -d 'How old the last missed slot may be for --catch-up to make up for it (default: one period of the schedule)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l late -d 'How late a fire may come and still be its scheduled time\'s (default: 5 minutes, at most half the schedule\'s period)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l catch-up-within -d 'How old the last missed fire may be for --catch-up to make up for it (default: one period of the schedule)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l jitter -d 'Wait a random time up to DUR before taking the lock, so that a fleet does not fire at the same second' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l spread -d 'Wait a stable offset up to DUR before taking the lock: hashed from the host\'s machine id and the lock, the same at every fire (systemd\'s RandomizedOffsetSec=)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l deadline -d 'One budget for acquiring (waiting and stopping included)' -r
@@ -65,7 +65,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l replace -d 'Stop
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l queue -d 'At most one fire waits: wait for the running one (for ever, or up to --wait DUR) unless another fire already waits; then skip (75)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l keep-strays -d 'Leave the run\'s leftover processes running when the command exits (and release the lock)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l linger -d 'When the command exits, the run\'s processes that outlive it keep the lock held (work handed to tmux, screen, a terminal server); `onlyone reap` ends them once idle. Not with --max-time or --idle-timeout, which would apply to the command alone'
-complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l catch-up -d 'Make up for missed fires: a fire that serves no slot runs once for all the slots missed within --catch-up-within (never a backlog), else not at all'
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l catch-up -d 'Make up for missed fires: a fire that serves no scheduled time runs once for all the fires missed within --catch-up-within (never a backlog), else not at all'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s q -l quiet -d 'No message on a skip or a takeover (cron mails whatever a job prints)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -101,7 +101,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s h -l help -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l slots -d 'Let up to N runs hold the lock at once, each in a slot of its own (default 1: one at a time)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
-complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l late -d 'How late a fire may come and still be its slot\'s (default: 5 minutes, at most half the schedule\'s period)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l late -d 'How late a fire may come and still be its scheduled time\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l deadline -d 'One budget for the whole call; when it runs out, exit 0' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping -d 'Ping URL with the healthchecks.io protocol when the lock is held: URL/log?rid=RID, its body saying who holds it (a skip is not a failure); a free lock pings nothing (the fire\'s `run --ping` does). Repeatable; bounded and failing open as `run --ping`' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged); checked as `run --ping-file` checks it' -r -F
@@ -157,7 +157,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-runtime -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l max-skips -d 'CRITICAL when more than N fires in a row were skipped' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l deadline -d 'One budget for the whole call; a lock not judged by then is UNKNOWN' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
-complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l late -d 'How late a fire may come and still be its slot\'s (default: 5 minutes, at most half the schedule\'s period)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l late -d 'How late a fire may come and still be its scheduled time\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
@@ -166,6 +166,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand check" -s h -l help -d '
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l textfile -d 'Write to this file atomically instead of printing' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l late -d 'How late a fire may come and still be its scheduled time\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r

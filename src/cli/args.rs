@@ -11,7 +11,7 @@ use onlyone::place::Feature;
 
 pub use super::duration::parse_duration;
 use super::exit::{FailMode, HELD};
-use super::schedule_args::{FireArgs, LateArg, ScheduleArg};
+use super::schedule_args::{FireArgs, FireScheduleArg, LateArg, ScheduleArg};
 use super::slots_args::SlotsArg;
 
 /// The grace between TERM and KILL, unless told otherwise
@@ -504,8 +504,9 @@ Examples:
                                             # missed fires recorded; a stable wait
   onlyone run --catch-up sync -- ./sync.sh  # at boot: once, if the 02:00 was missed
   onlyone run --linger agent -- sh -c \
-    'tmux new-window -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
-                                            # the agent in tmux holds the lock")]
+    'tmux -L agent new-session -d -e ONLYONE_TOKEN=\"$ONLYONE_TOKEN\" ./agent'
+                                            # the agent, in a tmux server of its own
+                                            # (-L: not yours), holds the lock")]
     Run(Lazy<Run>),
     /// Take a lock for the calling shell (for scripts; pair with release).
     #[command(after_help = "\
@@ -582,7 +583,9 @@ command's pid, since, age, the last finished run from the journal (how it
 ended, when it started, how long it took), the fires skipped since the current
 run began, and the command; for stale or unknown locks the reason (and for a
 run kept alive by a leftover process, that process). The table is aligned on a
-terminal and tab-separated otherwise.
+terminal and tab-separated otherwise. A name that is nowhere (no lock file, no
+slot's file, nothing in its journal: a typo, the wrong user or --dir) is an
+error, as for history; the locks that are there are shown all the same.
 
 Examples:
   onlyone status
@@ -654,7 +657,7 @@ user and system time of its command and of the processes of the run onlyone
 reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
 recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
 abandoned: its wrapper died, released: a script's hold), its pid and host, and
-the fires skipped while it ran; and the scheduled slots that passed with no
+the fires skipped while it ran; and the scheduled fires that passed with no
 fire (missed: --schedule), as the fire that found them recorded them. The
 journal is in the state directory
 (--state-dir: /var/lib/onlyone for root), named from the lock's path:
@@ -673,13 +676,15 @@ run done when idle, ended by reap or --idle-timeout, is a success), the
 current run longer than --max-runtime, more than --max-skips fires skipped in
 a row, or the last run failed (a non-zero exit, a signal, --max-time, a lost
 lease, abandoned; a stopped run is no failure; the last run is the last to
-end, of a lock of several slots too), or a slot of the schedule
-(--schedule, or the one the journal keeps) passed --late ago with no fire since
-the last one (\"missed the 02:00 fire\"). WARNING: a threshold at least
-80% used, a lock whose record cannot be judged (unknown), or a script's last
-hold released without --exit. UNKNOWN: a name with neither a lock file nor a
-journal (a typo, the wrong user or --dir), or a lock not judged within
---deadline (default 8s). With several locks the worst state wins and the
+end, of a lock of several slots too), or a scheduled fire (--schedule, or the
+schedule the journal keeps) passed --late ago with no fire since the last one
+(\"missed the 02:00 fire\"; a fire that came and waits out its --jitter or
+--spread has served it). WARNING: a threshold at least 80% used, a lock whose
+record cannot be judged (unknown), or a script's last hold released without
+--exit. UNKNOWN: a name with neither a lock file nor a journal (a typo, the
+wrong user or --dir), a lock not judged within --deadline (default 8s), or a
+schedule the fires could not read where they ran (a TZ that names no zone),
+until a fire reads it. With several locks the worst state wins and the
 status line counts them; the first line is the status line, then perfdata
 after `|`, then one line per lock.
 
@@ -700,8 +705,11 @@ hold), there while it is free too (N as its last run took it, 0 held); for a
 last finished run that recorded them, onlyone_last_cpu_seconds (labelled
 mode=\"user\" and mode=\"system\") and onlyone_last_max_rss_bytes (the largest
 peak of one process of the run, not a sum). For a lock with a schedule
-(--schedule, or the one its journal keeps): onlyone_missed_total (the slots the
-fires recorded missed) and onlyone_next_fire_timestamp_seconds. With
+(--schedule, or the one its journal keeps): onlyone_missed_fires (the scheduled
+fires passed --late ago with no fire since the last one, as check counts them,
+live: 0 when none) and onlyone_oldest_missed_fire_timestamp_seconds (the first
+of them), onlyone_missed_total (the fires that later fires recorded missed)
+and onlyone_next_fire_timestamp_seconds. With
 --textfile the metrics are
 written atomically (a temp file beside it, then rename), for node_exporter's
 textfile collector.
@@ -957,7 +965,7 @@ pub struct Run {
     pub linger: bool,
     // The schedule, and what to do about it before the lock.
     #[command(flatten)]
-    pub schedule: ScheduleArg,
+    pub schedule: FireScheduleArg,
     #[command(flatten)]
     pub late: LateArg,
     #[command(flatten)]
@@ -1046,9 +1054,9 @@ pub struct Precheck {
     pub deadline: Option<Duration>,
     #[command(flatten)]
     pub slots: SlotsArg,
-    // The schedule: slots missed are recorded.
+    // The schedule: fires missed are recorded.
     #[command(flatten)]
-    pub schedule: ScheduleArg,
+    pub schedule: FireScheduleArg,
     #[command(flatten)]
     pub late: LateArg,
     // Where to ping.
@@ -1131,9 +1139,11 @@ pub struct Metrics {
     /// Write to this file atomically instead of printing.
     #[arg(long, value_name = "PATH")]
     pub textfile: Option<PathBuf>,
-    // The schedule: the next fire and the slots missed.
+    // The schedule: the next fire and the fires missed.
     #[command(flatten)]
     pub schedule: ScheduleArg,
+    #[command(flatten)]
+    pub late: LateArg,
 }
 
 #[derive(Debug, Args)]

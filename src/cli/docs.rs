@@ -274,12 +274,18 @@ fn roff_text(line: &str) -> String {
     }
 }
 
-/// The synopsis, every option with its argument: `onlyone-run [--wait
-/// <DUR>] ... [-q|--quiet] <LOCK> -- <COMMAND>...`.
+/// The synopsis, every option with its argument, as it is typed:
+/// `onlyone run [--wait <DUR>] ... [-q|--quiet] <LOCK> -- <COMMAND>...`
+/// (the page of a subcommand is named `onlyone-run`, as git's are).
 fn synopsis(cmd: &clap::Command) -> String {
     let bold = |s: &str| format!("\\fB{}\\fR", roff_text(s));
     let value = |s: &str| format!("\\fI{}\\fR", roff_text(s));
-    let mut words = vec![bold(cmd.get_name())];
+    let name = cmd.get_name();
+    let typed = match name.strip_prefix("onlyone-") {
+        Some(sub) => format!("{} {}", bold("onlyone"), bold(sub)),
+        None => bold(name),
+    };
+    let mut words = vec![typed];
     // The options first, then the operands, as the usage line has them.
     let (operands, options): (Vec<&clap::Arg>, Vec<&clap::Arg>) = cmd
         .get_arguments()

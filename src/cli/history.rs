@@ -141,7 +141,7 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
 fn table(
     name: &str,
     runs: &[&Run],
-    missed: &[&onlyone::journal::MissedSlots],
+    missed: &[&onlyone::journal::MissedFires],
     journal: impl std::fmt::Display,
 ) -> String {
     let mut out = String::new();
@@ -194,7 +194,7 @@ fn table(
 
 /// The table's summary line (without its newline): how many runs, how
 /// many succeeded, the median, the fires skipped and missed.
-fn summary(out: &mut String, name: &str, runs: &[&Run], missed: &[&onlyone::journal::MissedSlots]) {
+fn summary(out: &mut String, name: &str, runs: &[&Run], missed: &[&onlyone::journal::MissedFires]) {
     let over: Vec<&&Run> = runs.iter().filter(|r| r.outcome.is_over()).collect();
     let count = |c: Class| over.iter().filter(|r| r.outcome.class() == c).count();
     let (idle, stopped, unknown) = (

@@ -70,7 +70,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
         Command::Run(a) => schedule::run(&ctx, place, a.0),
         Command::Acquire(a) => ctx.acquire(a.0),
         Command::Release(a) => ctx.release(a.0),
-        Command::Precheck(a) => schedule::precheck(&ctx, place, &a),
+        Command::Precheck(a) => schedule::precheck(place, &a),
         Command::Status(a) => status::status(place, a.0),
         Command::Stop(a) => place::stop(place.seam(), &a),
         Command::Reap(a) => reap::reap(&ctx, a.0),

@@ -225,7 +225,7 @@ fn grade(s: &Seen, a: &args::Check) -> Verdicts {
         v.raise(Warning, format!("the lock cannot be judged ({r})"));
     }
     let given = a.schedule.schedule.as_ref();
-    if let Some((state, why)) = super::schedule::watch::graded(s, given, a.late.late) {
+    for (state, why) in super::schedule::watch::graded(s, given, a.late.late) {
         v.raise(state, why);
     }
     v
@@ -554,6 +554,7 @@ pub fn metrics(place: &dyn Place, a: args::Metrics) -> Code {
     text.push_str(&super::schedule::watch::metrics(
         &seen,
         a.schedule.schedule.as_ref(),
+        a.late.late,
     ));
     match &a.textfile {
         None => {

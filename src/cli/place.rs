@@ -24,8 +24,8 @@ use super::{Ctx, args, deadline_of, say};
 pub fn words(e: &PlaceError) -> String {
     match e {
         PlaceError::PathForName(lock) => format!(
-            "`{lock}` is a path; with --store a lock is a name (a letter or digit, then up \
-             to 63 letters, digits, `.`, `_` or `-`)"
+            "`{lock}` is a path; with --store a lock is a name (an ASCII letter or digit, \
+             then up to 63 ASCII letters, digits, `.`, `_` or `-`)"
         ),
         PlaceError::Store(e) => super::words::store_error(e),
         e => e.to_string(),
@@ -209,7 +209,15 @@ pub trait Place {
     /// What `status` shows of the locks named (or of every lock, none
     /// named), every call bounded by `deadline`.
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String>;
+    /// Where a fire of `lock` looks at its schedule and records what it
+    /// found, and the lock's name as messages give it: the lock's
+    /// journal; `None` where the place keeps no schedule (a store, for
+    /// now).
+    fn schedule_log(&self, lock: &str) -> Result<Option<ScheduleLogOf>, String>;
 }
+
+/// A lock's [`ScheduleLog`](onlyone::journal::ScheduleLog), and its name.
+pub type ScheduleLogOf = (Box<dyn onlyone::journal::ScheduleLog>, String);
 
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on
 /// any error included (fail open: it never blocks a fire).
@@ -283,5 +291,10 @@ impl Place for Ctx {
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         self.shown_in_dir(named, deadline)
+    }
+
+    fn schedule_log(&self, lock: &str) -> Result<Option<ScheduleLogOf>, String> {
+        let (log, name, _) = self.journal_for_reading(lock).map_err(|e| e.to_string())?;
+        Ok(Some((Box::new(log), name)))
     }
 }

@@ -125,7 +125,7 @@ fn refused_with_store(command: &Command) -> Option<String> {
         ),
         Command::Precheck(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
         Command::Check(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
-        Command::Metrics(a) => (a.schedule.schedule.is_some(), None),
+        Command::Metrics(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
         Command::Status(a) => (a.schedule.schedule.is_some(), None),
         Command::Acquire(_)
         | Command::Release(_)

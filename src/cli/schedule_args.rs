@@ -1,15 +1,16 @@
 //! The options of schedules, as clap parses them (doc/operations.md,
 //! "Schedules"): `--schedule` (every command that fires or watches a
-//! lock), `--late` (what counts as a fire's slot, and when `check` calls
-//! one missed), and `run`'s `--catch-up`, `--catch-up-within`, `--jitter`
-//! and `--spread`. Each is flattened into the subcommands' own options
+//! lock; a fire's keeps a spec that only this host's zone cannot read),
+//! `--late` (which scheduled time a fire serves, and when `check` and
+//! `metrics` call one missed), and `run`'s `--catch-up`,
+//! `--catch-up-within`, `--jitter` and `--spread`. Each is flattened into the subcommands' own options
 //! (`super::args`).
 
 use std::time::Duration;
 
 use clap::Args;
 
-use onlyone::schedule::Schedule;
+use onlyone::schedule::{Schedule, ScheduleError};
 
 use super::duration::parse_duration;
 
@@ -46,7 +47,38 @@ fn parse_wait(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
-// `--schedule`, for run, precheck, check, metrics and status. (A doc
+/// A schedule a fire (`run`, `precheck`) was given: read, or a spec
+/// that is right but could not be read in this host's local time zone
+/// (an unreadable `TZ` or `/etc/localtime`), which the fire records and
+/// runs without, rather than not run at all.
+#[derive(Debug, Clone)]
+pub enum Given {
+    /// Read.
+    Read(Schedule),
+    /// Not read here: the spec, and why.
+    Unreadable {
+        /// The spec as given.
+        spec: String,
+        /// Why, with the fix.
+        error: ScheduleError,
+    },
+}
+
+/// Reads a fire's `--schedule`: as [`parse_schedule`], except that a spec
+/// read in no local zone because that zone cannot be read is kept, with
+/// why, for the fire to run and record it.
+fn parse_fire_schedule(s: &str) -> Result<Given, String> {
+    match Schedule::parse(s) {
+        Ok(schedule) => Ok(Given::Read(schedule)),
+        Err(error @ ScheduleError::LocalZone { .. }) => Ok(Given::Unreadable {
+            spec: s.trim().to_owned(),
+            error,
+        }),
+        Err(_) => parse_schedule(s).map(Given::Read),
+    }
+}
+
+// `--schedule`, for check, metrics and status, which only read. (A doc
 // comment here would be the subcommands' about.)
 #[derive(Debug, Args, Clone, Default)]
 pub struct ScheduleArg {
@@ -54,25 +86,42 @@ pub struct ScheduleArg {
     /// *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`.
     ///
     /// Cron's five fields in the local time zone (or CRON_TZ=), its
-    /// @hourly-style names, ranges, steps and lists; or `every 15m`, slots
-    /// at the multiples of DUR since the Unix epoch. A fire (`run`,
-    /// `precheck`) keeps it in the lock's journal, so that `check`,
-    /// `metrics` and `status` know it without being told (given to them,
-    /// it wins). See doc/operations.md, "Schedules".
+    /// @hourly-style names, ranges, steps and lists; or `every 15m`, fires
+    /// at the multiples of DUR since the Unix epoch. Given here, it wins
+    /// over the one the lock's journal keeps, for this command alone. See
+    /// doc/operations.md, "Schedules".
     #[arg(long, env = "ONLYONE_SCHEDULE", value_name = "SPEC", value_parser = parse_schedule)]
     pub schedule: Option<Schedule>,
 }
 
-// `--late`, for run, precheck and check.
+// `--schedule`, for run and precheck, which keep it.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FireScheduleArg {
+    /// The times the job is meant to fire at: a cron expression (`0 2 * *
+    /// *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`.
+    ///
+    /// Cron's five fields in the local time zone (or CRON_TZ=), its
+    /// @hourly-style names, ranges, steps and lists; or `every 15m`, fires
+    /// at the multiples of DUR since the Unix epoch. The fire keeps it in
+    /// the lock's journal, so that later fires, `check`, `metrics` and
+    /// `status` know it without being told (given to them, it wins). A
+    /// local time zone that cannot be read (a wrong TZ) does not stop the
+    /// fire: it runs without the schedule, and the error is recorded for
+    /// `check` to report. See doc/operations.md, "Schedules".
+    #[arg(long, env = "ONLYONE_SCHEDULE", value_name = "SPEC", value_parser = parse_fire_schedule)]
+    pub schedule: Option<Given>,
+}
+
+// `--late`, for run, precheck, check and metrics.
 #[derive(Debug, Args, Clone, Default)]
 pub struct LateArg {
-    /// How late a fire may come and still be its slot's (default: 5
-    /// minutes, at most half the schedule's period).
+    /// How late a fire may come and still be its scheduled time's
+    /// (default: 5 minutes, at most half the schedule's period).
     ///
-    /// A fire (`run`, `precheck`) up to DUR after a slot serves it; a
-    /// later one serves none, and the slots before it that no fire was
-    /// seen for are recorded missed. `check` calls a slot missed once DUR
-    /// has passed after it with no fire seen.
+    /// A fire (`run`, `precheck`) up to DUR after a scheduled time serves
+    /// it; a later one serves none, and the fires before it that no fire
+    /// came for are recorded missed. `check` and `metrics` call a fire
+    /// missed once DUR has passed after its time with no fire seen.
     #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true)]
     pub late: Option<Duration>,
 }
@@ -80,19 +129,19 @@ pub struct LateArg {
 // What `run` does about its schedule before it takes the lock.
 #[derive(Debug, Args, Clone, Default)]
 pub struct FireArgs {
-    /// Make up for missed fires: a fire that serves no slot runs once for
-    /// all the slots missed within --catch-up-within (never a backlog),
-    /// else not at all.
+    /// Make up for missed fires: a fire that serves no scheduled time runs
+    /// once for all the fires missed within --catch-up-within (never a
+    /// backlog), else not at all.
     ///
     /// For a boot-time line (`@reboot`, a unit's `OnBootSec=`) beside the
-    /// scheduled one: a fire that serves no slot runs once when slots
-    /// were missed within the window, and not again; one that serves a
-    /// slot runs as any fire does. Otherwise it exits 0 without running,
+    /// scheduled one: a fire that serves no scheduled time runs once when
+    /// fires were missed within the window, and not again; one that serves
+    /// a scheduled time runs as any fire does. Otherwise it exits 0 without running,
     /// saying why. Needs a schedule (--schedule, or the one the journal
     /// keeps).
     #[arg(long)]
     pub catch_up: bool,
-    /// How old the last missed slot may be for --catch-up to make up for
+    /// How old the last missed fire may be for --catch-up to make up for
     /// it (default: one period of the schedule).
     #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true, requires = "catch_up")]
     pub catch_up_within: Option<Duration>,

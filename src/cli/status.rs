@@ -34,6 +34,7 @@ use super::place::Place;
 use super::view::{
     LastRun, LockStatus, NOT_REACHED, OutsideWork, Report, Shown, WaiterStatus, Whence,
     apply_history, judged_late, keepers_of, keepers_remedy, keepers_words, lock_files,
+    no_such_lock, nothing_in,
 };
 use super::{Ctx, args};
 use onlyone::journal::Journal;
@@ -140,6 +141,7 @@ fn blank(path: &Path, name: String) -> LockStatus {
         slot_holders: Vec::new(),
         history: None,
         late: false,
+        missing: None,
     }
 }
 
@@ -319,9 +321,10 @@ fn other_dirs_hint(dir: &Path, source: names::DirSource) -> String {
     }
 }
 
-/// For a lock that is free in a user's default directory: where root's
-/// lock of that name is, when there is one (a cron job of root's), since
-/// "free" alone reads as "root's job is not running".
+/// For a lock that is free (or nowhere) in a user's default directory:
+/// where root's lock of that name is, when there is one (a cron job of
+/// root's), since "free" alone reads as "root's job is not running". The
+/// words after the lock's own: `root's locks are in ...`.
 fn roots_lock_hint(l: &LockStatus, dir: &Path, source: names::DirSource) -> Option<String> {
     let root_dir = Path::new(names::ROOT_DIR);
     if l.state != "free" || source != names::DirSource::Default || dir == root_dir {
@@ -332,10 +335,7 @@ fn roots_lock_hint(l: &LockStatus, dir: &Path, source: names::DirSource) -> Opti
     let theirs = root_dir.join(file);
     std::fs::symlink_metadata(&theirs).ok()?;
     Some(format!(
-        "`{}` is free in `{}` (this user's default directory); root's locks are in `{}`, \
-         which has one of that name: onlyone --dir {} status {}",
-        l.name,
-        dir.display(),
+        "root's locks are in `{}`, which has one of that name: onlyone --dir {} status {}",
         root_dir.display(),
         root_dir.display(),
         l.name
@@ -392,9 +392,34 @@ fn describe_all(
                 Ok(l) => ctx.journal(l),
                 Err(_) => ctx.journal_at(&path),
             });
-            out.push(describe(&path, name, lock, journal, deadline));
+            let looked_in = journal.as_ref().map(Journal::path);
+            let mut s = describe(&path, name, lock, journal, deadline);
+            if !named.is_empty() {
+                s.missing = nowhere(&s, &path, looked_in.as_deref());
+            }
+            out.push(s);
         }
         Ok(out)
+    })
+}
+
+/// Where a lock named was looked for, when it is nowhere: no lock file (of
+/// any kind: a bare pid is another tool's lock; a lock file makes its
+/// state held, stale or unknown, never free), no slot's file, and nothing
+/// in a journal that could be read. A lock that ran and is free now, its
+/// file gone (its run removed it, or a reboot emptied `/run`), is there.
+fn nowhere(s: &LockStatus, path: &Path, journal: Option<&Path>) -> Option<String> {
+    let there = s.state != "free"
+        || !s.slot_holders.is_empty()
+        || s.journal_error.is_some()
+        || s.history.as_ref().is_some_and(|h| !nothing_in(h));
+    (!there).then(|| match journal {
+        Some(j) => format!(
+            "no lock file `{}` and nothing in the journal `{}`",
+            path.display(),
+            j.display()
+        ),
+        None => format!("no lock file `{}`", path.display()),
     })
 }
 
@@ -450,6 +475,15 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
     for n in &shown.notes {
         super::say(n);
     }
+    // A name that is nowhere is a mistake, said as `history` and `check`
+    // say it; the locks that are there are shown all the same.
+    let missing = shown.missing.len();
+    for (name, looked) in &shown.missing {
+        super::say(no_such_lock(name, looked));
+    }
+    if missing > 0 && shown.locks.is_empty() {
+        return Ending::Failed.code();
+    }
     super::schedule::watch::annotate(&mut shown.locks, a.schedule.schedule.as_ref());
     let locks = &shown.locks;
     // One write(2) per buffer, not per line: stdout is line-buffered.
@@ -475,6 +509,7 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
         print_table(&mut out, locks, std::io::stdout().is_terminal())
     };
     match written.and_then(|()| out.flush()) {
+        Ok(()) if missing > 0 => Ending::Failed.code(),
         Ok(()) => Ending::Done.code(),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ending::Done.code(),
         Err(e) => {
@@ -493,10 +528,19 @@ impl Ctx {
         deadline: Option<std::time::Instant>,
     ) -> Result<Shown, String> {
         let dir = self.dir().to_path_buf();
-        let locks = describe_all(self, named, deadline)?;
+        let mut locks = describe_all(self, named, deadline)?;
         let mut notes = Vec::new();
-        for l in &locks {
-            notes.extend(roots_lock_hint(l, &dir, self.source()));
+        for l in &mut locks {
+            if let Some(hint) = roots_lock_hint(l, &dir, self.source()) {
+                match &mut l.missing {
+                    Some(looked) => *looked = format!("{looked}; {hint}"),
+                    None => notes.push(format!(
+                        "`{}` is free in `{}` (this user's default directory); {hint}",
+                        l.name,
+                        dir.display()
+                    )),
+                }
+            }
             if let Some(e) = &l.journal_error {
                 notes.push(format!("status: {}", for_terminal(e)));
             }
@@ -508,11 +552,17 @@ impl Ctx {
             dir.display(),
             other_dirs_hint(&dir, self.source())
         );
+        let (missing, locks): (Vec<LockStatus>, Vec<LockStatus>) =
+            locks.into_iter().partition(|l| l.missing.is_some());
         Ok(Shown {
             locks,
             whence: Whence::Dir(dir.display().to_string()),
             notes,
             none,
+            missing: missing
+                .into_iter()
+                .filter_map(|l| Some((l.name, l.missing?)))
+                .collect(),
         })
     }
 }

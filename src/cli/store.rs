@@ -178,11 +178,22 @@ fn shown(url: &str, named: &[String], deadline: Option<Instant>) -> Result<Shown
             setup.how
         ));
     }
+    // A name given that has no row and no history is nowhere (a typo).
+    let missing = named
+        .iter()
+        .filter(|n| !rows.iter().any(|r| &r.name == *n))
+        .filter(|n| history(store.as_ref(), n).is_ok_and(|h| super::view::nothing_in(&h)))
+        .map(|n| {
+            let looked = format!("no lease row and no history of `{n}` in the store");
+            (n.clone(), looked)
+        })
+        .collect();
     Ok(Shown {
         locks,
         whence: Whence::Store(store.url().to_owned()),
         notes,
         none: format!("no leases in the store `{}`", store.url()),
+        missing,
     })
 }
 
@@ -249,5 +260,11 @@ impl Place for StorePlace {
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         shown(self.place.url(), named, deadline)
+    }
+
+    /// A store keeps no schedule yet: its fires look at none (the
+    /// schedule's options are refused with a store, `plan`).
+    fn schedule_log(&self, _lock: &str) -> Result<Option<super::place::ScheduleLogOf>, String> {
+        Ok(None)
     }
 }

@@ -106,6 +106,10 @@ pub struct LockStatus {
     /// was not looked at, by the deadline.
     #[serde(skip)]
     pub(super) late: bool,
+    /// A lock named that is nowhere (no lock file, no slot's file, nothing
+    /// in its journal: a typo): where it was looked for. Not shown: said.
+    #[serde(skip)]
+    pub(super) missing: Option<String>,
 }
 
 /// A fire waiting before it takes the lock, as `status --json` shows it.
@@ -329,6 +333,7 @@ pub fn of_lease(
         slot_holders: Vec::new(),
         history: None,
         late: false,
+        missing: None,
     };
     apply_history(&mut s, history);
     s
@@ -436,10 +441,11 @@ pub(super) fn no_such_lock(name: &str, looked: &str) -> String {
     )
 }
 
-/// True when a place's event log has nothing of a lock: no run, no skip,
-/// no takeover, and no earlier journal set aside (one refused is not a typo).
+/// True when a place's event log has nothing of a lock: no event of any
+/// kind (a run, a skip, a stop, a schedule kept...), and no earlier
+/// journal set aside (one refused is not a typo).
 pub(super) fn nothing_in(h: &History) -> bool {
-    h.runs.is_empty() && h.skips == 0 && h.takeovers == 0 && h.set_aside.is_empty()
+    h.events == 0 && h.set_aside.is_empty()
 }
 
 impl Seen {
@@ -566,6 +572,9 @@ pub struct Shown {
     pub notes: Vec<String>,
     /// Said when there is no lock to show (not with `--json`).
     pub none: String,
+    /// The names given that are nowhere (a typo), each with where it was
+    /// looked for: said as `history` says it, and the exit is 125.
+    pub missing: Vec<(String, String)>,
 }
 
 /// Where a status was read.

@@ -639,6 +639,9 @@ fn status_json_follows_the_documented_schema() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
+    // free: it ran, and is over (a name that never ran is no lock:
+    // `status` says so, as `history` does)
+    w.oo(&["run", "free", "--", "true"]).expect(0);
     // held by a run
     let run = w.run_bg("run", &["sleep", "1000"]);
     // held by acquire --owner
@@ -737,17 +740,21 @@ fn assert_the_free_lock_has_no_holder(w: &World, v: &Value) {
             "stopped",
             "waiters",
             "outside_work",
+            "last_run",
+            "last_success_unix",
         ]
         .contains(k)
     }) {
         assert!(free[k].is_null(), "free lock has `{k}`: {free:#}");
     }
+    assert_eq!(free["last_run"]["outcome"], "exit", "{free:#}");
     assert_eq!(free["stopped"], false);
     assert_eq!(free["waiters"], serde_json::json!([]));
     assert_eq!(free["outside_work"], serde_json::json!([]));
 }
 
-/// `status --json` without names: every `*.lock` of the directory, sorted,
+/// `status --json` without names: every `*.lock` of the directory and
+/// every lock with a journal (`free`, whose file its run removed), sorted,
 /// nothing else; and none for a directory that does not exist.
 fn status_json_without_names_lists_every_lock(w: &World) {
     // Without names: every *.lock of DIR, sorted, nothing else.
@@ -761,7 +768,7 @@ fn status_json_without_names_lists_every_lock(w: &World) {
         .collect();
     assert_eq!(
         names,
-        ["acq", "orphan", "run", "stale", "unknown"],
+        ["acq", "free", "orphan", "run", "stale", "unknown"],
         "{all:#}"
     );
     for l in all["locks"].as_array().unwrap() {
@@ -1591,9 +1598,9 @@ fn bad_names_are_refused_with_125_and_the_rule() {
             assert_eq!(out.status.code(), Some(125), "{args:?}: {out:#?}");
             assert!(
                 out.stderr.contains("is not a lock name")
-                    && out
-                        .stderr
-                        .contains("A name is a letter or digit, then up to 63 letters"),
+                    && out.stderr.contains(
+                        "A name is an ASCII letter or digit, then up to 63 ASCII letters"
+                    ),
                 "{args:?}: {out:#?}"
             );
             assert!(!w.dir().join("ran").exists(), "{args:?} ran the command");

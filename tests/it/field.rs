@@ -465,8 +465,10 @@ fn a_lease_too_short_for_the_default_grace_says_so() {
 }
 
 /// Item 11: nobody asks about `sync`, which root's cron job holds in
-/// `/run/onlyone`: nobody's own directory has no such lock, so it is free
-/// there, and status says where root's locks are.
+/// `/run/onlyone`: nobody's own directory has no such lock (status says
+/// so, and exits 125, as `history` does), and status says where root's
+/// locks are; once nobody's own `sync` ran, it is free there, and root's
+/// is still named.
 #[test]
 fn status_as_another_user_names_roots_dir_for_a_root_held_name() {
     let Some(mut ns) = Ns::new("status_as_another_user_names_roots_dir") else {
@@ -476,9 +478,23 @@ fn status_as_another_user_names_roots_dir_for_a_root_held_name() {
     ns.keep(job);
     let lock = ns.host_path("/run/onlyone/sync.lock");
     wait_until("root's run holds sync", LIMIT, || lock.exists());
+    // Nothing of `sync` is nobody's: no such lock (125), and root's is
+    // named.
+    let out = ns.run(ns.oo(Some(NOBODY), &["status", "sync"]), LIMIT, "status");
+    out.expect(125)
+        .says("sync: no such lock: no lock file `/tmp/onlyone-65534/sync.lock`")
+        .says("onlyone --dir /run/onlyone status sync");
+    assert_eq!(out.stdout, "", "{out:#?}");
+    // Once nobody's own `sync` ran, it is free there, and root's is named.
+    ns.run(
+        ns.oo(Some(NOBODY), &["run", "sync", "--", "true"]),
+        LIMIT,
+        "nobody's run",
+    )
+    .expect(0);
     let out = ns.run(ns.oo(Some(NOBODY), &["status", "sync"]), LIMIT, "status");
     out.expect(0)
-        .says("/tmp/onlyone-65534")
+        .says("`sync` is free in `/tmp/onlyone-65534`")
         .says("onlyone --dir /run/onlyone status sync");
     assert!(out.stdout.contains("free"), "{out:#?}");
     let out = ns.run(
@@ -486,6 +502,6 @@ fn status_as_another_user_names_roots_dir_for_a_root_held_name() {
         LIMIT,
         "status other",
     );
-    out.expect(0);
+    out.expect(125).says("other: no such lock");
     assert!(!out.stderr.contains("/run/onlyone"), "{out:#?}");
 }

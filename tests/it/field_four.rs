@@ -4,7 +4,9 @@
 //! end), a script's run whose workers hold the lock after its release,
 //! the words `status`, `check` and the "held" message use, a store's
 //! waiters of other hosts, `reap` beside a store, the manual pages, and
-//! the README's first command. Every process a test starts is marked and
+//! the README's first command; and a later trial's smaller findings:
+//! `run --help`'s tmux example, `status` of a name that is nowhere, a
+//! name's first character. Every process a test starts is marked and
 //! killed when it ends, passed or failed.
 
 use crate::support;
@@ -403,8 +405,10 @@ fn store_status_names_each_waiters_host() {
     let holder = sb.keep(store(&sb, &["run", "job", "--", "sleep", "100000"]));
     // The holder first: a waiter started before it holds would take the
     // lease itself.
+    // (Until its row is written, `job` is no such lock: 125.)
     wait_until("the holder holds the lease", LIMIT, || {
-        finish(store(&sb, &["status", "--json", "job"]), LIMIT).json()["locks"][0]["pid"] == holder
+        let out = finish(store(&sb, &["status", "--json", "job"]), LIMIT);
+        out.code() == 0 && out.json()["locks"][0]["pid"] == holder
     });
     let mut waiter = sb.program("unshare");
     waiter
@@ -507,6 +511,16 @@ fn the_manual_pages_show_option_arguments_and_name_only_written_pages() {
     assert!(options_seen > 50, "only {options_seen} options found");
     let run = std::fs::read_to_string(dir.join("onlyone-run.1")).unwrap();
     let synopsis = plain(&sections(&run)[1].1);
+    assert!(synopsis.starts_with("onlyone run ["), "{synopsis}");
+    for page in pages.iter().filter(|p| p.starts_with("onlyone-")) {
+        let sub = &page["onlyone-".len()..page.len() - ".1".len()];
+        let roff = std::fs::read_to_string(dir.join(page)).unwrap();
+        let synopsis = &sections(&roff)[1].1;
+        assert!(
+            synopsis.starts_with(&format!("onlyone {sub} ")),
+            "{page}: the synopsis is to be typed as `onlyone {sub}`: {synopsis}"
+        );
+    }
     for want in [
         "[--wait <DUR>]",
         "[--held-exit <N>]",
@@ -598,11 +612,12 @@ fn the_readme_says_what_the_runner_is() {
     assert!(!guide.contains("the seed"), "doc/library.md says the seed");
 }
 
-/// The README's first command, from a 0700 directory (a `mktemp -d`
-/// clone) as root, with `cargo run -q --` being the binary under test:
-/// it runs, shows the record, and writes nothing in the machine's
-/// `/var/lib/onlyone` (a namespace's own, fresh, here): its history is
-/// beside the demo's lock directory, where `history` finds it.
+/// The README's first command, one command line, from a 0700 directory
+/// (a `mktemp -d` clone) as root, with each `cargo run -q --` being the
+/// binary under test: it runs, and shows a newcomer the run's record,
+/// then the lock's `status` and its `history`; it writes nothing in the
+/// machine's `/var/lib/onlyone` (a namespace's own, fresh, here): its
+/// history is beside the demo's lock directory, where `history` found it.
 #[test]
 fn the_readmes_first_command_leaves_the_machines_state_alone() {
     let Some(ns) = Ns::new("the_readmes_first_command_leaves_the_machines_state_alone") else {
@@ -615,11 +630,13 @@ fn the_readmes_first_command_leaves_the_machines_state_alone() {
         .and_then(|(_, b)| b.split_once("\n```"))
         .unwrap()
         .0;
-    let line = first_block
+    let commands: Vec<&str> = first_block
         .lines()
-        .find(|l| l.starts_with("cargo run -q -- "))
-        .expect("the README's first command");
-    let command = line.replacen("cargo run -q --", OO, 1);
+        .filter(|l| l.starts_with("cargo run -q -- "))
+        .collect();
+    assert_eq!(commands.len(), 1, "one command line: {first_block}");
+    let line = commands[0];
+    let command = line.replace("cargo run -q --", OO);
     assert!(
         first_block.lines().any(|l| l == "cargo test"),
         "{first_block}"
@@ -636,14 +653,170 @@ fn the_readmes_first_command_leaves_the_machines_state_alone() {
     let mut record = out.stdout.lines();
     assert!(
         record.next().is_some_and(|l| l.parse::<u32>().is_ok()),
-        "{out:#?}"
+        "the record first: {out:#?}"
     );
-    assert!(out.stdout.contains("\nstart="), "{out:#?}");
+    let (record, rest) = out.stdout.split_once("\nLOCK\t").expect("then status");
+    assert!(record.contains("\nstart="), "{out:#?}");
+    let (status, history) = rest.split_once("\ndemo: ").expect("then history");
+    assert!(status.contains("\ndemo\tfree\t"), "{out:#?}");
+    assert!(history.starts_with("1 run(s)"), "{out:#?}");
+    assert!(history.contains("exit 0"), "{out:#?}");
     assert!(
         !ns.host_path("/var/lib/onlyone").exists(),
         "the demo wrote the machine's state directory: {line}"
     );
-    let history = command.replacen(" run demo -- ", " history demo #", 1);
-    let out = ns.run(ns.sh(None, &history), LIMIT, &history);
-    out.expect(0).prints("1 run(s)");
+}
+
+// ---------------------------------------------------------------------------
+// Issue 47's smaller items: `run --help`'s tmux example, `status` of a
+// name that is nowhere, a name's first character.
+
+/// `run --help`'s tmux example, run as written (`./agent` an idle
+/// script): the agent's tmux server is the job's own (`-L`), never the
+/// default one a user's own sessions are on (the README warns against
+/// it), and the agent, in its window, holds the lock.
+#[test]
+fn the_run_helps_tmux_example_uses_a_server_of_its_own() {
+    if !have("tmux") {
+        eprintln!("tmux is not installed: skipping (.ci/run installs it)");
+        return;
+    }
+    let sb = Sandbox::new(MARK);
+    let help = oo(&sb, &["run", "--help"]);
+    help.expect(0);
+    let lines: Vec<&str> = help.stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("onlyone run --linger"))
+        .expect("the tmux example");
+    let example = format!(
+        "{} {}",
+        lines[at].trim().trim_end_matches('\\').trim_end(),
+        lines[at + 1].trim()
+    );
+    assert!(example.contains("tmux"), "{example}");
+    let work = sb.subdir("work");
+    let tmux_tmp = sb.subdir("tmux");
+    let pid_file = sb.path("agent.pid");
+    put(
+        &work.join("agent"),
+        format!(
+            "#!/bin/sh\necho $$ > {p}.tmp && mv {p}.tmp {p}\nexec sleep 100000\n",
+            p = pid_file.display()
+        ),
+    );
+    std::fs::set_permissions(
+        work.join("agent"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let user = |prog: &str| {
+        let mut c = sb.program(prog);
+        c.current_dir(&work)
+            .env("TMUX_TMPDIR", &tmux_tmp)
+            .env("PATH", path_with_onlyone(sb.dir()))
+            .env("ONLYONE_DIR", sb.dir())
+            .env_remove("TMUX")
+            .env_remove("ONLYONE_TOKEN")
+            .env_remove("ONLYONE_LOCK");
+        c
+    };
+    let mut c = user("sh");
+    c.args(["-c", &example]);
+    finish_checked(c, LIMIT, &example).expect(0);
+    wait_until("the agent to start", LIMIT, || pid_file.exists());
+    let mut status = user(BIN);
+    status.args(["status", "--json", "agent"]);
+    let json = finish(status, LIMIT).json();
+    assert_eq!(json["locks"][0]["state"], "held", "{json}");
+    let uid = rustix::process::geteuid().as_raw();
+    let servers: Vec<String> = std::fs::read_dir(tmux_tmp.join(format!("tmux-{uid}")))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        !servers.iter().any(|s| s == "default"),
+        "the example used the default tmux server: {servers:?}\n{example}"
+    );
+    assert_eq!(servers.len(), 1, "one server of the job's own: {servers:?}");
+    let mut kill = user("tmux");
+    kill.args(["-L", &servers[0], "kill-server"]);
+    let _ = finish(kill, LIMIT);
+}
+
+/// `status` of a name that is nowhere (no lock file, no journal, no slot
+/// file: a typo) says there is no such lock, with `check`'s hint, and
+/// exits 125 as `history` does (`--json` too, nothing on stdout). A lock
+/// that ran and is free is "free" (0), its lock file gone (as after a
+/// reboot that emptied `/run`) and its journal left; so is a lock file
+/// with no journal, and a slot's file with neither. Of several names, the
+/// ones that are there are shown and the exit is 125.
+#[test]
+fn status_of_a_name_that_is_nowhere_says_there_is_no_such_lock() {
+    let sb = Sandbox::new(MARK);
+    oo(&sb, &["run", "sync", "--", "true"]).expect(0);
+    for args in [&["status", "synk"][..], &["status", "--json", "synk"]] {
+        let out = oo(&sb, args);
+        out.expect(125)
+            .says("synk: no such lock")
+            .says(NOWHERE_HINT);
+        assert_eq!(out.stdout, "", "{out:#?}");
+    }
+    let both = oo(&sb, &["status", "sync", "synk"]);
+    both.expect(125)
+        .prints("sync\tfree\t")
+        .says("synk: no such lock");
+    assert!(!both.stdout.contains("synk"), "{both:#?}");
+    // Its run released the lock and removed its file: its journal is left.
+    assert!(!sb.lock("sync").exists());
+    oo(&sb, &["status", "sync"])
+        .expect(0)
+        .prints("sync\tfree\t");
+    put(&sb.lock("other"), format!("{}\n", std::process::id()));
+    oo(&sb, &["status", "other"]).expect(0);
+    // A slot's file alone (no lock file, no journal): the lock is there.
+    let (pid, start) = dead_process();
+    put(
+        &sb.path("pool.lock.slot.1"),
+        record_text(pid, start, &"ab".repeat(16)),
+    );
+    oo(&sb, &["status", "pool"]).expect(0).prints("pool");
+}
+
+/// The same with a store: a name with no lease row and no history there
+/// is no such lock (125), a lock that ran is shown (0).
+#[test]
+fn store_status_of_a_name_that_is_nowhere_says_there_is_no_such_lock() {
+    let Some(pg) = Pg::start_or_skip() else {
+        return;
+    };
+    let sb = Sandbox::new(MARK);
+    let url = pg.url();
+    let store = |args: &[&str]| {
+        let mut c = sb.program(BIN);
+        c.arg("--store").arg(&url).args(args);
+        finish(c, LIMIT)
+    };
+    store(&["run", "job", "--", "true"]).expect(0);
+    let out = store(&["status", "jbo"]);
+    out.expect(125)
+        .says("jbo: no such lock: no lease row and no history of `jbo` in the store")
+        .says(NOWHERE_HINT);
+    assert_eq!(out.stdout, "", "{out:#?}");
+    store(&["status", "job"]).expect(0).prints("job");
+}
+
+/// A name whose first character is a letter of another alphabet, or
+/// accented, is refused saying that a name starts with an ASCII letter or
+/// a digit, not "a letter".
+#[test]
+fn a_name_must_start_with_an_ascii_letter_or_digit() {
+    let sb = Sandbox::new(MARK);
+    oo(&sb, &["run", "ünï", "--", "true"])
+        .expect(125)
+        .says("`ünï` is not a lock name: it must start with an ASCII letter or a digit")
+        .says("A name is an ASCII letter or digit, then up to 63 ASCII letters, digits");
 }

@@ -235,8 +235,8 @@ fn a_path_with_a_store_is_refused_as_a_path() {
             .env_remove("ONLYONE_STORE");
         finish(c, HANG)
     };
-    let sentence = "`a/j` is a path; with --store a lock is a name (a letter or digit, then up to \
-                    63 letters, digits, `.`, `_` or `-`)";
+    let sentence = "`a/j` is a path; with --store a lock is a name (an ASCII letter or digit, \
+                    then up to 63 ASCII letters, digits, `.`, `_` or `-`)";
     let out = oo(&["run", "a/j", "--", "true"]);
     out.expect(125);
     said(&out.stderr, &format!("onlyone: {sentence}"));

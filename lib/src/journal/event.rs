@@ -46,7 +46,7 @@ pub enum EventKind {
     /// a reader knows it without being told: written by a fire when the
     /// journal has none, or another.
     Schedule,
-    /// A fire found scheduled slots passed with no fire seen for them:
+    /// A fire found scheduled fires passed with no fire seen for them:
     /// the first and last (`first`, `last`) and how many (`count`).
     Missed,
     /// A fire waits (`pid`) before it takes the lock, until `until`.
@@ -262,7 +262,8 @@ pub struct Event {
     /// process that found a run abandoned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<u32>,
-    /// Why (a takeover's or an abandonment's reason).
+    /// Why (a takeover's or an abandonment's reason; a skip's, when it is
+    /// more than the lock held; a `schedule` a fire could not read: why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The run's CPU time in user mode, seconds (`end` of a command that
@@ -291,21 +292,21 @@ pub struct Event {
     /// The schedule, as its canonical spec (`schedule`, `missed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
-    /// The first slot missed, Unix seconds (`missed`).
+    /// The first fire missed, Unix seconds (`missed`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient_f64"
     )]
     pub first: Option<f64>,
-    /// The last slot missed, Unix seconds (`missed`).
+    /// The last fire missed, Unix seconds (`missed`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient_f64"
     )]
     pub last: Option<f64>,
-    /// How many slots were missed (`missed`): at least that many when
+    /// How many fires were missed (`missed`): at least that many when
     /// `exact` is false.
     #[serde(
         default,
@@ -313,7 +314,7 @@ pub struct Event {
         deserialize_with = "lenient_u64"
     )]
     pub count: Option<u64>,
-    /// False when the slots were too many to count (`missed`): `count` is
+    /// False when the fires were too many to count (`missed`): `count` is
     /// then a lower bound. Left out when they were all counted.
     #[serde(
         default,
@@ -526,7 +527,15 @@ impl Event {
         ev
     }
 
-    /// A fire of `schedule` found slots passed unseen: `missed`.
+    /// A fire was given `schedule` and could not read it where it ran
+    /// (`reason`: why, and the fix); it ran without it.
+    pub fn unreadable_schedule(schedule: &str, reason: &str) -> Event {
+        let mut ev = Event::schedule(schedule);
+        ev.reason = Some(reason.to_owned());
+        ev
+    }
+
+    /// A fire of `schedule` found scheduled fires passed unseen: `missed`.
     pub fn missed(schedule: &str, missed: &crate::schedule::Missed) -> Event {
         let mut ev = Event::now(EventKind::Missed).by_me();
         ev.schedule = Some(schedule.to_owned());

@@ -292,17 +292,19 @@ impl Journal {
     /// one, in the order they were appended.
     pub fn events(&self) -> io::Result<Vec<Event>> {
         let mut out = Vec::new();
-        self.each_generation(|lines| parse_lines(lines, &mut out), &mut Vec::new())?;
+        self.each_generation(|lines| parse_lines(lines, &mut out), Some(&mut Vec::new()))?;
         Ok(out)
     }
 
     /// Every generation, oldest first: the two beside the lock (an earlier
     /// version's, when they are believed), then the two in the state
-    /// directory.
-    fn each_generation(
+    /// directory. An earlier version's set aside is told (to
+    /// [`Journal::on_set_aside`]) and kept in `set_aside`; with `None`,
+    /// passed over without a word.
+    pub(super) fn each_generation(
         &self,
         mut f: impl FnMut(&[u8]),
-        set_aside: &mut Vec<SetAside>,
+        mut set_aside: Option<&mut Vec<SetAside>>,
     ) -> io::Result<()> {
         if let Some(lock) = &self.lock {
             for name in [&self.legacy_older, &self.legacy] {
@@ -317,11 +319,13 @@ impl Journal {
                     continue;
                 };
                 if let Some(why) = not_believed(&st) {
-                    let aside = SetAside { path, why };
-                    if let Some(Notice(notice)) = &self.on_set_aside {
-                        notice(&aside);
+                    if let Some(set_aside) = set_aside.as_deref_mut() {
+                        let aside = SetAside { path, why };
+                        if let Some(Notice(notice)) = &self.on_set_aside {
+                            notice(&aside);
+                        }
+                        set_aside.push(aside);
                     }
-                    set_aside.push(aside);
                     continue;
                 }
                 read_chunks(file, st.st_size as u64, &mut f).map_err(in_place)?;
@@ -342,7 +346,7 @@ impl Journal {
     pub fn history(&self) -> io::Result<History> {
         let mut p = Pairing::default();
         let mut set_aside = Vec::new();
-        self.each_generation(|lines| p.add_lines(lines), &mut set_aside)?;
+        self.each_generation(|lines| p.add_lines(lines), Some(&mut set_aside))?;
         let mut h = p.into_history();
         h.set_aside = set_aside;
         Ok(h)

@@ -249,10 +249,13 @@ pub struct History {
     /// (not believed): the lock is not unknown, its history is refused.
     pub set_aside: Vec<SetAside>,
     /// What the journal says of the lock's schedule: the schedule, the
-    /// fires seen, the slots missed, the fires waiting to start.
+    /// fires seen, the scheduled fires missed, the fires waiting to start.
     pub scheduled: Scheduled,
     /// The skips since the last start, in the journal's order.
     skips_since_start: u64,
+    /// Every event taken in, of any kind: none is a lock the journal
+    /// knows nothing of.
+    pub events: u64,
 }
 
 /// What pairing needs of an event, borrowed from a line of the journal
@@ -289,6 +292,8 @@ struct RawEvent<'a> {
     max_rss: Option<u64>,
     #[serde(default, borrow)]
     schedule: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reason: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "lenient_f64")]
     first: Option<f64>,
     #[serde(default, deserialize_with = "lenient_f64")]
@@ -323,6 +328,7 @@ impl<'a> From<&'a Event> for RawEvent<'a> {
             cpu_system: e.cpu_system,
             max_rss: e.max_rss,
             schedule: b(&e.schedule),
+            reason: b(&e.reason),
             first: e.first,
             last: e.last,
             count: e.count,
@@ -355,6 +361,7 @@ impl Pairing {
         }
         let at = self.read;
         self.read += 1;
+        self.h.events += 1;
         let token = ev.token.as_deref().unwrap_or("");
         let owned = |s: &Option<Cow<'_, str>>| s.as_deref().map(|s| capped(s).to_owned());
         self.h.scheduled.add(
@@ -364,6 +371,7 @@ impl Pairing {
                 pid: ev.pid,
                 by: ev.by,
                 schedule: ev.schedule.as_deref(),
+                reason: ev.reason.as_deref(),
                 cmd: ev.cmd.as_deref(),
                 first: ev.first,
                 last: ev.last,

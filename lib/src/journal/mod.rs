@@ -77,24 +77,31 @@
 //! **Schedules.** A fire given a schedule keeps it in the journal (a
 //! `schedule` event, written when the journal has none or another), so
 //! that readers know it without being told; a fire that finds scheduled
-//! slots passed unseen records them once (a `missed` event), and a fire
+//! fires passed unseen records them once (a `missed` event), and a fire
 //! that waits before it takes the lock says until when (a `delay` event).
 //! [`History::scheduled`] reads them back ([`Scheduled`]). A journal of
 //! an earlier version has none of them, and reads as one with no
 //! schedule; an earlier version skips these lines as it skips any line
 //! that is not an event it knows.
 //!
-//! Four parts: the events and their line (`event.rs`), the journal's
+//! A fire looks at its schedule through [`ScheduleLog`]: whether the
+//! journal may keep one (a scan of its bytes, for the fires given none),
+//! and its history read and what the fire found recorded, one fire at a
+//! time (a `flock` on the state directory, waited for at most a second).
+//!
+//! Five parts: the events and their line (`event.rs`), the journal's
 //! file, its rotation and its reading (`file.rs`), the runs its events
-//! pair into (`history.rs`), and what they say of the schedule
-//! (`scheduled.rs`). A store keeps the same events elsewhere
-//! ([`EventLog`]) and reads them back as the same [`History`].
+//! pair into (`history.rs`), what they say of the schedule
+//! (`scheduled.rs`), and a fire's look at it (`look.rs`). A store keeps
+//! the same events elsewhere ([`EventLog`]) and reads them back as the
+//! same [`History`].
 
 use std::io;
 
 mod event;
 mod file;
 mod history;
+mod look;
 pub mod moments;
 mod scheduled;
 
@@ -103,7 +110,8 @@ pub(crate) use event::MAX_LINE;
 pub use event::{EndReason, Event, EventKind, Exit, SCHEMA, Usage, run_id};
 pub use file::{Journal, ROTATE_AT, SetAside};
 pub use history::{Class, History, LockNow, Outcome, Run};
-pub use scheduled::{Delay, MissedSlots, Scheduled};
+pub use look::ScheduleLog;
+pub use scheduled::{Delay, MissedFires, START_SLACK, Scheduled, UnreadableSchedule};
 
 pub(crate) use file::open_regular;
 

@@ -1,6 +1,7 @@
 //! What a lock's journal keeps of its schedule ([`Scheduled`]): the
-//! schedule its fires were given, the fires seen, the slots recorded
-//! missed, and the fires that wait before they take the lock. Read by
+//! schedule its fires were given (or why a fire could not read the one it
+//! was given), the fires seen, the scheduled fires
+//! recorded missed, and the fires that wait before they take the lock. Read by
 //! the pairing of events ([`super::History`]) from the `schedule`,
 //! `missed` and `delay` events, and from the times of the fires
 //! (`start`, `skip`, `stop`). A journal written before these events
@@ -16,21 +17,22 @@ const MAX_DELAYS: usize = 64;
 /// The most `missed` events kept ([`Scheduled::missed`]): the latest.
 const MAX_MISSED: usize = 1_000;
 
-/// Slots a fire found passed unseen, as its `missed` event records them.
+/// Scheduled fires that a fire of the job found passed unseen, as its
+/// `missed` event records them.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct MissedSlots {
+pub struct MissedFires {
     /// When the fire that found them recorded them (Unix seconds).
     pub time: f64,
-    /// The first slot missed (Unix seconds).
+    /// The first fire missed (Unix seconds).
     pub first: f64,
-    /// The last slot missed (Unix seconds).
+    /// The last fire missed (Unix seconds).
     pub last: f64,
     /// How many: at least that many when not `exact`.
     pub count: u64,
-    /// Whether every slot was counted.
+    /// Whether every fire was counted.
     pub exact: bool,
-    /// The schedule they are slots of (its canonical spec), when recorded.
+    /// The schedule they are fires of (its canonical spec), when recorded.
     pub schedule: Option<String>,
 }
 
@@ -40,12 +42,50 @@ pub struct MissedSlots {
 pub struct Delay {
     /// The waiting process.
     pub pid: u32,
-    /// When it began to wait (Unix seconds).
+    /// When it began to wait (Unix seconds): when the fire came.
     pub since: f64,
     /// When its wait ends (Unix seconds).
     pub until: f64,
     /// The command it will run.
     pub cmd: Option<String>,
+}
+
+/// How long after its wait should have ended a fire that still has not
+/// started, skipped or closed its wait may still be taking the lock: a
+/// busy host's seconds. Past it, the fire is not believed to wait any
+/// more, whatever lives at its pid.
+pub const START_SLACK: f64 = 60.0;
+
+impl Delay {
+    /// Whether the waiting process lives (it is not gone, nor a zombie).
+    /// A pid alone is not a process: [`Delay::waits_at`] bounds how long
+    /// one is believed.
+    pub fn lives(&self) -> bool {
+        crate::procfs::ProcId::of(self.pid).is_some()
+    }
+
+    /// Whether this fire still waits before the lock at `now`: its process
+    /// lives, and its wait is not over by more than [`START_SLACK`]. A
+    /// waiter killed while it waits writes nothing more; it waits no more
+    /// once its process is gone, and a process that took its pid is
+    /// believed no longer than the wait it announced.
+    pub fn waits_at(&self, now: f64) -> bool {
+        now <= self.until + START_SLACK && self.lives()
+    }
+}
+
+/// A schedule a fire was given and could not read where it ran (a `TZ`
+/// that names no zone): its `schedule` event with a `reason`. The fire
+/// ran without it; it is mended once a fire records a schedule it read.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct UnreadableSchedule {
+    /// When a fire first recorded it (Unix seconds).
+    pub time: f64,
+    /// The spec as the fire was given it.
+    pub spec: String,
+    /// Why it could not be read, and the fix.
+    pub reason: String,
 }
 
 /// What the journal says of the lock's schedule.
@@ -57,17 +97,20 @@ pub struct Scheduled {
     /// When that schedule was first recorded, since the journal last
     /// recorded another (Unix seconds).
     pub schedule_since: Option<f64>,
+    /// The schedule the last fire that recorded one could not read, and
+    /// why: `None` once a later fire recorded one it read.
+    pub unreadable: Option<UnreadableSchedule>,
     /// The last fire: the latest `start`, `skip` or `stop` (Unix seconds).
     pub last_fire: Option<f64>,
     /// The last end of a run: the latest `end` or `release` (Unix
-    /// seconds). A slot that passed while a run held the lock is not a
-    /// fire that never came: had it come, it would have skipped.
+    /// seconds). A scheduled fire that passed while a run held the lock is
+    /// not a fire that never came: had it come, it would have skipped.
     pub last_end: Option<f64>,
-    /// The slots recorded missed, oldest first (the latest
-    /// 1,000 events). An event whose slots, of the same schedule, end no
+    /// The fires recorded missed, oldest first (the latest
+    /// 1,000 events). An event whose fires, of the same schedule, end no
     /// later than the last recorded is a repeat, and not taken in.
-    pub missed: Vec<MissedSlots>,
-    /// Every slot recorded missed (the counts of all `missed` events
+    pub missed: Vec<MissedFires>,
+    /// Every scheduled fire recorded missed (the counts of all `missed` events
     /// taken in).
     pub missed_total: u64,
     /// Fires still waiting before they take the lock, as far as the
@@ -83,6 +126,7 @@ pub(super) struct ScheduleFields<'a> {
     pub pid: Option<u32>,
     pub by: Option<u32>,
     pub schedule: Option<&'a str>,
+    pub reason: Option<&'a str>,
     pub cmd: Option<&'a str>,
     pub first: Option<f64>,
     pub last: Option<f64>,
@@ -112,6 +156,21 @@ impl Scheduled {
             }
             EventKind::Schedule => {
                 let Some(spec) = ev.schedule else { return };
+                if let Some(reason) = ev.reason {
+                    if self
+                        .unreadable
+                        .as_ref()
+                        .is_none_or(|u| u.spec != cap(spec) || u.reason != cap(reason))
+                    {
+                        self.unreadable = Some(UnreadableSchedule {
+                            time: ev.time,
+                            spec: cap(spec),
+                            reason: cap(reason),
+                        });
+                    }
+                    return;
+                }
+                self.unreadable = None;
                 if self.schedule.as_deref() != Some(cap(spec).as_str()) {
                     self.schedule = Some(cap(spec));
                     self.schedule_since = Some(ev.time);
@@ -144,7 +203,7 @@ impl Scheduled {
         if !(sane_time(first) && sane_time(last)) || first > last {
             return;
         }
-        // Slots already recorded missed (two fires that looked at the
+        // Fires already recorded missed (two fires that looked at the
         // same instant): counted once.
         if self.missed.last().is_some_and(|m| {
             last <= m.last && m.schedule.as_deref() == ev.schedule.map(&cap).as_deref()
@@ -156,7 +215,7 @@ impl Scheduled {
         if self.missed.len() >= MAX_MISSED {
             self.missed.remove(0);
         }
-        self.missed.push(MissedSlots {
+        self.missed.push(MissedFires {
             time: ev.time,
             first,
             last,
@@ -168,7 +227,7 @@ impl Scheduled {
 
     /// The last time the journal saw a fire, or a run: its last
     /// `start`, `skip` or `stop`, a fire's `missed` (which a fire writes,
-    /// whatever else it does), or the end of a run (the slots while it
+    /// whatever else it does), or the end of a run (the scheduled fires while it
     /// ran were its own).
     pub fn last_seen(&self) -> Option<f64> {
         let missed = self.missed.last().map(|m| m.time);
@@ -178,11 +237,22 @@ impl Scheduled {
             .reduce(f64::max)
     }
 
+    /// When the latest fire still waiting before the lock at `now` came
+    /// ([`Delay::waits_at`]): a fire that came for a scheduled time and
+    /// waits out its jitter or spread has served it.
+    pub fn waiting_since(&self, now: f64) -> Option<f64> {
+        self.delays
+            .iter()
+            .filter(|d| d.waits_at(now))
+            .map(|d| d.since)
+            .reduce(f64::max)
+    }
+
     /// From when a fire of `schedule` (its canonical spec) counts the
-    /// slots it may have missed (Unix seconds): the last fire seen or the
-    /// last end of a run, and never before a slot already recorded missed
+    /// fires it may have missed (Unix seconds): the last fire seen or the
+    /// last end of a run, and never before a fire already recorded missed
     /// (each is recorded once). A schedule other than the one recorded counts from `now`:
-    /// its slots were not due before it was given. `None` when the
+    /// its fires were not due before it was given. `None` when the
     /// journal has seen no fire (nothing to count from).
     pub fn counting_from(&self, schedule: &str, now: f64) -> Option<f64> {
         if self.schedule.as_deref().is_some_and(|s| s != schedule) {
@@ -206,8 +276,8 @@ mod tests {
     use crate::journal::{Event, EventKind, History};
 
     /// An earlier version's lines read as before, with no schedule; the
-    /// schedule, the missed slots and the waits read back from theirs,
-    /// slots recorded twice count once, and a bad value costs its field,
+    /// schedule, the missed fires and the waits read back from theirs,
+    /// fires recorded twice count once, and a bad value costs its field,
     /// not the line.
     #[test]
     fn the_schedule_missed_slots_and_waits_read_back() {

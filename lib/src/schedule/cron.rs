@@ -1,5 +1,5 @@
 //! Cron expressions: reading cron(8)'s five fields (and its nicknames),
-//! refusing what cron does not read, and finding a cron schedule's slots
+//! refusing what cron does not read, and finding a cron schedule's fires
 //! as cron fires them across a DST change.
 
 use croner::parser::{CronParser, Seconds, Year};
@@ -24,7 +24,7 @@ pub(super) struct CronRule {
     /// A job of fixed times with more than one of them (`0,30 2 * * *`,
     /// `15 1-3 * * *`): cron's rule for DST is the fixed-time one (neither
     /// minute nor hour starts with `*`), croner's the one of jobs that
-    /// follow the wall clock (more than one minute or hour), so its slots
+    /// follow the wall clock (more than one minute or hour), so its fires
     /// are corrected ([`CronRule::next`]).
     fixed_times: bool,
 }
@@ -42,12 +42,12 @@ const MONTHS: [&str; 12] = [
 ];
 const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
-/// The most slots of the later half of a repeated hour that a search
+/// The most fires of the later half of a repeated hour that a search
 /// passes over (an hour of a job of every minute, and more).
 const MAX_FOLD_STEPS: usize = 2_000;
 
 impl CronRule {
-    /// The first slot after `at`: croner's, but for a job of several fixed
+    /// The first fire after `at`: croner's, but for a job of several fixed
     /// times, which cron runs as it runs a job of one (Vixie cron and
     /// cronie: the times a spring-forward skips, once, right after the
     /// gap; a repeated time, at its first occurrence only).
@@ -58,7 +58,7 @@ impl CronRule {
         let mut from = at;
         for _ in 0..MAX_FOLD_STEPS {
             let next = self.croner_next(from)?;
-            if let Some(gap) = self.gap_slot(from, next) {
+            if let Some(gap) = self.gap_fire(from, next) {
                 return Some(gap);
             }
             if !self.in_later_fold(next) {
@@ -69,7 +69,7 @@ impl CronRule {
         None
     }
 
-    /// The last slot at or before `at` (the same slots as
+    /// The last fire at or before `at` (the same fires as
     /// [`CronRule::next`], searched backwards).
     pub(super) fn previous(&self, at: i64) -> Option<i64> {
         if !self.fixed_times {
@@ -78,7 +78,7 @@ impl CronRule {
         let mut to = at;
         for _ in 0..MAX_FOLD_STEPS {
             let previous = self.croner_previous(to)?;
-            if let Some(gap) = self.gap_slot(previous, to) {
+            if let Some(gap) = self.gap_fire(previous, to) {
                 return Some(gap);
             }
             if !self.in_later_fold(previous) {
@@ -101,9 +101,9 @@ impl CronRule {
         Some(previous.timestamp().as_second())
     }
 
-    /// The slot of a spring-forward in `(after, up_to]` that skipped one of
+    /// The fire of a spring-forward in `(after, up_to]` that skipped one of
     /// the job's times: the first instant after the gap.
-    fn gap_slot(&self, after: i64, up_to: i64) -> Option<i64> {
+    fn gap_fire(&self, after: i64, up_to: i64) -> Option<i64> {
         let transition = self
             .tz
             .following(Timestamp::from_second(after).ok()?)

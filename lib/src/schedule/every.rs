@@ -13,50 +13,33 @@ pub(super) fn strip_every(spec: &str) -> Option<&str> {
     }
 }
 
-/// A period in seconds: terms of a number and a unit (`15m`, `1h30m`,
-/// `2 hours`), at least one second, at most [`MAX_EVERY`].
+/// A period in seconds: a duration as every option reads one
+/// ([`crate::duration`]: `15m`, `1h30m`, `2 hours`, `90`, a bare number of
+/// seconds), of whole seconds, at least one, at most [`MAX_EVERY`]; not in
+/// months or years, which have no fixed length.
 pub(super) fn parse_period(text: &str) -> Result<i64, String> {
     if text.is_empty() {
         return Err("no duration after `every`".into());
     }
-    let mut total: u64 = 0;
-    let mut rest = text.trim();
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("`{rest}` does not start with a number"));
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("`{}` is too large", &rest[..digits]))?;
-        rest = rest[digits..].trim_start();
-        let unit_len = rest
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        let scale = match unit.to_ascii_lowercase().as_str() {
-            "s" | "sec" | "secs" | "second" | "seconds" => 1,
-            "m" | "min" | "mins" | "minute" | "minutes" => 60,
-            "h" | "hr" | "hrs" | "hour" | "hours" => 3_600,
-            "d" | "day" | "days" => 86_400,
-            "w" | "week" | "weeks" => 7 * 86_400,
-            "" => return Err(format!("{number} has no unit (s, m, h, d, w)")),
-            other => return Err(format!("`{other}` is not a unit (s, m, h, d, w)")),
-        };
-        total = number
-            .checked_mul(scale)
-            .and_then(|s| total.checked_add(s))
-            .filter(|t| *t <= MAX_EVERY.as_secs())
-            .ok_or_else(|| "longer than a year (366d)".to_string())?;
-        rest = rest[unit_len..].trim_start();
-        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    let terms = crate::duration::parse_terms(text).map_err(|e| e.to_string())?;
+    if terms.calendar {
+        return Err(
+            "a month or a year has no fixed length (`M` is a month, `m` a minute): for fires \
+             on a day of the month or of the year, write cron (`@monthly`, `0 2 1 * *`)"
+                .into(),
+        );
     }
-    if total == 0 {
+    let d = terms.duration;
+    if d.subsec_nanos() != 0 {
+        return Err("a period is whole seconds".into());
+    }
+    if d.is_zero() {
         return Err("a period of zero".into());
     }
-    Ok(i64::try_from(total).expect("at most MAX_EVERY"))
+    if d > MAX_EVERY {
+        return Err("longer than a year (366d)".into());
+    }
+    Ok(i64::try_from(d.as_secs()).expect("at most MAX_EVERY"))
 }
 
 /// A period in the largest unit that divides it: `90s`, `15m`, `1d`.

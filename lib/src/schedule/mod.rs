@@ -22,33 +22,34 @@
 //!   time-zone database is built in.
 //! - **`every DUR`** (`every 15m`, `every 2h`, `every 1d`, `every 90s`,
 //!   `every 1h30m`; units `s`, `m`, `h`, `d`, `w` and their long names):
-//!   slots at the multiples of DUR since the Unix epoch, in real seconds.
+//!   fires at the multiples of DUR since the Unix epoch, in real seconds.
 //!   `every 15m` is at :00, :15, :30 and :45 of every hour, `every 2h` at
 //!   the even hours of UTC, `every 1d` at 00:00 UTC, `every 7d` at 00:00
 //!   UTC on Thursdays; a DST change moves none of them. Anchoring to the
-//!   epoch makes the slots a function of the spec alone, with no state to
+//!   epoch makes the fires a function of the spec alone, with no state to
 //!   keep or lose: that is what lets any process, at any time, say which
-//!   slots have passed. For a time of day in a local zone, write cron.
+//!   fires have passed. For a time of day in a local zone, write cron.
 //!
-//! **Slots.** A schedule's slots are instants (Unix seconds).
-//! [`Schedule::next_slot`] is the first slot after a time,
-//! [`Schedule::previous_slot`] the last at or before it; [`Schedule::slots`]
+//! **Fires.** A schedule's fires (its scheduled times) are instants (Unix
+//! seconds); a fire of the job is one process that comes for one of them.
+//! [`Schedule::next_fire`] is the first fire after a time,
+//! [`Schedule::previous_fire`] the last at or before it; [`Schedule::fires`]
 //! walks them. A DST change is read as Vixie cron and cronie read it. A
 //! job of fixed times (neither its minute nor its hour starts with `*`:
 //! `30 2 * * *`, `0,30 2 * * *`, `15 1-3 * * *`) whose times a
-//! spring-forward skips has one slot for them, at the first instant after
+//! spring-forward skips has one fire for them, at the first instant after
 //! the gap (03:00 on the last Sunday of March in Berlin, when cron runs
-//! them), and a time a fall-back repeats has one slot, at the first of the
+//! them), and a time a fall-back repeats has one fire, at the first of the
 //! two (02:30 CEST, not 02:30 CET). A job whose minute or hour starts with
 //! `*` (`*/15 * * * *`, `30 * * * *`, `0 */2 * * *`) follows the wall
-//! clock: no slot in the skipped hour, and slots in both halves of the
+//! clock: no fire in the skipped hour, and fires in both halves of the
 //! repeated one (two real hours, and cron fires in both).
 //!
-//! **Missed slots.** [`missed`] counts the slots in `(last_seen, now -
-//! late]`; [`Schedule::fire`] tells a fire which slot it serves, if any,
-//! and which slots before it passed unseen. Counting is bounded: past
-//! [`MAX_COUNTED`] slots the count stops and says so ([`Missed::exact`]),
-//! the first and last slots still exact.
+//! **Missed fires.** [`missed`] counts the fires in `(last_seen, now -
+//! late]`; [`Schedule::fire`] tells a fire of the job which scheduled fire
+//! it serves, if any, and which before it passed unseen. Counting is bounded: past
+//! [`MAX_COUNTED`] fires the count stops and says so ([`Missed::exact`]),
+//! the first and last fires still exact.
 //!
 //! **Spread and jitter.** [`spread_offset`] is a stable delay for a lock on
 //! a host (systemd's `RandomizedOffsetSec=`): a fixed hash, written down
@@ -74,13 +75,13 @@ use std::time::Duration;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
-pub use catch_up::{CatchUp, Fire, Missed, Slots, missed};
+pub use catch_up::{CatchUp, Fire, Fires, Missed, missed};
 use cron::{CronRule, parse_cron};
 use every::{canonical_period, parse_period, strip_every};
 pub use spread::{jitter, machine_id, spread_offset};
 use zone::{local_zone, named_zone, split_zone};
 
-/// The most slots [`missed`] and [`Schedule::slots_between`] count one by
+/// The most fires [`missed`] and [`Schedule::fires_between`] count one by
 /// one (a cron schedule's; an `every` schedule's are counted by
 /// arithmetic, exactly). Past it, [`Missed::exact`] is false.
 pub const MAX_COUNTED: u64 = 10_000;
@@ -176,7 +177,9 @@ pub enum ScheduleError {
         /// Why it was not found.
         reason: String,
     },
-    /// The local time zone could not be read.
+    /// The local time zone could not be read. Only a spec that is
+    /// otherwise right gets this error: it would read in a zone that can
+    /// be read.
     #[error(
         "the local time zone could not be read ({source_name}): {reason}; \
          set TZ to a zone's name (`TZ=Europe/Berlin`), or prefix the schedule with `CRON_TZ=Zone`"
@@ -197,9 +200,9 @@ pub enum ScheduleError {
         /// What is wrong with the duration.
         reason: String,
     },
-    /// `CRON_TZ=` before `every`, whose slots no zone moves.
+    /// `CRON_TZ=` before `every`, whose fires no zone moves.
     #[error(
-        "`CRON_TZ={name}` changes nothing for `{every}`: its slots are counted in real seconds from the Unix epoch. \
+        "`CRON_TZ={name}` changes nothing for `{every}`: its fires are counted in real seconds from the Unix epoch. \
          Drop the prefix, or write the times as a cron expression (`0 2 * * *`) to have them in that zone"
     )]
     ZoneWithEvery {
@@ -250,7 +253,14 @@ impl Schedule {
         }
         let tz = match zone {
             Some(name) => named_zone(name)?,
-            None => local_zone()?,
+            None => local_zone().map_err(|e| {
+                // The zone is the host's, not the spec's: a spec that is
+                // wrong in any zone says that first.
+                match parse_cron(rest, TimeZone::UTC, None) {
+                    Ok(_) => e,
+                    Err(wrong) => wrong,
+                }
+            })?,
         };
         let rule = parse_cron(rest, tz, zone.map(str::to_owned))?;
         Ok(Schedule {
@@ -258,104 +268,105 @@ impl Schedule {
         })
     }
 
-    /// The first slot after `at` (Unix seconds); `None` past the year
+    /// The first fire after `at` (Unix seconds); `None` past the year
     /// 9999.
-    pub fn next_slot(&self, at: i64) -> Option<i64> {
+    pub fn next_fire(&self, at: i64) -> Option<i64> {
         match &self.rule {
             Rule::Every { period } => at.div_euclid(*period).checked_add(1)?.checked_mul(*period),
             Rule::Cron(c) => c.next(at),
         }
     }
 
-    /// The last slot at or before `at` (a slot at `at` itself is the
+    /// The last fire at or before `at` (a fire at `at` itself is the
     /// previous one); `None` before the year 1 (or a cron schedule's before
-    /// its first slot).
-    pub fn previous_slot(&self, at: i64) -> Option<i64> {
+    /// its first fire).
+    pub fn previous_fire(&self, at: i64) -> Option<i64> {
         match &self.rule {
             Rule::Every { period } => at.div_euclid(*period).checked_mul(*period),
             Rule::Cron(c) => c.previous(at),
         }
     }
 
-    /// The gap between the slot at or before `t` and the one after it:
+    /// The gap between the fire at or before `t` and the one after it:
     /// the schedule's period at `t` (an hour, a day, a day and an hour
     /// across a fall-back).
     pub fn period_at(&self, t: i64) -> Option<Duration> {
         if let Rule::Every { period } = self.rule {
             return Some(Duration::from_secs(period.unsigned_abs()));
         }
-        let before = self.previous_slot(t)?;
-        let after = self.next_slot(t)?;
+        let before = self.previous_fire(t)?;
+        let after = self.next_fire(t)?;
         Some(Duration::from_secs(
             after.checked_sub(before)?.unsigned_abs(),
         ))
     }
 
-    /// The slots in `(after, up_to]`, in order, found one at a time as the
+    /// The fires in `(after, up_to]`, in order, found one at a time as the
     /// iterator is read (take what is shown).
-    pub fn slots(&self, after: i64, up_to: i64) -> Slots<'_> {
-        Slots {
+    pub fn fires(&self, after: i64, up_to: i64) -> Fires<'_> {
+        Fires {
             schedule: self,
             at: after,
             up_to,
         }
     }
 
-    /// The slots in `(after, up_to]`: the first, the last and how many
+    /// The fires in `(after, up_to]`: the first, the last and how many
     /// (counted up to [`MAX_COUNTED`]); `None` when there is none.
-    pub fn slots_between(&self, after: i64, up_to: i64) -> Option<Missed> {
+    pub fn fires_between(&self, after: i64, up_to: i64) -> Option<Missed> {
         self.unseen(after, up_to, &[])
     }
 
-    /// The slots in `(after, up_to]` that no fire was seen for: a slot is
-    /// seen when a time of `seen` (sorted, oldest first: fires, skips,
-    /// stops) falls in its window, from the slot to the next one. A long
-    /// run that began in one slot does not see the next: a fire of that
-    /// slot that found the lock held and skipped does. Slots are examined
+    /// The fires in `(after, up_to]` that no fire of the job was seen for:
+    /// a fire is seen when a time of `seen` (sorted, oldest first: runs'
+    /// starts, skips, stops) falls in its window, from the fire to the next
+    /// one. A long run that began in one fire's window does not see the
+    /// next: a fire of the job that came for it, found the lock held and
+    /// skipped does. Fires are examined
     /// up to [`MAX_COUNTED`] of them; past that, [`Missed::exact`] is
     /// false and `count` a lower bound, and `last` is exact only when no
-    /// time of `seen` lies past the slots examined (all the rest are then
+    /// time of `seen` lies past the fires examined (all the rest are then
     /// unseen), else the last one found.
     pub fn unseen(&self, after: i64, up_to: i64, seen: &[i64]) -> Option<Missed> {
-        let first_slot = self.next_slot(after)?;
-        if first_slot > up_to {
+        let first_fire = self.next_fire(after)?;
+        if first_fire > up_to {
             return None;
         }
         debug_assert!(seen.is_sorted(), "seen times come oldest first");
         let mut seen = seen
             .iter()
             .copied()
-            .skip_while(|t| *t < first_slot)
+            .skip_while(|t| *t < first_fire)
             .peekable();
         if let Rule::Every { period } = self.rule
             && seen.peek().is_none()
         {
-            let last = self.previous_slot(up_to)?;
+            let last = self.previous_fire(up_to)?;
             return Some(Missed {
-                first: first_slot,
+                first: first_fire,
                 last,
-                count: ((last - first_slot) / period + 1).unsigned_abs(),
+                count: ((last - first_fire) / period + 1).unsigned_abs(),
                 exact: true,
             });
         }
         let mut found: Option<Missed> = None;
-        let mut slot = first_slot;
+        let mut fire = first_fire;
         let mut examined = 0;
         loop {
-            let next = self.next_slot(slot);
-            // Times before this slot's window saw earlier slots.
-            while seen.next_if(|t| *t < slot).is_some() {}
+            let next = self.next_fire(fire);
+            // Times before this fire's window saw earlier fires.
+            while seen.next_if(|t| *t < fire).is_some() {}
             let covered = seen.peek().is_some_and(|t| next.is_none_or(|n| *t < n));
             if !covered {
                 match &mut found {
                     Some(m) => {
-                        m.last = slot;
+                        m.last = fire;
                         m.count += 1;
                     }
                     None => {
                         found = Some(Missed {
-                            first: slot,
-                            last: slot,
+                            first: fire,
+                            last: fire,
                             count: 1,
                             exact: true,
                         });
@@ -374,30 +385,31 @@ impl Schedule {
                 }
                 return Some(Missed {
                     first: found.map_or(next, |m| m.first),
-                    last: self.previous_slot(up_to)?,
+                    last: self.previous_fire(up_to)?,
                     count: found.map_or(1, |m| m.count),
                     exact: false,
                 });
             }
-            slot = next;
+            fire = next;
         }
     }
 
-    /// What a fire at `now` is: the slot it serves, when the last slot at
-    /// or before `now` is at most `grace` old, and the slots after `since`
-    /// (the last time a fire looked, or the schedule was first given)
-    /// before it that no time of `seen` covers ([`Schedule::unseen`]).
+    /// What a fire of the job at `now` is: the scheduled fire it serves,
+    /// when the last one at or before `now` is at most `grace` old, and the
+    /// fires after `since` (the last time a fire looked, or the schedule
+    /// was first given) before it that no time of `seen` covers
+    /// ([`Schedule::unseen`]).
     pub fn fire(&self, since: i64, seen: &[i64], now: i64, grace: Duration) -> Fire {
         let grace = secs(grace);
-        let slot = self
-            .previous_slot(now)
+        let serves = self
+            .previous_fire(now)
             .filter(|s| now.saturating_sub(*s) <= grace);
-        let missed = match slot {
-            // The slot the fire serves is not missed: the ones before it.
+        let missed = match serves {
+            // The fire it serves is not missed: the ones before it.
             Some(s) => self.unseen(since, s.saturating_sub(1), seen),
             None => self.unseen(since, now, seen),
         };
-        Fire { slot, missed }
+        Fire { serves, missed }
     }
 
     /// The time zone's name: the `CRON_TZ=` zone, else the local zone's
@@ -414,18 +426,21 @@ impl Schedule {
         }
     }
 
-    /// `t` as a wall-clock time of the schedule's zone, to the minute:
-    /// `2025-03-30 03:00 CEST` (UTC for `every`).
+    /// `t` as a wall-clock time of the schedule's zone, to the minute
+    /// (`2025-03-30 03:00 CEST`; UTC for `every`), or to the second for a
+    /// schedule whose fires are not all on whole minutes (`every 10s`,
+    /// `every 90s`: `2025-03-30 01:00:30 UTC`).
     pub fn wall_clock(&self, t: i64) -> Option<String> {
-        let tz = match &self.rule {
-            Rule::Every { .. } => TimeZone::UTC,
-            Rule::Cron(c) => c.tz.clone(),
+        let (tz, format) = match &self.rule {
+            Rule::Every { period } if period % 60 != 0 => (TimeZone::UTC, "%Y-%m-%d %H:%M:%S %Z"),
+            Rule::Every { .. } => (TimeZone::UTC, "%Y-%m-%d %H:%M %Z"),
+            Rule::Cron(c) => (c.tz.clone(), "%Y-%m-%d %H:%M %Z"),
         };
         let z = Timestamp::from_second(t).ok()?.to_zoned(tz);
-        Some(z.strftime("%Y-%m-%d %H:%M %Z").to_string())
+        Some(z.strftime(format).to_string())
     }
 
-    /// Whether this is an `every` schedule (slots at fixed real-time
+    /// Whether this is an `every` schedule (fires at fixed real-time
     /// intervals), not a cron expression.
     pub fn is_every(&self) -> bool {
         matches!(self.rule, Rule::Every { .. })

@@ -10,7 +10,7 @@ fn at(rfc3339: &str) -> i64 {
 }
 
 fn all(s: &Schedule, after: &str, up_to: &str) -> Vec<String> {
-    s.slots(at(after), at(up_to))
+    s.fires(at(after), at(up_to))
         .map(|t| Timestamp::from_second(t).unwrap().to_string())
         .collect()
 }
@@ -53,8 +53,8 @@ fn nicknames_are_their_five_fields_and_read_back_canonical() {
         assert_eq!(a.to_string(), format!("CRON_TZ=UTC {canonical}"));
         assert_eq!(parse(&a.to_string()), a, "{nick} reads back");
         let from = at("2024-02-27T13:14:15Z");
-        let got: Vec<i64> = a.slots(from, from + 5 * 366 * 86_400).take(5).collect();
-        let want: Vec<i64> = b.slots(from, from + 5 * 366 * 86_400).take(5).collect();
+        let got: Vec<i64> = a.fires(from, from + 5 * 366 * 86_400).take(5).collect();
+        let want: Vec<i64> = b.fires(from, from + 5 * 366 * 86_400).take(5).collect();
         assert_eq!(got, want, "{nick}");
         assert_eq!(got.len(), 5, "{nick}");
     }
@@ -149,13 +149,16 @@ fn bad_specs_say_what_is_wrong_and_what_to_write() {
             "`every` is not a period: no duration after `every`",
         ),
         (
-            "every 15",
-            "`every 15` is not a period: 15 has no unit (s, m, h, d, w)",
+            "every 1h30",
+            "`every 1h30` is not a period: 30 has no unit (s, m, h, d, w, ms...)",
         ),
+        ("every 500ms", "a period is whole seconds"),
+        ("every 1M", "a month or a year has no fixed length"),
+        ("every 15M", "`M` is a month, `m` a minute"),
         ("every 15 parsecs", "`parsecs` is not a unit"),
         ("every 0s", "a period of zero"),
         ("every 400d", "longer than a year (366d)"),
-        ("every 99999999999999999999s", "is too large"),
+        ("every 99999999999999999999s", "is too long"),
         ("every m", "`m` does not start with a number"),
         (
             "CRON_TZ=Europe/Berlin every 1h",
@@ -212,8 +215,8 @@ fn names_ranges_steps_and_lists_are_cron_s() {
         parse("CRON_TZ=UTC 0 0 * * 0"),
     );
     assert_eq!(
-        a.next_slot(at("2025-01-01T00:00:00Z")),
-        b.next_slot(at("2025-01-01T00:00:00Z"))
+        a.next_fire(at("2025-01-01T00:00:00Z")),
+        b.next_fire(at("2025-01-01T00:00:00Z"))
     );
     // A schedule is shared between threads as it is.
     fn send_sync<T: Send + Sync>() {}
@@ -287,7 +290,7 @@ fn day_of_month_and_day_of_week_combine_as_in_vixie_cron() {
 }
 
 #[test]
-fn a_slot_the_spring_forward_skips_is_counted_once_after_the_gap() {
+fn a_fire_the_spring_forward_skips_is_counted_once_after_the_gap() {
     if !have_zone("Europe/Berlin") || !have_zone("America/New_York") {
         return;
     }
@@ -305,20 +308,20 @@ fn a_slot_the_spring_forward_skips_is_counted_once_after_the_gap() {
         s.wall_clock(at("2025-03-30T01:00:00Z")).unwrap(),
         "2025-03-30 03:00 CEST"
     );
-    // Backwards, the same slots.
+    // Backwards, the same fires.
     for (t, prev) in [
         ("2025-03-30T00:59:59Z", "2025-03-29T01:30:00Z"),
         ("2025-03-30T01:00:00Z", "2025-03-30T01:00:00Z"),
         ("2025-03-30T23:00:00Z", "2025-03-30T01:00:00Z"),
     ] {
-        assert_eq!(s.previous_slot(at(t)), Some(at(prev)), "{t}");
+        assert_eq!(s.previous_fire(at(t)), Some(at(prev)), "{t}");
     }
     // The day is 23 hours long, and the periods say so.
     assert_eq!(
         s.period_at(at("2025-03-30T12:00:00Z")),
         Some(Duration::from_secs(23 * 3600 + 1800))
     );
-    // A job of several fixed times has one slot for those the gap
+    // A job of several fixed times has one fire for those the gap
     // skipped, as cron runs them all once the clock has jumped.
     let s = parse("CRON_TZ=Europe/Berlin 0,30 2 * * *");
     assert_eq!(
@@ -340,7 +343,7 @@ fn a_slot_the_spring_forward_skips_is_counted_once_after_the_gap() {
             "2025-03-30T01:15:00Z"  // 03:15 CEST
         ]
     );
-    // A job of every hour has no slot in the hour that does not exist.
+    // A job of every hour has no fire in the hour that does not exist.
     let s = parse("CRON_TZ=Europe/Berlin 30 * * * *");
     assert_eq!(
         all(&s, "2025-03-29T23:00:00Z", "2025-03-30T02:00:00Z"),
@@ -364,7 +367,7 @@ fn a_slot_the_spring_forward_skips_is_counted_once_after_the_gap() {
 }
 
 #[test]
-fn a_slot_the_fall_back_repeats_is_counted_once() {
+fn a_fire_the_fall_back_repeats_is_counted_once() {
     if !have_zone("Europe/Berlin") || !have_zone("America/New_York") {
         return;
     }
@@ -380,8 +383,8 @@ fn a_slot_the_fall_back_repeats_is_counted_once() {
         ]
     );
     let fold = at("2025-10-26T01:45:00Z"); // 02:45 CET, the second half
-    assert_eq!(s.previous_slot(fold), Some(at("2025-10-26T00:30:00Z")));
-    assert_eq!(s.next_slot(fold), Some(at("2025-10-27T01:30:00Z")));
+    assert_eq!(s.previous_fire(fold), Some(at("2025-10-26T00:30:00Z")));
+    assert_eq!(s.next_fire(fold), Some(at("2025-10-27T01:30:00Z")));
     assert_eq!(
         s.period_at(fold),
         Some(Duration::from_secs(25 * 3600)),
@@ -404,7 +407,7 @@ fn a_slot_the_fall_back_repeats_is_counted_once() {
         ["2025-10-26T00:00:00Z", "2025-10-26T00:30:00Z"]
     );
     assert_eq!(
-        s.previous_slot(at("2025-10-26T01:59:00Z")),
+        s.previous_fire(at("2025-10-26T01:59:00Z")),
         Some(at("2025-10-26T00:30:00Z"))
     );
     let s = parse("CRON_TZ=Europe/Berlin 15 1-3 * * *");
@@ -417,7 +420,7 @@ fn a_slot_the_fall_back_repeats_is_counted_once() {
         ]
     );
     // A job of every hour fires in both of the repeated hours: two
-    // real hours, two slots, as cron runs it.
+    // real hours, two fires, as cron runs it.
     let s = parse("CRON_TZ=Europe/Berlin 30 * * * *");
     assert_eq!(
         all(&s, "2025-10-26T00:00:00Z", "2025-10-26T02:00:00Z"),
@@ -434,16 +437,16 @@ fn a_slot_the_fall_back_repeats_is_counted_once() {
         ]
     );
     assert_eq!(
-        s.previous_slot(at("2025-11-02T06:45:00Z")),
+        s.previous_fire(at("2025-11-02T06:45:00Z")),
         Some(at("2025-11-02T05:30:00Z"))
     );
 }
 
-/// The backward search gives the slots the forward one gives, around
+/// The backward search gives the fires the forward one gives, around
 /// the changes of Berlin and of Lord Howe Island (half an hour, at
 /// 02:00 and back at 02:00 local).
 #[test]
-fn previous_and_next_agree_around_every_slot() {
+fn previous_and_next_agree_around_every_fire() {
     if !have_zone("Europe/Berlin") || !have_zone("Australia/Lord_Howe") {
         return;
     }
@@ -464,13 +467,13 @@ fn previous_and_next_agree_around_every_slot() {
             ("2025-04-04T00:00:00Z", "2025-04-08T00:00:00Z"),
             ("2025-10-03T00:00:00Z", "2025-10-07T00:00:00Z"),
         ] {
-            let slots: Vec<i64> = s.slots(at(from), at(to)).collect();
-            assert!(slots.len() > 2, "{spec}");
-            for pair in slots.windows(2) {
+            let fires: Vec<i64> = s.fires(at(from), at(to)).collect();
+            assert!(fires.len() > 2, "{spec}");
+            for pair in fires.windows(2) {
                 assert!(pair[0] < pair[1], "{spec}: in order");
                 for t in [pair[0], pair[0] + 1, pair[1] - 1] {
-                    assert_eq!(s.previous_slot(t), Some(pair[0]), "{spec} at {t}");
-                    assert_eq!(s.next_slot(t), Some(pair[1]), "{spec} at {t}");
+                    assert_eq!(s.previous_fire(t), Some(pair[0]), "{spec} at {t}");
+                    assert_eq!(s.next_fire(t), Some(pair[1]), "{spec} at {t}");
                 }
             }
         }
@@ -490,22 +493,22 @@ fn every_is_anchored_at_the_epoch() {
             "2025-06-01T10:45:00Z"
         ]
     );
-    // The slots are the spec's alone: the same from any start.
+    // The fires are the spec's alone: the same from any start.
     assert_eq!(
-        s.next_slot(at("2025-06-01T10:15:00Z")),
+        s.next_fire(at("2025-06-01T10:15:00Z")),
         Some(at("2025-06-01T10:30:00Z"))
     );
     assert_eq!(
-        s.previous_slot(at("2025-06-01T10:15:00Z")),
+        s.previous_fire(at("2025-06-01T10:15:00Z")),
         Some(at("2025-06-01T10:15:00Z"))
     );
     assert_eq!(
-        s.previous_slot(at("2025-06-01T10:14:59Z")),
+        s.previous_fire(at("2025-06-01T10:14:59Z")),
         Some(at("2025-06-01T10:00:00Z"))
     );
     assert_eq!(s.period_at(0), Some(Duration::from_secs(900)));
-    assert_eq!(s.next_slot(-1), Some(0));
-    assert_eq!(s.previous_slot(-1), Some(-900));
+    assert_eq!(s.next_fire(-1), Some(0));
+    assert_eq!(s.previous_fire(-1), Some(-900));
     // Every day is at 00:00 UTC, whatever the local zone; every week on
     // Thursdays, as the epoch was.
     assert_eq!(
@@ -535,6 +538,8 @@ fn every_is_anchored_at_the_epoch() {
         ("every 1w", "every 7d"),
         ("@every 1h", "every 1h"),
         ("every 366d", "every 366d"),
+        ("every 90", "every 90s"),
+        ("every 1.5m", "every 90s"),
     ] {
         let s = parse(spec);
         assert_eq!(s.to_string(), canonical, "{spec}");
@@ -546,32 +551,32 @@ fn every_is_anchored_at_the_epoch() {
 fn counting_is_bounded_and_says_so() {
     let s = parse("CRON_TZ=UTC * * * * *");
     let (from, to) = (at("2025-01-01T00:00:00Z"), at("2025-01-31T00:00:00Z"));
-    let m = s.slots_between(from, to).unwrap();
+    let m = s.fires_between(from, to).unwrap();
     assert_eq!(m.first, from + 60);
-    assert_eq!(m.last, to, "the last slot is exact");
+    assert_eq!(m.last, to, "the last fire is exact");
     assert_eq!(m.count, MAX_COUNTED);
     assert!(!m.exact);
-    let m = s.slots_between(from, from + 3600).unwrap();
+    let m = s.fires_between(from, from + 3600).unwrap();
     assert_eq!((m.count, m.exact), (60, true));
-    // With a fire seen past the slots examined, the last one found.
+    // With a fire seen past the fires examined, the last one found.
     let ahead = [from + 20_000 * 60];
     let m = s.unseen(from, to, &ahead).unwrap();
     assert_eq!((m.first, m.count, m.exact), (from + 60, MAX_COUNTED, false));
     assert_eq!(m.last, from + 60 * MAX_COUNTED as i64);
     // An `every` schedule counts by arithmetic, whatever the range.
     let m = parse("every 1m")
-        .slots_between(0, 10 * 365 * 86_400)
+        .fires_between(0, 10 * 365 * 86_400)
         .unwrap();
     assert_eq!((m.count, m.exact), (10 * 365 * 1440, true));
-    assert_eq!(parse("every 1m").slots_between(60, 119), None);
-    assert_eq!(s.slots_between(to, to), None);
-    assert_eq!(s.slots(from, to).take(3).count(), 3);
+    assert_eq!(parse("every 1m").fires_between(60, 119), None);
+    assert_eq!(s.fires_between(to, to), None);
+    assert_eq!(s.fires(from, to).take(3).count(), 3);
 }
 
 #[test]
-fn missed_slots_are_those_after_the_last_fire_seen() {
+fn missed_fires_are_those_after_the_last_fire_seen() {
     let s = parse("CRON_TZ=UTC 0 * * * *");
-    // The last success at 23:59; two hourly slots (00:00, 01:00) since,
+    // The last success at 23:59; two hourly fires (00:00, 01:00) since,
     // and it is now 01:30.
     let seen = at("2025-05-04T23:59:00Z");
     let now = at("2025-05-05T01:30:00Z");
@@ -580,15 +585,15 @@ fn missed_slots_are_those_after_the_last_fire_seen() {
     assert_eq!(m.last, at("2025-05-05T01:00:00Z"));
     assert_eq!((m.count, m.exact), (2, true));
     assert_eq!(s.wall_clock(m.last).unwrap(), "2025-05-05 01:00 UTC");
-    // `late` leaves the last slot its grace.
+    // `late` leaves the last fire its grace.
     let m = missed(&s, seen, now, Duration::from_secs(45 * 60)).unwrap();
     assert_eq!((m.last, m.count), (at("2025-05-05T00:00:00Z"), 1));
-    // A success after the last slot: nothing missed.
+    // A success after the last fire: nothing missed.
     assert_eq!(
         missed(&s, at("2025-05-05T01:00:05Z"), now, Duration::ZERO),
         None
     );
-    // A run that started at the slot itself saw it.
+    // A run that started at the fire itself saw it.
     assert_eq!(
         missed(&s, at("2025-05-05T01:00:00Z"), now, Duration::ZERO),
         None
@@ -596,7 +601,7 @@ fn missed_slots_are_those_after_the_last_fire_seen() {
 }
 
 #[test]
-fn a_slot_is_seen_by_a_fire_in_its_own_window() {
+fn a_scheduled_fire_is_seen_by_a_fire_in_its_own_window() {
     let s = parse("CRON_TZ=UTC 0 * * * *");
     let since = at("2025-05-04T23:30:00Z");
     // A run began at 00:00 and lasted past 03:00; the 02:00 fire found
@@ -612,20 +617,20 @@ fn a_slot_is_seen_by_a_fire_in_its_own_window() {
             true
         )
     );
-    // The fire at 03:00 serves its slot: 01:00 is the one missed.
+    // The fire at 03:00 serves the 03:00 fire: 01:00 is the one missed.
     let f = s.fire(
         since,
         &seen,
         at("2025-05-05T03:00:02Z"),
         Duration::from_secs(60),
     );
-    assert_eq!(f.slot, Some(at("2025-05-05T03:00:00Z")));
+    assert_eq!(f.serves, Some(at("2025-05-05T03:00:00Z")));
     let m = f.missed.unwrap();
     assert_eq!(
         (m.first, m.last, m.count),
         (m.first, at("2025-05-05T01:00:00Z"), 1)
     );
-    // Every slot seen: nothing.
+    // Every fire seen: nothing.
     let all_seen = [
         at("2025-05-05T00:00:05Z"),
         at("2025-05-05T01:10:00Z"),
@@ -659,19 +664,19 @@ fn a_slot_is_seen_by_a_fire_in_its_own_window() {
 }
 
 #[test]
-fn a_fire_serves_its_slot_and_names_the_ones_before_it() {
+fn a_fire_serves_its_scheduled_time_and_names_the_ones_before_it() {
     let s = parse("CRON_TZ=UTC 0 2 * * *");
     let grace = Duration::from_secs(60);
     let day: i64 = 86_400;
     let days = |n: i64| Duration::from_secs((n * day).unsigned_abs());
     let yesterday = at("2025-05-04T02:00:01Z");
-    // On time: the slot is its own, nothing missed.
+    // On time: the fire is its own, nothing missed.
     let f = s.fire(yesterday, &[], at("2025-05-05T02:00:03Z"), grace);
-    assert_eq!(f.slot, Some(at("2025-05-05T02:00:00Z")));
+    assert_eq!(f.serves, Some(at("2025-05-05T02:00:00Z")));
     assert_eq!(f.missed, None);
     assert_eq!(
         f.catch_up(at("2025-05-05T02:00:03Z"), days(1)),
-        CatchUp::OnSlot
+        CatchUp::OnTime
     );
     // On time, after two days without a fire: those two are missed.
     let f = s.fire(yesterday - 2 * day, &[], at("2025-05-05T02:00:03Z"), grace);
@@ -684,7 +689,7 @@ fn a_fire_serves_its_slot_and_names_the_ones_before_it() {
     // within a day of it, not after.
     let boot = at("2025-05-05T07:00:00Z");
     let f = s.fire(yesterday, &[yesterday], boot, grace);
-    assert_eq!(f.slot, None);
+    assert_eq!(f.serves, None);
     assert_eq!(f.missed.unwrap().last, at("2025-05-05T02:00:00Z"));
     assert_eq!(f.catch_up(boot, days(1)), CatchUp::MakeUp);
     assert_eq!(f.catch_up(boot, Duration::from_secs(3600)), CatchUp::TooOld);
@@ -706,11 +711,11 @@ fn zones_are_named_and_read_from_the_system() {
     assert_eq!(s.to_string(), "CRON_TZ=Europe/Berlin 0 2 * * *");
     assert_eq!(parse("TZ=Europe/Berlin   0 2 * * *"), s, "TZ= is CRON_TZ=");
     assert_eq!(
-        s.next_slot(at("2025-01-10T00:00:00Z")),
+        s.next_fire(at("2025-01-10T00:00:00Z")),
         Some(at("2025-01-10T01:00:00Z"))
     );
     assert_eq!(
-        s.next_slot(at("2025-07-09T23:00:00Z")),
+        s.next_fire(at("2025-07-09T23:00:00Z")),
         Some(at("2025-07-10T00:00:00Z"))
     );
     assert_eq!(parse("CRON_TZ=UTC @daily").zone_name(), Some("UTC"));
@@ -729,7 +734,7 @@ fn local_zone_child() {
     match Schedule::parse(spec.to_str().unwrap()) {
         Ok(s) => println!(
             "next={} zone={}",
-            s.next_slot(at("2025-01-10T00:00:00Z")).unwrap(),
+            s.next_fire(at("2025-01-10T00:00:00Z")).unwrap(),
             s.zone_name().unwrap_or("-")
         ),
         Err(e) => println!("error: {e}"),
@@ -817,14 +822,14 @@ fn the_local_zone_is_tz_else_etc_localtime() {
             } else {
                 want.date().tomorrow().unwrap()
             };
-            let slot = first
+            let fire = first
                 .at(2, 0, 0, 0)
                 .to_zoned(want.time_zone().clone())
                 .unwrap();
             let got = in_child("0 2 * * *", &[]);
             assert_eq!(
                 got,
-                format!("next={} zone={name}", slot.timestamp().as_second()),
+                format!("next={} zone={name}", fire.timestamp().as_second()),
                 "/etc/localtime -> {link}"
             );
         }

@@ -1,10 +1,17 @@
 //! Schedules, as the commands use them: what a fire does about its
 //! schedule before it takes the lock (`fire`: the schedule kept, the
-//! slots missed recorded, a catch-up decided; `wait`: a wait before the
+//! fires missed recorded, a catch-up decided; `wait`: a wait before the
 //! lock), and what `check`, `metrics`, `status` and `history` show of it
 //! (`watch`). The options are `super::schedule_args`; the schedule itself
-//! (its slots, what was missed, the spread) is the library's
+//! (its fires, what was missed, the spread) is the library's
 //! ([`onlyone::schedule`]).
+//!
+//! Every fire looks: one given a schedule (or `--catch-up`, or `--late`)
+//! reads its lock's log, and one given none reads it when the log may
+//! keep one (a scan of its bytes,
+//! [`may_keep_schedule`](onlyone::journal::ScheduleLog::may_keep_schedule)),
+//! so that a fire by hand, or the crontab's second line, records the
+//! fires missed as the line given the schedule would.
 //!
 //! The hooks the commands call are here: [`run`] and [`precheck`] wrap
 //! theirs.
@@ -20,56 +27,119 @@ use super::exit::{Code, Ending};
 use super::place::{self, Place};
 use super::{Ctx, fail, say};
 
+/// What a fire found of its schedule, as it goes on.
+enum Found {
+    /// A schedule is known: what the fire recorded of it.
+    Seen(Box<fire::FireSeen>),
+    /// No schedule, or none that could be read (said).
+    Without,
+    /// Nothing more to do: how to exit.
+    Exit(Code),
+}
+
+/// The look of a fire of `lock` at its schedule, in `place`: given one
+/// (or asked for one: `asked`), always; given none, only when the lock's
+/// log may keep one. `None` when it does not look.
+fn look_of(
+    place: &dyn Place,
+    lock: &str,
+    with: &fire::Asked<'_>,
+    asked: bool,
+) -> Option<Result<fire::Looked, String>> {
+    let (log, name) = match place.schedule_log(lock) {
+        Ok(Some(found)) => found,
+        Ok(None) => return None,
+        // Said when the command itself meets it, unless asked for.
+        Err(e) => return asked.then_some(Err(e)),
+    };
+    if !asked && !log.may_keep_schedule().unwrap_or(false) {
+        return None;
+    }
+    Some(fire::look(&*log, &name, with))
+}
+
+/// What `run` found of its schedule, and whether to go on.
+fn found_by_run(place: &dyn Place, a: &Run) -> Found {
+    let given = a.schedule.schedule.as_ref();
+    let asked = given.is_some() || a.fire.catch_up || a.late.late.is_some();
+    let with = fire::Asked {
+        given,
+        late: a.late.late,
+        fall_back: a.fire.catch_up,
+        quiet: a.quiet,
+    };
+    let Some(looked) = look_of(place, &a.lock, &with, asked) else {
+        return Found::Without;
+    };
+    let quiet = a.quiet;
+    let without = |why: &str, recorded: bool| {
+        if !quiet {
+            let recorded = if recorded {
+                " (recorded for `onlyone check`)"
+            } else {
+                ""
+            };
+            say(format_args!(
+                "{why}; running without the schedule{recorded}"
+            ));
+        }
+        Found::Without
+    };
+    match looked {
+        Ok(fire::Looked::Seen(seen)) => {
+            if let Some(why) = seen.given_unreadable.as_deref().filter(|_| !quiet) {
+                say(format_args!(
+                    "{why}; deciding the catch-up with the schedule the journal keeps, `{}` \
+                     (recorded for `onlyone check`)",
+                    for_terminal(&fire::recorded_spec(&seen.schedule))
+                ));
+            }
+            Found::Seen(seen)
+        }
+        Ok(fire::Looked::NoSchedule) if a.fire.catch_up || a.late.late.is_some() => {
+            let opt = if a.fire.catch_up {
+                "--catch-up"
+            } else {
+                "--late"
+            };
+            Found::Exit(fail(needs_schedule(opt, &a.lock)))
+        }
+        Ok(fire::Looked::NoSchedule) => Found::Without,
+        // A catch-up that cannot tell what was missed runs: the job's
+        // line asked for it, and the zone is this host's mistake.
+        Ok(fire::Looked::Unreadable(why)) => without(&why, true),
+        Err(why) if a.fire.catch_up => Found::Exit(fail(format_args!("--catch-up: {why}"))),
+        Err(e) => without(&e, false),
+    }
+}
+
 /// `run` with its schedule: the schedule kept and what was missed
 /// recorded, `--catch-up` decided, the wait of `--spread` and `--jitter`;
-/// then the run. Without any of them, the run alone.
+/// then the run. Without any of them (and no schedule kept), the run
+/// alone.
 pub(super) fn run(ctx: &Ctx, place: &dyn Place, mut a: Run) -> Code {
-    if scheduled(&a) {
-        let given = a.schedule.schedule.as_ref();
-        let seen = match fire::look(ctx, &a.lock, given, a.late.late, a.quiet) {
-            Ok(Some(seen)) => Some(seen),
-            Ok(None) if given.is_none() && (a.fire.catch_up || a.late.late.is_some()) => {
-                let opt = if a.fire.catch_up {
-                    "--catch-up"
-                } else {
-                    "--late"
-                };
-                return fail(needs_schedule(opt, &a.lock));
+    match found_by_run(place, &a) {
+        Found::Exit(code) => return code,
+        Found::Seen(seen) if a.fire.catch_up => match fire::catch_up(&seen, a.fire.catch_up_within)
+        {
+            fire::CatchUpDecision::Run(why) => {
+                if let Some(why) = why.filter(|_| !a.quiet) {
+                    say(for_terminal(&why));
+                }
             }
-            Ok(None) => None,
-            Err(e) if a.fire.catch_up => return fail(format_args!("--catch-up: {e}")),
-            Err(e) => {
+            fire::CatchUpDecision::Not(why) => {
                 if !a.quiet {
-                    say(format_args!("{e}; running without the schedule"));
+                    say(for_terminal(&why));
                 }
-                None
+                return Ending::Done.code();
             }
-        };
-        if let (true, Some(seen)) = (a.fire.catch_up, &seen) {
-            match fire::catch_up(seen, a.fire.catch_up_within) {
-                fire::CatchUpDecision::Run(why) => {
-                    if let Some(why) = why.filter(|_| !a.quiet) {
-                        say(for_terminal(&why));
-                    }
-                }
-                fire::CatchUpDecision::Not(why) => {
-                    if !a.quiet {
-                        say(for_terminal(&why));
-                    }
-                    return Ending::Done.code();
-                }
-            }
-        }
+        },
+        Found::Seen(_) | Found::Without => {}
     }
-    if let Err(code) = wait::before_lock(ctx, &mut a) {
+    if let Err(code) = wait::before_lock(ctx, place, &mut a) {
         return code;
     }
     super::run::run(place, &a)
-}
-
-/// Whether `run` was given anything of a schedule to look at.
-fn scheduled(a: &Run) -> bool {
-    a.schedule.schedule.is_some() || a.fire.catch_up || a.late.late.is_some()
 }
 
 /// What an option that needs a schedule says when none is known.
@@ -82,17 +152,26 @@ fn needs_schedule(opt: &str, lock: &str) -> String {
 
 /// `precheck` with its schedule: what was missed recorded (best effort,
 /// and failing open: a precheck never blocks a fire), then the precheck.
-pub(super) fn precheck(ctx: &Ctx, place: &dyn Place, a: &super::args::Precheck) -> Code {
+pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
     let given = a.schedule.schedule.as_ref();
-    if given.is_some() || a.late.late.is_some() {
-        match fire::look(ctx, &a.lock, given, a.late.late, a.quiet) {
-            Ok(Some(_)) => {}
-            Ok(None) => say(format_args!(
-                "precheck: {}; going on without it",
-                needs_schedule("--late", &a.lock)
-            )),
-            Err(e) => say(format_args!("precheck: {e}; going on without the schedule")),
-        }
+    let asked = given.is_some() || a.late.late.is_some();
+    let with = fire::Asked {
+        given,
+        late: a.late.late,
+        fall_back: false,
+        quiet: a.quiet,
+    };
+    match look_of(place, &a.lock, &with, asked) {
+        None | Some(Ok(fire::Looked::Seen(_))) => {}
+        Some(Ok(fire::Looked::NoSchedule)) if a.late.late.is_some() => say(format_args!(
+            "precheck: {}; going on without it",
+            needs_schedule("--late", &a.lock)
+        )),
+        Some(Ok(fire::Looked::NoSchedule)) => {}
+        Some(Ok(fire::Looked::Unreadable(e))) => say(format_args!(
+            "precheck: {e}; going on without the schedule (recorded for `onlyone check`)"
+        )),
+        Some(Err(e)) => say(format_args!("precheck: {e}; going on without the schedule")),
     }
     place::precheck(place.seam(), a)
 }

@@ -1,7 +1,8 @@
 //! `run --jitter` and `--spread`: a wait before the lock is taken. The
-//! waiting fire is written to the lock's journal (a `delay` event, until
-//! when), so that `status` shows it ("starting in 12s"); the journal is
-//! the user's own file, never one in a shared directory. TERM, INT and HUP
+//! waiting fire is written to the lock's log (a `delay` event: when it
+//! came, and until when it waits), so that `status` shows it ("starting in
+//! 12s") and `check` knows that it came; the journal is the user's own
+//! file, never one in a shared directory. TERM, INT and HUP
 //! end the wait: the fire does not run, its wait is closed in the
 //! journal, and onlyone ends by that signal (a shell sees 128+N).
 
@@ -13,6 +14,7 @@ use onlyone::schedule::{jitter, machine_id, spread_offset};
 use rustix::process::Signal;
 
 use super::super::exit::Code;
+use super::super::place::Place;
 use super::super::{Ctx, args, fail, journal, say};
 
 /// The signals that end a wait before the lock.
@@ -34,7 +36,11 @@ pub(in crate::cli) fn wait_of(
 /// Waits before the lock, as `--spread` and `--jitter` ask: the wait is
 /// cut short to what is left of `--deadline`, and what it used is taken
 /// from it. `Err` with how to exit when a signal ended it.
-pub(in crate::cli) fn before_lock(ctx: &Ctx, a: &mut args::Run) -> Result<(), Code> {
+pub(in crate::cli) fn before_lock(
+    ctx: &Ctx,
+    place: &dyn Place,
+    a: &mut args::Run,
+) -> Result<(), Code> {
     let f = &a.fire;
     if f.jitter.is_none() && f.spread.is_none() {
         return Ok(());
@@ -48,12 +54,18 @@ pub(in crate::cli) fn before_lock(ctx: &Ctx, a: &mut args::Run) -> Result<(), Co
     if wait.is_zero() {
         return Ok(());
     }
-    let log = ctx.journal_at(&path);
+    let log = place
+        .schedule_log(&a.lock)
+        .ok()
+        .flatten()
+        .map(|(log, _)| log);
     let cmd = onlyone::text::display_command(&a.command);
     let pid = std::process::id();
     let mut ev = Event::delay(pid, Some(&cmd), 0.0);
     ev.until = Some(((ev.time + wait.as_secs_f64()) * 1000.0).round() / 1000.0);
-    journal::write(&log, &ev, a.quiet);
+    if let Some(log) = &log {
+        journal::write(&**log, &ev, a.quiet);
+    }
     let ended = match onlyone::signal::sleep_unless(wait, &ENDING) {
         Ok(ended) => ended,
         Err(e) => {
@@ -70,7 +82,9 @@ pub(in crate::cli) fn before_lock(ctx: &Ctx, a: &mut args::Run) -> Result<(), Co
     // The wait is over: `status` no longer shows it.
     let mut closed = Event::delay(pid, Some(&cmd), 0.0);
     closed.until = Some(closed.time);
-    journal::write(&log, &closed, true);
+    if let Some(log) = &log {
+        journal::write(&**log, &closed, true);
+    }
     if !a.quiet {
         say(format_args!(
             "the wait before `{}` was ended by {}; not running",

@@ -1,58 +1,101 @@
 //! What the commands that watch a lock show of its schedule: `check`'s
-//! missed fire ([`graded`]), `metrics`' missed slots and next fire
-//! ([`metrics`]), `status`'s waiting fire and next fire ([`annotate`]),
-//! `history`'s rows of missed slots ([`MissedRow`]). The schedule is the
-//! one given (`--schedule`), else the one the journal keeps.
+//! missed fire and unreadable schedule ([`graded`]), `metrics`' fires
+//! missed, live and recorded, and next fire ([`metrics`]), `status`'s
+//! waiting fire and next fire ([`annotate`]), `history`'s rows of missed
+//! fires ([`MissedRow`]). The schedule is the one given (`--schedule`),
+//! else the one the journal keeps. `check` and `metrics` count the fires
+//! missed the same way ([`overdue`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use onlyone::journal::{History, MissedSlots};
-use onlyone::schedule::Schedule;
+use onlyone::journal::{History, MissedFires};
+use onlyone::schedule::{Missed, Schedule};
 
 use super::super::exit::CheckState;
 use super::super::format::{now, took};
 use super::super::view::{LockStatus, ScheduleStatus, Seen, Starting};
-use super::fire::{known, late_or_default, missed_words, recorded_spec, slots_words};
+use super::fire::{fires_words, known, late_or_default, missed_words, recorded_spec};
 
-/// `check`'s verdict on the schedule of `s`: CRITICAL when a slot passed
-/// (`late` ago or more) with no fire seen since the last one; UNKNOWN when
-/// `--late` was given and no schedule is known, or the kept one cannot
-/// be read. `None` when nothing is wrong, no schedule is known, or a run
-/// holds the lock (its slots are its fires' to see: the skips).
+/// The scheduled fires of `s` passed `late` ago or more (or its default)
+/// with no fire seen since the last one: none while a run holds the lock
+/// (its scheduled times are its fires' to see: the skips), nor for the
+/// fire a process that came and still waits before the lock (its
+/// `--jitter` or `--spread`) has served. `Err` with why when `--late` was
+/// given and no schedule is known, or the kept one cannot be read.
+pub(in crate::cli) fn overdue(
+    s: &Seen,
+    given: Option<&Schedule>,
+    late: Option<Duration>,
+) -> Result<Option<(Schedule, Missed)>, String> {
+    let schedule = match known(given, &s.history) {
+        Ok(Some(schedule)) => schedule,
+        Ok(None) if late.is_some() => {
+            return Err(
+                "--late needs a schedule, and the journal keeps none: give --schedule SPEC".into(),
+            );
+        }
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if s.running() {
+        return Ok(None);
+    }
+    let now = now();
+    let scheduled = &s.history.scheduled;
+    let Some(last_seen) = scheduled.last_seen() else {
+        return Ok(None);
+    };
+    let last_seen = scheduled
+        .waiting_since(now)
+        .map_or(last_seen, |w| w.max(last_seen));
+    let late = late_or_default(late, &schedule, now as i64);
+    Ok(
+        onlyone::schedule::missed(&schedule, last_seen.floor() as i64, now as i64, late)
+            .map(|m| (schedule, m)),
+    )
+}
+
+/// `check`'s verdicts on the schedule of `s`: UNKNOWN while the last
+/// fire that recorded a schedule could not read it (a `TZ` that names no
+/// zone: no fire it misses is recorded), naming the zone and the fix;
+/// CRITICAL for the fires [`overdue`] finds, UNKNOWN when it cannot tell.
 pub(in crate::cli) fn graded(
     s: &Seen,
     given: Option<&Schedule>,
     late: Option<Duration>,
-) -> Option<(CheckState, String)> {
-    let schedule = match known(given, &s.history) {
-        Ok(Some(schedule)) => schedule,
-        Ok(None) if late.is_some() => {
-            return Some((
-                CheckState::Unknown,
-                "--late needs a schedule, and the journal keeps none: give --schedule SPEC".into(),
+) -> Vec<(CheckState, String)> {
+    let mut out = Vec::new();
+    if let Some(u) = &s.history.scheduled.unreadable {
+        out.push((
+            CheckState::Unknown,
+            format!(
+                "a fire {} ago could not read its schedule `{}`: {}; until a fire reads it, no \
+                 fire it misses is recorded",
+                took(now() - u.time),
+                u.spec,
+                u.reason
+            ),
+        ));
+    }
+    match overdue(s, given, late) {
+        Ok(None) => {}
+        Ok(Some((schedule, m))) => {
+            let now = now();
+            let last_run = match s.history.runs.last() {
+                Some(r) => format!("last run {} ago", took(now - r.start)),
+                None => "no run recorded".to_owned(),
+            };
+            out.push((
+                CheckState::Critical,
+                format!("missed {} ({last_run})", missed_words(&schedule, &m, now)),
             ));
         }
-        Ok(None) => return None,
-        Err(e) => return Some((CheckState::Unknown, e)),
-    };
-    if s.running() {
-        return None;
+        Err(e) => out.push((CheckState::Unknown, e)),
     }
-    let now = now();
-    let last_seen = s.history.scheduled.last_seen()?;
-    let late = late_or_default(late, &schedule, now as i64);
-    let m = onlyone::schedule::missed(&schedule, last_seen.floor() as i64, now as i64, late)?;
-    let last_run = match s.history.runs.last() {
-        Some(r) => format!("last run {} ago", took(now - r.start)),
-        None => "no run recorded".to_owned(),
-    };
-    Some((
-        CheckState::Critical,
-        format!("missed {} ({last_run})", missed_words(&schedule, &m, now)),
-    ))
+    out
 }
 
 /// The schedule of a watched lock, when one is known and can be read.
@@ -60,11 +103,21 @@ fn schedule_of(h: &History, given: Option<&Schedule>) -> Option<Schedule> {
     known(given, h).ok().flatten()
 }
 
-/// The families `metrics` adds for locks with a schedule (or slots
-/// recorded missed): `onlyone_missed_total` (the slots recorded missed)
-/// and `onlyone_next_fire_timestamp_seconds`. Nothing when no lock has
-/// either.
-pub(in crate::cli) fn metrics(seen: &[Seen], given: Option<&Schedule>) -> String {
+/// One of the families `metrics` adds for locks with a schedule: its
+/// name, type, help, and each lock's value (none: no sample).
+type Family<'a> = (&'a str, &'a str, &'a str, Vec<Option<String>>);
+
+/// The families `metrics` adds for locks with a schedule (or fires
+/// recorded missed): `onlyone_missed_fires` and
+/// `onlyone_oldest_missed_fire_timestamp_seconds` (what `check` knows,
+/// live: [`overdue`]), `onlyone_missed_total` (the fires that later fires
+/// recorded missed) and `onlyone_next_fire_timestamp_seconds`. Nothing
+/// when no lock has either.
+pub(in crate::cli) fn metrics(
+    seen: &[Seen],
+    given: Option<&Schedule>,
+    late: Option<Duration>,
+) -> String {
     let now = now() as i64;
     let with: Vec<(&Seen, Option<Schedule>)> = seen
         .iter()
@@ -75,26 +128,61 @@ pub(in crate::cli) fn metrics(seen: &[Seen], given: Option<&Schedule>) -> String
     if with.is_empty() {
         return out;
     }
-    let label = |s: &Seen| prometheus_label(&s.name);
-    let name = "onlyone_missed_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Scheduled slots that passed with no fire seen, as the fires that found them recorded them in the journal."
-    );
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for (s, _) in &with {
-        let n = s.history.scheduled.missed_total;
-        let _ = writeln!(out, "{name}{{lock=\"{}\"}} {n}", label(s));
-    }
-    let name = "onlyone_next_fire_timestamp_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} When the lock's schedule next fires, in Unix seconds."
-    );
-    let _ = writeln!(out, "# TYPE {name} gauge");
-    for (s, schedule) in &with {
-        if let Some(t) = schedule.as_ref().and_then(|x| x.next_slot(now)) {
-            let _ = writeln!(out, "{name}{{lock=\"{}\"}} {t}", label(s));
+    let overdue: Vec<Option<Option<Missed>>> = with
+        .iter()
+        .map(|(s, schedule)| {
+            schedule.as_ref()?;
+            overdue(s, given, late).ok().map(|o| o.map(|(_, m)| m))
+        })
+        .collect();
+    let families: [Family<'_>; 4] = [
+        (
+            "onlyone_missed_fires",
+            "gauge",
+            "Scheduled fires that passed --late ago or more (default 5 minutes, at most half the period) with no fire since the last one, as check counts them, now: 0 when none, or while a run holds the lock.",
+            overdue
+                .iter()
+                .map(|o| o.map(|m| m.map_or(0, |m| m.count).to_string()))
+                .collect(),
+        ),
+        (
+            "onlyone_oldest_missed_fire_timestamp_seconds",
+            "gauge",
+            "When the first of the scheduled fires that onlyone_missed_fires counts was due, in Unix seconds (no sample when none is missed).",
+            overdue
+                .iter()
+                .map(|o| o.flatten().map(|m| m.first.to_string()))
+                .collect(),
+        ),
+        (
+            "onlyone_missed_total",
+            "counter",
+            "Scheduled fires that passed with no fire seen, as the later fires that found them recorded them in the journal.",
+            with.iter()
+                .map(|(s, _)| Some(s.history.scheduled.missed_total.to_string()))
+                .collect(),
+        ),
+        (
+            "onlyone_next_fire_timestamp_seconds",
+            "gauge",
+            "When the lock's schedule next fires, in Unix seconds.",
+            with.iter()
+                .map(|(_, schedule)| {
+                    schedule
+                        .as_ref()
+                        .and_then(|x| x.next_fire(now))
+                        .map(|t| t.to_string())
+                })
+                .collect(),
+        ),
+    ];
+    for (name, kind, help, values) in families {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for ((s, _), v) in with.iter().zip(values) {
+            if let Some(v) = v {
+                let _ = writeln!(out, "{name}{{lock=\"{}\"}} {v}", prometheus_label(&s.name));
+            }
         }
     }
     out
@@ -120,7 +208,7 @@ pub(in crate::cli) fn annotate(locks: &mut [LockStatus], given: Option<&Schedule
             .delays
             .iter()
             .rev()
-            .find(|d| d.until > now && alive(d.pid))
+            .find(|d| d.until > now && d.lives())
             .map(|d| Starting {
                 pid: d.pid,
                 command: d.cmd.clone(),
@@ -129,7 +217,7 @@ pub(in crate::cli) fn annotate(locks: &mut [LockStatus], given: Option<&Schedule
             });
         l.schedule = schedule_of(h, given).map(|s| ScheduleStatus {
             spec: recorded_spec(&s),
-            next_fire_unix: s.next_slot(now as i64),
+            next_fire_unix: s.next_fire(now as i64),
             missed_total: h.scheduled.missed_total,
         });
     }
@@ -152,13 +240,8 @@ pub(in crate::cli) fn starting_cell(l: &LockStatus) -> String {
     }
 }
 
-/// Whether the process `pid` lives.
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Slots recorded missed, as `history --json` prints them: one object a
-/// `missed` event, among the runs by time (its last slot's).
+/// Scheduled fires recorded missed, as `history --json` prints them: one
+/// object a `missed` event, among the runs by time (its last fire's).
 #[derive(Debug, Serialize)]
 pub struct MissedRow<'a> {
     v: u32,
@@ -176,8 +259,8 @@ pub struct MissedRow<'a> {
 }
 
 impl<'a> MissedRow<'a> {
-    /// The row of the slots `m` of the lock `lock`.
-    pub fn of(lock: &'a str, m: &'a MissedSlots) -> MissedRow<'a> {
+    /// The row of the fires `m` of the lock `lock`.
+    pub fn of(lock: &'a str, m: &'a MissedFires) -> MissedRow<'a> {
         MissedRow {
             v: 1,
             lock,
@@ -195,8 +278,8 @@ impl<'a> MissedRow<'a> {
     }
 }
 
-/// The slots recorded missed since `since` (Unix seconds), newest first.
-pub(in crate::cli) fn missed_since(h: &History, since: Option<f64>) -> Vec<&MissedSlots> {
+/// The fires recorded missed since `since` (Unix seconds), newest first.
+pub(in crate::cli) fn missed_since(h: &History, since: Option<f64>) -> Vec<&MissedFires> {
     h.scheduled
         .missed
         .iter()
@@ -205,12 +288,12 @@ pub(in crate::cli) fn missed_since(h: &History, since: Option<f64>) -> Vec<&Miss
         .collect()
 }
 
-/// The table's cells of missed slots (those of `history`'s columns:
+/// The table's cells of missed fires (those of `history`'s columns:
 /// when, duration, CPU, peak, outcome, pid, host, skipped).
-pub(in crate::cli) fn missed_cells(m: &MissedSlots) -> [String; 8] {
+pub(in crate::cli) fn missed_cells(m: &MissedFires) -> [String; 8] {
     let schedule = m.schedule.as_deref().and_then(|s| Schedule::parse(s).ok());
     let what = match &schedule {
-        Some(s) => slots_words(s, m.first as i64, m.last as i64, (m.count, m.exact), now()),
+        Some(s) => fires_words(s, m.first as i64, m.last as i64, (m.count, m.exact), now()),
         None => format!("{} fire(s)", m.count),
     };
     let dash = || "-".to_owned();
@@ -227,7 +310,7 @@ pub(in crate::cli) fn missed_cells(m: &MissedSlots) -> [String; 8] {
 }
 
 /// Rows of runs (newest first, in the order given) with rows of missed
-/// slots (newest first) put among them by time: a missed row goes before
+/// fires (newest first) put among them by time: a missed row goes before
 /// the first run that started before it. Without missed rows, the runs'
 /// rows as they are.
 pub(in crate::cli) fn interleave<T>(
@@ -246,7 +329,7 @@ pub(in crate::cli) fn interleave<T>(
     out
 }
 
-/// The slots recorded missed that `history` shows beside `shown` runs
+/// The fires recorded missed that `history` shows beside `shown` runs
 /// (newest first): those since `since`, and when `limit` cut the runs,
 /// none older than the oldest run shown.
 pub(in crate::cli) fn missed_shown<'h>(
@@ -254,7 +337,7 @@ pub(in crate::cli) fn missed_shown<'h>(
     since: Option<f64>,
     shown: &[&onlyone::journal::Run],
     limit: Option<usize>,
-) -> Vec<&'h MissedSlots> {
+) -> Vec<&'h MissedFires> {
     let cut = limit.is_some_and(|n| shown.len() >= n);
     // The runs are shown by their ends: the oldest start of them.
     let oldest = shown
