@@ -676,7 +676,7 @@ run done when idle, ended by reap or --idle-timeout, is a success), the
 current run longer than --max-runtime, more than --max-skips fires skipped in
 a row, or the last run failed (a non-zero exit, a signal, --max-time, a lost
 lease, abandoned; a stopped run is no failure; the last run is the last to
-end, of a lock of several slots too), or a scheduled fire (--schedule, or the
+end, also where runs overlap with --slots), or a scheduled fire (--schedule, or the
 schedule the journal keeps) passed --late ago with no fire since the last one
 (\"missed the 02:00 fire\"; a fire that came and waits out its --jitter or
 --spread has served it). WARNING: a threshold at least 80% used, a lock whose
