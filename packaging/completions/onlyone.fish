@@ -26,7 +26,7 @@ end
 
 complete -c onlyone -n "__fish_onlyone_needs_command" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_needs_command" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_needs_command" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_needs_command" -l store -d 'Keep the locks in a store that several hosts share, named by its URL (its engines: onlyone --help)' -r
 complete -c onlyone -n "__fish_onlyone_needs_command" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_needs_command" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_needs_command" -s V -l version -d 'Print version'
@@ -60,7 +60,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l ping -d 'Ping UR
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l replace -d 'Stop the running one (TERM, grace, KILL), then run'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l queue -d 'At most one fire waits: wait for the running one (for ever, or up to --wait DUR) unless another fire already waits; then skip (75)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand run" -l keep-strays -d 'Leave the run\'s leftover processes running when the command exits (and release the lock)'
@@ -79,7 +79,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l ping -d 'Pin
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l queue -d 'At most one waits: wait (for ever, or up to --wait DUR) unless another caller already waits with --queue; then the lock counts as held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -l export -d 'Print shell assignments of ONLYONE_LOCK and ONLYONE_TOKEN for eval (`exit N` on failure); processes that carry the token keep the lock held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand acquire" -s q -l quiet -d 'No message when the lock is held or a stale lock is taken over'
@@ -93,7 +93,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l ping-file -d
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l deadline -d 'One budget for the whole call' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l force -d 'Remove the lock whoever holds it'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -s q -l quiet -d 'No message when there was nothing to release'
 complete -c onlyone -n "__fish_onlyone_using_subcommand release" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
@@ -107,7 +107,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping -d 'Pi
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l ping-file -d 'Read ping URLs from FILE, one a line (`#` starts a comment), in place of $ONLYONE_PING (with --ping, both are pinged); checked as `run --ping-file` checks it' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -s q -l quiet -d 'No message when the lock is held'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand precheck" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -116,7 +116,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l deadline -d '
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l schedule -d 'The times the job is meant to fire at: a cron expression (`0 2 * * *`, `@daily`, `CRON_TZ=Europe/Berlin 0 2 * * *`) or `every DUR`' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l json -d 'Print JSON (schema in doc/json.md)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -127,7 +127,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l deadline -d 'On
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l pid -d 'Stop only the run whose pid is PID (the PID `status` shows), of a lock of several slots or of one' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand stop" -s V -l version -d 'Print version'
@@ -136,7 +136,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l grace -d 'Grace
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l deadline -d 'One budget for every call reap makes' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l dry-run -d 'Show what would be ended, and why; change nothing'
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -l json -d 'Print every candidate as JSON'
 complete -c onlyone -n "__fish_onlyone_using_subcommand reap" -s q -l quiet -d 'Print nothing unless a process was ended (or would be, with --dry-run) or something failed (for cron, which mails any output)'
@@ -147,7 +147,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand history" -s n -l limit -
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l since -d 'Only runs that started within DUR' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l json -d 'One JSON object per run and line (schema in doc/json.md)'
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand history" -s h -l help -d 'Print help'
@@ -160,7 +160,7 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l schedule -d 'T
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l late -d 'How late a fire may come and still be its scheduled time\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand check" -s V -l version -d 'Print version'
@@ -169,19 +169,19 @@ complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l schedule -d 
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l late -d 'How late a fire may come and still be its scheduled time\'s (default: 5 minutes, at most half the schedule\'s period)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c onlyone -n "__fish_onlyone_using_subcommand metrics" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l dir -d 'The lock directory (default: $ONLYONE_DIR, else /run/onlyone for root, or /tmp/onlyone-$UID)' -r -F
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l state-dir -d 'Where the journals (the history of runs) are kept, apart from the locks, so that they survive a reboot (default: $ONLYONE_STATE_DIR, else /var/lib/onlyone for root, else $XDG_STATE_HOME/onlyone or ~/.local/state/onlyone, else /var/tmp/onlyone-state-$UID). Written only when it is this user\'s and writable by no one else' -r -F
-complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l store -d 'Keep the locks in a PostgreSQL database that several hosts share (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass)' -r
+complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l store -d 'Keep the locks in a store that several hosts share, named by its URL: postgres://USER@HOST[:PORT]/DATABASE (a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass)' -r
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -l allow-shared-fs -d 'Write locks even on a network or FUSE filesystem (NFS, SMB, 9p, FUSE...), which onlyone otherwise refuses: only for one that this host alone uses'
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -s h -l help -d 'Print help'
 complete -c onlyone -n "__fish_onlyone_using_subcommand manpages" -s V -l version -d 'Print version'

@@ -93,8 +93,8 @@ pub struct Globals {
     #[arg(long, env = "ONLYONE_ALLOW_SHARED_FS", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     pub allow_shared_fs: bool,
 
-    /// Keep the locks in a PostgreSQL database that several hosts share
-    /// (a postgres:// URL; the password from PGPASSWORD or ~/.pgpass).
+    /// Keep the locks in a store that several hosts share, named by its
+    /// URL (its engines: onlyone --help).
     #[arg(
         long,
         env = "ONLYONE_STORE",
@@ -242,10 +242,16 @@ fn command_for(argv: &[OsString]) -> clap::Command {
     with_long_help(long_help)
 }
 
+/// `cmd` with the help of `--store` listing the engines a store may be
+/// (the library's [`onlyone::place::store::ENGINES`]).
+fn store_help(cmd: clap::Command) -> clap::Command {
+    cmd.mut_arg("store", |a| a.help(super::words::store_help()))
+}
+
 impl<T: Args + Adjust> Args for Lazy<T> {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         fn define<T: Args + Adjust>(cmd: clap::Command) -> clap::Command {
-            Globals::augment_args(T::adjust(T::augment_args(cmd)))
+            store_help(Globals::augment_args(T::adjust(T::augment_args(cmd))))
         }
         if EAGER.get() {
             define::<T>(cmd)

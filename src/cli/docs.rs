@@ -36,14 +36,7 @@ not given.
 \fBXDG_STATE_HOME\fR, \fBHOME\fR
 A user's default state directory: \fI$XDG_STATE_HOME/onlyone\fR when it is an
 absolute path, else \fI~/.local/state/onlyone\fR when \fBHOME\fR is the user's.
-.TP
-\fBONLYONE_STORE\fR
-A postgres:// URL: keep the locks in a PostgreSQL database that several hosts
-share (\fB\-\-store\fR). Not passed on to the command.
-.TP
-\fBPGPASSWORD\fR, \fBPGPASSFILE\fR
-The store's password, as libpq reads them (else \fI~/.pgpass\fR).
-.TP
+@STORE@.TP
 \fBONLYONE_LOCK\fR, \fBONLYONE_TOKEN\fR
 Set by \fBrun\fR for the command (and printed by \fBacquire \-\-export\fR for a
 script): the lock, and the token of this acquisition. Every process that
@@ -142,7 +135,7 @@ fn write_pages(dir: &std::path::Path) -> std::io::Result<()> {
         .after_long_help(args::after_help("Exit codes: see EXIT STATUS below."));
     let mut page = render(top, false)?;
     page.extend_from_slice(super::exit::roff().as_bytes());
-    page.extend_from_slice(TOP_SECTIONS.as_bytes());
+    page.extend_from_slice(TOP_SECTIONS.replace("@STORE@", &store_env()).as_bytes());
     std::fs::write(dir.join("onlyone.1"), page)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         // A one-shot command: the page names live to its end.
@@ -334,4 +327,29 @@ fn synopsis(cmd: &clap::Command) -> String {
         words.push(format!("<{}>", value("command")));
     }
     words.join(" ") + "\n"
+}
+
+/// The ENVIRONMENT entries of the store: `ONLYONE_STORE`, then what each
+/// engine reads, from the library's list of engines.
+fn store_env() -> String {
+    let esc = |s: &str| s.replace('-', "\\-");
+    let urls: Vec<String> = onlyone::place::store::ENGINES
+        .iter()
+        .map(|e| format!("{} ({})", esc(e.url), esc(e.about)))
+        .collect();
+    let mut out = format!(
+        ".TP\n\\fBONLYONE_STORE\\fR\nA store's URL: keep the locks in a store that several hosts \
+         share (\\fB\\-\\-store\\fR): {}. Not passed on to the command.\n",
+        urls.join(", or ")
+    );
+    for e in onlyone::place::store::ENGINES {
+        for (vars, what) in e.env {
+            let vars: Vec<String> = vars
+                .split(", ")
+                .map(|v| format!("\\fB{}\\fR", esc(v)))
+                .collect();
+            out.push_str(&format!(".TP\n{}\n{}\n", vars.join(", "), esc(what)));
+        }
+    }
+    out
 }

@@ -88,7 +88,11 @@ impl<'a> RunJson<'a> {
 
 /// `history`, in either place.
 pub fn history(place: &dyn Place, a: args::History) -> Code {
-    let (name, h, whence) = match place.seam().history(&a.lock) {
+    let read = place
+        .seam()
+        .lock(&a.lock, std::num::NonZeroU32::MIN)
+        .and_then(|lock| place.seam().history(&lock));
+    let (name, h, whence) = match read {
         Ok(r) => (r.name, r.history, r.source),
         Err(e) => return fail(super::place::words(&e)),
     };

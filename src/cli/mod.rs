@@ -67,7 +67,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
         return refused;
     }
     match cli.command {
-        Command::Run(a) => schedule::run(&ctx, place, a.0),
+        Command::Run(a) => schedule::run(place, a.0),
         Command::Acquire(a) => ctx.acquire(a.0),
         Command::Release(a) => ctx.release(a.0),
         Command::Precheck(a) => schedule::precheck(place, &a),
@@ -149,7 +149,7 @@ fn subcommand(argv: &[OsString]) -> Option<&str> {
 pub struct Ctx {
     /// The lock directory, as a place.
     place: DirPlace,
-    /// `--store URL`: the PostgreSQL store.
+    /// `--store URL`: a store several hosts share.
     store: Option<String>,
 }
 

@@ -42,7 +42,10 @@ pub fn stop(place: &dyn onlyone::place::Place, a: &args::Stop) -> Code {
         deadline: deadline_of(a.deadline),
         pid: a.pid,
     };
-    let done = match place.stop(&a.lock, &how) {
+    let done = match place
+        .lock(&a.lock, std::num::NonZeroU32::MIN)
+        .and_then(|lock| place.stop(&lock, &how))
+    {
         Ok(x) => x,
         Err(e) => return super::fail(words(&e)),
     };
@@ -209,21 +212,17 @@ pub trait Place {
     /// What `status` shows of the locks named (or of every lock, none
     /// named), every call bounded by `deadline`.
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String>;
-    /// Where a fire of `lock` looks at its schedule and records what it
-    /// found, and the lock's name as messages give it: the lock's
-    /// journal; `None` where the place keeps no schedule (a store, for
-    /// now).
-    fn schedule_log(&self, lock: &str) -> Result<Option<ScheduleLogOf>, String>;
 }
-
-/// A lock's [`ScheduleLog`](onlyone::journal::ScheduleLog), and its name.
-pub type ScheduleLogOf = (Box<dyn onlyone::journal::ScheduleLog>, String);
 
 /// `precheck`: 75 only while a live run holds the lock; 0 otherwise, on
 /// any error included (fail open: it never blocks a fire).
-pub fn precheck(place: &dyn onlyone::place::Place, a: &args::Precheck) -> Code {
+pub fn precheck(
+    place: &dyn onlyone::place::Place,
+    lock: &onlyone::place::Lock,
+    a: &args::Precheck,
+) -> Code {
     let deadline = deadline_of(a.deadline);
-    let checked = match place.precheck_slots(&a.lock, a.slots.count(), deadline) {
+    let checked = match place.precheck(lock, deadline) {
         Ok(c) => c,
         Err(e) => {
             say(format_args!(
@@ -291,10 +290,5 @@ impl Place for Ctx {
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         self.shown_in_dir(named, deadline)
-    }
-
-    fn schedule_log(&self, lock: &str) -> Result<Option<ScheduleLogOf>, String> {
-        let (log, name, _) = self.journal_for_reading(lock).map_err(|e| e.to_string())?;
-        Ok(Some((Box::new(log), name)))
     }
 }

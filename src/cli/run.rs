@@ -20,7 +20,7 @@ use super::{args, deadline_of, fail, pid_list, pids, say};
 
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released).
-pub(super) fn run(place: &dyn Place, a: &args::Run) -> Code {
+pub(super) fn run(place: &dyn Place, lock: &onlyone::place::Lock, a: &args::Run) -> Code {
     let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
     let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
         Ok(p) => p,
@@ -29,10 +29,6 @@ pub(super) fn run(place: &dyn Place, a: &args::Run) -> Code {
     if let Some(why) = super::plan::unsupported(place.kind(), a) {
         return fail(why);
     }
-    let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
-        Ok(l) => l,
-        Err(e) => return fail(super::place::words(&e)),
-    };
     super::journal::hush(a.quiet);
     let mut words = Words {
         name: lock.name().to_owned(),
@@ -42,7 +38,7 @@ pub(super) fn run(place: &dyn Place, a: &args::Run) -> Code {
         pings: &mut pings,
         capture: None,
     };
-    let ended = run::run(place.seam(), &lock, &job(a), &mut words);
+    let ended = run::run(place.seam(), lock, &job(a), &mut words);
     let capture = words.capture.take();
     let name = words.name.clone();
     let kind = words.kind;

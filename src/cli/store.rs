@@ -1,4 +1,4 @@
-//! The commands with `--store URL`: the PostgreSQL store, for jobs that
+//! The commands with `--store URL`: a store, for jobs that
 //! run on several hosts. The lock is a lease (see
 //! `onlyone::place::store::timing`); the journal is kept in the store, so that
 //! every host sees every host's runs.
@@ -260,11 +260,5 @@ impl Place for StorePlace {
 
     fn shown(&self, named: &[String], deadline: Option<Instant>) -> Result<Shown, String> {
         shown(self.place.url(), named, deadline)
-    }
-
-    /// A store keeps no schedule yet: its fires look at none (the
-    /// schedule's options are refused with a store, `plan`).
-    fn schedule_log(&self, _lock: &str) -> Result<Option<super::place::ScheduleLogOf>, String> {
-        Ok(None)
     }
 }

@@ -66,3 +66,15 @@ pub fn hint(h: &Hint<'_>) -> String {
         ),
     }
 }
+
+/// `--store`'s help: a store's URL, each engine's as it takes it.
+pub fn store_help() -> String {
+    let engines: Vec<String> = onlyone::place::store::ENGINES
+        .iter()
+        .map(|e| format!("{} ({})", e.url, e.about))
+        .collect();
+    format!(
+        "Keep the locks in a store that several hosts share, named by its URL: {}",
+        engines.join(", or ")
+    )
+}

@@ -173,13 +173,18 @@ fn every_stale_slot_cleared_by_a_take_is_closed_once() {
                 let mut c = sb.oo_cmd();
                 c.args(["run", "--slots", "2", "j", "--", "true"]);
                 c.stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null());
+                    .stderr(std::process::Stdio::piped());
                 crate::support::Kid::new(c.spawn().unwrap())
             })
             .collect();
         for k in kids {
-            let code = k.into_inner().wait().unwrap().code();
-            assert!(matches!(code, Some(0 | 75)), "{code:?}");
+            let out = k.into_inner().wait_with_output().unwrap();
+            let code = out.status.code();
+            assert!(
+                matches!(code, Some(0 | 75)),
+                "{code:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         assert_eq!(
             events(&sb, "abandoned", &token),

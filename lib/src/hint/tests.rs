@@ -314,6 +314,7 @@ fn store_errors() -> Vec<StoreError> {
             source: source(),
         },
         StoreError::NoTables {
+            what: "tables",
             source: Box::new(StoreError::NoLine),
         },
         StoreError::BadRow {

@@ -83,7 +83,7 @@ pub struct AcquireOptions {
     command: Option<String>,
     queue: bool,
     out_of_line: bool,
-    slots: u32,
+    slots: Option<std::num::NonZeroU32>,
 }
 
 impl AcquireOptions {
@@ -180,13 +180,13 @@ impl AcquireOptions {
     /// The number is the lock's: a take with another number while a slot
     /// is held fails with [`Error::SlotsDiffer`].
     pub fn slots(mut self, n: u32) -> Self {
-        self.slots = n;
+        self.slots = std::num::NonZeroU32::new(n);
         self
     }
 
     /// The number of slots asked for: 1 unless more were.
     pub fn slot_count(&self) -> u32 {
-        self.slots.max(1)
+        self.slots.map_or(1, std::num::NonZeroU32::get)
     }
 
     /// These options for one look at one slot: no wait, no queue, and

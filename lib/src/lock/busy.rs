@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::AcquireOptions;
 
-/// What to do when a live run holds the lock.
+/// What to do when a live run holds the lock. Every place matches it
+/// whole (no arm for "the others"): a new policy is an error of the
+/// compiler wherever it must be handled, in the library and in a program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
 pub enum BusyPolicy {
     /// Give up at once: the caller skips.
     #[default]
@@ -42,11 +43,6 @@ impl BusyPolicy {
             BusyPolicy::Queue(w) => w,
         }
     }
-
-    /// Whether at most one caller waits.
-    pub fn is_queue(self) -> bool {
-        matches!(self, BusyPolicy::Queue(_))
-    }
 }
 
 impl AcquireOptions {
@@ -54,14 +50,11 @@ impl AcquireOptions {
     /// the same as [`AcquireOptions::wait`] and [`AcquireOptions::queue`]
     /// as the policy says.
     pub fn busy(self, policy: BusyPolicy) -> Self {
-        let opts = match policy.wait() {
-            Some(w) => self.wait(w),
-            None => self,
-        };
-        if policy.is_queue() {
-            opts.queue()
-        } else {
-            opts
+        match policy {
+            BusyPolicy::Skip => self,
+            BusyPolicy::Wait(w) => self.wait(w),
+            BusyPolicy::Queue(Some(w)) => self.wait(w).queue(),
+            BusyPolicy::Queue(None) => self.queue(),
         }
     }
 }
@@ -82,7 +75,8 @@ mod tests {
             BusyPolicy::Wait(s),
             BusyPolicy::Queue(None),
         ] {
-            assert_eq!(BusyPolicy::of(p.wait(), p.is_queue()), p);
+            let queued = matches!(p, BusyPolicy::Queue(_));
+            assert_eq!(BusyPolicy::of(p.wait(), queued), p);
         }
     }
 }

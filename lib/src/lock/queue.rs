@@ -277,7 +277,7 @@ fn taken_by(lock: &LockFile, slots: u32, token: Option<&str>) -> Result<bool> {
     let Some(t) = token else {
         return Ok(false);
     };
-    for k in 0..slots.max(1) {
+    for k in 0..slots {
         if let Some(ev) = lock.slot(k)?.look()?
             && record::carries_token(&ev.bytes, t)
         {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
-use crate::journal::{Event, EventLog, History, SetAside};
+use crate::journal::{Event, EventLog, History, ScheduleLog, SetAside};
 use crate::place::store::{LeaseRow, StoreError};
 use crate::reap::Keeper;
 use crate::{HeldBy, Record, StaleReason, UnknownReason};
@@ -49,23 +49,18 @@ pub trait Place {
         job: &Job,
         observer: &mut dyn RunObserver,
     ) -> Result<Taken<'p>, PlaceError>;
-    /// Is `lock` held by a live run? A skip is recorded when it is; a
-    /// stale lock is cleared. Every call is bounded by `deadline`.
-    fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError> {
-        self.precheck_slots(lock, 1, deadline)
-    }
-    /// As [`Place::precheck`], for a lock of `slots` slots: free when any
-    /// slot is (or stale), held when every slot is.
-    fn precheck_slots(
-        &self,
-        lock: &str,
-        slots: u32,
-        deadline: Option<Instant>,
-    ) -> Result<Prechecked, PlaceError>;
+    /// Is `lock` held by a live run (of a lock of several slots: is every
+    /// slot)? A skip is recorded when it is; a stale lock (slot) is
+    /// cleared. Every call is bounded by `deadline`.
+    fn precheck(&self, lock: &Lock, deadline: Option<Instant>) -> Result<Prechecked, PlaceError>;
     /// Ends the live run of `lock` as `how` asks (the stop recorded).
-    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError>;
+    fn stop(&self, lock: &Lock, how: &StopRequest) -> Result<StopDone, PlaceError>;
     /// The runs of `lock`, and where they were read.
-    fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError>;
+    fn history(&self, lock: &Lock) -> Result<HistoryRead, PlaceError>;
+    /// Where a fire of `lock` looks at its schedule and records what it
+    /// found (see [`ScheduleLog`]); `None` where the place keeps no
+    /// schedule.
+    fn schedule_log(&self, lock: &Lock) -> Result<Option<Box<dyn ScheduleLog>>, PlaceError>;
 }
 
 /// A lock of a place, resolved once from what a command names: its name

@@ -25,7 +25,8 @@ use onlyone::text::for_terminal;
 use super::args::Run;
 use super::exit::{Code, Ending};
 use super::place::{self, Place};
-use super::{Ctx, fail, say};
+use super::{fail, say};
+use onlyone::place::Lock;
 
 /// What a fire found of its schedule, as it goes on.
 enum Found {
@@ -42,24 +43,24 @@ enum Found {
 /// log may keep one. `None` when it does not look.
 fn look_of(
     place: &dyn Place,
-    lock: &str,
+    lock: &Lock,
     with: &fire::Asked<'_>,
     asked: bool,
 ) -> Option<Result<fire::Looked, String>> {
-    let (log, name) = match place.schedule_log(lock) {
-        Ok(Some(found)) => found,
+    let log = match place.seam().schedule_log(lock) {
+        Ok(Some(log)) => log,
         Ok(None) => return None,
         // Said when the command itself meets it, unless asked for.
-        Err(e) => return asked.then_some(Err(e)),
+        Err(e) => return asked.then_some(Err(super::place::words(&e))),
     };
     if !asked && !log.may_keep_schedule().unwrap_or(false) {
         return None;
     }
-    Some(fire::look(&*log, &name, with))
+    Some(fire::look(&*log, lock.name(), with))
 }
 
 /// What `run` found of its schedule, and whether to go on.
-fn found_by_run(place: &dyn Place, a: &Run) -> Found {
+fn found_by_run(place: &dyn Place, lock: &Lock, a: &Run) -> Found {
     let given = a.schedule.schedule.as_ref();
     let asked = given.is_some() || a.fire.catch_up || a.late.late.is_some();
     let with = fire::Asked {
@@ -68,7 +69,7 @@ fn found_by_run(place: &dyn Place, a: &Run) -> Found {
         fall_back: a.fire.catch_up,
         quiet: a.quiet,
     };
-    let Some(looked) = look_of(place, &a.lock, &with, asked) else {
+    let Some(looked) = look_of(place, lock, &with, asked) else {
         return Found::Without;
     };
     let quiet = a.quiet;
@@ -117,8 +118,13 @@ fn found_by_run(place: &dyn Place, a: &Run) -> Found {
 /// recorded, `--catch-up` decided, the wait of `--spread` and `--jitter`;
 /// then the run. Without any of them (and no schedule kept), the run
 /// alone.
-pub(super) fn run(ctx: &Ctx, place: &dyn Place, mut a: Run) -> Code {
-    match found_by_run(place, &a) {
+pub(super) fn run(place: &dyn Place, mut a: Run) -> Code {
+    // The lock, resolved once for the fire's look, its wait and its run.
+    let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
+        Ok(l) => l,
+        Err(e) => return fail(super::place::words(&e)),
+    };
+    match found_by_run(place, &lock, &a) {
         Found::Exit(code) => return code,
         Found::Seen(seen) if a.fire.catch_up => match fire::catch_up(&seen, a.fire.catch_up_within)
         {
@@ -136,10 +142,10 @@ pub(super) fn run(ctx: &Ctx, place: &dyn Place, mut a: Run) -> Code {
         },
         Found::Seen(_) | Found::Without => {}
     }
-    if let Err(code) = wait::before_lock(ctx, place, &mut a) {
+    if let Err(code) = wait::before_lock(place, &lock, &mut a) {
         return code;
     }
-    super::run::run(place, &a)
+    super::run::run(place, &lock, &a)
 }
 
 /// What an option that needs a schedule says when none is known.
@@ -153,6 +159,16 @@ fn needs_schedule(opt: &str, lock: &str) -> String {
 /// `precheck` with its schedule: what was missed recorded (best effort,
 /// and failing open: a precheck never blocks a fire), then the precheck.
 pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
+    let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
+        Ok(l) => l,
+        Err(e) => {
+            say(format_args!(
+                "precheck: {}; letting the fire run (fail open)",
+                super::place::words(&e)
+            ));
+            return Ending::FailedOpen.code();
+        }
+    };
     let given = a.schedule.schedule.as_ref();
     let asked = given.is_some() || a.late.late.is_some();
     let with = fire::Asked {
@@ -161,7 +177,7 @@ pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
         fall_back: false,
         quiet: a.quiet,
     };
-    match look_of(place, &a.lock, &with, asked) {
+    match look_of(place, &lock, &with, asked) {
         None | Some(Ok(fire::Looked::Seen(_))) => {}
         Some(Ok(fire::Looked::NoSchedule)) if a.late.late.is_some() => say(format_args!(
             "precheck: {}; going on without it",
@@ -173,5 +189,5 @@ pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
         )),
         Some(Err(e)) => say(format_args!("precheck: {e}; going on without the schedule")),
     }
-    place::precheck(place.seam(), a)
+    place::precheck(place.seam(), &lock, a)
 }

@@ -9,13 +9,13 @@
 use std::time::Duration;
 
 use onlyone::journal::Event;
-use onlyone::names;
+use onlyone::place::{Lock, LockKey};
 use onlyone::schedule::{jitter, machine_id, spread_offset};
 use rustix::process::Signal;
 
 use super::super::exit::Code;
 use super::super::place::Place;
-use super::super::{Ctx, args, fail, journal, say};
+use super::super::{args, journal, say};
 
 /// The signals that end a wait before the lock.
 const ENDING: [Signal; 3] = [Signal::TERM, Signal::INT, Signal::HUP];
@@ -37,16 +37,20 @@ pub(in crate::cli) fn wait_of(
 /// cut short to what is left of `--deadline`, and what it used is taken
 /// from it. `Err` with how to exit when a signal ended it.
 pub(in crate::cli) fn before_lock(
-    ctx: &Ctx,
     place: &dyn Place,
+    lock: &Lock,
     a: &mut args::Run,
 ) -> Result<(), Code> {
     let f = &a.fire;
     if f.jitter.is_none() && f.spread.is_none() {
         return Ok(());
     }
-    let path = names::lock_path(&a.lock, ctx.dir()).map_err(fail)?;
-    let mut wait = wait_of(&path.display().to_string(), f.spread, f.jitter);
+    // A fire's place in the spread is its lock's: its path, or its name.
+    let key = match lock.key() {
+        LockKey::Path(p) => p.display().to_string(),
+        _ => lock.name().to_owned(),
+    };
+    let mut wait = wait_of(&key, f.spread, f.jitter);
     if let Some(d) = a.busy.deadline {
         wait = wait.min(d);
         a.busy.deadline = Some(d - wait);
@@ -54,11 +58,7 @@ pub(in crate::cli) fn before_lock(
     if wait.is_zero() {
         return Ok(());
     }
-    let log = place
-        .schedule_log(&a.lock)
-        .ok()
-        .flatten()
-        .map(|(log, _)| log);
+    let log = place.seam().schedule_log(lock).ok().flatten();
     let cmd = onlyone::text::display_command(&a.command);
     let pid = std::process::id();
     let mut ev = Event::delay(pid, Some(&cmd), 0.0);
@@ -88,7 +88,7 @@ pub(in crate::cli) fn before_lock(
     if !a.quiet {
         say(format_args!(
             "the wait before `{}` was ended by {}; not running",
-            names::display_name(&path, ctx.dir()),
+            lock.name(),
             onlyone::signal::signal_name(sig)
         ));
     }

@@ -231,10 +231,10 @@ impl DirPlace {
     /// that runs out makes the verdict unknown, so the fire runs).
     fn precheck_look(
         &self,
-        lock_arg: &str,
+        lock: &super::Lock,
         deadline: Option<Instant>,
-    ) -> Result<(LockFile, String, Option<Inspection>, Option<StaleReason>), Error> {
-        let (lock, name) = self.open_for_reading(lock_arg)?;
+    ) -> Result<(LockFile, Option<Inspection>, Option<StaleReason>), Error> {
+        let lock = self.open_lock(lock, false)?;
         let lock = match deadline {
             Some(d) => lock.with_deadline(d),
             None => lock,
@@ -252,7 +252,21 @@ impl DirPlace {
                 .flatten(),
             _ => None,
         };
-        Ok((lock, name, seen, cleaned))
+        Ok((lock, seen, cleaned))
+    }
+
+    /// The journal of `lock` only to read it, and its lock file when its
+    /// directory exists: found even when neither the lock file nor its
+    /// directory exists (`/run` is emptied at boot).
+    pub fn journal_of(&self, lock: &super::Lock) -> Result<(Journal, Option<LockFile>), Error> {
+        match self.open_lock(lock, false) {
+            Ok(l) => Ok((self.journal(&l), Some(l))),
+            Err(Error::MissingDir { .. }) => match lock.key() {
+                super::LockKey::Path(p) => Ok((self.journal_at(p), None)),
+                key => unreachable!("a lock directory's lock is a path: {key:?}"),
+            },
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -412,12 +426,13 @@ impl DirPlace {
     /// [`Place::precheck`] of a lock of one slot.
     fn precheck_one(
         &self,
-        lock_arg: &str,
+        lock: &super::Lock,
         deadline: Option<Instant>,
     ) -> Result<Prechecked, PlaceError> {
-        let (lock, name, seen, cleaned) = match self.precheck_look(lock_arg, deadline) {
+        let name = lock.name().to_owned();
+        let (lock, seen, cleaned) = match self.precheck_look(lock, deadline) {
             Ok(x) => x,
-            Err(e) => return no_dir_is_free(lock_arg, e),
+            Err(e) => return no_dir_is_free(&name, e),
         };
         let Some(s) = seen else {
             return Ok(Prechecked {
@@ -465,6 +480,13 @@ impl Place for DirPlace {
         Ok(super::Lock::new(name, super::LockKey::Path(path), slots))
     }
 
+    fn schedule_log(
+        &self,
+        lock: &super::Lock,
+    ) -> Result<Option<Box<dyn crate::journal::ScheduleLog>>, PlaceError> {
+        Ok(Some(Box::new(self.journal_of(lock)?.0)))
+    }
+
     fn take<'p>(
         &'p self,
         lock: &super::Lock,
@@ -476,18 +498,19 @@ impl Place for DirPlace {
 
     /// Free when a slot has no file or a stale one (left for the run's
     /// take to take over); held, the skip recorded, when every slot is.
-    fn precheck_slots(
+    fn precheck(
         &self,
-        lock_arg: &str,
-        slots: u32,
+        lock: &super::Lock,
         deadline: Option<Instant>,
     ) -> Result<Prechecked, PlaceError> {
-        if slots <= 1 {
-            return self.precheck_one(lock_arg, deadline);
+        let slots = lock.slots();
+        if slots == 1 {
+            return self.precheck_one(lock, deadline);
         }
-        let (lock, name) = match self.open_for_reading(lock_arg) {
+        let name = lock.name().to_owned();
+        let lock = match self.open_lock(lock, false) {
             Ok(x) => x,
-            Err(e) => return no_dir_is_free(lock_arg, e),
+            Err(e) => return no_dir_is_free(&name, e),
         };
         let lock = match deadline {
             Some(d) => lock.with_deadline(d),
@@ -537,8 +560,9 @@ impl Place for DirPlace {
         })
     }
 
-    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
-        let (lock, name) = self.open_for_writing(lock)?;
+    fn stop(&self, lock: &super::Lock, how: &StopRequest) -> Result<StopDone, PlaceError> {
+        let name = lock.name().to_owned();
+        let lock = self.open_lock(lock, true)?;
         let lock = match how.deadline {
             Some(d) => lock.with_deadline(d),
             None => lock,
@@ -564,8 +588,9 @@ impl Place for DirPlace {
         })
     }
 
-    fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError> {
-        let (journal, name, lock) = self.journal_for_reading(lock)?;
+    fn history(&self, lock: &super::Lock) -> Result<HistoryRead, PlaceError> {
+        let name = lock.name().to_owned();
+        let (journal, lock) = self.journal_of(lock)?;
         let path = journal.path().to_path_buf();
         let mut h = journal.history().map_err(|source| PlaceError::Journal {
             path: path.clone(),
@@ -712,7 +737,8 @@ mod tests {
     #[test]
     fn a_lock_nobody_took_is_free_not_running_and_has_no_runs() {
         let (_tmp, place, said) = place();
-        let found = place.precheck("job", None).unwrap();
+        let job = place.lock("job", NonZeroU32::MIN).unwrap();
+        let found = place.precheck(&job, None).unwrap();
         assert_eq!(found.name, "job");
         assert!(matches!(found.found, Found::Free(None)));
         let how = StopRequest {
@@ -721,9 +747,9 @@ mod tests {
             deadline: None,
             pid: None,
         };
-        let done = place.stop("job", &how).unwrap();
+        let done = place.stop(&job, &how).unwrap();
         assert!(matches!(done.stopped, Stopped::NotRunning));
-        let read = place.history("job").unwrap();
+        let read = place.history(&job).unwrap();
         assert!(read.history.runs.is_empty());
         assert!(read.source.ends_with(".journal"), "{}", read.source);
         assert!(said.lock().unwrap().is_empty());
@@ -734,7 +760,8 @@ mod tests {
         let (_tmp, place, _) = place();
         let (lock, _) = place.open_for_writing("job").unwrap();
         let guard = lock.try_acquire().unwrap();
-        let found = place.precheck("job", None).unwrap();
+        let job = place.lock("job", NonZeroU32::MIN).unwrap();
+        let found = place.precheck(&job, None).unwrap();
         match found.found {
             Found::Held(Some(Holding::Run(h))) => assert_eq!(h.record.pid, std::process::id()),
             other => panic!("not held by this run: {other:?}"),

@@ -209,19 +209,24 @@ pub enum StoreError {
         #[source]
         source: BoxError,
     },
-    /// The store's tables are missing, and this role may not create them.
+    /// What the store keeps its locks in does not exist, and this role
+    /// may not create it.
     #[error(
-        "the store's tables do not exist and this role cannot create them ({source}); have them \
-         created with the SQL in doc/store.md (\"Setup and the least privileges\")"
+        "the store's {what} do not exist and this role cannot create them ({source}); have them \
+         created as doc/store.md says (\"Setup and the least privileges\")"
     )]
     NoTables {
+        /// What is missing, in the engine's words ("tables").
+        what: &'static str,
         /// Why they could not be created.
         source: Box<StoreError>,
     },
-    /// A row that does not read as the store's own (a table changed).
+    /// A row that does not read as the store's own (changed outside
+    /// onlyone).
     #[error(
-        "the store `{url}` has a {what} onlyone cannot read ({source}); its table was changed: \
-         have it made again with the SQL in doc/store.md (\"Setup and the least privileges\")"
+        "the store `{url}` has a {what} onlyone cannot read ({source}); it was changed outside \
+         onlyone: have the store set up again as doc/store.md says (\"Setup and the least \
+         privileges\")"
     )]
     BadRow {
         /// The store's URL.
@@ -234,20 +239,20 @@ pub enum StoreError {
     /// The URL, or what it names (a certificate file), cannot be used: why.
     #[error("{0}")]
     BadUrl(String),
-    /// A take of a lock of several slots in a store whose lease table
-    /// was set up before slots, and which this role may not change.
+    /// A take of a lock of several slots in a store set up before slots,
+    /// which this role may not change.
     #[error(
-        "the store `{url}` keeps one lease per lock: its table onlyone_lease was set up before \
-         slots and this role cannot add their column ({detail}); have it added with:\n{how}\
-         (doc/store.md, \"Setup and the least privileges\")"
+        "the store `{url}` keeps one lease per lock: it was set up before slots and this role \
+         cannot change it ({detail}); have it changed with:\n{how}(doc/store.md, \"Setup and \
+         the least privileges\")"
     )]
     NoSlots {
         /// The store's URL.
         url: String,
         /// Why it could not be added, as the server said.
         detail: String,
-        /// What adds it, for the store's administrator: a statement, its
-        /// line ended.
+        /// What changes it, for the store's administrator, in the
+        /// engine's words: statements, each line ended.
         how: &'static str,
     },
     /// A call of the line of waiters to a store that keeps none
@@ -266,7 +271,7 @@ pub enum StoreError {
         feature: &'static str,
     },
     /// The URL names no store this onlyone knows.
-    #[error("the store is not a postgres:// URL: use postgres://USER@HOST[:PORT]/DATABASE")]
+    #[error("the store's URL names no store onlyone knows: use {}", known_urls())]
     UnknownScheme,
     /// A thread or the I/O the store needs could not be started.
     #[error("cannot start {what}: {source}")]
@@ -696,29 +701,71 @@ impl crate::journal::EventLog for StoreLog<'_> {
     }
 }
 
+/// An engine a store may be: the URL schemes that name it, what it is
+/// called, the URL it takes, the cargo feature that builds it, and how a
+/// store of it is opened (none when this onlyone was built without it).
+#[derive(Debug, Clone, Copy)]
+pub struct Engine {
+    /// The URL schemes that name it (`postgres`).
+    pub schemes: &'static [&'static str],
+    /// Its name (`PostgreSQL`).
+    pub name: &'static str,
+    /// The URL it takes, as help shows it.
+    pub url: &'static str,
+    /// The cargo feature that builds it.
+    pub feature: &'static str,
+    /// What a store of it is, for help: where it keeps the locks, and
+    /// where it finds its secrets.
+    pub about: &'static str,
+    /// The environment variables it reads, and what each is, for a
+    /// manual page.
+    pub env: &'static [(&'static str, &'static str)],
+    /// Opens a store of it; `None` when this onlyone was built without it.
+    open: Option<Opener>,
+}
+
+/// How an engine opens a store: its URL, every call given up after a
+/// timeout.
+type Opener = fn(&str, Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
+
+/// Every engine onlyone knows, built or not: one entry an engine.
+pub const ENGINES: &[Engine] = &[Engine {
+    schemes: &["postgres", "postgresql"],
+    name: "PostgreSQL",
+    url: "postgres://USER@HOST[:PORT]/DATABASE",
+    feature: "postgres",
+    about: "a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass",
+    env: &[(
+        "PGPASSWORD, PGPASSFILE",
+        "The password of a postgres:// store, as libpq reads them (else ~/.pgpass).",
+    )],
+    #[cfg(feature = "postgres")]
+    open: Some(super::pg::open_store),
+    #[cfg(not(feature = "postgres"))]
+    open: None,
+}];
+
+/// The URLs of every engine, as an error or help lists them.
+pub fn known_urls() -> String {
+    let urls: Vec<&str> = ENGINES.iter().map(|e| e.url).collect();
+    urls.join(" or ")
+}
+
 /// The store a URL names, every call given up after `timeout`: its scheme
-/// picks the engine (`postgres://` or `postgresql://`: the PostgreSQL
-/// store, the only one so far). Nothing is sent yet.
+/// picks the engine ([`ENGINES`]). Nothing is sent yet.
 pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-    match url.split_once("://").map(|(scheme, _)| scheme) {
-        Some("postgres" | "postgresql") => open_pg(url, timeout),
-        // Built without any engine, every URL is one it cannot use.
-        _ if cfg!(not(feature = "postgres")) => open_pg(url, timeout),
-        _ => Err(StoreError::UnknownScheme),
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    let engine = ENGINES
+        .iter()
+        .find(|e| scheme.is_some_and(|s| e.schemes.contains(&s)))
+        .ok_or(StoreError::UnknownScheme)?;
+    match engine.open {
+        Some(open) => open(url, timeout),
+        None => Err(StoreError::NotBuilt {
+            engine: engine.name,
+            feature: engine.feature,
+        }),
     }
-}
-
-#[cfg(feature = "postgres")]
-fn open_pg(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-    Ok(Box::new(super::pg::PgStore::new(url, timeout)?))
-}
-
-#[cfg(not(feature = "postgres"))]
-fn open_pg(_: &str, _: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
-    Err(StoreError::NotBuilt {
-        engine: "PostgreSQL",
-        feature: "postgres",
-    })
 }
 
 #[cfg(test)]
@@ -824,6 +871,7 @@ mod tests {
         vec![
             (
                 StoreError::NoTables {
+                    what: "tables",
                     source: Box::new(StoreError::Server {
                         url: url.clone(),
                         detail: "permission denied for schema public".into(),
@@ -832,7 +880,7 @@ mod tests {
                 },
                 "the store's tables do not exist and this role cannot create them (the store \
                  `postgres://u@db/jobs` said: permission denied for schema public); have them \
-                 created with the SQL in doc/store.md (\"Setup and the least privileges\")",
+                 created as doc/store.md says (\"Setup and the least privileges\")",
             ),
             (
                 StoreError::BadRow {
@@ -841,8 +889,8 @@ mod tests {
                     source: source(),
                 },
                 "the store `postgres://u@db/jobs` has a lease row onlyone cannot read \
-                 (connection refused); its table was changed: have it made again with the SQL \
-                 in doc/store.md (\"Setup and the least privileges\")",
+                 (connection refused); it was changed outside onlyone: have the store set up \
+                 again as doc/store.md says (\"Setup and the least privileges\")",
             ),
             (
                 StoreError::NoSlots {
@@ -850,11 +898,10 @@ mod tests {
                     detail: "must be owner of table onlyone_lease".into(),
                     how: "ALTER TABLE onlyone_lease ADD COLUMN slots integer;\n",
                 },
-                "the store `postgres://u@db/jobs` keeps one lease per lock: its table \
-                 onlyone_lease was set up before slots and this role cannot add their column \
-                 (must be owner of table onlyone_lease); have it added with:\nALTER TABLE \
-                 onlyone_lease ADD COLUMN slots integer;\n(doc/store.md, \"Setup and the least \
-                 privileges\")",
+                "the store `postgres://u@db/jobs` keeps one lease per lock: it was set up before \
+                 slots and this role cannot change it (must be owner of table onlyone_lease); \
+                 have it changed with:\nALTER TABLE onlyone_lease ADD COLUMN slots integer;\n\
+                 (doc/store.md, \"Setup and the least privileges\")",
             ),
             (
                 StoreError::NotBuilt {
@@ -866,7 +913,8 @@ mod tests {
             ),
             (
                 StoreError::UnknownScheme,
-                "the store is not a postgres:// URL: use postgres://USER@HOST[:PORT]/DATABASE",
+                "the store's URL names no store onlyone knows: use \
+                 postgres://USER@HOST[:PORT]/DATABASE",
             ),
             (
                 StoreError::Runtime {

@@ -108,6 +108,27 @@ pub fn take_for_run<'s>(
     }
 }
 
+/// How a take under a busy policy waits in the store's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waits {
+    /// It does not: it gives up at once.
+    Not,
+    /// In line, behind those who waited first.
+    InLine,
+    /// In the queue seat, which one waiter holds at most.
+    Queued,
+}
+
+impl Waits {
+    fn of(busy: BusyPolicy) -> Waits {
+        match busy {
+            BusyPolicy::Skip => Waits::Not,
+            BusyPolicy::Wait(_) => Waits::InLine,
+            BusyPolicy::Queue(_) => Waits::Queued,
+        }
+    }
+}
+
 /// What ends a wait before its end.
 enum Halt {
     /// A forwarded signal.
@@ -203,15 +224,15 @@ impl<'s> Waiter<'s> {
         signals: &HeldSignals,
         notice: &mut dyn FnMut(Notice),
     ) -> Result<Leased<'s>, Halt> {
-        let (name, who, busy) = (run.name, run.who, run.busy);
-        let waits = busy != BusyPolicy::Skip;
+        let (name, who) = (run.name, run.who);
+        let waits = Waits::of(run.busy);
         loop {
             let conn = self.connection(run)?;
             let usable = match self.has_line {
                 Some(u) => u,
                 None => {
                     let u = conn.has_line()?;
-                    if busy.is_queue() && !u {
+                    if waits == Waits::Queued && !u {
                         return Ok(Leased::NoLine);
                     }
                     self.has_line = Some(u);
@@ -238,7 +259,7 @@ impl<'s> Waiter<'s> {
                 Err(why) => why,
             };
             let now = Instant::now();
-            let waiting = waits
+            let waiting = waits != Waits::Not
                 && self.wait_until.is_none_or(|w| now < w)
                 && run.deadline.is_none_or(|d| now < d);
             if !waiting {
@@ -270,11 +291,8 @@ impl<'s> Waiter<'s> {
         run: &RunLease<'_>,
     ) -> Result<Result<LeaseHold, Claimed>, StoreError> {
         let mut why = Claimed::Held;
-        for k in 0..run.slots.max(1) {
-            let slot = Slot {
-                k,
-                of: run.slots.max(1),
-            };
+        for k in 0..run.slots {
+            let slot = Slot { k, of: run.slots };
             match LeaseHold::take_in_line(
                 conn,
                 run.name,
@@ -330,7 +348,7 @@ impl<'s> Waiter<'s> {
                     what: self.line.store.line_setup().what,
                 });
             }
-        } else if run.busy.is_queue() {
+        } else if Waits::of(run.busy) == Waits::Queued {
             match take_queue_seat(self.line.via(), run.name, run.who, self.ttl, signals)? {
                 Ok(t) => self.line.ticket = Some(t),
                 Err(w) => return Ok(Err(w)),

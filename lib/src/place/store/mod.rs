@@ -196,6 +196,14 @@ impl Place for StorePlace {
         ))
     }
 
+    /// A store keeps no schedule yet: its fires look at none.
+    fn schedule_log(
+        &self,
+        _lock: &super::Lock,
+    ) -> Result<Option<Box<dyn crate::journal::ScheduleLog>>, PlaceError> {
+        Ok(None)
+    }
+
     fn take<'p>(
         &'p self,
         lock: &super::Lock,
@@ -207,29 +215,29 @@ impl Place for StorePlace {
 
     /// Held only while each of the lock's `slots` has a live lease; an
     /// unreachable server is an error (the fire runs).
-    fn precheck_slots(
+    fn precheck(
         &self,
-        lock: &str,
-        slots: u32,
+        lock: &super::Lock,
         deadline: Option<Instant>,
     ) -> Result<Prechecked, PlaceError> {
+        let slots = lock.slots();
         let timeout = deadline
             .map_or(READ_TIMEOUT, |d| {
                 d.saturating_duration_since(Instant::now())
             })
             .min(READ_TIMEOUT);
-        let name = lock_name(lock)?;
+        let name = lock.name().to_owned();
         let store = self.open(timeout)?;
-        let live: Vec<LeaseRow> = if slots <= 1 {
+        let live: Vec<LeaseRow> = if slots == 1 {
             store.inspect(&name)?.into_iter().collect()
         } else {
             store.inspect_slots(&name)?
         };
         let live: Vec<LeaseRow> = live
             .into_iter()
-            .filter(|r| r.is_live() && r.slot < slots.max(1))
+            .filter(|r| r.is_live() && r.slot < slots)
             .collect();
-        let every = (0..slots.max(1)).all(|k| live.iter().any(|r| r.slot == k));
+        let every = (0..slots).all(|k| live.iter().any(|r| r.slot == k));
         let found = match live.into_iter().next() {
             Some(row) if every => {
                 let ev = Event::skip(Some(&row.token), row.pid, row.cmd.as_deref());
@@ -248,8 +256,8 @@ impl Place for StorePlace {
     /// A request each live holder (of every slot) sees at its next
     /// renewal; it ends its command, then releases. Every holder is asked
     /// first, then each let-go waited for, up to the deadline.
-    fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError> {
-        let name = lock_name(lock)?;
+    fn stop(&self, lock: &super::Lock, how: &StopRequest) -> Result<StopDone, PlaceError> {
+        let name = lock.name().to_owned();
         let store = self.open(READ_TIMEOUT)?;
         let here = crate::host_name();
         let live: Vec<LeaseRow> = store
@@ -309,8 +317,8 @@ impl Place for StorePlace {
         })
     }
 
-    fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError> {
-        let name = lock_name(lock)?;
+    fn history(&self, lock: &super::Lock) -> Result<HistoryRead, PlaceError> {
+        let name = lock.name().to_owned();
         let store = self.open(READ_TIMEOUT)?;
         let mut h = history(store.as_ref(), &name)?;
         // The rows after the history (see `History::close_over`): every

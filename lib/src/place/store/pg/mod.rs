@@ -166,6 +166,11 @@ fn classify(e: tokio_postgres::Error, url: &str) -> StoreError {
     }
 }
 
+/// A PostgreSQL store at `url` ([`super::ENGINES`]'s opener).
+pub(crate) fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
+    Ok(Box::new(PgStore::new(url, timeout)?))
+}
+
 impl PgStore {
     /// A store at `url`; every call (connecting included) gives up after
     /// `timeout`. Nothing is sent yet.
@@ -325,6 +330,7 @@ impl PgStore {
                 Err(e @ StoreError::Server { .. }) => {
                     if !look()?.present {
                         return Err(StoreError::NoTables {
+                            what: "tables",
                             source: Box::new(e),
                         });
                     }
