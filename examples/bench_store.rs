@@ -120,7 +120,7 @@ fn commands(bench_cmd: &str, onlyone: &str, pg: &pg::Pg, url: &str, dir: &Path, 
 /// Part 2: the library's take + release on one open connection.
 fn round_trips(url: &str, n: usize) {
     let store = onlyone::place::store::open(url, Duration::from_secs(5)).expect("the store");
-    let token = onlyone::new_token();
+    let token = onlyone::command::new_token();
     let who = Claimant {
         token: &token,
         host: "bench",

@@ -1307,7 +1307,8 @@ fn monitor(lock: &Path, stats: &Stats, stop: &AtomicBool) {
             alive(rec.pid, rec.start) || rec.cmd_id.is_some_and(|c| alive(c.pid, Some(c.start)));
         if !any && !token.is_empty() {
             any = procfs::all_pids().unwrap_or_default().into_iter().any(|p| {
-                procfs::environ_has(p, onlyone::TOKEN_VAR, &token) == Some(true) && alive(p, None)
+                procfs::environ_has(p, onlyone::supervise::TOKEN_VAR, &token) == Some(true)
+                    && alive(p, None)
             });
         }
         if any {

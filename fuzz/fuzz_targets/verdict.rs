@@ -456,7 +456,7 @@ fn unparsable(rest: &[u8], why: NotARecord, flags: u8, mtime: i64) {
         let v = internals::judge(&ev, None);
         let _ = render(&v);
         let want = UnknownReason::Denied {
-            owner: onlyone::user_name(owner),
+            owner: onlyone::command::user_name(owner),
         };
         assert_eq!(v, Verdict::Unknown(want));
         return;

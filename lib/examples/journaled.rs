@@ -32,7 +32,7 @@ use onlyone::place::run::RunObserver;
 use onlyone::place::run::{self, Job, JobEnd, Release, Skip, Started};
 use onlyone::place::{Note, Place};
 use onlyone::state::StateDir;
-use onlyone::{HeldBy, TakeOver, compact_duration};
+use onlyone::{HeldBy, TakeOver};
 
 /// What a skipped run exits with (EX_TEMPFAIL).
 const SKIPPED: u8 = 75;
@@ -96,9 +96,9 @@ fn run(dir: &Path, name: &str, job: &Job) -> Result<ExitCode, Box<dyn std::error
         Exit::Signal(s) => format!("signal {s}"),
     };
     eprintln!(
-        "journaled: run {} of `{name}` ended: {how} after {}",
+        "journaled: run {} of `{name}` ended: {how} after {:.1}s",
         said.rid.as_deref().unwrap_or("?"),
-        compact_duration(ran.end.took)
+        ran.end.took.as_secs_f64()
     );
     match ran.lock {
         Release::Released => {}

@@ -31,8 +31,6 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("onlyone reads process liveness from /proc and supports Linux only");
 
-pub mod atomic;
-pub mod duration;
 mod error;
 pub mod hint;
 pub mod journal;
@@ -42,13 +40,50 @@ pub mod place;
 pub mod reap;
 pub mod record;
 pub mod schedule;
-pub mod signal;
 pub mod state;
 pub mod supervise;
 mod sys;
-pub mod text;
 pub use lock::verdict;
 mod walk;
+
+// The onlyone command's toolbox: what the command needs beyond the
+// library's API (text for a terminal, signals by name, an atomic file
+// writer, durations as people type them, a census of the host's
+// processes). Public only with the `command` feature, which the command
+// turns on; not part of the API, and no promise is made of it.
+#[cfg(feature = "command")]
+#[doc(hidden)]
+pub mod atomic;
+#[cfg(not(feature = "command"))]
+#[allow(dead_code)]
+mod atomic;
+#[cfg(feature = "command")]
+#[doc(hidden)]
+pub mod duration;
+#[cfg(not(feature = "command"))]
+#[allow(dead_code)]
+mod duration;
+#[cfg(feature = "command")]
+#[doc(hidden)]
+pub mod signal;
+#[cfg(not(feature = "command"))]
+#[allow(dead_code)]
+mod signal;
+#[cfg(feature = "command")]
+#[doc(hidden)]
+pub mod text;
+#[cfg(not(feature = "command"))]
+#[allow(dead_code)]
+mod text;
+#[cfg(feature = "command")]
+#[doc(hidden)]
+pub mod command {
+    //! The onlyone command's toolbox (see the `command` feature).
+    pub use crate::lock::members::with_census;
+    pub use crate::lock::{HEAD_GRACE, MAX_TAKEOVER_TRIES, SLOT_INFIX, new_token, slot_of_path};
+    pub use crate::procfs::host_name;
+    pub use crate::text::{compact_duration, display_command, format_unix_time, user_name};
+}
 
 // Internals: `/proc` parsing, idleness, the judge, pause points. Public
 // only to the project's own tests, fuzzers and harnesses, which turn the
@@ -71,14 +106,10 @@ pub mod test_hooks;
 mod test_hooks;
 
 pub use error::{Error, HeldBy, Result};
-pub use lock::members::SLOT_VAR;
-pub use lock::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, TOKEN_VAR, with_census};
 pub use lock::{
-    AcquireOptions, Active, BusyPolicy, HEAD_GRACE, Inspection, LockFile, LockGuard,
-    MAX_TAKEOVER_TRIES, Owner, Released, Releaser, SLOT_INFIX, TakeOver, Waiting, active_pid,
-    new_token, slot_of_path,
+    AcquireOptions, Active, BusyPolicy, Inspection, LockFile, LockGuard, Owner, Released, Releaser,
+    TakeOver, Waiting, active_pid,
 };
-pub use procfs::{Group, Image, ProcId, host_name};
+pub use procfs::{Group, Image, ProcId};
 pub use record::{Mode, NotARecord, Record};
-pub use text::{compact_duration, display_command, format_unix_time, user_name};
 pub use verdict::{Holder, StaleReason, UnknownReason, Verdict};

@@ -313,6 +313,7 @@ pub(crate) fn wait4(pid: u32, untraced: bool) -> io::Result<Option<(Waited, libc
 
 /// Ends this process as the signal would with its default action (the
 /// mask and disposition restored first); returns if that does not end it.
+#[cfg_attr(not(feature = "command"), allow(dead_code))]
 pub(crate) fn reraise(sig: i32) {
     let Some(s) = nix_signal(sig) else {
         return;
@@ -325,6 +326,7 @@ pub(crate) fn reraise(sig: i32) {
 }
 
 /// The number of the signal named `name` (`TERM`, `SIGTERM`).
+#[cfg_attr(not(feature = "command"), allow(dead_code))]
 pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
     let upper = name.to_ascii_uppercase();
     let full = if upper.starts_with("SIG") {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use onlyone::compact_duration;
+use onlyone::command::compact_duration;
 
 /// Now, in Unix seconds: the commands' one clock.
 pub fn now() -> f64 {

@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use onlyone::format_unix_time;
+use onlyone::command::format_unix_time;
 use onlyone::journal::{Class, Outcome, Run, Usage};
 use onlyone::text::for_terminal;
 

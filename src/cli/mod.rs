@@ -27,11 +27,12 @@ mod words;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
+use onlyone::command::compact_duration;
 use onlyone::names;
 use onlyone::place::dir::DirPlace;
 use onlyone::place::{Note, Notes};
 use onlyone::state::StateDir;
-use onlyone::{Error, HeldBy, LockFile, compact_duration};
+use onlyone::{Error, HeldBy, LockFile};
 
 use args::{Cli, Command};
 use exit::{Code, Ending};

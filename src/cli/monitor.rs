@@ -59,7 +59,7 @@ fn look(ctx: &Ctx, lock: &str, deadline: Option<Instant>) -> Result<Seen, String
     if let Some(uid) = theirs
         && nothing_in(&history)
     {
-        let who = onlyone::user_name(uid);
+        let who = onlyone::command::user_name(uid);
         return Err(format!(
             "the lock is {who}'s, and its runs are recorded in {who}'s own state directory, not \
              in `{}`: check it as {who}, or point --state-dir at {who}'s",
@@ -246,7 +246,7 @@ impl Ctx {
             locks.to_vec()
         };
         let mut out = Vec::new();
-        onlyone::with_census(|| {
+        onlyone::command::with_census(|| {
             for t in targets {
                 let seen = if deadline.is_some_and(|d| Instant::now() >= d) {
                     Err(NOT_REACHED.to_owned())
@@ -266,7 +266,7 @@ fn not_in_time(name: &str, why: &str, given: std::time::Duration) -> String {
     format!(
         "{name}: not judged within check's deadline of {} ({why}); give it more time with \
          --deadline DUR",
-        onlyone::compact_duration(given)
+        onlyone::command::compact_duration(given)
     )
 }
 

@@ -167,7 +167,7 @@ pub(super) fn urls_of_file(path: &Path, what: &str) -> Result<Vec<String>, Strin
             "{what} {shown}: it belongs to {} (uid {}), not to you or root, and whoever writes \
              it chooses where the run's output is sent; keep the URL in a file of your own \
              (`install -m 600 /dev/null FILE`, then write the URL into it)",
-            onlyone::user_name(st.st_uid),
+            onlyone::command::user_name(st.st_uid),
             st.st_uid
         ));
     }
@@ -417,7 +417,7 @@ impl Pings {
         match skipped {
             Some(why) => self.skipped(&why),
             None => {
-                self.rid = onlyone::journal::run_id(&onlyone::new_token());
+                self.rid = onlyone::journal::run_id(&onlyone::command::new_token());
                 let body = b"the run did not start (see its stderr)".to_vec();
                 self.send("fail", body, END_BOUND);
             }
@@ -430,7 +430,7 @@ impl Pings {
         if self.is_empty() {
             return;
         }
-        self.rid = onlyone::journal::run_id(&onlyone::new_token());
+        self.rid = onlyone::journal::run_id(&onlyone::command::new_token());
         let mut body = format!("skipped: {why}").into_bytes();
         body.truncate(BODY_LIMIT);
         self.send("log", body, END_BOUND);

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use onlyone::compact_duration;
+use onlyone::command::compact_duration;
 use onlyone::place::{Found, Holding, PlaceError, StopRequest, Stopped};
 
 use super::exit::{self, Code, Ending};
@@ -126,7 +126,7 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
                 Some(uid) => format!(
                     "pid {}, another account's ({})",
                     record.pid,
-                    onlyone::user_name(uid)
+                    onlyone::command::user_name(uid)
                 ),
                 None => format!(
                     "pid {}, `{}`",

@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use onlyone::compact_duration;
+use onlyone::command::compact_duration;
 use onlyone::names::{self, DirSource};
 use onlyone::place::{Feature, Kind};
 

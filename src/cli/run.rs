@@ -3,7 +3,7 @@
 //! ([`Words`], the run's observer), sends its pings (the end's once the
 //! lock is let go) and says how the run exits ([`ending`]).
 
-use onlyone::compact_duration;
+use onlyone::command::compact_duration;
 use onlyone::place::run::{
     self, Job, JobEnd, Notice, Ran, Refused, Release, RunError, RunObserver, Skip, Started,
 };

@@ -375,8 +375,8 @@ fn start_keeper(lock: &Path, token: &str, end: Option<&RecordEnd<'_>>) {
     let spawned = cmd
         .arg("--")
         .arg(lock)
-        .env_remove(onlyone::LOCK_VAR)
-        .env_remove(onlyone::TOKEN_VAR)
+        .env_remove(onlyone::supervise::LOCK_VAR)
+        .env_remove(onlyone::supervise::TOKEN_VAR)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -434,17 +434,20 @@ struct Exported {
 fn export_line(e: &Exported) -> String {
     use std::os::unix::ffi::OsStrExt;
     let mut vars = vec![
-        (onlyone::LOCK_VAR, sh_quote(e.path.as_os_str().as_bytes())),
-        (onlyone::TOKEN_VAR, sh_quote(e.token.as_bytes())),
+        (
+            onlyone::supervise::LOCK_VAR,
+            sh_quote(e.path.as_os_str().as_bytes()),
+        ),
+        (onlyone::supervise::TOKEN_VAR, sh_quote(e.token.as_bytes())),
     ];
     if let Some(k) = e.slot {
-        vars.push((onlyone::SLOT_VAR, k.to_string()));
+        vars.push((onlyone::supervise::SLOT_VAR, k.to_string()));
     }
     // The line a script without pings gets stays what it was.
     if (e.pings.is_some() || e.ping_file.is_some())
         && let Some(rid) = onlyone::journal::run_id(&e.token)
     {
-        vars.push((onlyone::RUN_ID_VAR, sh_quote(rid.as_bytes())));
+        vars.push((onlyone::supervise::RUN_ID_VAR, sh_quote(rid.as_bytes())));
     }
     if let Some(p) = &e.pings {
         vars.push((ping::RELEASE_VAR, sh_quote(p.as_bytes())));
@@ -472,8 +475,8 @@ fn sh_quote(bytes: &[u8]) -> String {
 /// The token that `acquire --export` handed to this process's
 /// environment, when `ONLYONE_LOCK` there names `path`.
 fn exported_token_for(path: &Path) -> Option<String> {
-    let lock = std::env::var_os(onlyone::LOCK_VAR)?;
-    let token = std::env::var(onlyone::TOKEN_VAR).ok()?;
+    let lock = std::env::var_os(onlyone::supervise::LOCK_VAR)?;
+    let token = std::env::var(onlyone::supervise::TOKEN_VAR).ok()?;
     let same = std::path::absolute(Path::new(&lock)).ok()? == path;
     same.then_some(token)
 }

@@ -25,8 +25,9 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use onlyone::command::compact_duration;
 use onlyone::text::for_terminal;
-use onlyone::{Holder, Inspection, LockFile, Verdict, compact_duration, names};
+use onlyone::{Holder, Inspection, LockFile, Verdict, names};
 
 use super::exit::{Code, Ending};
 use super::format::{ago, now_unix, took};
@@ -196,7 +197,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection, deadline: Option<std::time::Insta
         s.pid = Some(r.pid);
         s.command_pid = r.cmd_id.map(|c| c.pid);
         s.since_unix = r.since;
-        s.since = r.since.map(onlyone::format_unix_time);
+        s.since = r.since.map(onlyone::command::format_unix_time);
         s.age_seconds = r.since.map(|t| now_unix().saturating_sub(t));
         s.command = r.cmd.clone();
         s.mode = (!r.is_bare()).then_some(r.mode.as_str());
@@ -281,7 +282,7 @@ fn fill(s: &mut LockStatus, seen: &Inspection, deadline: Option<std::time::Insta
 /// process that proves it held, named as that account's; nothing it says
 /// of a run (command, age, token, slots) is shown as this lock's.
 fn fill_other(s: &mut LockStatus, seen: &Inspection, uid: u32) {
-    let who = onlyone::user_name(uid);
+    let who = onlyone::command::user_name(uid);
     s.other_account = Some(who.clone());
     s.uid = Some(uid);
     if let Ok(r) = &seen.record {
@@ -360,7 +361,7 @@ fn describe_all(
     // The locks of one directory share its handle, and their verdicts one
     // listing of the host's processes.
     let mut first: Option<LockFile> = None;
-    onlyone::with_census(|| {
+    onlyone::command::with_census(|| {
         for t in targets {
             let has_journal = journals.as_ref().is_none_or(|j| j.contains(&t));
             let path = names::lock_path(&t, dir).map_err(|e| e.to_string())?;

@@ -22,7 +22,7 @@ pub fn open(url: &str, timeout: Duration) -> Result<Box<dyn LeaseStore>, String>
 }
 
 fn host() -> String {
-    onlyone::host_name()
+    onlyone::command::host_name()
 }
 
 /// The store, as the place of a run's lock.

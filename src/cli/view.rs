@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use onlyone::command::compact_duration;
 use onlyone::journal::{History, LockNow, Outcome, Usage};
 use onlyone::reap::Keeper;
 use onlyone::text::for_terminal;
-use onlyone::{Inspection, Verdict, compact_duration};
+use onlyone::{Inspection, Verdict};
 
 use super::format::now_unix;
 
@@ -171,7 +172,7 @@ impl WaiterStatus {
             host,
             uid,
             command,
-            since: since_unix.map(onlyone::format_unix_time),
+            since: since_unix.map(onlyone::command::format_unix_time),
             since_unix,
             queued,
         }
@@ -297,7 +298,7 @@ pub fn of_lease(
         command_pid: None,
         holder_pid: row.pid.filter(|_| live),
         holder: live.then_some("owner"),
-        since: Some(onlyone::format_unix_time(since)),
+        since: Some(onlyone::command::format_unix_time(since)),
         since_unix: Some(since),
         age_seconds: Some(now_unix().saturating_sub(since)),
         command: row.cmd.clone(),
@@ -456,7 +457,7 @@ impl Seen {
             // Another account's file holds no run of this lock's; held or
             // not judged, it stands in the job's way.
             Some(i) if !i.is_ours() => {
-                let who = onlyone::user_name(i.owner);
+                let who = onlyone::command::user_name(i.owner);
                 match &i.verdict {
                     Verdict::Held(h) => {
                         other = Some(format!(

@@ -194,7 +194,7 @@ fn token_of(path: &Path) -> String {
 /// milliseconds, so that at each look root's waiter sees a head it had
 /// not seen a moment ago. The grace is counted from the free lock, not
 /// from each new head: root's waiter takes the free lock after about
-/// [`onlyone::HEAD_GRACE`], not never.
+/// [`onlyone::command::HEAD_GRACE`], not never.
 #[test]
 fn a_head_renamed_again_and_again_delays_a_hand_off_by_the_grace_at_most() {
     let Some(mut w) =
@@ -221,7 +221,7 @@ fn a_head_renamed_again_and_again_delays_a_hand_off_by_the_grace_at_most() {
     let took = t.elapsed();
     assert_eq!(code, 0, "after {took:?}: {err}");
     assert!(
-        took < onlyone::HEAD_GRACE * 4,
+        took < onlyone::command::HEAD_GRACE * 4,
         "root's waiter took the free lock after {took:?}"
     );
     assert_eq!(w.ran(), ["root"]);
@@ -326,7 +326,7 @@ fn a_planted_seat_is_refused_by_name_and_left_alone() {
 /// speaks only for its writer: the one naming root's process is stale,
 /// and so is the dead one; neither is waited for, and root's waiter does
 /// not wait on nobody's guard to remove them: it takes the free lock at
-/// once, well within [`onlyone::HEAD_GRACE`]. None of nobody's files is
+/// once, well within [`onlyone::command::HEAD_GRACE`]. None of nobody's files is
 /// touched, `status` answers at once and lists none of them as a waiter.
 #[test]
 fn forged_and_stale_tickets_of_another_account_are_passed_over_at_once() {
@@ -393,7 +393,7 @@ fn forged_and_stale_tickets_of_another_account_are_passed_over_at_once() {
     let took = t.elapsed();
     assert_eq!(code, 0, "{err}");
     assert!(
-        took < onlyone::HEAD_GRACE / 2,
+        took < onlyone::command::HEAD_GRACE / 2,
         "root's waiter took the free lock after {took:?}"
     );
     assert_eq!(w.ran(), ["root"]);
@@ -407,7 +407,7 @@ fn forged_and_stale_tickets_of_another_account_are_passed_over_at_once() {
 /// holds a kernel lock on it for ever. Root's waiter reads none of them as
 /// more than it is, follows no link, does not hang on the FIFO, and takes
 /// the free lock once the forged head has had its grace
-/// ([`onlyone::HEAD_GRACE`]), not before and not never.
+/// ([`onlyone::command::HEAD_GRACE`]), not before and not never.
 #[test]
 fn planted_tickets_delay_a_hand_off_by_the_grace_at_most() {
     let Some(w) = World::new("planted_tickets_delay_a_hand_off_by_the_grace_at_most") else {
@@ -435,7 +435,8 @@ fn planted_tickets_delay_a_hand_off_by_the_grace_at_most() {
     let took = t.elapsed();
     assert_eq!(code, 0, "{err}");
     assert!(
-        took >= onlyone::HEAD_GRACE.mul_f64(0.9) && took < onlyone::HEAD_GRACE * 10,
+        took >= onlyone::command::HEAD_GRACE.mul_f64(0.9)
+            && took < onlyone::command::HEAD_GRACE * 10,
         "root's waiter took the free lock after {took:?}"
     );
     assert_eq!(w.ran(), ["root"]);

@@ -582,7 +582,7 @@ fn a_servers_own_socket_works_with_and_without_requirepeer() {
     let server = if is_root() {
         "nobody".to_owned()
     } else {
-        onlyone::user_name(rustix::process::geteuid().as_raw())
+        onlyone::command::user_name(rustix::process::geteuid().as_raw())
     };
     let other = if server == "nobody" { "root" } else { "nobody" };
     let url = |dir: &std::path::Path, query: &str| {

@@ -140,7 +140,7 @@ fn field(path: &Path, key: &str) -> Option<String> {
 }
 
 fn token() -> String {
-    onlyone::new_token()
+    onlyone::command::new_token()
 }
 
 /// A full record written by hand.

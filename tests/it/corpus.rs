@@ -361,7 +361,7 @@ impl Case {
 }
 
 fn token() -> String {
-    onlyone::new_token()
+    onlyone::command::new_token()
 }
 
 fn now_unix() -> u64 {

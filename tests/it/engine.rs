@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use onlyone::command::MAX_TAKEOVER_TRIES;
 use onlyone::test_hooks::{self, Point};
 use onlyone::{
-    AcquireOptions, Error, Holder, LockFile, MAX_TAKEOVER_TRIES, Owner, Released, StaleReason,
-    UnknownReason, Verdict,
+    AcquireOptions, Error, Holder, LockFile, Owner, Released, StaleReason, UnknownReason, Verdict,
 };
 use support::*;
 
@@ -197,7 +197,7 @@ fn take_and_hold(lock: &LockFile, ready: &Path) {
 /// starts `sh` that leaves a `sleep` grandchild, records the command,
 /// reports both pids, holds.
 fn be_a_wrapper(lock: &LockFile, ready: &Path) -> ! {
-    let token = onlyone::new_token();
+    let token = onlyone::command::new_token();
     let mut g = lock
         .acquire(&AcquireOptions::new().run_mode().token(token.clone()))
         .unwrap();
@@ -1265,7 +1265,7 @@ fn an_unreadable_process_that_may_carry_the_token_makes_the_run_unknown() {
         return;
     }
     let (d, path, _lock) = setup();
-    let token = onlyone::new_token();
+    let token = onlyone::command::new_token();
     let nobody_uid = 65534;
     // The wrapper is gone: a record with a dead owner, written long ago
     // (start 1), for uid nobody.

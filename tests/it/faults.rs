@@ -126,7 +126,7 @@ impl World {
         let (pid, start) = dead_process();
         put(
             &self.lock(name),
-            record_text(pid, start, &onlyone::new_token()),
+            record_text(pid, start, &onlyone::command::new_token()),
         );
     }
 
@@ -235,7 +235,7 @@ fn fault_unreadable_directory() {
         let (dead, start) = dead_process();
         put(
             &d.join("stale.lock"),
-            record_text(dead, start, &onlyone::new_token()),
+            record_text(dead, start, &onlyone::command::new_token()),
         );
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
         let locks = [

@@ -243,7 +243,10 @@ fn active_pid_answers_without_a_directory_and_takes_nothing() {
     std::fs::create_dir(&dir).unwrap();
     assert_eq!(onlyone::active_pid(&lock).unwrap(), None);
     let (pid, start) = dead_process();
-    put(&lock, record_text(pid, start, &onlyone::new_token()));
+    put(
+        &lock,
+        record_text(pid, start, &onlyone::command::new_token()),
+    );
     let a = onlyone::active_pid(&lock).unwrap().expect("a lock file");
     assert_eq!((a.pid, a.alive), (Some(pid), false), "{a:?}");
     assert!(lock.exists(), "a read-only query removed the stale lock");

@@ -84,7 +84,7 @@ impl World {
     /// `ago` seconds ago: (pid, token).
     fn held(&mut self, lock: &str, ago: u64) -> (u32, String) {
         let pid = self.sleeper();
-        let token = onlyone::new_token();
+        let token = onlyone::command::new_token();
         let since = now() - ago;
         put(
             &self.lock(lock),

@@ -57,7 +57,7 @@ impl World {
     /// A finished run, started `ago` seconds ago, lasting a second,
     /// exiting 0.
     fn past_run(&self, lock: &str, ago: f64) {
-        let token = onlyone::new_token();
+        let token = onlyone::command::new_token();
         let mut start = Event::now(EventKind::Start);
         start.token = Some(token.clone());
         start.time -= ago;

@@ -260,7 +260,7 @@ fn a_store_precheck_names_the_holder_of_the_lease() {
         &out.stderr,
         &format!(
             "onlyone: another run of `j` holds the lease as pid {a} on {} (`*`, for *, fence *)",
-            onlyone::host_name()
+            onlyone::command::host_name()
         ),
     );
 }
@@ -270,7 +270,7 @@ fn a_store_precheck_names_the_holder_of_the_lease() {
 #[test]
 fn a_store_queued_skip_names_the_waiter_and_the_holder() {
     let Some(mut w) = World::new() else { return };
-    let host = onlyone::host_name();
+    let host = onlyone::command::host_name();
     let a = w.holder("a", &[], "touch \"$READY\"; exec sleep 1000");
     let queued = w.oo_at(&w.pg.url(), &["run", "--queue", "j", "--", "true"]);
     let waiter = w.start_logged(queued, "waiter");
@@ -309,7 +309,7 @@ fn a_store_stop_of_a_dead_holder_says_the_lease_ran_out() {
         &format!(
             "onlyone: the holder of `j` (pid {a} on {} (`*`, for *, fence *)) was dead: nothing \
              released its lease, which ran out after *",
-            onlyone::host_name()
+            onlyone::command::host_name()
         ),
     );
 }

@@ -183,7 +183,7 @@ impl std::fmt::Display for EndReason {
 }
 
 /// The run id of the run `token`: its 128 bits as a UUID (8-4-4-4-12 hex
-/// digits), for a token as [`crate::new_token`] makes them; `None` for
+/// digits), for a token as [`crate::lock::new_token`] makes them; `None` for
 /// any other.
 pub fn run_id(token: &str) -> Option<String> {
     let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);

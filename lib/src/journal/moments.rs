@@ -176,7 +176,7 @@ mod tests {
     /// The record of a run of `cmd` by `pid`, with a token.
     fn record(pid: u32, cmd: &str) -> Record {
         let mut r = crate::Record::parse(format!("{pid}\n").as_bytes()).unwrap();
-        r.token = Some(crate::new_token());
+        r.token = Some(crate::lock::new_token());
         r.cmd = Some(cmd.into());
         r.since = Some(1);
         r

@@ -418,6 +418,7 @@ std::thread_local! {
 /// of stale run records). What a report sees is then the host as it was at
 /// its first search. Only reports use the census: an acquisition, a
 /// takeover, a release or a stop inside `f` reads `/proc` as it is.
+#[cfg_attr(not(feature = "command"), allow(dead_code))]
 pub fn with_census<T>(f: impl FnOnce() -> T) -> T {
     struct Reset;
     impl Drop for Reset {

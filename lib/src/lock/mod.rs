@@ -64,8 +64,10 @@ pub use acquire::{AcquireOptions, Owner, new_token};
 pub use busy::BusyPolicy;
 pub use guard::LockGuard;
 pub use guard::TakeOver;
+#[cfg_attr(not(feature = "command"), allow(unused_imports))]
 pub use queue::{HEAD_GRACE, Waiting};
 pub use removal::{Released, Releaser};
+#[cfg_attr(not(feature = "command"), allow(unused_imports))]
 pub use slots::{SLOT_INFIX, slot_of_path};
 
 pub(crate) use guard::refresh_interval;

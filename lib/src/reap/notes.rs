@@ -186,7 +186,7 @@ fn create_temp(dir: BorrowedFd<'_>, owner: u32) -> std::io::Result<(OwnedFd, Str
     let name = format!(
         "{STATE_FILE}.{}.{}.tmp",
         std::process::id(),
-        crate::new_token()
+        crate::lock::new_token()
     );
     let fd = crate::walk::open_entry(
         dir,

@@ -53,6 +53,7 @@
 //!   onlyone waits for (a store's lease watchdog, the caller's children)
 //!   is never counted; the peak is the largest single process's.
 
+pub use crate::lock::members::{FENCE_VAR, LOCK_VAR, RUN_ID_VAR, SLOT_VAR, TOKEN_VAR};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -182,11 +183,16 @@ pub trait Limit {
 impl Hold for LockGuard {
     fn vars(&self) -> Vec<(&'static str, OsString)> {
         let mut vars = vec![
-            (crate::LOCK_VAR, self.lock().path().as_os_str().to_owned()),
-            (crate::TOKEN_VAR, self.token().into()),
+            (
+                crate::supervise::LOCK_VAR,
+                self.lock().path().as_os_str().to_owned(),
+            ),
+            (crate::supervise::TOKEN_VAR, self.token().into()),
         ];
-        vars.extend(crate::journal::run_id(self.token()).map(|r| (crate::RUN_ID_VAR, r.into())));
-        vars.push((crate::SLOT_VAR, self.slot().to_string().into()));
+        vars.extend(
+            crate::journal::run_id(self.token()).map(|r| (crate::supervise::RUN_ID_VAR, r.into())),
+        );
+        vars.push((crate::supervise::SLOT_VAR, self.slot().to_string().into()));
         vars
     }
 

@@ -267,7 +267,7 @@ impl<'a> MissedRow<'a> {
             outcome: "missed",
             result: "missed",
             start_unix: m.last,
-            start: onlyone::format_unix_time(m.last as u64),
+            start: onlyone::command::format_unix_time(m.last as u64),
             missed_count: m.count,
             missed_exact: m.exact,
             missed_first_unix: m.first,

@@ -426,7 +426,7 @@ impl LeaseRow {
         self.left_ms > 0
     }
 
-    /// For a live lease taken on this host (`here`, [`crate::host_name`]):
+    /// For a live lease taken on this host (`here`, [`crate::procfs::host_name`]):
     /// whether its holder still lives, its pid a process that started no
     /// later than the lease was taken (a later one has only reused the
     /// pid). `None` for another host's lease, or one that ran out.

@@ -249,14 +249,16 @@ impl crate::supervise::Hold for LeaseHold {
     fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         let mut vars = vec![
             (
-                crate::LOCK_VAR,
+                crate::supervise::LOCK_VAR,
                 format!("{}:{}", self.store.scheme(), self.name).into(),
             ),
-            (crate::TOKEN_VAR, self.token.clone().into()),
-            (crate::FENCE_VAR, self.epoch.to_string().into()),
+            (crate::supervise::TOKEN_VAR, self.token.clone().into()),
+            (crate::supervise::FENCE_VAR, self.epoch.to_string().into()),
         ];
-        vars.extend(crate::journal::run_id(&self.token).map(|r| (crate::RUN_ID_VAR, r.into())));
-        vars.push((crate::SLOT_VAR, self.slot.k.to_string().into()));
+        vars.extend(
+            crate::journal::run_id(&self.token).map(|r| (crate::supervise::RUN_ID_VAR, r.into())),
+        );
+        vars.push((crate::supervise::SLOT_VAR, self.slot.k.to_string().into()));
         vars
     }
 

@@ -434,7 +434,7 @@ fn take_queue_seat(
     ttl: Duration,
     signals: &HeldSignals,
 ) -> Result<Result<i64, NoSeat>, Halt> {
-    let here = crate::host_name();
+    let here = crate::procfs::host_name();
     let mut replacing: Option<String> = None;
     for _ in 0..8 {
         if let Some(t) = c.take_queue_seat(name, who, ttl, replacing.as_deref())? {
@@ -515,10 +515,10 @@ pub fn start_watchdog(
     use std::os::unix::process::CommandExt;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     let child = program
-        .env_remove(crate::LOCK_VAR)
-        .env_remove(crate::TOKEN_VAR)
-        .env_remove(crate::FENCE_VAR)
-        .env_remove(crate::SLOT_VAR)
+        .env_remove(crate::supervise::LOCK_VAR)
+        .env_remove(crate::supervise::TOKEN_VAR)
+        .env_remove(crate::supervise::FENCE_VAR)
+        .env_remove(crate::supervise::SLOT_VAR)
         .stdin(std::os::fd::OwnedFd::from(theirs))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -532,7 +532,7 @@ pub fn start_watchdog(
 /// of this host and are gone (killed): they would keep the free lease from
 /// the line until their end. Another host's rows are left to their end.
 fn clear_dead_ahead(store: &dyn LeaseStore, name: &str, mine: Option<i64>) {
-    let here = crate::host_name();
+    let here = crate::procfs::host_name();
     let Ok(waiters) = store.waiters(name) else {
         return;
     };

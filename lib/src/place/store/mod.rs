@@ -259,7 +259,7 @@ impl Place for StorePlace {
     fn stop(&self, lock: &super::Lock, how: &StopRequest) -> Result<StopDone, PlaceError> {
         let name = lock.name().to_owned();
         let store = self.open(READ_TIMEOUT)?;
-        let here = crate::host_name();
+        let here = crate::procfs::host_name();
         let live: Vec<LeaseRow> = store
             .inspect_slots(&name)?
             .into_iter()

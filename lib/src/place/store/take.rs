@@ -38,10 +38,10 @@ pub(super) fn take<'p>(
     let signals = place.held_signals()?;
     let timing = LeaseTiming::new(job.lease, job.run.kill_after)?;
     let store = place.open(timing.call_timeout)?;
-    let token = crate::new_token();
+    let token = crate::lock::new_token();
     let cmd = crate::text::display_command(&job.command);
     let me = std::process::id();
-    let host = crate::host_name();
+    let host = crate::procfs::host_name();
     let who = Claimant {
         token: &token,
         host: &host,
