@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use support::ns::{Ns, OO};
-use support::pg::Pg;
+use support::pg::Db;
 use support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -390,7 +390,7 @@ fn store_status_names_each_waiters_host() {
         eprintln!("skipped: needs root and unshare (a waiter on another host name)");
         return;
     }
-    let Some(pg) = Pg::start_or_skip() else {
+    let Some(pg) = Db::new_or_skip() else {
         return;
     };
     let mut sb = Sandbox::new(MARK);
