@@ -64,7 +64,7 @@ pub struct Pg {
     /// A world-writable sticky directory it listens in too, if any.
     shared_socket_dir: Option<PathBuf>,
     /// Stops the cluster and removes its directory.
-    _watchdog: Watchdog,
+    watchdog: Watchdog,
 }
 
 /// What a cluster is started with.
@@ -158,7 +158,7 @@ impl Pg {
             as_nobody,
             extra,
             shared_socket_dir,
-            _watchdog: watchdog,
+            watchdog,
         };
         let out = pg
             .tool("initdb")
@@ -307,18 +307,19 @@ fn tool(bin: &Path, as_nobody: bool, name: &str) -> Command {
 
 /// A process that waits for the end of its stdin, a pipe whose other end
 /// only this process holds, then stops the cluster at once and removes
-/// its directory. The end comes when the cluster is dropped (which waits
-/// for it), and when this process exits in any way: a cluster in a static
-/// is never dropped, and a test binary killed, or stopped with Ctrl-C,
-/// drops nothing. It is in a process group of its own, so that Ctrl-C at
-/// the terminal leaves it to do its work.
+/// its directory. The end comes when the cluster is done with
+/// ([`Watchdog::finish`], which waits for that work: when it is dropped,
+/// or as the process exits for the shared one), and when this process
+/// ends in any other way: a test binary killed, or stopped with Ctrl-C,
+/// drops nothing and runs no exit handler. It is in a process group of its
+/// own, so that Ctrl-C at the terminal leaves it to do its work.
 struct Watchdog {
-    child: Option<Child>,
-    stdin: Option<ChildStdin>,
+    /// The process and its stdin's pipe, until the cluster is done with.
+    process: Mutex<Option<(Child, ChildStdin)>>,
     /// What stops the cluster (a program and its arguments), and its
-    /// directory: done here if no watchdog could start.
-    stop: Vec<std::ffi::OsString>,
-    dir: PathBuf,
+    /// directory, for [`Watchdog::finish`] to do itself if no process
+    /// could start.
+    fallback: Mutex<Option<(Vec<std::ffi::OsString>, PathBuf)>>,
 }
 
 impl Watchdog {
@@ -345,46 +346,63 @@ impl Watchdog {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-        match c.spawn() {
-            Ok(mut child) => Watchdog {
-                stdin: child.stdin.take(),
-                child: Some(child),
-                stop,
-                dir: dir.to_owned(),
-            },
-            // No shell: the cluster is stopped when dropped, and then only.
-            Err(_) => Watchdog {
-                child: None,
-                stdin: None,
-                stop,
-                dir: dir.to_owned(),
-            },
+        let (process, fallback) = match c.spawn() {
+            Ok(mut child) => {
+                let stdin = child.stdin.take().unwrap();
+                (Some((child, stdin)), None)
+            }
+            Err(_) => (None, Some((stop, dir.to_owned()))),
+        };
+        Watchdog {
+            process: Mutex::new(process),
+            fallback: Mutex::new(fallback),
+        }
+    }
+
+    /// Stops the cluster and removes its directory, once; returns when
+    /// that is done.
+    fn finish(&self) {
+        let process = self
+            .process
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((mut child, stdin)) = process {
+            drop(stdin);
+            let _ = child.wait();
+        }
+        let fallback = self
+            .fallback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((stop, dir)) = fallback {
+            let _ = Command::new(&stop[0])
+                .args(&stop[1..])
+                .current_dir("/")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        drop(self.stdin.take());
-        match self.child.take() {
-            Some(mut child) => drop(child.wait()),
-            None => {
-                let _ = Command::new(&self.stop[0])
-                    .args(&self.stop[1..])
-                    .current_dir("/")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
-                let _ = std::fs::remove_dir_all(&self.dir);
-            }
-        }
+        self.finish();
     }
 }
 
-/// The cluster this test binary's store tests share, started by the first
-/// that asks (the others wait for it), or why it could not be.
+/// The cluster this test binary's store tests share, or why there is
+/// none; set by the first test that asks.
+static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+
+/// The shared cluster, started by the first test that asks (the others
+/// wait for it), or why it could not be. A static is never dropped: an
+/// exit handler stops it, and waits for that, as the test binary exits
+/// (its watchdog would, a moment later).
 fn shared() -> Result<&'static Shared, String> {
-    static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
     SHARED
         .get_or_init(|| {
             // Room for two tests' worth of contenders at a time, and more.
@@ -392,6 +410,9 @@ fn shared() -> Result<&'static Shared, String> {
                 settings: " -c max_connections=400",
                 ..Setup::default()
             })?;
+            // SAFETY: registers a function that takes no argument and
+            // returns, as atexit(3) asks.
+            unsafe { libc::atexit(stop_shared) };
             Ok(Shared {
                 pg,
                 next: AtomicU32::new(1),
@@ -399,6 +420,13 @@ fn shared() -> Result<&'static Shared, String> {
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// At exit: the shared cluster stopped and its directory removed.
+extern "C" fn stop_shared() {
+    if let Some(Ok(shared)) = SHARED.get() {
+        shared.pg.watchdog.finish();
+    }
 }
 
 /// The shared cluster and the number of the next test's database.
