@@ -1,7 +1,9 @@
 //! A job run one at a time with its journal, by the library alone: the
-//! lock `DIR/NAME.lock`, the command supervised under it, and every moment
-//! of the run (start, end, skip, takeover) written to the lock's journal
-//! and said on stderr, through the library's run observer.
+//! lock `DIR/NAME.lock` of a lock directory as a place
+//! ([`onlyone::place::dir::DirPlace`]), the job run there by the library's
+//! one run flow ([`onlyone::place::run::run`]), which records every moment
+//! (start, end, skip, takeover, stop) in the lock's journal; its observer
+//! says each on stderr.
 //!
 //! ```text
 //! cargo run -p onlyone --example journaled -- /tmp/jobs sync -- ./sync.sh --all
@@ -18,24 +20,27 @@
 //! not start, 1 on any other failure.
 
 use std::ffi::OsString;
+use std::num::NonZeroU32;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use onlyone::journal::{Exit, Journal, run_id};
-use onlyone::observer::{JournalObserver, RunEnd, RunObserver};
-use onlyone::runner::{self, JobEnd, JobOptions, Release};
+use onlyone::journal::{Exit, run_id};
+use onlyone::names::DirSource;
+use onlyone::place::dir::DirPlace;
+use onlyone::place::run::RunObserver;
+use onlyone::place::run::{self, Job, JobEnd, Release, Skip, Started};
+use onlyone::place::{Note, Place};
 use onlyone::state::StateDir;
-use onlyone::supervise::RunError;
-use onlyone::{HeldBy, LockFile, Record, TakeOver, compact_duration};
+use onlyone::{HeldBy, TakeOver, compact_duration};
 
 /// What a skipped run exits with (EX_TEMPFAIL).
 const SKIPPED: u8 = 75;
 
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let mut opts = JobOptions::default();
-    if args.first().is_some_and(|a| a == "--replace") {
-        opts.replace = true;
+    let replace = args.first().is_some_and(|a| a == "--replace");
+    if replace {
         args.remove(0);
     }
     let (dir, name, argv) = match &args[..] {
@@ -45,7 +50,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(Path::new(dir), &name.to_string_lossy(), argv, &opts) {
+    let mut job = Job::new(argv.to_vec());
+    if replace {
+        job.replace = Some(job.run.kill_after);
+    }
+    match run(Path::new(dir), &name.to_string_lossy(), &job) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("journaled: {e}");
@@ -54,45 +63,49 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `argv` under the lock `name` of `dir`, journaled.
-fn run(
-    dir: &Path,
-    name: &str,
-    argv: &[OsString],
-    opts: &JobOptions,
-) -> Result<ExitCode, Box<dyn std::error::Error>> {
+/// Runs `job` under the lock `name` of `dir`, journaled.
+fn run(dir: &Path, name: &str, job: &Job) -> Result<ExitCode, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let lock = LockFile::open(onlyone::names::lock_path(name, dir)?)?;
-    let journal = Journal::of(&lock, &StateDir::resolve(None));
-    let mut observer = (JournalObserver::new(journal), Said { name });
-    let ended = runner::run(&lock, argv, opts, &mut observer);
-    if let Some(e) = observer.0.error() {
-        eprintln!(
-            "journaled: could not write {} ({e}); the run went on without it",
-            onlyone::journal::EventLog::describe(observer.0.log())
-        );
-    }
-    let ran = match ended {
+    // What the place says on the side (a journal it could not write).
+    let notes = Arc::new(|n: Note<'_>| {
+        if let Note::Unlogged { log, error } = n {
+            eprintln!("journaled: could not write {log} ({error}); the run went on without it");
+        }
+    });
+    let place = DirPlace::new(
+        (dir.to_path_buf(), DirSource::Given),
+        StateDir::resolve(None),
+        false,
+        notes,
+    );
+    let lock = place.lock(name, NonZeroU32::MIN)?;
+    let mut said = Said { name, rid: None };
+    let ran = match run::run(&place, &lock, job, &mut said) {
         Ok(JobEnd::Ran(ran)) => ran,
         Ok(JobEnd::Skipped(_)) => return Ok(ExitCode::from(SKIPPED)),
-        Err(e @ RunError::NotFound { .. }) => {
+        Err(e) => {
             eprintln!("journaled: {e}");
-            return Ok(ExitCode::from(127));
+            return Ok(match e.start_code() {
+                Some(code) => ExitCode::from(code as u8),
+                None => ExitCode::FAILURE,
+            });
         }
-        Err(e @ RunError::NotExecutable { .. }) => {
-            eprintln!("journaled: {e}");
-            return Ok(ExitCode::from(126));
-        }
-        Err(e) => return Err(e.into()),
-        Ok(_) => return Err("the job ended in a way this example does not know".into()),
     };
+    let how = match ran.end.exit {
+        Exit::Code(c) => format!("exit {c}"),
+        Exit::Signal(s) => format!("signal {s}"),
+    };
+    eprintln!(
+        "journaled: run {} of `{name}` ended: {how} after {}",
+        said.rid.as_deref().unwrap_or("?"),
+        compact_duration(ran.end.took)
+    );
     match ran.lock {
         Release::Released => {}
-        Release::Left => {
+        Release::Survivors | Release::Lingering(_) => {
             eprintln!("journaled: the lock of `{name}` is left to the run's processes")
         }
         Release::Failed(e) => eprintln!("journaled: the run ended, but releasing failed: {e}"),
-        _ => {}
     }
     Ok(match ran.outcome.exit {
         Exit::Code(c) => ExitCode::from(c.clamp(0, 255) as u8),
@@ -105,24 +118,20 @@ fn run(
 struct Said<'a> {
     /// The lock's name.
     name: &'a str,
-}
-
-impl Said<'_> {
-    /// The run id of `run`, or `?`.
-    fn rid(run: &Record) -> String {
-        run.token
-            .as_deref()
-            .and_then(run_id)
-            .unwrap_or_else(|| "?".into())
-    }
+    /// The run's id, once it started.
+    rid: Option<String>,
 }
 
 impl RunObserver for Said<'_> {
-    fn skipped(&mut self, held: &HeldBy) {
+    fn skipped(&mut self, skip: &Skip) {
+        let held: Option<&HeldBy> = match skip {
+            Skip::Held(h) | Skip::Waited { held: h, .. } | Skip::Queued { held: h, .. } => Some(h),
+            Skip::Lease { .. } => None,
+        };
         eprintln!(
             "journaled: `{}` is running as {}; skipped",
             self.name,
-            held.describe()
+            held.map_or_else(|| "another run".to_owned(), HeldBy::describe)
         );
     }
 
@@ -134,30 +143,17 @@ impl RunObserver for Said<'_> {
         );
     }
 
-    fn took_over(&mut self, _run: &Record, from: &TakeOver) {
+    fn took_over(&mut self, from: &TakeOver) {
         eprintln!("journaled: took over {from}");
     }
 
-    fn started(&mut self, lock: &Path, run: &Record) {
+    fn started(&mut self, started: &Started) {
+        let rid = run_id(&started.token).unwrap_or_else(|| "?".into());
         eprintln!(
-            "journaled: run {} of `{}` started as pid {} ({})",
-            Self::rid(run),
+            "journaled: run {rid} of `{}` started as pid {}",
             self.name,
-            run.pid,
-            lock.display()
+            std::process::id()
         );
-    }
-
-    fn ended(&mut self, run: &Record, end: &RunEnd) {
-        let how = match end.exit {
-            Exit::Code(c) => format!("exit {c}"),
-            Exit::Signal(s) => format!("signal {s}"),
-        };
-        eprintln!(
-            "journaled: run {} of `{}` ended: {how} after {}",
-            Self::rid(run),
-            self.name,
-            compact_duration(end.took)
-        );
+        self.rid = Some(rid);
     }
 }

@@ -43,7 +43,6 @@ pub mod observer;
 pub mod place;
 pub mod reap;
 pub mod record;
-pub mod runner;
 pub mod schedule;
 pub mod signal;
 pub mod state;

@@ -1,25 +1,14 @@
-//! What a program is told of a run's moments ([`RunObserver`]): it began,
-//! took a stale lock over, ended, was skipped, stopped a live run. The
-//! library calls it ([`crate::runner`]); what a program does then (a
-//! journal, pings, messages) hooks in there.
-//!
-//! [`JournalObserver`] writes the journal's events for those moments, the
-//! same events as the command's runs: a `start`; an `abandoned` and a
-//! `takeover` before it when a stale lock was taken over; an `end`; a
-//! `skip`; a `stop`. Writing is best effort, as the journal always is: a
-//! failure never changes a run, and the first one is kept for the caller
-//! to say ([`JournalObserver::error`]).
-//!
-//! Two observers are one as a pair: `(journal, messages)` tells both, in
-//! that order.
+//! The journal's events of a run's moments, built here once for every
+//! place that records them (what a program is told of those moments is
+//! [`crate::place::run::RunObserver`]'s): a `start`; an `abandoned` and a `takeover`
+//! before it when a stale lock was taken over; an `end`; a `skip`; a
+//! `stop`; a script's `release`. None carries the token of a record
+//! another account wrote.
 
-use std::io;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::error::HeldBy;
-use crate::journal::{Event, EventLog, Exit, Usage};
-use crate::lock::TakeOver;
+use crate::journal::{Event, Exit, Usage};
 use crate::record::Record;
 use crate::supervise::EndedBy;
 
@@ -56,158 +45,26 @@ impl RunEnd {
     }
 }
 
-/// What a program is told of a run's moments. Every method does nothing
-/// unless implemented; the record of a run (`run`) names its token (its run
-/// id: [`crate::journal::run_id`]), its wrapper's pid, its command and its
-/// mode.
-pub trait RunObserver {
-    /// The lock `held` was found held by a live run: this one is skipped.
-    fn skipped(&mut self, held: &HeldBy) {
-        let _ = held;
-    }
-
-    /// The live run of `held` is about to be stopped so that this one
-    /// takes its place.
-    fn stopping(&mut self, held: &HeldBy) {
-        let _ = held;
-    }
-
-    /// The live run of `held` was stopped (with `signal`, by name) so
-    /// that this one takes its place.
-    fn stopped(&mut self, held: &HeldBy, signal: &str) {
-        let _ = (held, signal);
-    }
-
-    /// The run `run` took a stale lock over on its way in: `from` says
-    /// whose it was (when its record was readable) and why it was stale.
-    /// Told before [`RunObserver::started`].
-    fn took_over(&mut self, run: &Record, from: &TakeOver) {
-        let _ = (run, from);
-    }
-
-    /// The run `run` began, holding the lock file `lock`.
-    fn started(&mut self, lock: &Path, run: &Record) {
-        let _ = (lock, run);
-    }
-
-    /// The run `run` ended, as `end` says. Told before the lock is let go.
-    fn ended(&mut self, run: &Record, end: &RunEnd) {
-        let _ = (run, end);
-    }
+/// The journal's event of the end of the run `run` (its token, wrapper
+/// and command), as `end` says.
+pub fn end_event(run: &Record, end: &RunEnd) -> Event {
+    end_event_of(run.token.as_deref(), run.pid, run.cmd.as_deref(), end)
 }
 
-/// Both, in order: the first, then the second.
-impl<A: RunObserver, B: RunObserver> RunObserver for (A, B) {
-    fn skipped(&mut self, held: &HeldBy) {
-        self.0.skipped(held);
-        self.1.skipped(held);
-    }
-
-    fn stopping(&mut self, held: &HeldBy) {
-        self.0.stopping(held);
-        self.1.stopping(held);
-    }
-
-    fn stopped(&mut self, held: &HeldBy, signal: &str) {
-        self.0.stopped(held, signal);
-        self.1.stopped(held, signal);
-    }
-
-    fn took_over(&mut self, run: &Record, from: &TakeOver) {
-        self.0.took_over(run, from);
-        self.1.took_over(run, from);
-    }
-
-    fn started(&mut self, lock: &Path, run: &Record) {
-        self.0.started(lock, run);
-        self.1.started(lock, run);
-    }
-
-    fn ended(&mut self, run: &Record, end: &RunEnd) {
-        self.0.ended(run, end);
-        self.1.ended(run, end);
-    }
-}
-
-/// The observer that writes a run's moments to its lock's event log (a
-/// [`crate::journal::Journal`], or a store's history), as the command's
-/// runs write them.
-#[derive(Debug)]
-pub struct JournalObserver<L: EventLog> {
-    log: L,
-    error: Option<io::Error>,
-}
-
-impl<L: EventLog> JournalObserver<L> {
-    /// An observer that writes to `log`.
-    pub fn new(log: L) -> JournalObserver<L> {
-        JournalObserver { log, error: None }
-    }
-
-    /// The log it writes to.
-    pub fn log(&self) -> &L {
-        &self.log
-    }
-
-    /// The first write that failed, when one did (the runs went on).
-    pub fn error(&self) -> Option<&io::Error> {
-        self.error.as_ref()
-    }
-
-    /// Appends `ev`; the first failure is kept.
-    fn write(&mut self, ev: &Event) {
-        if let Err(e) = self.log.append(ev) {
-            self.error.get_or_insert(e);
-        }
-    }
-}
-
-impl<L: EventLog> RunObserver for JournalObserver<L> {
-    fn skipped(&mut self, held: &HeldBy) {
-        self.write(&skip_event(held));
-    }
-
-    fn stopped(&mut self, held: &HeldBy, signal: &str) {
-        self.write(&stop_event(&held.record, Some(signal)));
-    }
-
-    /// The stale run's end (`abandoned`: its wrapper died without a word),
-    /// unless it had none to write (a script's hold it released), then the
-    /// takeover.
-    fn took_over(&mut self, run: &Record, from: &TakeOver) {
-        let Some(old) = &from.record else {
-            return;
-        };
-        let reason = from.reason.to_string();
-        // Unless the lock's place closed it as it removed its record.
-        if !from.told()
-            && let Some(ev) = abandoned_event(old, &reason)
-        {
-            self.write(&ev);
-        }
-        if let Some(ev) = takeover_event(old, &reason, run.pid) {
-            self.write(&ev);
-        }
-    }
-
-    fn started(&mut self, _lock: &Path, run: &Record) {
-        self.write(&start_event(run));
-    }
-
-    fn ended(&mut self, run: &Record, end: &RunEnd) {
-        let ev = Event::end(
-            run.token.as_deref(),
-            run.pid,
-            run.cmd.as_deref(),
-            end.exit,
-            end.ended_by.map(Into::into),
-            end.took,
-        );
-        let ev = match end.usage {
-            Some(u) => ev.with_usage(u),
-            None => ev,
-        };
-        self.write(&ev);
+/// The journal's event of the end of the run of `token`, whose wrapper is
+/// `pid` and command `cmd`, as `end` says.
+pub fn end_event_of(token: Option<&str>, pid: u32, cmd: Option<&str>, end: &RunEnd) -> Event {
+    let ev = Event::end(
+        token,
+        pid,
+        cmd,
+        end.exit,
+        end.ended_by.map(Into::into),
+        end.took,
+    );
+    match end.usage {
+        Some(u) => ev.with_usage(u),
+        None => ev,
     }
 }
 
@@ -312,40 +169,9 @@ fn age(record: &Record) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
     use super::*;
     use crate::journal::EventKind;
     use crate::verdict::{Holder, StaleReason};
-
-    /// An event log in memory.
-    #[derive(Default)]
-    struct Kept(RefCell<Vec<Event>>);
-
-    impl EventLog for Kept {
-        fn append(&self, ev: &Event) -> io::Result<()> {
-            self.0.borrow_mut().push(ev.clone());
-            Ok(())
-        }
-
-        fn describe(&self) -> String {
-            "memory".into()
-        }
-    }
-
-    /// An observer that notes the moments it is told, by name.
-    #[derive(Default)]
-    struct Noted(Vec<&'static str>);
-
-    impl RunObserver for Noted {
-        fn started(&mut self, _: &Path, _: &Record) {
-            self.0.push("started");
-        }
-
-        fn ended(&mut self, _: &Record, _: &RunEnd) {
-            self.0.push("ended");
-        }
-    }
 
     /// The record of a run of `cmd` by `pid`, with a token.
     fn record(pid: u32, cmd: &str) -> Record {
@@ -356,34 +182,45 @@ mod tests {
         r
     }
 
-    fn kinds(o: &JournalObserver<Kept>) -> Vec<EventKind> {
-        o.log().0.borrow().iter().map(|e| e.event).collect()
-    }
-
-    /// A takeover closes the stale run (abandoned) before it is written,
-    /// unless that run's end was recorded already (a script's hold it
-    /// released); both name the taker.
+    /// A takeover closes the stale run (abandoned), unless that run's end
+    /// was recorded already (a script's hold it released); the takeover
+    /// names the taker.
     #[test]
     fn a_takeover_closes_the_stale_run_unless_it_was_released() {
-        let run = record(20, "new");
-        let from = TakeOver {
-            record: Some(record(10, "old")),
-            reason: StaleReason::Exited { pid: 10, run: true },
-            told: false,
-        };
-        let mut o = JournalObserver::new(Kept::default());
-        o.took_over(&run, &from);
-        assert_eq!(kinds(&o), [EventKind::Abandoned, EventKind::Takeover]);
-        let events = o.log().0.borrow().clone();
-        assert_eq!(events[1].pid, Some(10));
-        assert_eq!(events[1].by, Some(20));
-        assert_eq!(events[1].token, from.record.as_ref().unwrap().token);
+        let old = record(10, "old");
+        let reason = StaleReason::Exited { pid: 10, run: true }.to_string();
+        let ev = abandoned_event(&old, &reason).expect("an abandoned run");
+        assert_eq!(ev.event, EventKind::Abandoned);
+        assert_eq!(ev.token, old.token);
+        let ev = takeover_event(&old, &reason, 20).expect("a takeover");
+        assert_eq!((ev.pid, ev.by), (Some(10), Some(20)));
+        assert_eq!(ev.token, old.token);
+        let mut released = old.clone();
+        released.released = Some(2);
+        assert!(abandoned_event(&released, &reason).is_none());
+    }
 
-        let mut released = from.clone();
-        released.record.as_mut().unwrap().released = Some(2);
-        let mut o = JournalObserver::new(Kept::default());
-        o.took_over(&run, &released);
-        assert_eq!(kinds(&o), [EventKind::Takeover]);
+    /// Another account's record carries a token of its choosing: no
+    /// event of this account's journal carries it.
+    #[test]
+    fn another_accounts_token_is_never_recorded() {
+        let mut theirs = record(10, "forged");
+        theirs.uid = Some(if rustix::process::geteuid().is_root() {
+            65534
+        } else {
+            0
+        });
+        if theirs.is_ours() {
+            return;
+        }
+        let reason = "gone";
+        assert!(abandoned_event(&theirs, reason).is_none());
+        assert!(takeover_event(&theirs, reason, 20).is_none());
+        assert_eq!(stop_event(&theirs, None).token, None);
+        assert_eq!(release_event(&theirs, None, None).token, None);
+        let held = HeldBy::new("/x.lock".into(), theirs, Holder::Owner { pid: 10 });
+        let ev = skip_event(&held);
+        assert_eq!((ev.token, ev.cmd), (None, None));
     }
 
     /// A skip names the process that proved the lock held, and the run it
@@ -395,9 +232,7 @@ mod tests {
             record(10, "old"),
             Holder::Command { pid: 11 },
         );
-        let mut o = JournalObserver::new(Kept::default());
-        o.skipped(&held);
-        let ev = o.log().0.borrow()[0].clone();
+        let ev = skip_event(&held);
         assert_eq!(ev.event, EventKind::Skip);
         assert_eq!(ev.pid, Some(11));
         assert_eq!(ev.token, held.record.token);
@@ -405,9 +240,9 @@ mod tests {
     }
 
     /// An end carries its exit, why the run was ended, its time and what
-    /// it used; a pair tells both observers, the first first.
+    /// it used.
     #[test]
-    fn an_end_is_written_whole_and_a_pair_tells_both() {
+    fn an_end_is_written_whole() {
         let run = record(10, "job");
         let used = Usage {
             max_rss: 4096,
@@ -419,16 +254,11 @@ mod tests {
             Duration::from_secs(5),
         )
         .with_usage(used);
-        let mut pair = (JournalObserver::new(Kept::default()), Noted::default());
-        pair.started(Path::new("/x.lock"), &run);
-        pair.ended(&run, &end);
-        assert_eq!(pair.1.0, ["started", "ended"]);
-        assert_eq!(kinds(&pair.0), [EventKind::Start, EventKind::End]);
-        let ev = pair.0.log().0.borrow()[1].clone();
+        let ev = end_event(&run, &end);
+        assert_eq!(ev.event, EventKind::End);
         assert_eq!(ev.signal.as_deref(), Some("TERM"));
         assert_eq!(ev.ended_by, Some(crate::journal::EndReason::MaxTime));
         assert_eq!(ev.duration, Some(5.0));
         assert_eq!(ev.max_rss, Some(4096));
-        assert!(pair.0.error().is_none());
     }
 }

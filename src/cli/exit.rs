@@ -298,6 +298,17 @@ pub fn run_error(e: &RunError) -> Code {
     .code()
 }
 
+/// How `run` ends when its command could not start, as a shell says it
+/// (`code`: 126 or 127).
+pub fn start_failure(code: i32) -> Code {
+    match code {
+        127 => Ending::NotFound,
+        126 => Ending::NotExecutable,
+        _ => Ending::Failed,
+    }
+    .code()
+}
+
 /// How `run` ends when its command ended.
 pub fn command_exit(exit: Exit) -> Code {
     Ending::Command(exit).code()

@@ -16,6 +16,14 @@ use super::say;
 /// Set once a failure was said: one line per process is enough.
 static SAID: AtomicBool = AtomicBool::new(false);
 
+/// Set for `-q`: a failure to write an event log is not said.
+static HUSHED: AtomicBool = AtomicBool::new(false);
+
+/// With `quiet`, a failure to write an event log is not said.
+pub(super) fn hush(quiet: bool) {
+    HUSHED.store(quiet, Ordering::Relaxed);
+}
+
 /// Appends `ev` to `log`; a failure is said once unless `quiet`.
 pub(super) fn write(log: &dyn EventLog, ev: &Event, quiet: bool) {
     if let Err(e) = log.append(ev)
@@ -27,7 +35,7 @@ pub(super) fn write(log: &dyn EventLog, ev: &Event, quiet: bool) {
 
 /// Says that an event could not be written to `log`, once per process.
 pub(super) fn unlogged(log: &str, e: &std::io::Error) {
-    if !SAID.swap(true, Ordering::Relaxed) {
+    if !HUSHED.load(Ordering::Relaxed) && !SAID.swap(true, Ordering::Relaxed) {
         say(format_args!(
             "could not write {log} ({e}); the run goes on without it"
         ));
@@ -69,11 +77,6 @@ pub(super) fn skipped_because(log: &dyn EventLog, h: &HeldBy, why: Option<&str>,
     let mut ev = observer::skip_event(h);
     ev.reason = why.map(str::to_owned);
     write(log, &ev, quiet);
-}
-
-/// `stop` (or `run --replace`) ended a run, with `signal`.
-pub(super) fn stopped(log: &dyn EventLog, record: &Record, signal: Option<&str>, quiet: bool) {
-    write(log, &observer::stop_event(record, signal), quiet);
 }
 
 /// A script's hold was released, with the script's exit code when it gave

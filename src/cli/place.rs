@@ -16,7 +16,6 @@ use onlyone::place::{Found, Holding, PlaceError, StopRequest, Stopped};
 
 use super::exit::{self, Code, Ending};
 use super::ping::Pings;
-use super::run::RunPlace;
 use super::view::Seen;
 use super::view::Shown;
 use super::{Ctx, args, deadline_of, say};
@@ -189,13 +188,20 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
 pub type Named = (String, Result<Seen, String>);
 
 /// A place where locks live, as the commands see it: the library's
-/// [`onlyone::place::Place`] (its [`Place::seam`]) with what a run takes
-/// there ([`RunPlace`]) and what `check`, `metrics` and `status` read of
-/// it. Those reads stay in the command: their results ([`Seen`],
-/// [`Shown`]) are the command's own views.
-pub trait Place: RunPlace {
-    /// The place as the library knows it: precheck, stop and history.
+/// [`onlyone::place::Place`] (its [`Place::seam`]) with what `check`,
+/// `metrics` and `status` read of it. Those reads stay in the command:
+/// their results ([`Seen`], [`Shown`]) are the command's own views.
+pub trait Place {
+    /// The place as the library knows it: take, precheck, stop, history.
     fn seam(&self) -> &dyn onlyone::place::Place;
+    /// Which place this is.
+    fn kind(&self) -> onlyone::place::Kind {
+        self.seam().kind()
+    }
+    /// The store's URL, with a store.
+    fn store_url(&self) -> Option<String> {
+        None
+    }
     /// What `check` and `metrics` need of each lock named (or of every
     /// lock, none named), every call bounded by `deadline`: a lock not
     /// reached by then is an error that says so.

@@ -1,195 +1,195 @@
-//! `run`: a command under the lock, wherever the lock lives, and what its
-//! outcome says. One function serves both places ([`run`]); what differs
-//! is how the lock is taken and let go ([`RunPlace`], [`HeldLock`]): here for
-//! a lock directory, in [`super::store`] for the store.
+//! `run`: a command under the lock, in either place, as the library runs
+//! it ([`onlyone::place::run::run`]); this file words its moments
+//! ([`Words`], the run's observer), sends its pings (the end's once the
+//! lock is let go) and says how the run exits ([`ending`]).
 
-use std::time::{Duration, Instant};
-
-use onlyone::ProcId;
-use onlyone::journal::Event;
-use onlyone::observer::RunObserver;
-use onlyone::place::Kind;
-use onlyone::runner::{self, TakeError};
-use onlyone::supervise::{self, EndedBy, Exit, RunOutcome};
-use onlyone::{AcquireOptions, HeldBy, LockFile, LockGuard, compact_duration};
+use onlyone::compact_duration;
+use onlyone::place::run::{
+    self, Job, JobEnd, Notice, Ran, Refused, Release, RunError, RunObserver, Skip, Started,
+};
+use onlyone::place::{Kind, PlaceError};
+use onlyone::supervise::{EndedBy, Exit, RunOutcome};
+use onlyone::{HeldBy, TakeOver};
 
 use super::exit::{self, Code, Ending};
 use super::ping::{self, End, Pings};
-use super::tail::{Capture, Delivery, Tail};
-use super::{Ctx, args, deadline_of, fail, journal, pid_list, pids, report_takeover, say};
-
-/// Where a run's lock lives: a lock directory ([`Ctx`]) or the store.
-pub(super) trait RunPlace {
-    /// Which kind of place this is.
-    fn kind(&self) -> Kind;
-    /// Takes the lock for the run (waiting, replacing, as the options
-    /// say), its start recorded; the exit code when it is not taken (the
-    /// skip recorded and said).
-    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code>;
-}
-
-/// A lock taken for a run, in either place: what [`run`] needs of it.
-pub(super) trait HeldLock {
-    /// The lock's name, as messages give it.
-    fn name(&self) -> &str;
-    /// The run's token (its run id's bits).
-    fn token(&self) -> &str;
-    /// The token of the stale run this one took the lock over from, and
-    /// why it was stale, when that run's end was never recorded (its
-    /// wrapper died): its pings say it ended without an exit code.
-    fn abandoned(&self) -> Option<(String, String)> {
-        None
-    }
-    /// The lock side of the supervision.
-    fn hold(&mut self) -> &mut dyn supervise::Hold;
-    /// The run's event of its end (token, wrapper pid, command).
-    fn end_event(&self, exit: Exit, ended_by: Option<EndedBy>, took: Duration) -> Event;
-    /// Records the run's end.
-    fn record_end(&self, end: &Event, quiet: bool);
-    /// Processes of the run outlived TERM and KILL: the run is not over,
-    /// and the lock is left to them (said how).
-    fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], end: &Event, quiet: bool);
-    /// The work goes on in processes that outlive the command
-    /// (`--linger`, which [`RunPlace::kind`] must support).
-    fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code;
-    /// What the run left running when its command exited (`--keep-strays`),
-    /// told to the reaper where there is one (a lock directory's): a reap
-    /// of the job ends them once idle, whatever their user.
-    fn note_kept(&self, _kept: &[ProcId]) {}
-    /// The run is over: the lock is let go.
-    fn release(self: Box<Self>);
-}
+use super::place::Place;
+use super::tail::Capture;
+use super::view::describe_lease;
+use super::{args, deadline_of, fail, pid_list, pids, say};
 
 /// `run`, in either place, with its pings (the end's once the lock is
-/// released: [`ping`]).
-pub(super) fn run(place: &dyn RunPlace, a: &args::Run) -> Code {
+/// released).
+pub(super) fn run(place: &dyn Place, a: &args::Run) -> Code {
     let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
     let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let (code, ended) = run_pinged(place, a, &mut pings);
-    if let Some(e) = ended {
-        pings.end_with(&e.end, e.tail.as_ref());
-        // The output is written out before onlyone exits, however slow its
-        // reader: the lock is free and the end pinged by now.
-        if let Some(d) = e.delivery {
-            d.wait();
+    if let Some(why) = super::plan::unsupported(place.kind(), a) {
+        return fail(why);
+    }
+    let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
+        Ok(l) => l,
+        Err(e) => return fail(super::place::words(&e)),
+    };
+    super::journal::hush(a.quiet);
+    let mut words = Words {
+        name: lock.name().to_owned(),
+        kind: place.kind(),
+        store: place.store_url(),
+        a,
+        pings: &mut pings,
+        capture: None,
+    };
+    let ended = run::run(place.seam(), &lock, &job(a), &mut words);
+    let capture = words.capture.take();
+    let name = words.name.clone();
+    let kind = words.kind;
+    let (code, end) = match &ended {
+        Ok(JobEnd::Skipped(_)) => {
+            pings.refused();
+            return Ending::Skipped {
+                held_exit: a.busy.held_exit,
+            }
+            .code();
         }
+        Ok(JobEnd::Ran(ran)) => (ran_code(ran, &name, kind, a), end_ping(&ran.outcome, ran)),
+        Err(e) => match e.start_code() {
+            // The command could not start: its end (126, 127) is pinged.
+            Some(c) => {
+                say(e);
+                (exit::start_failure(c), Some(End::Exit(c as u8)))
+            }
+            None => {
+                let code = failed(e, &name, a);
+                if matches!(e, RunError::Take(_)) {
+                    pings.refused();
+                    return code;
+                }
+                (code, None)
+            }
+        },
+    };
+    let (tail, delivery) = capture.map(Capture::finish).unzip();
+    if let Some(end) = end {
+        pings.end_with(&end, tail.as_ref());
+    }
+    // The output is written out before onlyone exits, however slow its
+    // reader: the lock is free and the end pinged by now.
+    if let Some(d) = delivery {
+        d.wait();
     }
     code
 }
 
-/// How a run that started ended, for its end ping.
-struct Ended {
-    end: End,
-    /// The tail of what it printed, when that was captured.
-    tail: Option<Tail>,
-    /// What of it is still to be written out.
-    delivery: Option<Delivery>,
+/// The job `run`'s options describe.
+fn job(a: &args::Run) -> Job {
+    let mut job = Job::new(a.command.clone());
+    job.busy = a.busy.policy();
+    job.replace = a.replace.then_some(a.kill_after);
+    job.deadline = deadline_of(a.busy.deadline);
+    job.run = a.run_options();
+    job.run.linger = a.linger;
+    job.run.withheld_env = ping::WITHHELD;
+    job.lease = a.lease;
+    job
 }
 
-/// `run`: its exit code, and how a ping tells its end, with the tail of
-/// what it printed when that was captured ([`super::tail`]) and what of
-/// it is still to be written out; no end when it did not start (the
-/// refusal is pinged here).
-fn run_pinged(place: &dyn RunPlace, a: &args::Run, pings: &mut Pings) -> (Code, Option<Ended>) {
-    if let Some(why) = super::plan::unsupported(place.kind(), a) {
-        return (fail(why), None);
+/// How a run that started ends, for its end ping.
+fn end_ping(o: &RunOutcome, ran: &Ran) -> Option<End> {
+    if matches!(ran.lock, Release::Survivors) {
+        return Some(End::Fail);
     }
-    let taken = match place.take_for_run(a) {
-        Ok(t) => t,
-        Err(code) => {
-            pings.refused();
-            return (code, None);
-        }
-    };
-    let abandoned = taken.abandoned();
-    pings.start_after(taken.token(), abandoned.as_ref());
-    pings.uncap();
-    let capture = (!pings.is_empty() && !a.linger && !a.keep_strays)
-        .then(|| Capture::begin(pings.tail_cap()))
-        .flatten();
-    let (code, ended_by, exit) = run_taken(taken, a);
-    let (tail, delivery) = capture.map(Capture::finish).unzip();
-    let end = match (exit, ended_by) {
+    Some(match (o.exit, o.ended_by) {
         (_, Some(EndedBy::Idle(_))) => End::Exit(0),
-        (_, Some(EndedBy::LeaseLost)) | (None | Some(Exit::Signal(_)), _) => End::Fail,
-        (Some(Exit::Code(c)), _) => End::Exit(c.clamp(0, 255) as u8),
-    };
-    (
-        code,
-        Some(Ended {
-            end,
-            tail,
-            delivery,
-        }),
-    )
+        (_, Some(EndedBy::LeaseLost)) | (Exit::Signal(_), _) => End::Fail,
+        (Exit::Code(c), _) => End::Exit(c.clamp(0, 255) as u8),
+    })
 }
 
-/// `run` once the lock is taken: its exit code, and what onlyone ended
-/// it for and how the command exited, when it ran.
-fn run_taken(
-    mut taken: Box<dyn HeldLock + '_>,
-    a: &args::Run,
-) -> (Code, Option<EndedBy>, Option<Exit>) {
-    let name = taken.name().to_owned();
-    let name = name.as_str();
-    let started = Instant::now();
-    let mut opts = a.run_options();
-    opts.linger = a.linger;
-    opts.withheld_env = ping::WITHHELD;
-    let outcome = match supervise::run(taken.hold(), &a.command, &opts) {
-        Ok(o) => o,
-        Err(e) => {
-            // The command could not start: its end (126, 127) is recorded.
-            let code = exit::run_error(&e);
-            let mut exit = None;
-            if let Code::Exit(c) = code {
-                let end = taken.end_event(Exit::Code(i32::from(c)), None, started.elapsed());
-                taken.record_end(&end, a.quiet);
-                exit = Some(Exit::Code(i32::from(c)));
-            }
-            drop(taken);
-            say(&e);
-            return (code, None, exit);
+/// What a run that could not be taken or started says, and its code.
+fn failed(e: &RunError, name: &str, a: &args::Run) -> Code {
+    match e {
+        RunError::Take(PlaceError::Signalled(sig)) => Code::Signal(sig.as_raw()),
+        RunError::Take(PlaceError::NoLine { url, setup }) => fail(format_args!(
+            "--queue needs the store's {}, which the store `{url}` does not have or this role \
+             may not use (a store set up before it existed); have it created with:\n{}\
+             (doc/store.md, \"Setup and the least privileges\"), or wait without the queue \
+             (--wait DUR)",
+            setup.what, setup.how
+        )),
+        RunError::Take(PlaceError::LeaseTiming(e)) => fail(super::words::lease_timing_error(e)),
+        RunError::Take(e) => fail(super::place::words(e)),
+        RunError::Command(e) => {
+            let _ = (name, a);
+            say(e);
+            exit::run_error(e)
         }
-    };
-    if outcome.lingers {
-        let code = taken.leave_to_lingerers(&outcome, name, a);
-        return (code, outcome.ended_by, Some(outcome.exit));
     }
-    let end = taken
-        .end_event(outcome.exit, outcome.ended_by, started.elapsed())
-        .with_usage(outcome.usage);
-    if !outcome.strays.survivors.is_empty() {
-        taken.leave_to_survivors(name, &outcome.strays.survivors, &end, a.quiet);
-        return (Ending::Failed.code(), outcome.ended_by, None);
+}
+
+/// What a run that ran says of how it ended, and its code.
+fn ran_code(ran: &Ran, name: &str, kind: Kind, a: &args::Run) -> Code {
+    let o = &ran.outcome;
+    if let Some(e) = ran.unrecorded.as_ref().filter(|_| !a.quiet) {
+        say(format_args!(
+            "the run of `{name}` ended, but its end could not be recorded in the store ({e})"
+        ));
     }
-    // The end is recorded before the release, so that the next run's
-    // start follows it; and the command has stopped before the release
-    // (PROTOCOL.md invariant 7).
-    taken.record_end(&end, a.quiet);
-    if !outcome.kept.is_empty() {
-        taken.note_kept(&outcome.kept);
+    match &ran.lock {
+        Release::Lingering(l) => {
+            if let Some(e) = &l.unnamed {
+                say(format_args!(
+                    "could not name the lingering processes in the lock file ({e}); those \
+                     without the run's token are not seen once onlyone exits"
+                ));
+            }
+            if !o.kept.is_empty() && !a.quiet {
+                say(format_args!(
+                    "the run of `{name}` lingers in {}: the lock stays held until they exit, \
+                     or `onlyone reap {}` ends them once idle{}",
+                    pid_list(&o.kept),
+                    a.lock,
+                    if l.noted {
+                        ""
+                    } else {
+                        " (the reaper's state could not be written: it needs a second look)"
+                    }
+                ));
+            }
+            return exit::command_exit(o.exit);
+        }
+        Release::Survivors => {
+            match kind {
+                Kind::Store => say(format_args!(
+                    "leftover process(es) of the run of `{name}` would not die; the lease is \
+                     left to run out"
+                )),
+                _ => say(format_args!(
+                    "leftover process(es) of the run of `{name}` would not die ({}); the lock \
+                     stays held until they exit",
+                    pids(&o.strays.survivors)
+                )),
+            }
+            return Ending::Failed.code();
+        }
+        Release::Failed(e) => match kind {
+            Kind::Store => say(format_args!(
+                "the run ended, but releasing its lease failed: {e}"
+            )),
+            _ => say(format_args!("the run ended, but releasing failed: {e}")),
+        },
+        Release::Released => {}
     }
-    taken.release();
-    if outcome.ended_by == Some(EndedBy::LeaseLost) {
+    if o.ended_by == Some(EndedBy::LeaseLost) {
         say(format_args!(
             "the lease of `{name}` could not be renewed in time (or was taken): the command was \
              ended before another holder could start"
         ));
-        return (
-            Ending::EndedByOnlyone.code(),
-            outcome.ended_by,
-            Some(outcome.exit),
-        );
+        return Ending::EndedByOnlyone.code();
     }
-    (
-        report_outcome(&outcome, name),
-        outcome.ended_by,
-        Some(outcome.exit),
-    )
+    report_outcome(o, name)
 }
 
 /// Says what onlyone did to the run (strays ended, the run ended for its
@@ -223,193 +223,128 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
     }
 }
 
-/// A lock of the lock directory, taken for a run.
-struct DirHeld<'p> {
-    ctx: &'p Ctx,
+/// The run's observer: what the command says of each moment, and the
+/// pings it sends then.
+struct Words<'a> {
     name: String,
-    guard: LockGuard,
-    /// The lock's journal, found once for the run's start and end.
-    journal: onlyone::journal::Journal,
+    kind: Kind,
+    /// The store's URL, with a store.
+    store: Option<String>,
+    a: &'a args::Run,
+    pings: &'a mut Pings,
+    /// The command's output, captured for the end ping.
+    capture: Option<Capture>,
 }
 
-impl RunPlace for Ctx {
-    fn kind(&self) -> Kind {
-        Kind::Directory
-    }
-
-    fn take_for_run<'p>(&'p self, a: &args::Run) -> Result<Box<dyn HeldLock + 'p>, Code> {
-        let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
-        let lock = match deadline_of(a.busy.deadline) {
-            Some(d) => lock.with_deadline(d),
-            None => lock,
-        };
-        let guard = self.take_for_run(&lock, &name, a)?;
-        if !a.quiet {
-            report_takeover(&name, &guard);
-        }
-        let log = self.journal(&lock);
-        journal::started(&log, &guard, a.quiet);
-        Ok(Box::new(DirHeld {
-            ctx: self,
-            name,
-            guard,
-            journal: log,
-        }))
-    }
-}
-
-impl HeldLock for DirHeld<'_> {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn token(&self) -> &str {
-        self.guard.token()
-    }
-
-    fn abandoned(&self) -> Option<(String, String)> {
-        let t = self.guard.took_over()?;
-        let old = t.record.as_ref().filter(|r| r.released.is_none())?;
-        Some((old.token.clone()?, t.reason.to_string()))
-    }
-
-    fn hold(&mut self) -> &mut dyn supervise::Hold {
-        &mut self.guard
-    }
-
-    fn end_event(&self, exit: Exit, ended_by: Option<EndedBy>, took: Duration) -> Event {
-        let r = self.guard.record();
-        Event::end(
-            r.token.as_deref(),
-            r.pid,
-            r.cmd.as_deref(),
-            exit,
-            ended_by.map(Into::into),
-            took,
-        )
-    }
-
-    fn record_end(&self, end: &Event, quiet: bool) {
-        journal::write(&self.journal, end, quiet);
-    }
-
-    fn leave_to_survivors(self: Box<Self>, name: &str, survivors: &[u32], _: &Event, _: bool) {
-        // They carry the run's token, or are named: the lock stays held,
-        // and the next run waits for them (their end is the run's).
-        say(format_args!(
-            "leftover process(es) of the run of `{name}` would not die ({}); the lock stays \
-             held until they exit",
-            pids(survivors)
-        ));
-        self.guard.leave_to_owner();
-    }
-
-    /// The work goes on in processes that outlive the command: they keep
-    /// the lock held (they carry its token, and the record names them), and
-    /// the reaper, told what they are doing now, ends them once idle. The
-    /// record stays even when none is seen yet (a terminal server may exec
-    /// the work a moment after the command returned): with no process of
-    /// the run left, it is stale and the next fire takes it over.
-    fn leave_to_lingerers(self: Box<Self>, o: &RunOutcome, name: &str, a: &args::Run) -> Code {
-        let DirHeld { ctx, mut guard, .. } = *self;
-        if !o.kept.is_empty() {
-            if let Err(e) = guard.set_lingering(&o.kept) {
-                say(format_args!(
-                    "could not name the lingering processes in the lock file ({e}); those \
-                     without the run's token are not seen once onlyone exits"
-                ));
-            }
-            let noted = ctx.state_dir_exists()
-                && onlyone::reap::note_lingering(ctx.dir(), &o.kept, guard.record());
-            if !a.quiet {
-                say(format_args!(
-                    "the run of `{name}` lingers in {}: the lock stays held until they exit, \
-                     or `onlyone reap {}` ends them once idle{}",
-                    pid_list(&o.kept),
-                    a.lock,
-                    if noted {
-                        ""
-                    } else {
-                        " (the reaper's state could not be written: it needs a second look)"
-                    }
-                ));
-            }
-        }
-        guard.leave_to_owner();
-        exit::command_exit(o.exit)
-    }
-
-    fn note_kept(&self, kept: &[ProcId]) {
-        if self.ctx.state_dir_exists() {
-            onlyone::reap::note_kept(
-                self.ctx.dir(),
-                self.guard.lock().path(),
-                self.guard.token(),
-                kept,
-            );
-        }
-    }
-
-    fn release(self: Box<Self>) {
-        if let Err(e) = self.guard.release() {
-            say(format_args!("the run ended, but releasing failed: {e}"));
+impl Words<'_> {
+    /// Says `msg` unless quiet.
+    fn say(&self, msg: impl std::fmt::Display) {
+        if !self.a.quiet {
+            say(msg);
         }
     }
 }
 
-impl Ctx {
-    /// Takes the lock for a run: waiting with `--wait`, stopping the live
-    /// run first with `--replace`.
-    fn take_for_run(&self, lock: &LockFile, name: &str, a: &args::Run) -> Result<LockGuard, Code> {
-        let deadline = deadline_of(a.busy.deadline);
-        let mut opts = AcquireOptions::new()
-            .run_mode()
-            .command(onlyone::text::display_command(&a.command))
-            .busy(a.busy.policy())
-            .slots(a.slots.count());
-        if let Some(d) = deadline {
-            opts = opts.deadline(d);
-        }
-        let held_exit = Ending::Skipped {
-            held_exit: a.busy.held_exit,
-        }
-        .code();
-        let mut words = Replacing {
-            ctx: self,
-            lock,
-            name,
-            quiet: a.quiet,
-        };
-        let replace = a.replace.then_some(a.kill_after);
-        match runner::take_for_run(lock, &opts, replace, deadline, &mut words) {
-            Ok(g) => Ok(g),
-            Err(TakeError::Stop(e)) => Err(fail(e)),
-            Err(TakeError::Acquire(e)) => Err(self.refused(lock, e, name, a.quiet, held_exit)),
-        }
+impl RunObserver for Words<'_> {
+    fn skipped(&mut self, skip: &Skip) {
+        let msg = skip_message(&self.name, skip, self.store.is_some());
+        ping::note_skip(msg.clone());
+        self.say(msg);
     }
-}
 
-/// What a run that replaces another says and records of the stop.
-struct Replacing<'a> {
-    ctx: &'a Ctx,
-    lock: &'a LockFile,
-    name: &'a str,
-    quiet: bool,
-}
-
-impl RunObserver for Replacing<'_> {
     fn stopping(&mut self, held: &HeldBy) {
-        if !self.quiet {
+        self.say(format_args!(
+            "replacing the run of `{}`: stopping {}",
+            self.name,
+            held.describe()
+        ));
+    }
+
+    fn took_over(&mut self, from: &TakeOver) {
+        let from_pid = from
+            .record
+            .as_ref()
+            .map(|r| format!(" from pid {}", r.pid))
+            .unwrap_or_default();
+        self.say(format_args!(
+            "took over the stale lock `{}`{from_pid}: {}",
+            self.name, from.reason
+        ));
+    }
+
+    fn noticed(&mut self, notice: Notice) {
+        // Said once (the library tells it once): on the first look that
+        // finds the lease held.
+        let Notice::Unordered { what } = notice;
+        {
             say(format_args!(
-                "replacing the run of `{}`: stopping {}",
-                self.name,
-                held.describe()
+                "the store `{}` has no {what} that this role may use, so the waiters of `{}` \
+                 are served in no order (the first to look once it is free takes it); have it \
+                 created with the SQL in doc/store.md (\"Setup and the least privileges\")",
+                self.store.as_deref().unwrap_or("?"),
+                self.name
             ));
         }
     }
 
-    fn stopped(&mut self, held: &HeldBy, signal: &str) {
-        let log = self.ctx.journal(self.lock);
-        journal::stopped(&log, &held.record, Some(signal), self.quiet);
+    fn started(&mut self, started: &Started) {
+        self.pings
+            .start_after(&started.token, started.abandoned.as_ref());
+        self.pings.uncap();
+        let a = self.a;
+        self.capture = (!self.pings.is_empty() && !a.linger && !a.keep_strays)
+            .then(|| Capture::begin(self.pings.tail_cap()))
+            .flatten();
+    }
+}
+
+/// What a skipped fire says: who holds the lock (and who waits, for a
+/// queued fire), and what to do.
+fn skip_message(name: &str, skip: &Skip, store: bool) -> String {
+    let stop = if store {
+        format!("onlyone --store URL stop {name}")
+    } else {
+        format!("onlyone stop {name}")
+    };
+    match skip {
+        Skip::Held(h) => super::held_message(name, h, None),
+        Skip::Waited { waited, held } => format!(
+            "{} (waited {})",
+            super::held_message(name, held, None),
+            compact_duration(*waited)
+        ),
+        Skip::Queued { held, waiter } => {
+            super::queued_message(name, &waiter.describe(), &held.describe())
+        }
+        Skip::Lease { why, holder } => match why {
+            Refused::Queued(w) => {
+                let waiter = w
+                    .as_deref()
+                    .map_or_else(|| "another fire".to_owned(), |w| w.describe());
+                let holder = holder
+                    .as_deref()
+                    .filter(|r| r.is_live())
+                    .map_or_else(|| "another holder".into(), describe_lease);
+                super::queued_message(name, &waiter, &holder)
+            }
+            Refused::Behind { ahead, first } => {
+                let first = first
+                    .as_ref()
+                    .map_or_else(String::new, |w| format!(", first {}", w.describe()));
+                format!(
+                    "the lease of `{name}` is free, but {ahead} waiter(s) are ahead in line\
+                     {first}; it goes to them first: wait in line (--wait DUR)"
+                )
+            }
+            _ => {
+                let who = holder
+                    .as_deref()
+                    .map_or_else(|| "another holder".into(), describe_lease);
+                format!(
+                    "another run of `{name}` holds the lease as {who}; wait for it (--wait) or \
+                     stop it ({stop})"
+                )
+            }
+        },
     }
 }

@@ -27,4 +27,10 @@ impl SlotsArg {
     pub fn count(&self) -> u32 {
         self.slots.unwrap_or(1)
     }
+
+    /// The number of slots asked for, never 0 (clap refuses it): 1 when
+    /// none was.
+    pub fn nonzero(&self) -> std::num::NonZeroU32 {
+        std::num::NonZeroU32::new(self.count()).unwrap_or(std::num::NonZeroU32::MIN)
+    }
 }

@@ -22,15 +22,15 @@ pub struct TakeOver {
     pub record: Option<Record>,
     /// Why it was stale.
     pub reason: crate::StaleReason,
-    /// Whether the lock's hook was told of it ([`LockFile::on_reclaim`]),
+    /// Whether the lock's place was told of it (`LockFile::on_reclaim`),
     /// which closes the stale run in its journal.
     pub(crate) told: bool,
 }
 
 impl TakeOver {
-    /// Whether the lock's hook was told of this removal
-    /// ([`LockFile::on_reclaim`]): then the stale run's end is recorded
-    /// already, and must not be again.
+    /// Whether the lock's place was told of this removal (a lock handed
+    /// out by a place is): then the stale run's end is recorded already,
+    /// and must not be again.
     pub fn told(&self) -> bool {
         self.told
     }

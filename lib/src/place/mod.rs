@@ -10,13 +10,17 @@
 //! ignored. What a place finds or does is typed ([`Prechecked`],
 //! [`StopDone`], [`HistoryRead`]); the caller words it.
 //!
-//! [`lease`] takes a store's lease for a run under a busy policy.
+//! [`run::run`] runs a job in a place: the one run flow, for every place.
 
 pub mod dir;
-pub mod lease;
+pub mod run;
 pub mod store;
 
+pub use dir::QUEUED;
+pub use store::WatchdogProgram;
+
 use std::io;
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
@@ -25,11 +29,26 @@ use crate::journal::{Event, EventLog, History, SetAside};
 use crate::reap::Keeper;
 use crate::store::{LeaseRow, StoreError};
 use crate::{HeldBy, Record, StaleReason, UnknownReason};
+use run::RunObserver;
+use run::{Job, Taken};
 
 /// A place where locks live: what a command asks of a lock there.
 pub trait Place {
     /// Which place this is.
     fn kind(&self) -> Kind;
+    /// The lock that `given` (a name, or for a directory a path) names
+    /// here, of `slots` slots: resolved once, for every call of a command.
+    fn lock(&self, given: &str, slots: NonZeroU32) -> Result<Lock, PlaceError>;
+    /// Takes `lock` for a run of `job`, as its busy policy says (a live
+    /// run replaced first, when the job asks and the place can), the skip
+    /// or the run's start recorded; `observer` hears what happens on the
+    /// way (see [`run::run`], the one caller a program needs).
+    fn take<'p>(
+        &'p self,
+        lock: &Lock,
+        job: &Job,
+        observer: &mut dyn RunObserver,
+    ) -> Result<Taken<'p>, PlaceError>;
     /// Is `lock` held by a live run? A skip is recorded when it is; a
     /// stale lock is cleared. Every call is bounded by `deadline`.
     fn precheck(&self, lock: &str, deadline: Option<Instant>) -> Result<Prechecked, PlaceError> {
@@ -47,6 +66,48 @@ pub trait Place {
     fn stop(&self, lock: &str, how: &StopRequest) -> Result<StopDone, PlaceError>;
     /// The runs of `lock`, and where they were read.
     fn history(&self, lock: &str) -> Result<HistoryRead, PlaceError>;
+}
+
+/// A lock of a place, resolved once from what a command names: its name
+/// as messages give it, what the place finds it by, and its number of
+/// slots (never 0: a lock of one is the lock itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    name: String,
+    key: LockKey,
+    slots: NonZeroU32,
+}
+
+/// What a place finds a lock by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockKey {
+    /// A lock file of a lock directory (its path made absolute).
+    Path(std::path::PathBuf),
+    /// A store's lock, by its name.
+    Name(String),
+}
+
+impl Lock {
+    /// The lock `key`, named `name` in messages, of `slots` slots.
+    pub fn new(name: String, key: LockKey, slots: NonZeroU32) -> Lock {
+        Lock { name, key, slots }
+    }
+
+    /// Its name, as messages give it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What its place finds it by.
+    pub fn key(&self) -> &LockKey {
+        &self.key
+    }
+
+    /// Its number of slots.
+    pub fn slots(&self) -> u32 {
+        self.slots.get()
+    }
 }
 
 /// How to stop a run.
@@ -214,6 +275,48 @@ pub enum PlaceError {
     /// A path was given where a store keys its locks by name.
     #[error("`{0}` is a path; a store's lock is a name")]
     PathForName(String),
+    /// A live holder of the lock took it with another number of slots.
+    #[error(
+        "`{name}` is held with {held} slot{}, and this take asks for {asked}: a lock's number \
+         of slots changes once no run holds it",
+        if *.held == 1 { "" } else { "s" }
+    )]
+    SlotsDiffer {
+        /// The lock's name.
+        name: String,
+        /// The number a live holder took it with.
+        held: u32,
+        /// The number this take asked for.
+        asked: u32,
+    },
+    /// A take that waits in the queue seat, and the store has no line
+    /// this role may use.
+    #[error(
+        "a queued take needs the store's {}, which the store `{url}` does not have or this \
+         role may not use (a store set up before it existed); have it created with:\n{}",
+        .setup.what,
+        .setup.how
+    )]
+    NoLine {
+        /// The store's URL.
+        url: String,
+        /// What the line is and how to set it up.
+        setup: crate::store::LineSetup,
+    },
+    /// The lease's timing cannot keep its promise.
+    #[error(transparent)]
+    LeaseTiming(#[from] crate::store::lease::LeaseTimingError),
+    /// A forwarded signal came while the take waited; nothing was taken.
+    #[error("a signal ({}) came while waiting for the lock", crate::signal::signal_name(*.0))]
+    Signalled(Signal),
+    /// The run's watchdog could not be started: without it a killed
+    /// wrapper would leave its command running past the lease, so the run
+    /// was not started.
+    #[error(
+        "cannot start the run's watchdog ({0}); without it a killed wrapper would leave its \
+         command running past the lease, so the run was not started"
+    )]
+    Watchdog(#[source] io::Error),
 }
 
 /// Something a place says on the side while it answers, for the caller

@@ -16,6 +16,7 @@ use rustix::process::Signal;
 
 use crate::BusyPolicy;
 use crate::lock::queue::PLACE_HANDOVER;
+use crate::place::run::{Notice, Refused};
 use crate::store::hold::{LeaseHold, Taking};
 use crate::store::lease::LeaseTiming;
 use crate::store::watchdog::{Link, Watched};
@@ -49,15 +50,6 @@ pub struct RunLease<'a> {
     pub connect_within: Duration,
 }
 
-/// Something a waiter says once, while it waits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notice {
-    /// The store has no line that this role may use: the waiters are
-    /// served in no order (the first to look once the lease is free takes
-    /// it).
-    Unordered,
-}
-
 /// What came of a take.
 #[derive(Debug)]
 pub enum Leased<'s> {
@@ -76,25 +68,6 @@ pub enum Leased<'s> {
     Signalled(Signal),
     /// The store failed.
     Failed(StoreError),
-}
-
-/// Why a take gave up.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Refused {
-    /// A live lease holds it.
-    Held,
-    /// The lease is free, but live waiters are ahead in line.
-    Behind {
-        /// How many.
-        ahead: u64,
-        /// The first of them, when it could be read.
-        first: Option<WaiterRow>,
-    },
-    /// A queued take found the queue seat held by another waiter: this
-    /// live one (not yet the lease's holder when last seen), or `None`
-    /// for one that came and went while it looked.
-    Queued(Option<Box<WaiterRow>>),
 }
 
 /// A take that gave up: why, and the lease's row as read then. The
@@ -353,7 +326,9 @@ impl<'s> Waiter<'s> {
         if !usable {
             if !self.warned {
                 self.warned = true;
-                notice(Notice::Unordered);
+                notice(Notice::Unordered {
+                    what: self.line.store.line_setup().what,
+                });
             }
         } else if run.busy.is_queue() {
             match take_queue_seat(self.line.via(), run.name, run.who, self.ttl, signals)? {

@@ -6,9 +6,15 @@
 //! holder, on whatever host, sees at its next renewal: it ends its
 //! command, then lets go.
 
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use super::lease::STORE_POLL;
+mod line;
+mod take;
+
+pub use line::{Busy, Leased, RunLease, take_for_run};
+pub use take::WatchdogProgram;
+
 use super::{
     Found, HistoryRead, Holding, Kind, Notes, Place, PlaceError, Prechecked, StopDone, StopRequest,
     Stopped, log_event,
@@ -16,7 +22,8 @@ use super::{
 use crate::journal::{Event, History, LockNow};
 use crate::names;
 use crate::store::lease::DEFAULT_LEASE;
-use crate::store::{LeaseRow, LeaseStore, StoreError, StoreLog};
+use crate::store::{HeldSignals, LeaseRow, LeaseStore, StoreError, StoreLog};
+use line::STORE_POLL;
 
 /// How long a look that only reads the store waits for it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,6 +34,15 @@ pub struct StorePlace {
     url: String,
     /// Who hears what is said on the side.
     notes: Notes,
+    /// How a run's watchdog is started.
+    watchdog: Option<WatchdogProgram>,
+    /// The forwarded signals (TERM, INT, HUP, QUIT, USR1, USR2, ALRM),
+    /// held from a run's take to the place's end: before the command
+    /// starts (while waiting for the lease) one ends the wait, while it
+    /// runs the supervisor forwards it, after its end it is dropped, so
+    /// that the end is recorded, the lease released and the end told
+    /// whatever comes.
+    signals: std::rc::Rc<std::cell::OnceCell<HeldSignals>>,
 }
 
 impl StorePlace {
@@ -35,7 +51,39 @@ impl StorePlace {
         StorePlace {
             url: url.to_owned(),
             notes,
+            watchdog: None,
+            signals: std::rc::Rc::default(),
         }
+    }
+
+    /// Starts each run's watchdog with `program` (a run is refused
+    /// without one: a killed wrapper would leave its command running past
+    /// its lease).
+    pub fn with_watchdog(mut self, program: WatchdogProgram) -> StorePlace {
+        self.watchdog = Some(program);
+        self
+    }
+
+    /// How a run's watchdog is started, if this place was told.
+    pub(crate) fn watchdog(&self) -> Option<&WatchdogProgram> {
+        self.watchdog.as_ref()
+    }
+
+    /// Who hears what this place says on the side.
+    pub(crate) fn notes(&self) -> &Notes {
+        &self.notes
+    }
+
+    /// The forwarded signals, held blocked from now until the place is
+    /// dropped.
+    pub(crate) fn held_signals(&self) -> Result<&HeldSignals, PlaceError> {
+        if self.signals.get().is_none() {
+            let held = HeldSignals::new().map_err(|e| {
+                PlaceError::Lock(crate::Error::io("block the signals of", "this process", e))
+            })?;
+            let _ = self.signals.set(held);
+        }
+        Ok(self.signals.get().expect("set just now"))
     }
 
     /// The store's URL.
@@ -126,6 +174,24 @@ pub fn seconds(s: f64) -> Duration {
 impl Place for StorePlace {
     fn kind(&self) -> Kind {
         Kind::Store
+    }
+
+    fn lock(&self, given: &str, slots: NonZeroU32) -> Result<super::Lock, PlaceError> {
+        let name = lock_name(given)?;
+        Ok(super::Lock::new(
+            name.clone(),
+            super::LockKey::Name(name),
+            slots,
+        ))
+    }
+
+    fn take<'p>(
+        &'p self,
+        lock: &super::Lock,
+        job: &super::run::Job,
+        observer: &mut dyn crate::place::run::RunObserver,
+    ) -> Result<super::run::Taken<'p>, PlaceError> {
+        take::take(self, lock, job, observer)
     }
 
     /// Held only while each of the lock's `slots` has a live lease; an

@@ -7,8 +7,13 @@
 //! ([`names::check_default_dir_held`]).
 
 use std::collections::HashSet;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+mod take;
+
+pub use take::QUEUED;
 
 use super::{
     Found, HistoryRead, Holding, Kind, Note, Notes, Place, PlaceError, Prechecked, StopDone,
@@ -118,6 +123,29 @@ impl DirPlace {
             lock
         };
         Ok((lock, name))
+    }
+
+    /// Opens the lock file of `lock`: to write it (its directory created
+    /// when it is the place's to create), or only to read it.
+    pub fn open_lock(&self, lock: &super::Lock, writing: bool) -> Result<LockFile, Error> {
+        let path = match lock.key() {
+            super::LockKey::Path(p) => p,
+            key => unreachable!("a lock directory's lock is a path: {key:?}"),
+        };
+        if writing && path.parent() == Some(self.dir.as_path()) {
+            names::ensure_dir(&self.dir, self.source)?;
+        }
+        let file = self.open_checked(path)?;
+        Ok(if writing && self.allow_shared_fs {
+            file.allow_shared_fs()
+        } else {
+            file
+        })
+    }
+
+    /// Who hears what this place says on the side.
+    pub(crate) fn notes(&self) -> &Notes {
+        &self.notes
     }
 
     /// Resolves `lock` only to read it.
@@ -427,6 +455,21 @@ fn no_dir_is_free(lock: &str, e: Error) -> Result<Prechecked, PlaceError> {
 impl Place for DirPlace {
     fn kind(&self) -> Kind {
         Kind::Directory
+    }
+
+    fn lock(&self, given: &str, slots: NonZeroU32) -> Result<super::Lock, PlaceError> {
+        let path = names::lock_path(given, &self.dir)?;
+        let name = names::display_name(&path, &self.dir);
+        Ok(super::Lock::new(name, super::LockKey::Path(path), slots))
+    }
+
+    fn take<'p>(
+        &'p self,
+        lock: &super::Lock,
+        job: &super::run::Job,
+        observer: &mut dyn crate::place::run::RunObserver,
+    ) -> Result<super::run::Taken<'p>, PlaceError> {
+        take::take(self, lock, job, observer)
     }
 
     /// Free when a slot has no file or a stale one (left for the run's
