@@ -217,7 +217,7 @@ fn the_command_never_inherits_the_ping_variables() {
 /// not. Needs PostgreSQL's server programs.
 #[test]
 fn a_store_runs_command_never_inherits_the_store_url() {
-    let Some(pg) = support::pg::Pg::start_or_skip() else {
+    let Some(pg) = support::pg::Db::new_or_skip() else {
         return;
     };
     let Some(ns) = Ns::new("a_store_runs_command_never_inherits_the_store_url") else {

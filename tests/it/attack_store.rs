@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::pg::Pg;
+use support::pg::{Db, Pg};
 use support::*;
 
 const HANG: Duration = Duration::from_secs(60);
@@ -221,8 +221,8 @@ fn the_default_verify_full_and_channel_binding_work_with_tls() {
 }
 
 /// A role that may create and grant: the README's tables, and a role
-/// `jobs` with `password` and the README's grants.
-fn readme_store(pg: &Pg, role: &str, password: &str) {
+/// `role` with `password` and the README's grants.
+fn readme_store(pg: &Db, role: &str, password: &str) {
     let sql = readme_block("store-schema");
     if !pg
         .psql("SELECT to_regclass('onlyone_lease') IS NOT NULL")
@@ -267,7 +267,8 @@ fn assert_masked(out: &Out) {
 /// a refused login and of a connection that fails.
 #[test]
 fn a_password_in_the_url_never_shows_in_any_form() {
-    let pg = match Pg::start() {
+    // A cluster of its own: the role `jobs`, and the URLs as written.
+    let pg = match Db::own(Pg::start()) {
         Ok(pg) => pg,
         Err(why) => return eprintln!("skipped: {why}"),
     };
@@ -351,7 +352,7 @@ fn measured(sb: &Sandbox, url: &str, args: &[&str]) -> (Out, u64) {
 /// (precheck 0 or 75), each under 100 MB.
 #[test]
 fn hostile_rows_in_the_store_crash_nothing_and_stay_small() {
-    let pg = match Pg::start() {
+    let pg = match Db::new() {
         Ok(pg) => pg,
         Err(why) => return eprintln!("skipped: {why}"),
     };
@@ -413,20 +414,22 @@ fn hostile_rows_in_the_store_crash_nothing_and_stay_small() {
 /// domain is the way to keep them apart.
 #[test]
 fn roles_sharing_a_store_trust_each_other() {
-    let pg = match Pg::start() {
+    let pg = match Db::new() {
         Ok(pg) => pg,
         Err(why) => return eprintln!("skipped: {why}"),
     };
     let mut sb = Sandbox::new("ONLYONE_ATTACK_STORE_MARK");
-    readme_store(&pg, "role_a", "pw-a");
-    readme_store(&pg, "role_b", "pw-b");
+    let (role_a, role_b) = (pg.role("role_a"), pg.role("role_b"));
+    readme_store(&pg, &role_a, "pw-a");
+    readme_store(&pg, &role_b, "pw-b");
     let url = |role: &str, pw: &str| {
         format!(
-            "postgres://{role}:{pw}@127.0.0.1:{}/postgres?sslmode=disable",
-            pg.port
+            "postgres://{role}:{pw}@127.0.0.1:{}/{}?sslmode=disable",
+            pg.port,
+            pg.name()
         )
     };
-    let (a, b) = (url("role_a", "pw-a"), url("role_b", "pw-b"));
+    let (a, b) = (url(&role_a, "pw-a"), url(&role_b, "pw-b"));
     let ready = sb.path("ready");
     let mut c = sb.program(BIN);
     c.args(["--store", &a, "run", "--lease", "3s", "--kill-after", "1s"])
@@ -449,7 +452,7 @@ fn roles_sharing_a_store_trust_each_other() {
                DELETE FROM onlyone_event WHERE name = 'other'";
     let out = Command::new(pg_bin("psql"))
         .args(["-h", "127.0.0.1", "-p", &pg.port.to_string()])
-        .args(["-U", "role_b", "-d", "postgres", "-XAtqc", sql])
+        .args(["-U", &role_b, "-d", pg.name(), "-XAtqc", sql])
         .env("PGPASSWORD", "pw-b")
         .output()
         .unwrap();

@@ -13,11 +13,11 @@ use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use support::ns::{Ns, OO};
-use support::pg::Pg;
+use support::pg::Db;
 use support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -84,38 +84,9 @@ fn history_of_a_name_that_is_nowhere_is_an_error_with_checks_hint() {
 // ---------------------------------------------------------------------------
 // Item 5: the example CLI of doc/library.md
 
-/// The example program `name` (examples/NAME.rs), built as `cargo test`
-/// builds the examples (nothing to do when it already has), beside this
-/// test binary's profile.
-fn example(name: &str) -> PathBuf {
-    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = std::env::current_exe().unwrap();
-    // target/PROFILE/deps/it-HASH
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_owned();
-    let target_dir = profile_dir.parent().unwrap();
-    let mut c = Command::new(env!("CARGO"));
-    c.args([
-        "build",
-        "--quiet",
-        "--offline",
-        "--locked",
-        "--example",
-        name,
-    ])
-    .arg("--target-dir")
-    .arg(target_dir)
-    .current_dir(env!("CARGO_MANIFEST_DIR"))
-    .stdin(Stdio::null());
-    if profile_dir.file_name().is_some_and(|p| p == "release") {
-        c.arg("--release");
-    }
-    let out = finish_checked(c, Duration::from_secs(600), "cargo build --example");
-    out.expect(0);
-    let bin = profile_dir.join("examples").join(name);
-    assert!(bin.exists(), "{} was not built", bin.display());
-    bin
-}
+/// The example CLI (examples/seed_cli.rs), which cargo builds for these
+/// tests as the binary `seed_cli` (Cargo.toml): nothing is built here.
+const SEED_CLI: &str = env!("CARGO_BIN_EXE_seed_cli");
 
 /// `seed_cli work LOCK`, its stdin a pipe (the work ends when it closes):
 /// the child, once it says it works.
@@ -157,7 +128,13 @@ fn start_work(sb: &mut Sandbox, bin: &Path, lock: &Path) -> std::process::Child 
 /// says so; the new holder is the one `status` names.
 #[test]
 fn the_library_guides_cli_acquires_refuses_answers_releases_and_takes_over() {
-    let bin = example("seed_cli");
+    let bin = PathBuf::from(SEED_CLI);
+    // That binary's source is the example's own file (a link to it).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_eq!(
+        root.join("tests/bin/seed_cli.rs").canonicalize().unwrap(),
+        root.join("examples/seed_cli.rs").canonicalize().unwrap()
+    );
     let mut sb = Sandbox::new(MARK);
     let state = sb.path("app");
     let lock = state.join("app.lock");
@@ -395,7 +372,7 @@ fn store_status_names_each_waiters_host() {
         eprintln!("skipped: needs root and unshare (a waiter on another host name)");
         return;
     }
-    let Some(pg) = Pg::start_or_skip() else {
+    let Some(pg) = Db::new_or_skip() else {
         return;
     };
     let mut sb = Sandbox::new(MARK);
@@ -793,11 +770,11 @@ fn status_of_a_name_that_is_nowhere_says_there_is_no_such_lock() {
 /// is no such lock (125), a lock that ran is shown (0).
 #[test]
 fn store_status_of_a_name_that_is_nowhere_says_there_is_no_such_lock() {
-    let Some(pg) = Pg::start_or_skip() else {
+    let Some(db) = Db::new_or_skip() else {
         return;
     };
     let sb = Sandbox::new(MARK);
-    let url = pg.url();
+    let url = db.url();
     let store = |args: &[&str]| {
         let mut c = sb.program(BIN);
         c.arg("--store").arg(&url).args(args);

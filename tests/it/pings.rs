@@ -552,7 +552,7 @@ fn sentry_check_ins_with_the_run_id() {
 /// lease, never a /fail.
 #[test]
 fn pings_with_the_store() {
-    let pg = match support::pg::Pg::start() {
+    let pg = match support::pg::Db::new() {
         Ok(pg) => pg,
         Err(why) => {
             eprintln!("skipped: {why}");

@@ -1,23 +1,24 @@
-//! The PostgreSQL store against a real server (a throwaway cluster, see
-//! `support::pg`), under real faults: several onlyone processes play the
-//! hosts; the server is stopped, restarted and black-holed; holders are
-//! paused and killed. Each test skips, saying why, where PostgreSQL is not
-//! installed (`.ci/run` installs it).
+//! The PostgreSQL store against a real server (a database of each test's
+//! own on a throwaway cluster, see `support::pg`), under real faults:
+//! several onlyone processes play the hosts; the server is stopped,
+//! restarted and black-holed; holders are paused and killed. Each test
+//! skips, saying why, where PostgreSQL is not installed (`.ci/run`
+//! installs it).
 
 use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::pg::{Pg, Proxy};
+use support::pg::{Db, Pg, Proxy};
 use support::*;
 
 const HANG: Duration = Duration::from_secs(60);
 
-/// A test's world: a server, a temp dir and the processes it started.
+/// A test's world: a database, a temp dir and the processes it started.
 struct World {
     sb: Sandbox,
-    pg: Pg,
+    pg: Db,
     /// Whether the machine stalled past a lease's margin (see
     /// [`StallWatch`]).
     stall: StallWatch,
@@ -26,11 +27,19 @@ struct World {
 derefs_to_sandbox!(World);
 
 impl World {
+    /// A database on the test binary's shared server.
     fn new() -> Option<World> {
-        World::with(Pg::start())
+        World::with(Db::new())
     }
 
-    fn with(pg: Result<Pg, String>) -> Option<World> {
+    /// The database of a cluster of the test's own (`Pg::start`,
+    /// `Pg::start_tls`), for a test that stops, restarts or reconfigures
+    /// it.
+    fn own(pg: Result<Pg, String>) -> Option<World> {
+        World::with(Db::own(pg))
+    }
+
+    fn with(pg: Result<Db, String>) -> Option<World> {
         match pg {
             Ok(pg) => Some(World {
                 sb: Sandbox::new("ONLYONE_STORE_MARK"),
@@ -327,7 +336,7 @@ fn a_killed_wrapper_takes_its_command_with_it_before_the_lease_runs_out() {
 /// a password file (`PGPASSFILE`), never from the URL.
 #[test]
 fn tls_require_and_verify_full_work_and_an_unknown_ca_is_refused() {
-    let Some(w) = World::with(Pg::start_tls()) else {
+    let Some(w) = World::own(Pg::start_tls()) else {
         return;
     };
     let base = format!("postgres://onlyone@127.0.0.1:{}/postgres", w.pg.port);
@@ -386,11 +395,14 @@ fn tls_require_and_verify_full_work_and_an_unknown_ca_is_refused() {
 #[test]
 fn the_readme_schema_and_grants_are_enough() {
     let Some(mut w) = World::new() else { return };
-    w.pg.psql("CREATE ROLE jobs LOGIN PASSWORD 'jobs-pw'");
-    w.pg.psql(&readme_block("store-schema"));
+    // The role `jobs` of the README, under the test's own name for it.
+    let jobs = w.pg.role("jobs");
+    w.pg.psql(&format!("CREATE ROLE {jobs} LOGIN PASSWORD 'jobs-pw'"));
+    w.pg.psql(&readme_block("store-schema").replace(" TO jobs;", &format!(" TO {jobs};")));
     let url = format!(
-        "postgres://jobs:jobs-pw@127.0.0.1:{}/postgres?sslmode=disable",
-        w.pg.port
+        "postgres://{jobs}:jobs-pw@127.0.0.1:{}/{}?sslmode=disable",
+        w.pg.port,
+        w.pg.name()
     );
     let out = finish(w.oo_at(&url, &["run", "job", "--", "true"]), HANG);
     out.expect(0);
@@ -552,7 +564,9 @@ fn invariant_9_the_watchdog_keeps_the_deadline_when_the_wrapper_cannot() {
 /// command is gone before the lease could have run out on the server.
 #[test]
 fn a_server_stopped_past_the_lease_ends_the_command_in_time() {
-    let Some(mut w) = World::new() else { return };
+    let Some(mut w) = World::own(Pg::start()) else {
+        return;
+    };
     let url = w.pg.url();
     let a = w.holder(
         &url,
@@ -587,7 +601,9 @@ fn a_server_stopped_past_the_lease_ends_the_command_in_time() {
 /// run goes on to its own end.
 #[test]
 fn a_server_restart_shorter_than_the_slack_does_not_end_the_run() {
-    let Some(mut w) = World::new() else { return };
+    let Some(mut w) = World::own(Pg::start()) else {
+        return;
+    };
     let url = w.pg.url();
     let a = w.holder(
         &url,
@@ -615,7 +631,9 @@ fn a_server_restart_shorter_than_the_slack_does_not_end_the_run() {
 /// next run takes the lock at once.
 #[test]
 fn a_store_down_at_the_end_still_gets_the_end_and_the_release() {
-    let Some(mut w) = World::new() else { return };
+    let Some(mut w) = World::own(Pg::start()) else {
+        return;
+    };
     let url = w.pg.url();
     let a = w.holder(
         &url,

@@ -1,7 +1,8 @@
 //! The PostgreSQL store as a field trial used it: signals from `systemctl
 //! stop`, `timeout` and `kill` to a store run's wrapper, a server restarted
 //! as a run ends, options a store cannot honour, and libpq's variables.
-//! Each test starts its own throwaway cluster (see `support::pg`) and
+//! Each test has a database of its own on a throwaway cluster (see
+//! `support::pg`), the one that restarts it a cluster of its own, and
 //! skips, saying why, where PostgreSQL is not installed.
 
 use crate::support;
@@ -188,7 +189,7 @@ fn status_says_when_the_holder_of_a_store_lock_on_this_host_is_dead() {
 /// history has the run's end with its exit code.
 #[test]
 fn a_run_that_ends_during_a_server_restart_records_its_end_and_releases() {
-    let Some(mut w) = World::new() else { return };
+    let Some(mut w) = World::own() else { return };
     let wrapper = w.holder(
         "job",
         &["--lease", "20s", "--kill-after", "1s"],
@@ -292,7 +293,7 @@ fn libpq_variables_fill_in_what_the_url_leaves_out() {
         ("PGHOST", "127.0.0.1"),
         ("PGPORT", port.as_str()),
         ("PGUSER", "onlyone"),
-        ("PGDATABASE", "postgres"),
+        ("PGDATABASE", w.pg.name()),
         ("PGPASSWORD", support::pg::PASSWORD),
     ];
     let oo = |vars: &[(&str, &str)], args: &[&str]| {
@@ -308,7 +309,7 @@ fn libpq_variables_fill_in_what_the_url_leaves_out() {
         ("PGHOST", sock.as_str()),
         ("PGPORT", port.as_str()),
         ("PGUSER", "onlyone"),
-        ("PGDATABASE", "postgres"),
+        ("PGDATABASE", w.pg.name()),
     ];
     oo(&local, &["run", "viasocket", "--", "true"]).expect(0);
     let s = w.oo(&["status", "--json"]).json();

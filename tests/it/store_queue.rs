@@ -1,5 +1,5 @@
 //! The PostgreSQL store's line of waiters against a real server (a
-//! throwaway cluster, see `support::pg`): `run --queue` (at most one fire
+//! database of each test's own on a throwaway cluster, see `support::pg`): `run --queue` (at most one fire
 //! waits, a dead waiter never blocks), waiters served in the order they
 //! began to wait (`--wait` and `--queue` alike), contending "hosts" making
 //! as many runs each, `status` showing the waiters, and a store set up

@@ -1,5 +1,5 @@
-//! `--slots N` with the PostgreSQL store (a throwaway cluster, see
-//! `support::pg`): a lock's N lease rows (`NAME`, `NAME#1`, ...), each a
+//! `--slots N` with the PostgreSQL store (a database of each test's own
+//! on a throwaway cluster, see `support::pg`): a lock's N lease rows (`NAME`, `NAME#1`, ...), each a
 //! lease with its own fence, taken by "hosts" that are processes. Counted
 //! inside the commands, as for a lock directory (`slots.rs`). Each test
 //! skips, saying why, where PostgreSQL is not installed (`.ci/run`
@@ -346,17 +346,21 @@ fn store_slots_need_the_column_a_role_may_not_add() {
 #[test]
 fn store_slots_status_groups_a_locks_rows_whatever_the_collation() {
     let Some(mut w) = World::new() else { return };
+    // Beside the test's own database, and dropped with it.
+    let icu = format!("{}_icu", w.pg.name());
     let made = std::panic::catch_unwind(|| {
-        w.pg.psql(
-            "CREATE DATABASE icu TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' \
-             LOCALE 'C.UTF-8'",
-        )
+        w.pg.psql(&format!(
+            "CREATE DATABASE {icu} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' \
+             LOCALE 'C.UTF-8'"
+        ))
     });
     if made.is_err() {
         eprintln!("skipped: this PostgreSQL makes no ICU database");
         return;
     }
-    let url = w.pg.url().replace("/postgres?", "/icu?");
+    let url =
+        w.pg.url()
+            .replace(&format!("/{}?", w.pg.name()), &format!("/{icu}?"));
     for (tag, n, name) in [("a", "2", "sync"), ("b", "2", "sync"), ("c", "1", "sync-a")] {
         let script = format!("touch \"$DIR/held.{tag}\"; exec sleep 1000");
         let args = ["run", "--slots", n, name, "--", "sh", "-c", &script];
@@ -485,8 +489,14 @@ fn store_slots_a_take_finds_the_slot_rows_through_an_index() {
          SELECT 'lock-' || g, 1, 't', now(), now() FROM generate_series(1, 10000) g",
     );
     w.pg.psql("ANALYZE onlyone_lease");
-    w.pg.psql("ALTER ROLE onlyone SET session_preload_libraries = 'auto_explain'");
-    w.pg.psql("ALTER ROLE onlyone SET auto_explain.log_min_duration = 0");
+    // In the test's database only: the server is shared.
+    let db = w.pg.name();
+    w.pg.psql(&format!(
+        "ALTER ROLE onlyone IN DATABASE {db} SET session_preload_libraries = 'auto_explain'"
+    ));
+    w.pg.psql(&format!(
+        "ALTER ROLE onlyone IN DATABASE {db} SET auto_explain.log_min_duration = 0"
+    ));
     let from = std::fs::metadata(w.pg.data().parent().unwrap().join("log"))
         .unwrap()
         .len() as usize;

@@ -385,7 +385,7 @@ fn a_leftover_grandchild_reaped_by_onlyone_is_counted() {
 #[test]
 fn the_store_records_what_a_run_used() {
     let Some(w) = World::new() else { return };
-    let pg = match support::pg::Pg::start() {
+    let pg = match support::pg::Db::new() {
         Ok(pg) => pg,
         Err(why) => {
             eprintln!("skipped: {why}");

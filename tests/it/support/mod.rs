@@ -619,19 +619,21 @@ macro_rules! derefs_to_sandbox {
 pub(crate) use derefs_to_sandbox;
 
 /// A store test's world, in the module that names it: `World`, a
-/// throwaway server (`pg`) and a sandbox marked `$mark` (`sb`, which it
-/// derefs to), with `World::new()` (`None`, said, where PostgreSQL is not
-/// installed), `oo_at(URL, ARGS)` (`onlyone --store URL ARGS...`, no libpq
+/// database of its own (`pg`) and a sandbox marked `$mark` (`sb`, which it
+/// derefs to), with `World::new()` (a database on the test binary's
+/// shared server; `None`, said, where PostgreSQL is not installed),
+/// `World::own()` (the same on a cluster of the test's own, for a test
+/// that stops or restarts it), `oo_at(URL, ARGS)` (`onlyone --store URL ARGS...`, no libpq
 /// variable from the test's own environment, `DIR` the sandbox) and
 /// `oo(ARGS)` (run against the server, waited for up to a minute). The
 /// module adds what its tests need in an `impl World` of its own.
 macro_rules! store_world {
     ($mark:literal) => {
-        /// A test's world: a server, a temp dir and the processes it
+        /// A test's world: a database, a temp dir and the processes it
         /// started.
         struct World {
             sb: $crate::support::Sandbox,
-            pg: $crate::support::pg::Pg,
+            pg: $crate::support::pg::Db,
         }
 
         $crate::support::derefs_to_sandbox!(World);
@@ -640,7 +642,16 @@ macro_rules! store_world {
         impl World {
             fn new() -> Option<World> {
                 Some(World {
-                    pg: $crate::support::pg::Pg::start_or_skip()?,
+                    pg: $crate::support::pg::Db::new_or_skip()?,
+                    sb: $crate::support::Sandbox::new($mark),
+                })
+            }
+
+            /// A world whose server is its own, to stop and restart.
+            fn own() -> Option<World> {
+                let pg = $crate::support::pg::Db::own($crate::support::pg::Pg::start());
+                Some(World {
+                    pg: pg.map_err(|why| eprintln!("skipped: {why}")).ok()?,
                     sb: $crate::support::Sandbox::new($mark),
                 })
             }
