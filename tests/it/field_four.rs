@@ -207,6 +207,24 @@ fn the_library_guide_shows_the_example_cli_as_it_is() {
     );
 }
 
+/// doc/library.md's second program, a job run in a place, is
+/// lib/examples/journaled.rs as it is, after the first (the seed's use).
+#[test]
+fn the_library_guide_shows_the_run_in_a_place_as_it_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = std::fs::read_to_string(root.join("lib/examples/journaled.rs")).unwrap();
+    let shown = readme_block("journaled");
+    assert_eq!(
+        shown.trim_end(),
+        file.trim_end(),
+        "doc/library.md's block differs from lib/examples/journaled.rs"
+    );
+    let guide = std::fs::read_to_string(root.join("doc/library.md")).unwrap();
+    let seed = guide.find("<!-- readme-test: seed-cli -->").unwrap();
+    let place = guide.find("<!-- readme-test: journaled -->").unwrap();
+    assert!(seed < place, "the seed's use comes first");
+}
+
 /// `onlyone::active_pid` needs no lock directory and makes none; it names
 /// the holder of a held lock, alive, and the recorded owner of a stale
 /// one, dead.

@@ -27,6 +27,7 @@ mod field;
 mod field_four;
 mod hostile;
 mod journal;
+mod library_run;
 mod outcomes;
 mod pings;
 mod queue;

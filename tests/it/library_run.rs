@@ -1,5 +1,6 @@
 //! The library's own run of a job, journaled through its observer
-//! (examples/journaled.rs, built as `cargo test` builds it): a run is
+//! (lib/examples/journaled.rs, which cargo builds for the tests as the
+//! binary `journaled`): a run is
 //! journaled and the command reads the same journal; a second run while
 //! the first holds the lock skips, and the skip is journaled; a stale lock
 //! (its run killed with SIGKILL) is taken over, and the observer is told.
@@ -9,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{OnceLock, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use onlyone::journal::{EndReason, EventKind, Journal, Outcome};
@@ -23,84 +24,15 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// How often a condition is looked at again.
 const LOOK: Duration = Duration::from_millis(10);
 
-/// `cargo build` of `target` (`--example NAME`, `--bin NAME`) of
-/// `package`, with the features this test was built with, beside this
-/// test binary's profile; the program's path.
-fn build(package: &str, kind: &str, name: &str, features: &[&str]) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/PROFILE/deps/journaled-HASH
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_owned();
-    let target_dir = profile_dir.parent().unwrap();
-    let mut c = Command::new(env!("CARGO"));
-    c.args(["build", "--quiet", "--offline", "--locked", "-p", package])
-        .arg(format!("--{kind}"))
-        .arg(name)
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null());
-    // What cargo set for this test, not for the build: a build script
-    // that watches one (ring's, `CARGO_MANIFEST_DIR`) would otherwise be
-    // rerun, and what depends on it rebuilt, here and again by the next
-    // `cargo test`.
-    for (var, _) in std::env::vars_os() {
-        let var = var.to_string_lossy();
-        if [
-            "CARGO_MANIFEST_",
-            "CARGO_PKG_",
-            "CARGO_CRATE_",
-            "CARGO_PRIMARY_",
-            "CARGO_TARGET_TMPDIR",
-        ]
-        .iter()
-        .any(|p| var.starts_with(p))
-        {
-            c.env_remove(&*var);
-        }
-    }
-    if !cfg!(feature = "postgres") {
-        c.arg("--no-default-features");
-    }
-    if !features.is_empty() {
-        c.arg("--features").arg(features.join(","));
-    }
-    if profile_dir.file_name().is_some_and(|p| p == "release") {
-        c.arg("--release");
-    }
-    let status = c.status().expect("cargo build");
-    assert!(status.success(), "cargo build --{kind} {name}: {status}");
-    let bin = match kind {
-        "example" => profile_dir.join("examples").join(name),
-        _ => profile_dir.join(name),
-    };
-    assert!(bin.exists(), "{} was not built", bin.display());
-    bin
-}
-
-/// The example, built once.
+/// The example (lib/examples/journaled.rs), which cargo builds for the
+/// tests as the binary `journaled`.
 fn journaled() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let hooks: &[&str] = if cfg!(feature = "test-hooks") {
-            &["test-hooks"]
-        } else {
-            &[]
-        };
-        build("onlyone", "example", "journaled", hooks)
-    })
+    Path::new(env!("CARGO_BIN_EXE_journaled"))
 }
 
-/// The command, built once (the library with this test's features).
+/// The command.
 fn onlyone() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let hooks: &[&str] = if cfg!(feature = "test-hooks") {
-            &["onlyone/test-hooks"]
-        } else {
-            &[]
-        };
-        build("onlyone-cli", "bin", "onlyone", hooks)
-    })
+    Path::new(env!("CARGO_BIN_EXE_onlyone"))
 }
 
 /// A lock directory and a state directory of a test's own.

@@ -1,0 +1,1 @@
+../../lib/examples/journaled.rs
