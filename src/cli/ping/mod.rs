@@ -9,10 +9,9 @@
 //! journal and in the command's `ONLYONE_RUN_ID`); a skip, which has no run
 //! of its own, gets a fresh one.
 //!
-//! A `sentry+https://` URL is a Sentry cron monitor's check-in URL: the
-//! same events as GETs with `status=in_progress`, then `ok` or `error`
-//! (with `duration`), `check_in_id=RID`; Sentry has no check-in for a
-//! skip, so none is sent.
+//! Who a URL speaks to is its provider, named by its scheme's prefix
+//! (`sentry+https://`), each in a file of its own here ([`PROVIDERS`]):
+//! how it words each moment as a URL, and whether it is sent as a GET.
 //!
 //! Pings fail open and never delay the lock: each is sent from a thread of
 //! its own (the supervisor's signals blocked in it), retried on 408, 429,
@@ -41,6 +40,9 @@ use std::time::{Duration, Instant};
 
 use super::say;
 use super::tail::Tail;
+
+mod healthchecks;
+mod sentry;
 
 /// How long the command's start may wait for its start pings.
 const START_BOUND: Duration = Duration::from_secs(2);
@@ -239,38 +241,67 @@ struct Target {
     /// What messages show of it: the scheme and the host.
     shown: String,
     /// Who it speaks to.
-    provider: Provider,
+    provider: &'static Provider,
 }
 
-/// Who a ping URL speaks to, from its scheme's prefix: each provider's
-/// URLs and how they are sent are its arms here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Provider {
-    /// The healthchecks.io protocol (`http://`, `https://`): `URL/start`,
-    /// `URL/N`, `URL/fail`, `URL/log`, POSTed with a body.
-    Healthchecks,
-    /// Sentry's cron check-ins (`sentry+https://`): GETs of the URL with
-    /// `status`, `check_in_id` and `duration`.
-    SentryCron,
+/// Who a ping URL speaks to: each provider is a file of its own here and
+/// an entry of [`PROVIDERS`].
+#[derive(Debug)]
+struct Provider {
+    /// The prefix of the scheme that names it (`sentry` in
+    /// `sentry+https://`); `None` for the plain `http://` and `https://`.
+    prefix: Option<&'static str>,
+    /// What a message says of its URLs, after the scheme
+    /// (`sentry+https:// for Sentry's cron check-ins`); `None` for the
+    /// plain schemes.
+    about: Option<&'static str>,
+    /// Whether its pings are GETs without a body, not POSTs.
+    gets: bool,
+    /// The URL of the ping `what` (`start`, an exit code, `fail`, `log`)
+    /// about the run `rid`, `took` after its start, from the URL's `base`
+    /// and its own `query`; `None` when the provider has no such ping.
+    url: UrlOf,
 }
+
+/// How a provider words a ping as a URL: from the URL's base and its
+/// own query, the ping `what` about the run `rid`, `took` after its start.
+type UrlOf = fn(
+    base: &str,
+    query: Vec<String>,
+    what: &str,
+    rid: Option<&str>,
+    took: Option<Duration>,
+) -> Option<String>;
+
+/// Every provider: the healthchecks.io protocol (the plain schemes) and
+/// those a scheme's prefix names.
+const PROVIDERS: &[&Provider] = &[&healthchecks::PROVIDER, &sentry::PROVIDER];
 
 impl Provider {
-    /// The provider a URL's scheme (lowercase) names by its prefix
-    /// (`sentry+`), and the scheme it is sent with.
-    fn of_scheme(scheme: &str) -> (Provider, &str) {
+    /// The provider a URL's scheme (lowercase) names by its prefix, and
+    /// the scheme it is sent with.
+    fn of_scheme(scheme: &str) -> (&'static Provider, &str) {
+        let plain = PROVIDERS.iter().copied().find(|p| p.prefix.is_none());
+        let plain = plain.expect("a provider of the plain schemes");
         match scheme.split_once('+') {
-            Some(("sentry", wire)) => (Provider::SentryCron, wire),
-            _ => (Provider::Healthchecks, scheme),
+            Some((prefix, wire)) => PROVIDERS
+                .iter()
+                .copied()
+                .find(|p| p.prefix == Some(prefix))
+                .map_or((plain, scheme), |p| (p, wire)),
+            None => (plain, scheme),
         }
     }
 
-    /// Whether its pings are GETs without a body (Sentry's check-ins, as
-    /// its guide sends them), not POSTs.
-    fn gets(self) -> bool {
-        match self {
-            Provider::Healthchecks => false,
-            Provider::SentryCron => true,
+    /// The schemes pings use, for a message.
+    fn schemes() -> String {
+        let named: Vec<&str> = PROVIDERS.iter().filter_map(|p| p.about).collect();
+        let mut said = "http:// or https://".to_owned();
+        if !named.is_empty() {
+            said.push_str(", or ");
+            said.push_str(&named.join(", or "));
         }
+        said
     }
 }
 
@@ -473,7 +504,7 @@ impl Pings {
             if posts.is_empty() {
                 continue;
             }
-            let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.provider.gets());
+            let (tx, shown, get) = (tx.clone(), t.shown.clone(), t.provider.gets);
             let spawned = onlyone::place::store::spawn_thread("onlyone-ping", move || {
                 let mut r = Ok(None);
                 for (url, body) in &posts {
@@ -529,39 +560,16 @@ impl Pings {
 
 impl Target {
     /// The URL of the ping `what` (`start`, an exit code, `fail`, `log`)
-    /// about the run `rid`, `took` after its start: `base/what?rid=RID`,
-    /// its own query kept; for Sentry, its check-in (`status`,
-    /// `check_in_id`, `duration` in seconds), and none for a `log`, which
-    /// Sentry has no check-in for.
+    /// about the run `rid`, `took` after its start, as its provider words
+    /// it (its own query kept); `None` when the provider has no such ping.
     fn url(&self, what: &str, rid: Option<&str>, took: Option<Duration>) -> Option<String> {
-        let mut q: Vec<String> = self.query.iter().cloned().collect();
-        match self.provider {
-            Provider::Healthchecks => {
-                q.extend(rid.map(|r| format!("rid={r}")));
-                Some(with_query(format!("{}/{what}", self.base), &q))
-            }
-            Provider::SentryCron => {
-                let status = match what {
-                    "start" => "in_progress",
-                    "log" => return None,
-                    "0" => "ok",
-                    _ => "error",
-                };
-                q.extend(rid.map(|r| format!("check_in_id={r}")));
-                q.push(format!("status={status}"));
-                if status != "in_progress"
-                    && let Some(t) = took
-                {
-                    q.push(format!("duration={:.3}", t.as_secs_f64()));
-                }
-                Some(with_query(format!("{}/", self.base), &q))
-            }
-        }
+        let q: Vec<String> = self.query.iter().cloned().collect();
+        (self.provider.url)(&self.base, q, what, rid, took)
     }
 }
 
 /// `url?a&b`, or `url` with no query.
-fn with_query(mut url: String, q: &[String]) -> String {
+pub(super) fn with_query(mut url: String, q: &[String]) -> String {
     if !q.is_empty() {
         url.push('?');
         url.push_str(&q.join("&"));
@@ -611,8 +619,8 @@ fn parse_as(url: &str, source: &str) -> Result<Target, String> {
     let (provider, scheme) = Provider::of_scheme(&scheme);
     if scheme != "http" && scheme != "https" {
         return Err(format!(
-            "{source}: {scheme}:// is not a scheme pings use (http:// or \
-             https://, or sentry+https:// for Sentry's cron check-ins); {fix}"
+            "{source}: {scheme}:// is not a scheme pings use ({}); {fix}",
+            Provider::schemes()
         ));
     }
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
@@ -768,12 +776,12 @@ mod tests {
         }
         assert_eq!(s.url("log", Some("r"), None), None);
         assert_eq!(
-            (t.provider, s.provider),
-            (Provider::Healthchecks, Provider::SentryCron)
+            (t.provider.prefix, s.provider.prefix),
+            (None, Some("sentry"))
         );
-        let other = parse("cronitor+https://h/x").unwrap_err();
+        let other = parse("nosuch+https://h/x").unwrap_err();
         assert!(
-            other.contains("cronitor+https:// is not a scheme"),
+            other.contains("nosuch+https:// is not a scheme pings use (http:// or https://, or sentry+https:// for Sentry's cron check-ins)"),
             "{other}"
         );
         let wrong = parse("sentry+ftp://h/x").unwrap_err();
