@@ -781,7 +781,7 @@ mod tests {
         );
         let other = parse("nosuch+https://h/x").unwrap_err();
         assert!(
-            other.contains("nosuch+https:// is not a scheme pings use (http:// or https://, or sentry+https:// for Sentry's cron check-ins)"),
+            other.contains("nosuch+https:// is not a scheme pings use (http:// or https://, or sentry+https:// for Sentry's cron check-ins"),
             "{other}"
         );
         let wrong = parse("sentry+ftp://h/x").unwrap_err();
