@@ -114,6 +114,59 @@ fn zsh_and_fish_scripts_name_every_command() {
     oo(&sb, &["completions", "tcsh"]).expect(125).says("tcsh");
 }
 
+/// The commands `onlyone --help` lists, but for its own tools
+/// (`completions`, `manpages`, `help`).
+fn lock_commands(sb: &Sandbox) -> Vec<String> {
+    let help = oo(sb, &["--help"]);
+    help.expect(0);
+    let (_, listed) = help
+        .stdout
+        .split_once("Commands:\n")
+        .expect("a command list");
+    let listed = listed.split("\n\n").next().unwrap_or_default();
+    let names: Vec<String> = listed
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| !["completions", "manpages", "help"].contains(n))
+        .map(str::to_owned)
+        .collect();
+    assert!(names.len() >= 10, "{names:?}");
+    names
+}
+
+/// Every command on a lock is in the README's list of commands, and the
+/// shells complete it: a new command is flagged here until the lists name
+/// it.
+#[test]
+fn every_command_is_in_the_readme_list_and_completed() {
+    let sb = Sandbox::new("ONLYONE_DOCS_MARK");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let (_, list) = readme
+        .split_once("## Commands\n")
+        .expect("README's ## Commands");
+    let list = list
+        .split_once("```text\n")
+        .and_then(|(_, b)| b.split_once("\n```"))
+        .expect("a ```text block under ## Commands")
+        .0;
+    let scripts: Vec<(&str, String)> = ["bash", "zsh", "fish"]
+        .into_iter()
+        .map(|shell| (shell, oo(&sb, &["completions", shell]).stdout))
+        .collect();
+    for cmd in lock_commands(&sb) {
+        assert!(
+            list.lines()
+                .any(|l| l.starts_with("onlyone ") && l.split_whitespace().any(|w| w == cmd)),
+            "README.md's ## Commands does not list `{cmd}`"
+        );
+        for (shell, script) in &scripts {
+            assert!(script.contains(&cmd), "{shell}'s completion lacks `{cmd}`");
+        }
+    }
+}
+
 #[test]
 fn manual_pages_render_without_warnings_with_every_section() {
     let sb = Sandbox::new("ONLYONE_DOCS_MARK");
