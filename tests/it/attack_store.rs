@@ -432,7 +432,7 @@ fn roles_sharing_a_store_trust_each_other() {
     let (a, b) = (url(&role_a, "pw-a"), url(&role_b, "pw-b"));
     let ready = sb.path("ready");
     let mut c = sb.program(BIN);
-    c.args(["--store", &a, "run", "--lease", "3s", "--kill-after", "1s"])
+    c.args(["--store", &a, "run", "--lease", "8s", "--kill-after", "1s"])
         .args(["job", "--", "sh", "-c", "touch \"$READY\"; exec sleep 1000"])
         .env("READY", &ready)
         .env_remove("ONLYONE_STORE");
