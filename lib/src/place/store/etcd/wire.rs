@@ -149,6 +149,32 @@ fn not_sent(e: &ureq::Error) -> bool {
     }
 }
 
+/// Why a POST to one member failed.
+enum Failed {
+    /// Not sent, or sent to a member that closed the connection: the next
+    /// member may be asked.
+    NotSent(StoreError),
+    /// The member answered that the cluster is between leaders.
+    Unavailable(StoreError),
+    /// Anything else: given to the caller.
+    Final(StoreError),
+}
+
+/// Whether a transport error is a connection closed under the request.
+fn closed(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+                | std::io::ErrorKind::ConnectionAborted
+        ),
+        ureq::Error::Protocol(_) => true,
+        _ => false,
+    }
+}
+
 /// A transport error, said without the URL.
 fn transport(e: &ureq::Error) -> String {
     match e {
@@ -217,56 +243,96 @@ impl Wire {
     }
 
     /// One POST, to the members in turn from the last that answered,
-    /// while it cannot be sent, within the timeout.
+    /// within the timeout: on to the next member while one cannot be
+    /// connected to, and while one answers that the cluster is between
+    /// leaders (`Unavailable`), a moment later.
     fn post(&self, path: &str, body: &Value, with_token: bool) -> Result<Value, StoreError> {
         let deadline = Instant::now() + self.timeout.get();
         let n = self.addr.members.len();
         let text = body.to_string();
-        let mut last = String::new();
-        for i in 0..n {
-            let at = (self.at.get() + i) % n;
+        let mut last: Option<StoreError> = None;
+        let mut tries = 0;
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || tries >= 4 * n {
                 break;
             }
-            let mut req = self
-                .agent
-                .post(format!("{}/v3/{path}", self.addr.members[at]))
-                .config()
-                .timeout_global(Some(left))
-                .build()
-                .header("content-type", "application/json");
-            if let Some(t) = self.token.borrow().as_deref().filter(|_| with_token) {
-                req = req.header("authorization", t);
-            }
-            match req.send(text.as_bytes()) {
-                Ok(mut r) => {
-                    self.at.set(at);
-                    let status = r.status().as_u16();
-                    let answer = r
-                        .body_mut()
-                        .with_config()
-                        .limit(MAX_ANSWER)
-                        .read_to_string()
-                        .map_err(|e| self.lost(at, &e))?;
-                    return self.answer(status, &answer);
+            tries += 1;
+            let at = self.at.get();
+            match self.post_to(at, path, &text, with_token, left) {
+                Ok(v) => return Ok(v),
+                Err(Failed::NotSent(e)) => {
+                    self.at.set((at + 1) % n);
+                    last = Some(e);
                 }
-                Err(e) if not_sent(&e) => last = transport(&e),
-                Err(e) => return Err(self.lost(at, &e)),
+                Err(Failed::Unavailable(e)) => {
+                    self.at.set((at + 1) % n);
+                    last = Some(e);
+                    if tries % n == 0 {
+                        let nap = Duration::from_millis(50)
+                            .min(deadline.saturating_duration_since(Instant::now()));
+                        std::thread::sleep(nap);
+                    }
+                }
+                Err(Failed::Final(e)) => return Err(e),
             }
         }
-        if last.is_empty() {
-            return Err(StoreError::TimedOut {
-                url: self.url().to_owned(),
-                after: self.timeout.get(),
-            });
-        }
-        Err(StoreError::Unreachable {
+        Err(last.unwrap_or_else(|| StoreError::TimedOut {
             url: self.url().to_owned(),
-            detail: last,
-            hint: "",
-            source: None,
-        })
+            after: self.timeout.get(),
+        }))
+    }
+
+    /// One POST to member `at`, given up after `left`.
+    fn post_to(
+        &self,
+        at: usize,
+        path: &str,
+        text: &str,
+        with_token: bool,
+        left: Duration,
+    ) -> Result<Value, Failed> {
+        let mut req = self
+            .agent
+            .post(format!("{}/v3/{path}", self.addr.members[at]))
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .header("content-type", "application/json");
+        if let Some(t) = self.token.borrow().as_deref().filter(|_| with_token) {
+            req = req.header("authorization", t);
+        }
+        match req.send(text.as_bytes()) {
+            Ok(mut r) => {
+                let status = r.status().as_u16();
+                let answer = r
+                    .body_mut()
+                    .with_config()
+                    .limit(MAX_ANSWER)
+                    .read_to_string()
+                    .map_err(|e| Failed::Final(self.lost(at, &e)))?;
+                self.answer(status, &answer).map_err(|e| {
+                    if e.is_unreachable() {
+                        Failed::Unavailable(e)
+                    } else {
+                        Failed::Final(e)
+                    }
+                })
+            }
+            Err(e) if not_sent(&e) => Err(Failed::NotSent(StoreError::Unreachable {
+                url: self.url().to_owned(),
+                detail: transport(&e),
+                hint: "",
+                source: None,
+            })),
+            // A connection closed under the request (a member that went
+            // away): it may or may not have been done, and every call of
+            // this store may be made again (a take finds its own key by
+            // its token, an event's key is chosen once, the others set
+            // what they set or find it set).
+            Err(e) if closed(&e) => Err(Failed::NotSent(self.lost(at, &e))),
+            Err(e) => Err(Failed::Final(self.lost(at, &e))),
+        }
     }
 
     /// A call sent to member `at` that got no answer: the next call goes
@@ -310,11 +376,7 @@ impl Wire {
             .or(err["error"].as_str())
             .unwrap_or("an error")
             .to_owned();
-        let e = classify(int(&err["code"]), &message, self.url());
-        if e.is_unreachable() {
-            self.at.set((self.at.get() + 1) % self.addr.members.len());
-        }
-        Err(e)
+        Err(classify(int(&err["code"]), &message, self.url()))
     }
 }
 
