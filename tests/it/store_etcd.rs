@@ -319,3 +319,150 @@ fn every_member_stopped_ends_the_command_before_the_lease_runs_out() {
     let rs = runs(&w);
     assert_eq!(counts(&rs), (0, 0), "{rs:?}");
 }
+
+/// Base64, as etcd's gateway takes keys.
+fn b64(s: &str) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in s.as_bytes().chunks(3) {
+        let n = c
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            out.push(if i <= c.len() {
+                A[((n >> (18 - 6 * i)) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// doc/store.md's setup, on a member of the test's own: a user `jobs`
+/// whose role may read and write `jobs/` only, authentication on. A run
+/// with the password from `ETCDCTL_PASSWORD`, then from a password file,
+/// takes, records and reads back; another prefix is refused naming the
+/// role's permission; a wrong or missing password is a clear error (125,
+/// no password shown; `precheck` 0); a password in the URL is refused.
+#[test]
+fn a_role_limited_to_its_prefix_with_its_password_from_the_environment_or_a_file() {
+    let etcd = match Etcd::start(1, 25, 250) {
+        Ok(e) => e,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let Some(w) = World::new(Engine::Etcd) else {
+        return;
+    };
+    let port = etcd.members[0].client;
+    let call = |path: &str, body: String| {
+        let v = support::etcd::post(port, path, &body).unwrap();
+        assert!(v.get("error").is_none(), "{path}: {v}");
+    };
+    call(
+        "/v3/auth/user/add",
+        r#"{"name":"root","password":"root-pw"}"#.into(),
+    );
+    call(
+        "/v3/auth/user/grant",
+        r#"{"user":"root","role":"root"}"#.into(),
+    );
+    call("/v3/auth/role/add", r#"{"name":"jobs-role"}"#.into());
+    call(
+        "/v3/auth/role/grant",
+        format!(
+            r#"{{"name":"jobs-role","perm":{{"permType":"READWRITE","key":"{}","range_end":"{}"}}}}"#,
+            b64("jobs/"),
+            b64("jobs0")
+        ),
+    );
+    call(
+        "/v3/auth/user/add",
+        r#"{"name":"jobs","password":"jobs-pw"}"#.into(),
+    );
+    call(
+        "/v3/auth/user/grant",
+        r#"{"user":"jobs","role":"jobs-role"}"#.into(),
+    );
+    call("/v3/auth/enable", "{}".into());
+    let url = format!("etcd://jobs@127.0.0.1:{port}/jobs");
+    let run = |url: &str, pw: Option<&str>, args: &[&str]| {
+        let mut c = w.store_cmd(url, args);
+        if let Some(pw) = pw {
+            c.env("ETCDCTL_PASSWORD", pw);
+        }
+        finish(c, HANG)
+    };
+    run(&url, Some("jobs-pw"), &["run", "job", "--", "true"]).expect(0);
+    let pw = w.path("pw");
+    std::fs::write(&pw, "jobs-pw\n").unwrap();
+    let with_file = format!("{url}?password_file={}", pw.display());
+    run(&with_file, None, &["run", "job", "--", "true"]).expect(0);
+    let h = run(&with_file, None, &["history", "job", "--json"]);
+    assert_eq!(h.expect(0).stdout.lines().count(), 2, "{h:#?}");
+    run(&url, Some("jobs-pw"), &["check", "job"])
+        .expect(0)
+        .prints("ONLYONE OK");
+    // Outside its prefix, the role may do nothing.
+    let other = format!("etcd://jobs@127.0.0.1:{port}/other");
+    run(&other, Some("jobs-pw"), &["run", "job", "--", "true"])
+        .expect(125)
+        .says("readwrite on the store's prefix");
+    // Wrong, missing, or on the command line.
+    let out = run(&url, Some("not-the-pw"), &["run", "job", "--", "true"]);
+    out.expect(125)
+        .says("refused the credentials")
+        .says("ETCDCTL_PASSWORD");
+    assert!(!out.stderr.contains("not-the-pw"), "{out:#?}");
+    run(&url, Some("not-the-pw"), &["precheck", "job"]).expect(0);
+    run(&url, None, &["run", "job", "--", "true"])
+        .expect(125)
+        .says("no password");
+    let inline = format!("etcd://jobs:jobs-pw@127.0.0.1:{port}/jobs");
+    let out = run(&inline, None, &["run", "job", "--", "true"]);
+    out.expect(125).says("jobs:***@").says("password_file");
+    assert!(!out.stderr.contains("jobs-pw"), "{out:#?}");
+}
+
+/// TLS: a member that speaks TLS only and asks for a client certificate.
+/// With the CA and a client certificate a run works; without the
+/// certificate, without the CA, or over plain HTTP it is a clear error
+/// (125) and `precheck` lets the fire run (0).
+#[test]
+fn tls_with_a_ca_and_a_client_certificate() {
+    let etcd = match Etcd::start_tls() {
+        Ok(e) => e,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let Some(w) = World::new(Engine::Etcd) else {
+        return;
+    };
+    let port = etcd.members[0].client;
+    let (ca, cert, key) = (
+        etcd.tls_file("ca.crt"),
+        etcd.tls_file("server.crt"),
+        etcd.tls_file("server.key"),
+    );
+    let good = format!("etcds://localhost:{port}/t?cacert={ca}&cert={cert}&key={key}");
+    let run = |url: &str, args: &[&str]| finish(w.store_cmd(url, args), HANG);
+    let mut first = None;
+    // The member is up once it listens; its first answer may take a moment.
+    wait_until("the TLS member's first answer", HANG, || {
+        let out = run(&good, &["run", "job", "--", "true"]);
+        let ok = out.code() == 0;
+        first = Some(out);
+        ok
+    });
+    run(&good, &["history", "job"]).expect(0).prints("exit 0");
+    for bad in [
+        format!("etcds://localhost:{port}/t?cacert={ca}"),
+        format!("etcds://localhost:{port}/t?cert={cert}&key={key}"),
+        format!("etcd://localhost:{port}/t"),
+    ] {
+        run(&bad, &["run", "job", "--", "true"])
+            .expect(125)
+            .says("the store");
+        run(&bad, &["precheck", "job"]).expect(0);
+    }
+}

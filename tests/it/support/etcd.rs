@@ -54,6 +54,30 @@ impl Etcd {
     /// installed): the caller skips then. `heartbeat_ms` and
     /// `election_ms` are raft's timings.
     pub fn start(n: usize, heartbeat_ms: u32, election_ms: u32) -> Result<Etcd, String> {
+        Etcd::start_with(n, heartbeat_ms, election_ms, false)
+    }
+
+    /// One member that speaks TLS only, with a certificate for
+    /// `localhost` and `127.0.0.1` signed by a throwaway CA
+    /// ([`Etcd::tls_file`]: `ca.crt`, and `server.crt`/`server.key`, which
+    /// serve as a client's too), and asks clients for a certificate of
+    /// that CA.
+    pub fn start_tls() -> Result<Etcd, String> {
+        Etcd::start_with(1, 25, 250, true)
+    }
+
+    /// A file of a TLS member's throwaway CA (`ca.crt`, `server.crt`,
+    /// `server.key`).
+    pub fn tls_file(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    fn start_with(
+        n: usize,
+        heartbeat_ms: u32,
+        election_ms: u32,
+        tls: bool,
+    ) -> Result<Etcd, String> {
         if !super::have("etcd") {
             return Err("etcd is not installed (Debian's etcd-server)".into());
         }
@@ -72,14 +96,29 @@ impl Etcd {
             dir,
             watchdog: Mutex::new(watchdog),
         };
+        let scheme = if tls { "https" } else { "http" };
+        if tls {
+            super::pg::make_certificates(&etcd.dir)?;
+        }
         for (name, client, peer) in ports {
             let log = std::fs::File::create(etcd.dir.join(format!("{name}.log"))).unwrap();
-            let child = Command::new("etcd")
+            let mut c = Command::new("etcd");
+            if tls {
+                c.arg(format!("--cert-file={}", etcd.tls_file("server.crt")))
+                    .arg(format!("--key-file={}", etcd.tls_file("server.key")))
+                    .arg(format!("--trusted-ca-file={}", etcd.tls_file("ca.crt")))
+                    .arg("--client-cert-auth");
+            }
+            let child = c
                 .args(["--name", &name])
                 .arg("--data-dir")
                 .arg(etcd.dir.join(&name))
-                .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
-                .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
+                .arg(format!(
+                    "--listen-client-urls={scheme}://127.0.0.1:{client}"
+                ))
+                .arg(format!(
+                    "--advertise-client-urls={scheme}://127.0.0.1:{client}"
+                ))
                 .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
                 .arg(format!(
                     "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
@@ -213,6 +252,16 @@ fn watchdog(dir: &Path) -> Option<(Child, ChildStdin)> {
 /// POSTs `body` to a member's `path` (HTTP/1.0: the answer ends with the
 /// connection); its JSON, or none within a second.
 pub fn post(port: u16, path: &str, body: &str) -> Option<serde_json::Value> {
+    post_as(port, path, body, None)
+}
+
+/// [`post`] with an auth token.
+pub fn post_as(
+    port: u16,
+    path: &str,
+    body: &str,
+    token: Option<&str>,
+) -> Option<serde_json::Value> {
     let mut s = TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_secs(1),
@@ -220,10 +269,11 @@ pub fn post(port: u16, path: &str, body: &str) -> Option<serde_json::Value> {
     .ok()?;
     s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
     s.set_write_timeout(Some(Duration::from_secs(1))).ok()?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
     write!(
         s,
         "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
+         {auth}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .ok()?;

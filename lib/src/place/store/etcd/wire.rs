@@ -115,7 +115,7 @@ fn classify(code: i64, message: &str, url: &str) -> StoreError {
             url,
             detail: format!(
                 "{detail}; the user's role needs readwrite on the store's prefix (doc/store.md, \
-                 \"etcd\")"
+                 \"The etcd store\")"
             ),
             source: source(),
         },
