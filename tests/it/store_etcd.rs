@@ -466,3 +466,49 @@ fn tls_with_a_ca_and_a_client_certificate() {
         run(&bad, &["precheck", "job"]).expect(0);
     }
 }
+
+/// The history's retention: a lock keeps its newest 1000 events (a few
+/// more at most, between two trims), read back oldest first, and another
+/// lock's are its own.
+#[test]
+fn a_lock_keeps_its_newest_thousand_events() {
+    let Ok(url) = Etcd::url_of_test() else {
+        return eprintln!("skipped: etcd is not installed");
+    };
+    let store = onlyone::place::store::open(&url, Duration::from_secs(5)).unwrap();
+    for i in 0..1300 {
+        store
+            .append_event("job", &format!("{{\"n\":{i}}}"))
+            .unwrap();
+    }
+    store.append_event("other", "{\"n\":0}").unwrap();
+    let events = store.events("job").unwrap();
+    assert_eq!(events.len(), 1000);
+    assert_eq!(events.last().unwrap(), "{\"n\":1299}");
+    assert_eq!(events.first().unwrap(), "{\"n\":300}");
+    // What the cluster keeps: the newest and at most a trim's worth more.
+    let prefix = url.rsplit_once('/').unwrap().1;
+    let port: u16 = url
+        .trim_start_matches("etcd://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let from = format!("{prefix}/event/job/");
+    let to = format!("{prefix}/event/job0");
+    let body = format!(
+        r#"{{"key":"{}","range_end":"{}","count_only":true}}"#,
+        b64(&from),
+        b64(&to)
+    );
+    let kept: u64 = support::etcd::post(port, "/v3/kv/range", &body).unwrap()["count"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1000..=1100).contains(&kept), "{kept} events kept");
+    assert_eq!(store.events("other").unwrap(), ["{\"n\":0}"]);
+    let names = store.names().unwrap();
+    assert_eq!(names, ["job", "other"]);
+}

@@ -40,7 +40,6 @@
 mod address;
 mod wire;
 
-use std::cell::Cell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -79,8 +78,6 @@ pub struct EtcdStore {
     wire: Wire,
     /// The etcd lease of the last lease renewed: its row, fence and id.
     renewing: std::cell::RefCell<Option<(String, i64, i64)>>,
-    /// Takes since the last look at old events (see [`EtcdStore::prune`]).
-    appended: Cell<u32>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -225,7 +222,6 @@ impl EtcdStore {
         EtcdStore {
             wire: Wire::new(addr, timeout),
             renewing: std::cell::RefCell::new(None),
-            appended: Cell::new(0),
         }
     }
 
@@ -539,7 +535,6 @@ impl LeaseStore for EtcdStore {
         Ok(Box::new(EtcdStore {
             wire: self.wire.fresh(),
             renewing: std::cell::RefCell::new(None),
-            appended: Cell::new(0),
         }))
     }
 
@@ -547,7 +542,6 @@ impl LeaseStore for EtcdStore {
         let s = EtcdStore {
             wire: self.wire.fresh(),
             renewing: std::cell::RefCell::new(None),
-            appended: Cell::new(0),
         };
         s.ping(within)?;
         Ok(Box::new(s))
@@ -680,16 +674,15 @@ impl LeaseStore for EtcdStore {
             random_u32()
         );
         let event = put(&self.key(&format!("event/{name}/{id}")), line.as_bytes(), 0);
-        self.txn(
+        let t = self.txn(
             vec![created(&mark, "EQUAL", 0)],
             vec![put(&mark, b"", 0), event.clone()],
             vec![event],
         )?;
-        // One look at the count every few events: a lock keeps at most
-        // MAX_EVENTS and a few.
-        let n = self.appended.get().wrapping_add(1);
-        self.appended.set(n);
-        if n % 16 == 1 {
+        // One look at the count every 16 revisions of the cluster's, so
+        // about one append in 16 of every host's: a lock keeps at most
+        // MAX_EVENTS and a few more.
+        if t.revision % 16 == 0 {
             self.prune(name)?;
         }
         Ok(())
