@@ -152,6 +152,16 @@ impl World {
         s.code().unwrap_or_else(|| 128 + s.signal().unwrap())
     }
 
+    /// The exit code of a child started by [`World::start`], if it has
+    /// exited (a signal's as 128 + N).
+    pub fn exit_now(&mut self, pid: u32) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        let kid = self.kids.iter_mut().find(|k| k.id() == pid).unwrap();
+        kid.try_wait()
+            .unwrap()
+            .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap()))
+    }
+
     /// The waiters `status --json` shows for `name`.
     pub fn waiters(&self, name: &str) -> Vec<serde_json::Value> {
         let s = self.oo(&["status", "--json", name]).expect(0).json();
@@ -287,6 +297,81 @@ conformance! {
         assert_eq!(w.read("order"), "q\n");
         // The seat is free again.
         w.oo(&["run", "--queue", "job", "--", "true"]).expect(0);
+    }
+
+    /// Two `--queue` fires arriving together at a held lease, from two
+    /// hosts: exactly one waits, the other skips (75, "one already
+    /// queued"), round after round; the waiter, ended by a signal, leaves
+    /// the line.
+    fn two_fires_racing_to_queue_exactly_one_waits(w: &mut World) {
+        w.holder("host-a", "h", &[], "job");
+        for round in 0..10 {
+            let (ta, tb) = (format!("a{round}"), format!("b{round}"));
+            let a = w.start("host-b", &ta, &["--queue"], "job", "true", false);
+            let b = w.start("host-c", &tb, &["--queue"], "job", "true", false);
+            let mut skipped = None;
+            wait_until("one of the two fires to skip", HANG, || {
+                skipped = [a, b].into_iter().find(|&p| w.exit_now(p).is_some());
+                skipped.is_some()
+            });
+            let skipped = skipped.unwrap();
+            let (waiter, tag) = if skipped == a { (b, &ta) } else { (a, &tb) };
+            assert_eq!(w.exit_now(skipped), Some(75), "round {round}");
+            w.wait_for_line("job", &[waiter]);
+            assert!(w.exit_now(waiter).is_none(), "round {round}: both fires ended");
+            let err = w.read(&format!("{tag}.err"));
+            assert!(err.contains("one already queued"), "round {round}: {err}");
+            signal(waiter, rustix::process::Signal::TERM);
+            assert_eq!(w.exit(waiter, HANG), 128 + 15, "round {round}");
+            assert!(w.waiters("job").is_empty(), "round {round}: the line is empty");
+        }
+    }
+
+    /// A queued waiter SIGKILLed leaves its place live for a while; the
+    /// next fire on its host sees its process gone and takes the seat at
+    /// once (not after the place runs out), then runs when the holder ends.
+    fn a_sigkilled_queued_waiter_is_replaced_at_once(w: &mut World) {
+        let h = w.holder("host-a", "h", &[], "job");
+        let q1 = w.start("host-b", "q1", &["--queue"], "job", "echo q1 >> \"$DIR/order\"", false);
+        w.wait_for_line("job", &[q1]);
+        signal(q1, rustix::process::Signal::KILL);
+        assert_eq!(w.exit(q1, HANG), 128 + 9);
+        let started = Instant::now();
+        let q2 = w.start("host-b", "q2", &["--queue"], "job", "echo q2 >> \"$DIR/order\"", false);
+        w.wait_for_line("job", &[q2]);
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "the dead waiter's seat is taken at once: {:?}",
+            started.elapsed()
+        );
+        w.oo_on("host-c", &["run", "--queue", "job", "--", "true"])
+            .expect(75)
+            .says("one already queued");
+        w.go();
+        assert_eq!(w.exit(h, HANG), 0);
+        assert_eq!(w.exit(q2, HANG), 0);
+        assert_eq!(w.read("order"), "q2\n");
+    }
+
+    /// A fire that finds the lease free but a live waiter in line (one
+    /// stopped with SIGSTOP as the holder ends) does not go ahead of it:
+    /// it skips (75), saying waiters are ahead and naming the first; the
+    /// waiter, let go on, takes the lease and runs.
+    fn a_new_fire_does_not_go_ahead_of_the_line(w: &mut World) {
+        let h = w.holder("host-a", "h", &[], "job");
+        let waiter = w.start("host-b", "w", &["--wait", "1m"], "job", "echo w >> \"$DIR/order\"", false);
+        w.wait_for_line("job", &[waiter]);
+        signal(waiter, rustix::process::Signal::STOP);
+        wait_until("the waiter to stop", HANG, || state_of(waiter) == Some('T'));
+        w.go();
+        assert_eq!(w.exit(h, HANG), 0);
+        let out = w.oo_on("host-c", &["run", "job", "--", "sh", "-c", "echo new >> \"$DIR/order\""]);
+        out.expect(75)
+            .says("is free, but 1 waiter(s) are ahead in line")
+            .says(&format!("pid {waiter} on "));
+        signal(waiter, rustix::process::Signal::CONT);
+        assert_eq!(w.exit(waiter, HANG), 0);
+        assert_eq!(w.read("order"), "w\n");
     }
 
     /// `--replace` is refused with a store (the live run may be on
