@@ -429,7 +429,6 @@ impl EtcdStore {
         }
         let differ = rows
             .iter()
-            .filter(|r| r.key != mine)
             .map(|r| uint(&r.json(), "slots").unwrap_or(1).max(1))
             .find(|n| *n != slot.of);
         if let Some(held) = differ {
@@ -615,7 +614,10 @@ impl LeaseStore for EtcdStore {
             vec![],
         )?;
         if t.succeeded {
-            self.revoke(kv.lease)?;
+            // The key is gone: the lock is free. Its etcd lease, which
+            // holds nothing now, runs out by itself if it cannot be
+            // revoked.
+            let _ = self.revoke(kv.lease);
         }
         Ok(t.succeeded)
     }

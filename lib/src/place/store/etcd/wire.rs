@@ -376,7 +376,13 @@ impl Wire {
             .or(err["error"].as_str())
             .unwrap_or("an error")
             .to_owned();
-        Err(classify(int(&err["code"]), &message, self.url()))
+        // A unary call's error says `code`; a stream's (a keep-alive's)
+        // says `grpc_code`.
+        let code = match int(&err["code"]) {
+            0 => int(&err["grpc_code"]),
+            c => c,
+        };
+        Err(classify(code, &message, self.url()))
     }
 }
 
@@ -409,6 +415,31 @@ mod tests {
         assert_eq!(int(&json!(7)), 7);
         assert_eq!(int(&Value::Null), 0);
         assert_eq!(int(&json!("x")), 0);
+    }
+
+    #[test]
+    fn answers_of_a_call_and_of_a_stream() {
+        let addr = Address::parse("etcd://h:1", &|_| None).unwrap();
+        let w = Wire::new(addr, Duration::from_secs(1));
+        let v = w.answer(200, r#"{"result":{"ID":"7","TTL":"3"}}"#).unwrap();
+        assert_eq!(int(&v["result"]["TTL"]), 3);
+        let stream = r#"{"error":{"grpc_code":14,"http_code":503,
+            "message":"etcdserver: leader changed","http_status":"Service Unavailable"}}"#;
+        assert!(w.answer(503, stream).unwrap_err().is_unreachable());
+        let gone = r#"{"error":{"grpc_code":5,"message":"etcdserver: requested lease not found"}}"#;
+        let e = w.answer(200, gone).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Server { detail, .. } if detail.contains("lease not found"))
+        );
+        let unary = r#"{"error":"etcdserver: permission denied","code":7,
+            "message":"etcdserver: permission denied"}"#;
+        let e = w.answer(403, unary).unwrap_err();
+        assert!(
+            e.to_string().contains("readwrite on the store's prefix"),
+            "{e}"
+        );
+        let e = w.answer(404, "404 page not found").unwrap_err();
+        assert!(e.to_string().contains("etcd's client port"), "{e}");
     }
 
     #[test]
