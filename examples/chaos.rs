@@ -3,7 +3,7 @@
 //! happen.
 //!
 //! ```text
-//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store|slots|mixed] [--seconds N]
+//! cargo run --release --example chaos -- [--mode run|shell|cron|lib|store|etcd|slots|mixed] [--seconds N]
 //!     [--contenders N] [--kill-every-ms N] [--min-runs N] [--min-kills N]
 //!     [--max-seconds N] [--dir DIR]
 //! ```
@@ -35,7 +35,11 @@
 //!   A wrapper's exit 124 (its lease could not be renewed in time) and 125
 //!   (the store was unreachable) are counted, not errors; neither is a
 //!   contender that waited 30 s in vain (the lease's waiters poll, with no
-//!   queue). `slots`: as `run`, with `run --slots 3`; the critical section
+//!   queue). `etcd`: as `store`, on the etcd store: the harness starts a
+//!   three-member cluster (as the etcd store's tests do), and the fault
+//!   thread SIGSTOPs a member (the leader half the time) or every member,
+//!   for up to 3 s, every few seconds; an election follows a stopped
+//!   leader. `slots`: as `run`, with `run --slots 3`; the critical section
 //!   takes the kernel lock of its slot's own detector file (`CHECK.slotK`,
 //!   K from ONLYONE_SLOT) and counts a slot outside 0..2 as an overlap, so
 //!   a fourth run at once is one whatever slots onlyone hands out.
@@ -86,6 +90,11 @@ use onlyone::{AcquireOptions, LockFile, procfs};
 #[allow(dead_code)]
 mod pg;
 
+/// The throwaway etcd members of the etcd store's tests.
+#[path = "../tests/it/support/etcd.rs"]
+#[allow(dead_code)]
+mod etcd;
+
 const OVERLAP_EXIT: i32 = 99;
 const STUCK_BOUND: Duration = Duration::from_secs(1);
 
@@ -96,6 +105,7 @@ enum Mode {
     Cron,
     Lib,
     Store,
+    Etcd,
     Slots,
     Mixed,
 }
@@ -150,6 +160,7 @@ fn parse_args() -> Opts {
                     "cron" => Mode::Cron,
                     "lib" => Mode::Lib,
                     "store" => Mode::Store,
+                    "etcd" => Mode::Etcd,
                     "slots" => Mode::Slots,
                     "mixed" => Mode::Mixed,
                     m => usage(&format!("unknown mode {m}")),
@@ -168,7 +179,7 @@ fn parse_args() -> Opts {
             _ => usage(&format!("unknown argument {a}")),
         }
     }
-    if o.mode == Mode::Store && !kill_every_set {
+    if leased(o.mode) && !kill_every_set {
         o.kill_every = Duration::from_millis(1000);
     }
     o
@@ -182,7 +193,7 @@ fn num(s: &str) -> u64 {
 fn usage(msg: &str) -> ! {
     eprintln!("chaos: {msg}");
     eprintln!(
-        "usage: chaos [--mode run|shell|cron|lib|store|slots|mixed] [--seconds N] [--contenders N] \
+        "usage: chaos [--mode run|shell|cron|lib|store|etcd|slots|mixed] [--seconds N] [--contenders N] \
          [--kill-every-ms N] [--min-runs N] [--min-kills N] [--max-seconds N] [--dir DIR]"
     );
     std::process::exit(2);
@@ -358,6 +369,8 @@ struct Stats {
     store_errors: AtomicU64,
     restarts: AtomicU64,
     holes: AtomicU64,
+    /// Etcd mode: members paused (SIGSTOP, then SIGCONT).
+    pauses: AtomicU64,
     /// Mixed mode: fires refused for another N (125), and plain fires
     /// that found every slot of their N held (75).
     refusals: AtomicU64,
@@ -404,7 +417,12 @@ fn main() {
         cron_script(&locks);
     }
     let store = (o.mode == Mode::Store).then(start_store);
-    let url = store.as_ref().map(|(pg, proxy)| pg.url_at(proxy.port));
+    let cluster = (o.mode == Mode::Etcd).then(start_etcd);
+    let url = match (&store, &cluster) {
+        (Some((pg, proxy)), _) => Some(pg.url_at(proxy.port)),
+        (_, Some(e)) => Some(e.url("chaos")),
+        _ => None,
+    };
     let at = Paths {
         exe: &exe,
         onlyone: &onlyone,
@@ -418,6 +436,10 @@ fn main() {
     let faults = store.as_ref().map(|(pg, proxy)| {
         let (stats, stop, pg, proxy) = (stats.clone(), stop.clone(), pg.clone(), proxy.clone());
         std::thread::spawn(move || store_faults(&pg, &proxy, &stats, &stop))
+    });
+    let etcd_faults = cluster.as_ref().map(|e| {
+        let (stats, stop, e) = (stats.clone(), stop.clone(), e.clone());
+        std::thread::spawn(move || member_faults(&e, &stats, &stop))
     });
     let killer = {
         let (stats, stop) = (stats.clone(), stop.clone());
@@ -442,6 +464,9 @@ fn main() {
     let _ = killer.join();
     let _ = monitor.join();
     if let Some(f) = faults {
+        let _ = f.join();
+    }
+    if let Some(f) = etcd_faults {
         let _ = f.join();
     }
 
@@ -516,6 +541,84 @@ fn start_store() -> (Arc<pg::Pg>, Arc<pg::Proxy>) {
     }));
     let proxy = Arc::new(pg::Proxy::start(pg.port));
     (pg, proxy)
+}
+
+/// Etcd mode's cluster of three; exits when it cannot start.
+fn start_etcd() -> Arc<etcd::Etcd> {
+    Arc::new(etcd::Etcd::cluster().unwrap_or_else(|e| {
+        eprintln!("chaos: cannot start etcd: {e}");
+        std::process::exit(2)
+    }))
+}
+
+/// Whether `mode` runs on a store of leases.
+fn leased(mode: Mode) -> bool {
+    matches!(mode, Mode::Store | Mode::Etcd)
+}
+
+/// For the etcd members' support (`support::etcd`): whether a program is
+/// on the PATH.
+fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", "command -v \"$0\" >/dev/null", prog])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// For the etcd members' support: waits up to `timeout` for `cond`.
+fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + timeout;
+    while Instant::now() < until {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// Etcd mode's faults: every few seconds a member (the leader half the
+/// time) or every member SIGSTOPped for up to 3 s, then SIGCONTed.
+fn member_faults(e: &etcd::Etcd, stats: &Stats, stop: &AtomicBool) {
+    let mut rng = u64::from(std::process::id()) ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |lo: u64, hi: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        lo + rng % (hi - lo)
+    };
+    let pause = |d: Duration| {
+        let until = Instant::now() + d;
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let n = e.members.len();
+    loop {
+        pause(Duration::from_millis(next(3000, 8000)));
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let which: Vec<usize> = match next(0, 4) {
+            0 => (0..n).collect(),
+            1 | 2 => e.leader().into_iter().collect(),
+            _ => vec![next(0, n as u64) as usize],
+        };
+        for &i in &which {
+            e.signal(i, libc::SIGSTOP);
+        }
+        stats.pauses.fetch_add(1, Ordering::Relaxed);
+        // SIGCONT even when stopped early: a member left stopped would
+        // outlive the run.
+        let d = Duration::from_millis(next(300, 3000));
+        let until = Instant::now() + d;
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for &i in &which {
+            e.signal(i, libc::SIGCONT);
+        }
+    }
 }
 
 /// Starts `--contenders` contenders, each in a thread of its own.
@@ -601,7 +704,7 @@ fn print_report(o: &Opts, s: &Stats, runs: u64, secs: f64) {
     println!("  stuck intervals  {stuck}");
     println!("  live takeovers   {live}");
     println!("  wait timeouts    {}", s.timeouts.load(Ordering::Relaxed));
-    if o.mode == Mode::Store {
+    if leased(o.mode) {
         println!(
             "  lease losses     {}",
             s.lease_losses.load(Ordering::Relaxed)
@@ -610,8 +713,13 @@ fn print_report(o: &Opts, s: &Stats, runs: u64, secs: f64) {
             "  store errors     {}",
             s.store_errors.load(Ordering::Relaxed)
         );
+    }
+    if o.mode == Mode::Store {
         println!("  server restarts  {}", s.restarts.load(Ordering::Relaxed));
         println!("  black holes      {}", s.holes.load(Ordering::Relaxed));
+    }
+    if o.mode == Mode::Etcd {
+        println!("  member pauses    {}", s.pauses.load(Ordering::Relaxed));
     }
     println!("  other errors     {}", s.errors.load(Ordering::Relaxed));
     for e in s.first_errors.lock().unwrap().iter() {
@@ -626,12 +734,14 @@ fn failed(o: &Opts, s: &Stats, runs: u64) -> bool {
     // A critical section lasts milliseconds: a 10 s wait that runs out
     // means the lock was held by something that was not a run.
     let timeouts = s.timeouts.load(Ordering::Relaxed);
-    let faults = s.restarts.load(Ordering::Relaxed) + s.holes.load(Ordering::Relaxed);
+    let faults = s.restarts.load(Ordering::Relaxed)
+        + s.holes.load(Ordering::Relaxed)
+        + s.pauses.load(Ordering::Relaxed);
     s.overlaps.load(Ordering::Relaxed) > 0
         || s.stuck.load(Ordering::Relaxed) > 0
         || s.live_takeovers.load(Ordering::Relaxed) > 0
-        || (timeouts > 0 && o.mode != Mode::Store)
-        || (o.mode == Mode::Store && o.seconds >= 20 && faults < 2)
+        || (timeouts > 0 && !leased(o.mode))
+        || (leased(o.mode) && o.seconds >= 20 && faults < 2)
         || runs < o.min_runs
         || s.kills.load(Ordering::Relaxed) < o.min_kills
 }
@@ -807,7 +917,7 @@ fn contender_command(mode: Mode, at: &Paths<'_>, fire: Fire) -> Command {
                 .process_group(0);
             c
         }
-        Mode::Store => {
+        Mode::Store | Mode::Etcd => {
             let mut c = Command::new(onlyone);
             c.arg("--store")
                 .arg(url.expect("the store's URL"))
@@ -857,10 +967,10 @@ fn judge_exit(
         (Some(125), _) if mode == Mode::Mixed && stderr.contains("and this take asks for") => {
             stats.refusals.fetch_add(1, Ordering::Relaxed);
         }
-        (Some(124), _) if mode == Mode::Store => {
+        (Some(124), _) if leased(mode) => {
             stats.lease_losses.fetch_add(1, Ordering::Relaxed);
         }
-        (Some(125), _) if mode == Mode::Store => {
+        (Some(125), _) if leased(mode) => {
             stats.store_errors.fetch_add(1, Ordering::Relaxed);
             // The server is down or cut off: try again in a moment.
             std::thread::sleep(Duration::from_millis(100));
@@ -1250,7 +1360,7 @@ fn killer(mode: Mode, every: Duration, stats: &Stats, stop: &AtomicBool) {
                 target = c;
             }
         }
-        if mode == Mode::Store && first_child().is_none() {
+        if leased(mode) && first_child().is_none() {
             // A holder's wrapper (its command runs), not a waiter.
             continue;
         }

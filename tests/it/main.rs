@@ -39,6 +39,8 @@ mod slots;
 mod slots_whole;
 mod state;
 mod store;
+mod store_engines;
+mod store_etcd;
 mod store_field;
 mod store_queue;
 mod store_slots;

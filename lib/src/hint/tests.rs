@@ -297,6 +297,7 @@ fn store_errors() -> Vec<StoreError> {
         StoreError::Credentials {
             url: url(),
             detail: "no".into(),
+            check: "the user and PGPASSWORD or ~/.pgpass",
             source: source(),
         },
         StoreError::NotAllowed {

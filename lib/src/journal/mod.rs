@@ -105,7 +105,7 @@ mod look;
 pub mod moments;
 mod scheduled;
 
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "etcd"))]
 pub(crate) use event::MAX_LINE;
 pub use event::{EndReason, Event, EventKind, Exit, SCHEMA, Usage, run_id};
 pub use file::{Journal, ROTATE_AT, SetAside};

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: waiting on conditions, real
 //! child processes, and hand-written records.
 
+pub mod etcd;
 pub mod hc;
 pub mod ns;
 pub mod pg;
@@ -1015,6 +1016,7 @@ impl Sandbox {
             "PGSSLROOTCERT",
             "PGPASSWORD",
             "PGPASSFILE",
+            "ETCDCTL_PASSWORD",
         ] {
             c.env_remove(v);
         }

@@ -653,7 +653,7 @@ fn cluster_dir(as_nobody: bool) -> PathBuf {
 /// A throwaway CA and a server certificate it signed (for `localhost` and
 /// `127.0.0.1`), in `dir`: `ca.crt`, `server.crt`, `server.key` (0600, as
 /// the server requires).
-fn make_certificates(dir: &Path) -> Result<(), String> {
+pub(crate) fn make_certificates(dir: &Path) -> Result<(), String> {
     let openssl = |args: &[&str]| -> Result<(), String> {
         let out = Command::new("openssl")
             .args(args)

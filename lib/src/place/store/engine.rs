@@ -162,15 +162,15 @@ pub enum StoreError {
         want: &'static str,
     },
     /// The server refused the credentials.
-    #[error(
-        "the store `{url}` refused the credentials: {detail}; check the user and PGPASSWORD or \
-         ~/.pgpass"
-    )]
+    #[error("the store `{url}` refused the credentials: {detail}; check {check}")]
     Credentials {
         /// The store's URL.
         url: String,
         /// What the server said.
         detail: String,
+        /// Where the credentials come from, in the engine's words ("the
+        /// user and PGPASSWORD or ~/.pgpass").
+        check: &'static str,
         /// The client's error.
         #[source]
         source: BoxError,
@@ -729,21 +729,40 @@ pub struct Engine {
 type Opener = fn(&str, Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
 
 /// Every engine onlyone knows, built or not: one entry an engine.
-pub const ENGINES: &[Engine] = &[Engine {
-    schemes: &["postgres", "postgresql"],
-    name: "PostgreSQL",
-    url: "postgres://USER@HOST[:PORT]/DATABASE",
-    feature: "postgres",
-    about: "a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass",
-    env: &[(
-        "PGPASSWORD, PGPASSFILE",
-        "The password of a postgres:// store, as libpq reads them (else ~/.pgpass).",
-    )],
-    #[cfg(feature = "postgres")]
-    open: Some(super::pg::open_store),
-    #[cfg(not(feature = "postgres"))]
-    open: None,
-}];
+pub const ENGINES: &[Engine] = &[
+    Engine {
+        schemes: &["postgres", "postgresql"],
+        name: "PostgreSQL",
+        url: "postgres://USER@HOST[:PORT]/DATABASE",
+        feature: "postgres",
+        about: "a PostgreSQL database; its password from PGPASSWORD or ~/.pgpass",
+        env: &[(
+            "PGPASSWORD, PGPASSFILE",
+            "The password of a postgres:// store, as libpq reads them (else ~/.pgpass).",
+        )],
+        #[cfg(feature = "postgres")]
+        open: Some(super::pg::open_store),
+        #[cfg(not(feature = "postgres"))]
+        open: None,
+    },
+    Engine {
+        schemes: &["etcd", "etcds"],
+        name: "etcd",
+        url: "etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
+        feature: "etcd",
+        about: "an etcd v3 cluster, its keys under PREFIX, onlyone/ by default; etcds:// for TLS, \
+                ?cacert=PATH&cert=PATH&key=PATH; a user's password from ETCDCTL_PASSWORD or \
+                ?password_file=PATH",
+        env: &[(
+            "ETCDCTL_PASSWORD",
+            "The password of the user an etcd:// store names (else ?password_file=PATH).",
+        )],
+        #[cfg(feature = "etcd")]
+        open: Some(super::etcd::open_store),
+        #[cfg(not(feature = "etcd"))]
+        open: None,
+    },
+];
 
 /// The URLs of every engine, as an error or help lists them.
 pub fn known_urls() -> String {
@@ -839,6 +858,7 @@ mod tests {
                 StoreError::Credentials {
                     url: url.clone(),
                     detail: "password authentication failed".into(),
+                    check: "the user and PGPASSWORD or ~/.pgpass",
                     source: source(),
                 },
                 "the store `postgres://u@db/jobs` refused the credentials: password \
@@ -914,7 +934,8 @@ mod tests {
             (
                 StoreError::UnknownScheme,
                 "the store's URL names no store onlyone knows: use \
-                 postgres://USER@HOST[:PORT]/DATABASE",
+                 postgres://USER@HOST[:PORT]/DATABASE or \
+                 etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]",
             ),
             (
                 StoreError::Runtime {
@@ -978,6 +999,7 @@ mod tests {
             StoreError::Credentials {
                 url: url(),
                 detail: String::new(),
+                check: "",
                 source: source(),
             },
             StoreError::NotAllowed {
@@ -1041,6 +1063,12 @@ mod tests {
             let store = open(url, Duration::from_secs(1)).unwrap();
             assert_eq!(store.scheme(), "postgres", "{url}");
             assert_eq!(store.line_setup().what, "table onlyone_waiter");
+        }
+        #[cfg(feature = "etcd")]
+        for url in ["etcd://h:2379", "etcds://h:2379,h2:2379/jobs"] {
+            let store = open(url, Duration::from_secs(1)).unwrap();
+            assert_eq!(store.scheme(), "etcd", "{url}");
+            assert_eq!(store.url(), url);
         }
     }
 }

@@ -129,6 +129,18 @@ impl Waits {
     }
 }
 
+/// What one look of a waiter found.
+enum Look<'s> {
+    /// The wait is over: this.
+    Done(Box<Leased<'s>>),
+    /// Not taken, and the policy waits no more: why.
+    Refused(Claimed),
+    /// A queued take that found the seat held.
+    QueuedBy(NoSeat),
+    /// Wait on.
+    Again,
+}
+
 /// What ends a wait before its end.
 enum Halt {
     /// A forwarded signal.
@@ -197,6 +209,8 @@ struct Waiter<'s> {
     has_line: Option<bool>,
     /// Whether [`Notice::Unordered`] was said.
     warned: bool,
+    /// Whether a try reached the store.
+    reached: bool,
 }
 
 impl<'s> Waiter<'s> {
@@ -213,65 +227,34 @@ impl<'s> Waiter<'s> {
             ttl: waiter_ttl(run.timing),
             has_line: None,
             warned: false,
+            reached: false,
         }
     }
 
     /// Tries, and waits between tries, until the lease is taken or the
-    /// policy gives up.
+    /// policy gives up. A store that answered once and then cannot be
+    /// reached (a server restarting, a cluster between leaders) is tried
+    /// again at the next look, on a new connection, while the wait lasts:
+    /// nothing is held meanwhile.
     fn wait(
         mut self,
         run: &RunLease<'_>,
         signals: &HeldSignals,
         notice: &mut dyn FnMut(Notice),
     ) -> Result<Leased<'s>, Halt> {
-        let (name, who) = (run.name, run.who);
         let waits = Waits::of(run.busy);
         loop {
-            let conn = self.connection(run)?;
-            let usable = match self.has_line {
-                Some(u) => u,
-                None => {
-                    let u = conn.has_line()?;
-                    if waits == Waits::Queued && !u {
-                        return Ok(Leased::NoLine);
-                    }
-                    self.has_line = Some(u);
-                    u
+            match self.look(run, waits, signals, notice) {
+                Ok(Look::Done(leased)) => return Ok(*leased),
+                Ok(Look::Refused(why)) => return Ok(self.refused(why, run.slots)),
+                Ok(Look::QueuedBy(w)) => return Ok(self.queued_by(w, run.slots)),
+                Ok(Look::Again) => {}
+                Err(Halt::Store(e))
+                    if e.is_unreachable() && self.reached && self.may_wait(run, waits) =>
+                {
+                    self.line.conn = None;
                 }
-            };
-            // A waiter keeps its row fresh at every look; one found gone (its
-            // waiter paused past its end, and the row cleared or its seat
-            // taken over) joins the line again, at its end.
-            if let Some(t) = self.line.ticket
-                && !conn.stay_in_line(name, t, self.ttl)?
-            {
-                self.line.ticket = Some(conn.join_line(name, who, self.ttl)?);
-            }
-            let why = match self.try_slots(conn, run)? {
-                Ok(h) => {
-                    // The take removed the waiter's row in the same statement
-                    // (only once it held the lease: a queued take that finds
-                    // the seat held looks at the lease next).
-                    self.line.ticket = None;
-                    return Ok(Leased::Taken(h));
-                }
-                Err(Claimed::SlotsDiffer { held }) => return Ok(Leased::SlotsDiffer { held }),
-                Err(why) => why,
-            };
-            let now = Instant::now();
-            let waiting = waits != Waits::Not
-                && self.wait_until.is_none_or(|w| now < w)
-                && run.deadline.is_none_or(|d| now < d);
-            if !waiting {
-                return Ok(self.refused(why, run.slots));
-            }
-            if self.line.ticket.is_none()
-                && let Err(w) = self.join(run, usable, signals, notice)?
-            {
-                return Ok(self.queued_by(w, run.slots));
-            }
-            if let Claimed::Behind { .. } = why {
-                clear_dead_ahead(self.line.via(), name, self.line.ticket);
+                Err(halt) => return Err(halt),
             }
             std::thread::sleep(STORE_POLL);
             // A signal ends the wait, as it would end a waiting run without
@@ -279,6 +262,72 @@ impl<'s> Waiter<'s> {
             // line's drop).
             signalled(signals)?;
         }
+    }
+
+    /// Whether the policy waits on now.
+    fn may_wait(&self, run: &RunLease<'_>, waits: Waits) -> bool {
+        let now = Instant::now();
+        waits != Waits::Not
+            && self.wait_until.is_none_or(|w| now < w)
+            && run.deadline.is_none_or(|d| now < d)
+    }
+
+    /// One look: the lease taken, or the policy's answer, or wait on.
+    fn look(
+        &mut self,
+        run: &RunLease<'_>,
+        waits: Waits,
+        signals: &HeldSignals,
+        notice: &mut dyn FnMut(Notice),
+    ) -> Result<Look<'s>, Halt> {
+        let (name, who) = (run.name, run.who);
+        let conn = self.connection(run)?;
+        let usable = match self.has_line {
+            Some(u) => u,
+            None => {
+                let u = conn.has_line()?;
+                if waits == Waits::Queued && !u {
+                    return Ok(Look::Done(Box::new(Leased::NoLine)));
+                }
+                self.has_line = Some(u);
+                u
+            }
+        };
+        // A waiter keeps its row fresh at every look; one found gone (its
+        // waiter paused past its end, and the row cleared or its seat
+        // taken over) joins the line again, at its end.
+        if let Some(t) = self.line.ticket
+            && !conn.stay_in_line(name, t, self.ttl)?
+        {
+            self.line.ticket = Some(conn.join_line(name, who, self.ttl)?);
+        }
+        let tried = self.try_slots(conn, run)?;
+        self.reached = true;
+        let why = match tried {
+            Ok(h) => {
+                // The take removed the waiter's row in the same statement
+                // (only once it held the lease: a queued take that finds
+                // the seat held looks at the lease next).
+                self.line.ticket = None;
+                return Ok(Look::Done(Box::new(Leased::Taken(h))));
+            }
+            Err(Claimed::SlotsDiffer { held }) => {
+                return Ok(Look::Done(Box::new(Leased::SlotsDiffer { held })));
+            }
+            Err(why) => why,
+        };
+        if !self.may_wait(run, waits) {
+            return Ok(Look::Refused(why));
+        }
+        if self.line.ticket.is_none()
+            && let Err(w) = self.join(run, usable, signals, notice)?
+        {
+            return Ok(Look::QueuedBy(w));
+        }
+        if let Claimed::Behind { .. } = why {
+            clear_dead_ahead(self.line.via(), name, self.line.ticket);
+        }
+        Ok(Look::Again)
     }
 
     /// One try at each slot in turn, through `conn` (kept for the next

@@ -10,6 +10,8 @@ use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 pub(crate) mod engine;
+#[cfg(feature = "etcd")]
+pub(crate) mod etcd;
 pub mod hold;
 mod line;
 #[cfg(feature = "postgres")]

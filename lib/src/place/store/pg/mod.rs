@@ -116,6 +116,7 @@ fn classify(e: tokio_postgres::Error, url: &str) -> StoreError {
         return StoreError::Credentials {
             url,
             detail,
+            check: "the user and PGPASSWORD or ~/.pgpass",
             source,
         };
     }
