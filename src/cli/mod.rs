@@ -1,24 +1,29 @@
 //! The `onlyone` command: parses arguments, calls the library, prints, and
 //! maps every outcome to an exit code in one place ([`exit`]).
 
+mod acquire;
 mod args;
-mod docs;
-mod duration;
+mod check;
+mod completions;
 pub mod exit;
 mod format;
 mod history;
 mod journal;
-mod monitor;
+mod keeper;
+mod lease_watchdog;
+mod manpages;
+mod metrics;
+mod options;
 mod ping;
 mod place;
 mod plan;
+mod precheck;
 mod reap;
+mod release;
 mod run;
 mod schedule;
-mod schedule_args;
-mod script;
-mod slots_args;
 mod status;
+mod stop;
 mod store;
 mod tail;
 mod view;
@@ -73,15 +78,15 @@ pub fn main(argv: Vec<OsString>) -> Code {
         Command::Release(a) => ctx.release(a.0),
         Command::Precheck(a) => schedule::precheck(place, &a),
         Command::Status(a) => status::status(place, a.0),
-        Command::Stop(a) => place::stop(place.seam(), &a),
+        Command::Stop(a) => stop::stop(place.seam(), &a),
         Command::Reap(a) => reap::reap(&ctx, a.0),
         Command::History(a) => history::history(place, a.0),
-        Command::Check(a) => monitor::check(place, a.0),
-        Command::Metrics(a) => monitor::metrics(place, a.0),
-        Command::Keeper(a) => script::keeper(&ctx, a.0),
-        Command::Completions(a) => docs::completions(&a),
-        Command::Manpages(a) => docs::manpages(&a),
-        Command::LeaseWatchdog(a) => store::watchdog(&a),
+        Command::Check(a) => check::check(place, a.0),
+        Command::Metrics(a) => metrics::metrics(place, a.0),
+        Command::Keeper(a) => keeper::keeper(&ctx, a.0),
+        Command::Completions(a) => completions::completions(&a, &args::full_command()),
+        Command::Manpages(a) => manpages::manpages(&a, args::full_command(), args::after_help),
+        Command::LeaseWatchdog(a) => lease_watchdog::watchdog(&a),
     }
 }
 

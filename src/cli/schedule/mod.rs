@@ -2,7 +2,8 @@
 //! schedule before it takes the lock (`fire`: the schedule kept, the
 //! fires missed recorded, a catch-up decided; `wait`: a wait before the
 //! lock), and what `check`, `metrics`, `status` and `history` show of it
-//! (`watch`). The options are `super::schedule_args`; the schedule itself
+//! (`watch`). The options are `super::options` (`--schedule`, `--late`)
+//! and `super::run` (`--catch-up`, `--jitter`, `--spread`); the schedule itself
 //! (its fires, what was missed, the spread) is the library's
 //! ([`onlyone::schedule`]).
 //!
@@ -22,9 +23,9 @@ pub mod watch;
 
 use onlyone::text::for_terminal;
 
-use super::args::Run;
 use super::exit::{Code, Ending};
-use super::place::{self, Place};
+use super::place::Place;
+use super::run::Run;
 use super::{fail, say};
 use onlyone::place::Lock;
 
@@ -158,7 +159,7 @@ fn needs_schedule(opt: &str, lock: &str) -> String {
 
 /// `precheck` with its schedule: what was missed recorded (best effort,
 /// and failing open: a precheck never blocks a fire), then the precheck.
-pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
+pub(super) fn precheck(place: &dyn Place, a: &super::precheck::Precheck) -> Code {
     let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
         Ok(l) => l,
         Err(e) => {
@@ -189,5 +190,5 @@ pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
         )),
         Some(Err(e)) => say(format_args!("precheck: {e}; going on without the schedule")),
     }
-    place::precheck(place.seam(), &lock, a)
+    super::precheck::precheck(place.seam(), &lock, a)
 }

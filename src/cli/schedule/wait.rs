@@ -15,7 +15,8 @@ use rustix::process::Signal;
 
 use super::super::exit::Code;
 use super::super::place::Place;
-use super::super::{args, journal, say};
+use super::super::run::Run;
+use super::super::{journal, say};
 
 /// The signals that end a wait before the lock.
 const ENDING: [Signal; 3] = [Signal::TERM, Signal::INT, Signal::HUP];
@@ -36,11 +37,7 @@ pub(in crate::cli) fn wait_of(
 /// Waits before the lock, as `--spread` and `--jitter` ask: the wait is
 /// cut short to what is left of `--deadline`, and what it used is taken
 /// from it. `Err` with how to exit when a signal ended it.
-pub(in crate::cli) fn before_lock(
-    place: &dyn Place,
-    lock: &Lock,
-    a: &mut args::Run,
-) -> Result<(), Code> {
+pub(in crate::cli) fn before_lock(place: &dyn Place, lock: &Lock, a: &mut Run) -> Result<(), Code> {
     let f = &a.fire;
     if f.jitter.is_none() && f.spread.is_none() {
         return Ok(());
