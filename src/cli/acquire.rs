@@ -7,7 +7,7 @@ use clap::Args;
 
 use onlyone::{AcquireOptions, Error, Owner};
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::keeper::start_keeper;
 use super::options::{Adjust, BusyArgs, PingArgs, SlotsArg, in_order, texts};
 use super::ping::{self, Pings};
@@ -129,7 +129,7 @@ Example (a script run by cron):
   ./worker &                 # carries the token: part of the run";
 
 impl Ctx {
-    pub(super) fn acquire(&self, a: Acquire) -> Code {
+    pub(super) fn acquire(&self, a: Acquire) -> Ending {
         let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
         let mut pings =
             match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
@@ -171,17 +171,16 @@ impl Ctx {
             // when the lock was not taken: eval of nothing succeeds.
             let line = match &code {
                 Ok(lock) => export_line(lock),
-                Err(Code::Exit(n)) => format!("exit {n}\n"),
-                Err(Code::Signal(n)) => format!("exit {}\n", 128 + n),
+                Err(ending) => format!("exit {}\n", ending.number()),
             };
             print_stdout(&line);
         }
-        code.map_or_else(|c| c, |_| Ending::Done.code())
+        code.map_or_else(|c| c, |_| Ending::Done)
     }
 
     /// Takes the lock for the calling shell; on success returns what
     /// `--export` prints.
-    fn acquire_lock(&self, a: &Acquire) -> Result<Exported, Code> {
+    fn acquire_lock(&self, a: &Acquire) -> Result<Exported, Ending> {
         let deadline = deadline_of(a.busy.deadline);
         let (lock, name) = self.open_for_writing(&a.lock).map_err(fail)?;
         let owner = match a.owner {
@@ -248,8 +247,7 @@ impl Ctx {
                 }
                 Err(Ending::Skipped {
                     held_exit: a.busy.held_exit,
-                }
-                .code())
+                })
             }
             Err(e) => Err(self.refused(
                 &lock,
@@ -258,8 +256,7 @@ impl Ctx {
                 a.quiet,
                 Ending::Skipped {
                     held_exit: a.busy.held_exit,
-                }
-                .code(),
+                },
             )),
         }
     }

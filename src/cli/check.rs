@@ -10,7 +10,7 @@ use clap::Args;
 use onlyone::journal::Class;
 
 use super::exit::CheckState::{self, Critical, Ok as Fine, Unknown, Warning};
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::format::{now, took};
 use super::options::{Adjust, LateArg, ScheduleArg, parse_duration};
 use super::place::Place;
@@ -237,7 +237,7 @@ fn not_in_time(name: &str, why: &str, given: std::time::Duration) -> String {
 
 /// `onlyone check`: the status line, perfdata and a line per lock, and
 /// the plugin's state as the exit.
-pub fn check(place: &dyn Place, a: Check) -> Code {
+pub fn check(place: &dyn Place, a: Check) -> Ending {
     let mut worst = Fine;
     let mut lines: Vec<(CheckState, String)> = Vec::new();
     let mut perf: Vec<String> = Vec::new();
@@ -246,7 +246,7 @@ pub fn check(place: &dyn Place, a: Check) -> Code {
         Ok(all) => all,
         Err(e) => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
-            return Ending::Check(Unknown).code();
+            return Ending::Check(Unknown);
         }
     };
     for (l, seen) in all {
@@ -325,5 +325,5 @@ pub fn check(place: &dyn Place, a: Check) -> Code {
         shown.push('\n');
     }
     print_stdout(&shown);
-    Ending::Check(worst).code()
+    Ending::Check(worst)
 }

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::Adjust;
 
 #[derive(Debug, Args)]
@@ -28,7 +28,7 @@ them).";
 /// `onlyone completions SHELL`: the script, on stdout. The hidden
 /// (internal) commands are left out: not every generator skips them.
 /// `full` is the whole command line, every command's options defined.
-pub fn completions(a: &Completions, full: &clap::Command) -> Code {
+pub fn completions(a: &Completions, full: &clap::Command) -> Ending {
     let shown = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
     let mut cmd = clap::Command::new("onlyone")
         .version(env!("CARGO_PKG_VERSION"))
@@ -38,5 +38,5 @@ pub fn completions(a: &Completions, full: &clap::Command) -> Code {
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "onlyone", &mut out);
     super::print_stdout(&String::from_utf8_lossy(&out));
-    Ending::Done.code()
+    Ending::Done
 }

@@ -25,7 +25,7 @@ use onlyone::command::format_unix_time;
 use onlyone::journal::{Class, Outcome, Run, Usage};
 use onlyone::text::for_terminal;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::format::{ago, now, took};
 use super::options::{Adjust, parse_duration};
 use super::place::Place;
@@ -132,7 +132,7 @@ impl<'a> RunJson<'a> {
 }
 
 /// `history`, in either place.
-pub fn history(place: &dyn Place, a: History) -> Code {
+pub fn history(place: &dyn Place, a: History) -> Ending {
     let read = place
         .seam()
         .lock(&a.lock, std::num::NonZeroU32::MIN)
@@ -180,10 +180,10 @@ pub fn history(place: &dyn Place, a: History) -> Code {
             out.push('\n');
         }
         print_stdout(&out);
-        return Ending::Done.code();
+        return Ending::Done;
     }
     print_stdout(&table(&name, &shown, &missed, whence));
-    Ending::Done.code()
+    Ending::Done
 }
 
 /// The human view: a summary line, then aligned columns.

@@ -9,7 +9,7 @@ use clap::Args;
 
 use onlyone::LockFile;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::Adjust;
 use super::ping;
 use super::{Ctx, journal, say};
@@ -98,9 +98,9 @@ pub(super) fn start_keeper(lock: &Path, token: &str, end: Option<&RecordEnd<'_>>
 /// `onlyone keeper`: keeps a lock fresh while it is held; with
 /// `--record-end`, then records the end of the script's run it was held
 /// for.
-pub(super) fn keeper(ctx: &Ctx, a: Keeper) -> Code {
+pub(super) fn keeper(ctx: &Ctx, a: Keeper) -> Ending {
     let Ok(lock) = LockFile::open(&a.lock) else {
-        return Ending::Failed.code();
+        return Ending::Failed;
     };
     // The run's record, read while it is still there.
     let held = lock
@@ -114,7 +114,7 @@ pub(super) fn keeper(ctx: &Ctx, a: Keeper) -> Code {
         journal::carried_on(&ctx.journal(&lock), r, a.exit);
     }
     match kept {
-        Ok(()) => Ending::Done.code(),
-        Err(_) => Ending::Failed.code(),
+        Ok(()) => Ending::Done,
+        Err(_) => Ending::Failed,
     }
 }

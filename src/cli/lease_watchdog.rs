@@ -8,7 +8,7 @@ use clap::Args;
 
 use onlyone::place::store::timing::LeaseTiming;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::Adjust;
 
 // `run --store` starts this beside its command: it ends the run if the
@@ -40,14 +40,14 @@ impl Adjust for LeaseWatchdog {}
 
 /// `onlyone lease-watchdog`: watches over a leased run until its wrapper
 /// says it is over, or dies.
-pub fn watchdog(a: &LeaseWatchdog) -> Code {
+pub fn watchdog(a: &LeaseWatchdog) -> Ending {
     use onlyone::place::store::watchdog::{Watch, Watched, watch};
     use std::os::fd::AsFd;
     let Ok(timing) = LeaseTiming::new(
         Duration::from_millis(a.lease_ms),
         Duration::from_millis(a.grace_ms),
     ) else {
-        return Ending::Failed.code();
+        return Ending::Failed;
     };
     let w = Watched {
         token: a.token.clone(),
@@ -58,11 +58,11 @@ pub fn watchdog(a: &LeaseWatchdog) -> Code {
     };
     let input = match std::io::stdin().as_fd().try_clone_to_owned() {
         Ok(fd) => fd,
-        Err(_) => return Ending::Failed.code(),
+        Err(_) => return Ending::Failed,
     };
     match watch(input, &w) {
-        Watch::Done => Ending::Done.code(),
-        Watch::Ended { survivors, .. } if survivors.is_empty() => Ending::Done.code(),
-        Watch::Ended { .. } => Ending::Failed.code(),
+        Watch::Done => Ending::Done,
+        Watch::Ended { survivors, .. } if survivors.is_empty() => Ending::Done,
+        Watch::Ended { .. } => Ending::Failed,
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::Adjust;
 
 #[derive(Debug, Args)]
@@ -118,9 +118,9 @@ onlyone \-\-store postgres://jobs@db/ops run \-\-lease 30s sync \-\- ./sync.sh
 /// line with every command's options defined, and its `after_help` (the
 /// text after the options in `onlyone --help`, given what it says of the
 /// exit codes).
-pub fn manpages(a: &Manpages, full: clap::Command, after_help: fn(&str) -> String) -> Code {
+pub fn manpages(a: &Manpages, full: clap::Command, after_help: fn(&str) -> String) -> Ending {
     match write_pages(&a.dir, full, after_help) {
-        Ok(()) => Ending::Done.code(),
+        Ok(()) => Ending::Done,
         Err(e) => super::fail(format_args!(
             "cannot write the manual pages into `{}`: {e}",
             a.dir.display()

@@ -9,7 +9,7 @@ use clap::Args;
 
 use onlyone::journal::Outcome;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::{Adjust, LateArg, ScheduleArg};
 use super::place::Place;
 use super::view::Seen;
@@ -230,7 +230,7 @@ fn exit_code(o: &Outcome) -> i32 {
 
 /// `onlyone metrics`: the exposition, on stdout or written atomically
 /// to `--textfile`.
-pub fn metrics(place: &dyn Place, a: Metrics) -> Code {
+pub fn metrics(place: &dyn Place, a: Metrics) -> Ending {
     let all = match place.seen(&a.locks, None) {
         Ok(all) => all,
         Err(e) => return fail(e),
@@ -258,10 +258,10 @@ pub fn metrics(place: &dyn Place, a: Metrics) -> Code {
     match &a.textfile {
         None => {
             print_stdout(&text);
-            Ending::Done.code()
+            Ending::Done
         }
         Some(path) => match write_atomically(path, text.as_bytes()) {
-            Ok(()) => Ending::Done.code(),
+            Ok(()) => Ending::Done,
             Err(e) => fail(format_args!(
                 "cannot write the metrics to `{}`: {e}",
                 path.display()

@@ -1,5 +1,6 @@
 //! The `onlyone` command: parses arguments, calls the library, prints, and
-//! maps every outcome to an exit code in one place ([`exit`]).
+//! returns how it ended ([`Ending`]), which `main` alone turns into the
+//! exit code ([`exit::code`]).
 
 mod acquire;
 mod args;
@@ -40,11 +41,11 @@ use onlyone::state::StateDir;
 use onlyone::{Error, HeldBy, LockFile};
 
 use args::{Cli, Command};
-use exit::{Code, Ending};
+use exit::Ending;
 
 /// Runs the command line `argv` (the program's name first) and returns how
-/// to exit.
-pub fn main(argv: Vec<OsString>) -> Code {
+/// it ended (each command returns its own; the exit code is `main`'s).
+pub fn main(argv: Vec<OsString>) -> Ending {
     onlyone::hint::set_wording(words::hint);
     let (typed, cli) = match args::parse(&argv) {
         Ok(x) => x,
@@ -53,7 +54,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
             usage_hints(&argv, &e);
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    Ending::Done.code()
+                    Ending::Done
                 }
                 _ => plan::usage_failure(&argv),
             };
@@ -217,7 +218,7 @@ impl Ctx {
 
     /// Maps a failed acquire to a message and a code: held (or a wait that
     /// ran out while held) is the skip code; anything else is a failure.
-    fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Code) -> Code {
+    fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Ending) -> Ending {
         match &e {
             Error::Queued { held: h, waiter } => {
                 journal::skipped_because(&self.journal(lock), h, Some(QUEUED), quiet);
@@ -366,9 +367,10 @@ fn pids(p: &[u32]) -> String {
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> Code {
+/// Says `e` and ends as onlyone's own failure.
+fn fail(e: impl std::fmt::Display) -> Ending {
     say(e);
-    Ending::Failed.code()
+    Ending::Failed
 }
 
 /// Writes to stdout; a closed stdout must not change the exit code.

@@ -10,7 +10,7 @@ use onlyone::names::{self, DirSource};
 use onlyone::place::{Feature, Kind};
 
 use super::args::{self, Cli, Command, StoreUse};
-use super::exit::{CheckState, Code, Ending, FailMode};
+use super::exit::{CheckState, Ending, FailMode};
 use super::{Ctx, fail, print_stdout, say, subcommand};
 
 /// What to do instead of `acquire` and `release` with a store.
@@ -22,17 +22,17 @@ const SCRIPTS_WITH_A_STORE: &str = "put the work under `onlyone --store URL run 
 /// exits 0; a monitoring plugin's usage error is UNKNOWN; else 125. A
 /// unit test holds [`fails_by_name`] equal to every command's
 /// [`Command::spec`].
-pub(super) fn usage_failure(argv: &[OsString]) -> Code {
+pub(super) fn usage_failure(argv: &[OsString]) -> Ending {
     match fails_by_name(subcommand(argv)) {
         FailMode::Open { .. } => {
             let c = subcommand(argv).unwrap_or_default();
             say(format_args!(
                 "{c}: exiting 0 all the same (fail open: it never blocks a fire)"
             ));
-            Ending::FailedOpen.code()
+            Ending::FailedOpen
         }
-        FailMode::Unknown => Ending::Check(CheckState::Unknown).code(),
-        FailMode::Fail | FailMode::ExportLine => Ending::Failed.code(),
+        FailMode::Unknown => Ending::Check(CheckState::Unknown),
+        FailMode::Fail | FailMode::ExportLine => Ending::Failed,
     }
 }
 
@@ -162,7 +162,7 @@ fn refused_with_store(command: &Command) -> Option<String> {
 /// reap exit 0, a check is UNKNOWN, `acquire --export` prints its
 /// `exit N`). Otherwise an explicit `--dir` or `$ONLYONE_DIR` is the
 /// caller's choice: readers read it, writers refuse it when they write.
-pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code> {
+pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Ending> {
     let spec = command.spec();
     // With a store, only the reaper works in the directory.
     let local = ctx.store.is_none() || spec.with_store == StoreUse::DirAnyway;
@@ -177,11 +177,11 @@ pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code>
     Some(match spec.fails {
         FailMode::Open { note } => {
             say(format_args!("{}: {e}{note}", spec.name));
-            Ending::FailedOpen.code()
+            Ending::FailedOpen
         }
         FailMode::Unknown => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
-            Ending::Check(CheckState::Unknown).code()
+            Ending::Check(CheckState::Unknown)
         }
         FailMode::ExportLine => {
             print_stdout(&format!("exit {}\n", Ending::Failed.number()));
@@ -194,7 +194,7 @@ pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code>
 /// What the place refuses of the command before it starts: `acquire`
 /// and `release` with a store, `stop --signal` other than TERM with a
 /// store. (`run`'s own are `run::unsupported`, after its ping URLs.)
-pub(super) fn refused_by_place(place: Kind, command: &Command) -> Option<Code> {
+pub(super) fn refused_by_place(place: Kind, command: &Command) -> Option<Ending> {
     let spec = command.spec();
     if let StoreUse::Refused(feature) = spec.with_store {
         let code = refuse(place, feature, spec.name, SCRIPTS_WITH_A_STORE)?;
@@ -219,7 +219,7 @@ pub(super) fn refused_by_place(place: Kind, command: &Command) -> Option<Code> {
 
 /// `flag` asks for `feature`: refused, with why and `instead`, where
 /// `place` cannot give it.
-fn refuse(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<Code> {
+fn refuse(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<Ending> {
     super::place::refusal(place, feature, flag, instead).map(fail)
 }
 

@@ -9,7 +9,7 @@ use clap::Args;
 
 use onlyone::place::{Found, Holding};
 
-use super::exit::{self, Code, Ending};
+use super::exit::{self, Ending};
 use super::options::{
     Adjust, FireScheduleArg, LateArg, PingArgs, SlotsArg, in_order, parse_duration, texts,
 };
@@ -96,7 +96,7 @@ pub fn precheck(
     place: &dyn onlyone::place::Place,
     lock: &onlyone::place::Lock,
     a: &Precheck,
-) -> Code {
+) -> Ending {
     let deadline = deadline_of(a.deadline);
     let checked = match place.precheck(lock, deadline) {
         Ok(c) => c,
@@ -105,7 +105,7 @@ pub fn precheck(
                 "precheck: {}; letting the fire run (fail open)",
                 words(&e)
             ));
-            return Ending::FailedOpen.code();
+            return Ending::FailedOpen;
         }
     };
     let name = checked.name;
@@ -135,22 +135,21 @@ pub fn precheck(
             Ending::Skipped {
                 held_exit: exit::HELD,
             }
-            .code()
         }
-        Found::Free(None) => Ending::Done.code(),
+        Found::Free(None) => Ending::Done,
         Found::Free(Some(reason)) => {
             say(format_args!(
                 "precheck: cleared the stale lock `{name}`: {reason}"
             ));
-            Ending::Done.code()
+            Ending::Done
         }
         Found::Unknown(why) => {
             say(format_args!(
                 "precheck: `{name}` cannot be judged ({why}); letting the fire run (fail open)"
             ));
-            Ending::FailedOpen.code()
+            Ending::FailedOpen
         }
         // A finding this command does not know: the fire runs.
-        _ => Ending::FailedOpen.code(),
+        _ => Ending::FailedOpen,
     }
 }

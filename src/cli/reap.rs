@@ -9,7 +9,7 @@ use clap::Args;
 use onlyone::names;
 use onlyone::reap::{self, Fate, Job, ReapOptions};
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::{Adjust, DEFAULT_GRACE, parse_duration};
 use super::{Ctx, journal, say};
 
@@ -78,7 +78,7 @@ Examples:
   onlyone reap sync && onlyone precheck sync     # the precheck of a fire
   onlyone reap --dry-run --json sync";
 
-pub fn reap(ctx: &Ctx, a: Reap) -> Code {
+pub fn reap(ctx: &Ctx, a: Reap) -> Ending {
     let deadline = Instant::now() + a.deadline;
     // A store holds no run reap could end (a store's run leaves nothing to
     // linger): reap works in a lock directory all the same, and says which
@@ -122,13 +122,13 @@ pub fn reap(ctx: &Ctx, a: Reap) -> Code {
         }
     }
     if jobs.is_empty() {
-        return Ending::FailedOpen.code();
+        return Ending::FailedOpen;
     }
     if !a.dry_run
         && let Err(e) = names::ensure_dir(ctx.dir(), ctx.source())
     {
         say(format_args!("reap: {e}"));
-        return Ending::FailedOpen.code();
+        return Ending::FailedOpen;
     }
     let opts = ReapOptions::new(a.idle, a.grace, deadline).dry_run(a.dry_run);
     let report = reap::reap(&jobs, ctx.dir(), &opts);
@@ -180,7 +180,7 @@ pub fn reap(ctx: &Ctx, a: Reap) -> Code {
     for e in &report.errors {
         say(format_args!("reap: {e}"));
     }
-    Ending::Done.code()
+    Ending::Done
 }
 
 /// One `reap` event per run whose processes were ended, in its job's

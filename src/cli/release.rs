@@ -8,7 +8,7 @@ use clap::Args;
 
 use onlyone::{Error, LockFile, Released, Releaser, Verdict};
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::keeper::{RecordEnd, start_keeper};
 use super::options::{Adjust, parse_duration};
 use super::ping::{self, End, Pings};
@@ -90,7 +90,7 @@ Examples:
 impl Ctx {
     /// `release`, then its pings (the end of the script's run), once the
     /// lock is let go.
-    pub(super) fn release(&self, a: Release) -> Code {
+    pub(super) fn release(&self, a: Release) -> Ending {
         let (lock, name) = match self.open_for_writing(&a.lock) {
             Ok(x) => x,
             Err(e) => return fail(e),
@@ -118,7 +118,7 @@ impl Ctx {
     }
 
     /// Lets the lock go: the exit code, and the token of the run released.
-    fn release_lock(&self, a: &Release, lock: LockFile, name: &str) -> (Code, Option<String>) {
+    fn release_lock(&self, a: &Release, lock: LockFile, name: &str) -> (Ending, Option<String>) {
         let lock = match deadline_of(a.deadline) {
             Some(d) => lock.with_deadline(d),
             None => lock,
@@ -143,7 +143,7 @@ impl Ctx {
                     journal::released(&self.journal(&lock), r, a.exit, a.quiet);
                     released.clone_from(&r.token);
                 }
-                Ending::Done.code()
+                Ending::Done
             }
             Ok(Released::StillHeld { pid, others }) => {
                 if let Some(r) = &held {
@@ -169,13 +169,13 @@ impl Ctx {
                          (carrying its token): it is free once the last one exits"
                     ));
                 }
-                Ending::Done.code()
+                Ending::Done
             }
             Ok(Released::AlreadyFree) => {
                 if !a.quiet {
                     say(format_args!("`{name}` was not held; nothing to release"));
                 }
-                Ending::Done.code()
+                Ending::Done
             }
             Err(Error::NotOwner { pid, held }) => {
                 say(format_args!(
@@ -184,7 +184,7 @@ impl Ctx {
                     held.describe(),
                     a.lock
                 ));
-                Ending::Failed.code()
+                Ending::Failed
             }
             Err(e) => fail(e),
         };
@@ -193,11 +193,11 @@ impl Ctx {
 
     /// Removes the lock whoever holds it (`--force`), journaling the run
     /// it held: the exit code.
-    fn force_release(&self, a: &Release, lock: LockFile, name: &str) -> Code {
+    fn force_release(&self, a: &Release, lock: LockFile, name: &str) -> Ending {
         match lock.force_release() {
             Ok(None) => {
                 say(format_args!("`{name}` was not held"));
-                Ending::Done.code()
+                Ending::Done
             }
             Ok(Some(seen)) => {
                 if let Ok(r) = &seen.record {
@@ -215,7 +215,7 @@ impl Ctx {
                 say(format_args!(
                     "removed `{name}`, which was {state}; it belonged to {whose}"
                 ));
-                Ending::Done.code()
+                Ending::Done
             }
             Err(e) => fail(e),
         }

@@ -18,7 +18,7 @@ use onlyone::place::{Feature, Kind, PlaceError};
 use onlyone::supervise::{EndedBy, Exit, RunOutcome};
 use onlyone::{HeldBy, TakeOver};
 
-use super::exit::{self, Code, Ending};
+use super::exit::{self, Ending};
 use super::options::{
     Adjust, BusyArgs, DEFAULT_GRACE, FireScheduleArg, LateArg, PingArgs, SlotsArg, in_order,
     parse_duration, parse_wait,
@@ -234,7 +234,7 @@ pub struct FireArgs {
 
 /// `run`, in either place, with its pings (the end's once the lock is
 /// released).
-pub(super) fn run(place: &dyn Place, lock: &onlyone::place::Lock, a: &Run) -> Code {
+pub(super) fn run(place: &dyn Place, lock: &onlyone::place::Lock, a: &Run) -> Ending {
     let urls = ping::urls(&a.ping.urls, a.ping.file.as_deref());
     let mut pings = match urls.and_then(|u| Pings::new(&u, a.quiet, deadline_of(a.busy.deadline))) {
         Ok(p) => p,
@@ -261,8 +261,7 @@ pub(super) fn run(place: &dyn Place, lock: &onlyone::place::Lock, a: &Run) -> Co
             pings.refused();
             return Ending::Skipped {
                 held_exit: a.busy.held_exit,
-            }
-            .code();
+            };
         }
         Ok(JobEnd::Ran(ran)) => (ran_code(ran, &name, kind, a), end_ping(&ran.outcome, ran)),
         Err(e) => match e.start_code() {
@@ -319,9 +318,9 @@ fn end_ping(o: &RunOutcome, ran: &Ran) -> Option<End> {
 }
 
 /// What a run that could not be taken or started says, and its code.
-fn failed(e: &RunError, name: &str, a: &Run) -> Code {
+fn failed(e: &RunError, name: &str, a: &Run) -> Ending {
     match e {
-        RunError::Take(PlaceError::Signalled(sig)) => Code::Signal(sig.as_raw()),
+        RunError::Take(PlaceError::Signalled(sig)) => Ending::Interrupted(*sig),
         RunError::Take(PlaceError::NoLine { url, setup }) => fail(format_args!(
             "--queue needs the store's {}, which the store `{url}` does not have or this role \
              may not use (a store set up before it existed); have it created with:\n{}\
@@ -340,7 +339,7 @@ fn failed(e: &RunError, name: &str, a: &Run) -> Code {
 }
 
 /// What a run that ran says of how it ended, and its code.
-fn ran_code(ran: &Ran, name: &str, kind: Kind, a: &Run) -> Code {
+fn ran_code(ran: &Ran, name: &str, kind: Kind, a: &Run) -> Ending {
     let o = &ran.outcome;
     if let Some(e) = ran.unrecorded.as_ref().filter(|_| !a.quiet) {
         say(format_args!(
@@ -368,7 +367,7 @@ fn ran_code(ran: &Ran, name: &str, kind: Kind, a: &Run) -> Code {
                     }
                 ));
             }
-            return exit::command_exit(o.exit);
+            return Ending::Command(o.exit);
         }
         Release::Survivors => {
             match kind {
@@ -382,7 +381,7 @@ fn ran_code(ran: &Ran, name: &str, kind: Kind, a: &Run) -> Code {
                     pids(&o.strays.survivors)
                 )),
             }
-            return Ending::Failed.code();
+            return Ending::Failed;
         }
         Release::Failed(e) => match kind {
             Kind::Store => say(format_args!(
@@ -397,14 +396,14 @@ fn ran_code(ran: &Ran, name: &str, kind: Kind, a: &Run) -> Code {
             "the lease of `{name}` could not be renewed in time (or was taken): the command was \
              ended before another holder could start"
         ));
-        return Ending::EndedByOnlyone.code();
+        return Ending::EndedByOnlyone;
     }
     report_outcome(o, name)
 }
 
 /// Says what onlyone did to the run (strays ended, the run ended for its
 /// time or idleness), and how to exit.
-fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
+fn report_outcome(outcome: &RunOutcome, name: &str) -> Ending {
     let strays = &outcome.strays;
     if !strays.signalled.is_empty() || !strays.killed.is_empty() {
         say(format_args!(
@@ -419,7 +418,7 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
                 "the run of `{name}` reached --max-time {}; it was ended",
                 compact_duration(t)
             ));
-            Ending::EndedByOnlyone.code()
+            Ending::EndedByOnlyone
         }
         Some(EndedBy::Idle(t)) => {
             say(format_args!(
@@ -427,9 +426,9 @@ fn report_outcome(outcome: &RunOutcome, name: &str) -> Code {
                  any of its processes); it was ended",
                 compact_duration(t)
             ));
-            Ending::EndedByOnlyone.code()
+            Ending::EndedByOnlyone
         }
-        _ => exit::command_exit(outcome.exit),
+        _ => Ending::Command(outcome.exit),
     }
 }
 

@@ -32,7 +32,7 @@ use onlyone::text::for_terminal;
 use onlyone::{Holder, Inspection, LockFile, Verdict, names};
 
 use super::Ctx;
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::format::{ago, now_unix, took};
 use super::options::{Adjust, ScheduleArg, parse_duration};
 use super::place::Place;
@@ -496,13 +496,13 @@ fn not_in_time(locks: &mut [LockStatus], given: Duration) -> usize {
 }
 
 /// `status`, in either place: one schema for `--json`, one table.
-pub fn status(place: &dyn Place, a: Status) -> Code {
+pub fn status(place: &dyn Place, a: Status) -> Ending {
     let deadline = std::time::Instant::now() + a.deadline;
     let mut shown = match place.shown(&a.locks, Some(deadline)) {
         Ok(s) => s,
         Err(e) => {
             super::say(e);
-            return Ending::Failed.code();
+            return Ending::Failed;
         }
     };
     // What could not be judged for want of time says so.
@@ -526,7 +526,7 @@ pub fn status(place: &dyn Place, a: Status) -> Code {
         super::say(no_such_lock(name, looked));
     }
     if missing > 0 && shown.locks.is_empty() {
-        return Ending::Failed.code();
+        return Ending::Failed;
     }
     super::schedule::watch::annotate(&mut shown.locks, a.schedule.schedule.as_ref());
     let locks = &shown.locks;
@@ -553,12 +553,12 @@ pub fn status(place: &dyn Place, a: Status) -> Code {
         print_table(&mut out, locks, std::io::stdout().is_terminal())
     };
     match written.and_then(|()| out.flush()) {
-        Ok(()) if missing > 0 => Ending::Failed.code(),
-        Ok(()) => Ending::Done.code(),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ending::Done.code(),
+        Ok(()) if missing > 0 => Ending::Failed,
+        Ok(()) => Ending::Done,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ending::Done,
         Err(e) => {
             super::say(format_args!("cannot write the status: {e}"));
-            Ending::Failed.code()
+            Ending::Failed
         }
     }
 }

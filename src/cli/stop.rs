@@ -9,7 +9,7 @@ use clap::Args;
 use onlyone::command::compact_duration;
 use onlyone::place::{StopRequest, Stopped};
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::options::{Adjust, DEFAULT_GRACE, parse_duration};
 use super::place::words;
 use super::{deadline_of, say};
@@ -77,7 +77,7 @@ Examples:
 /// `stop`, in either place: 0 once the run is over (or was not running),
 /// 125 when it would not let go, the stop failed, or no run has the pid
 /// `--pid` names.
-pub fn stop(place: &dyn onlyone::place::Place, a: &Stop) -> Code {
+pub fn stop(place: &dyn onlyone::place::Place, a: &Stop) -> Ending {
     let how = StopRequest {
         signal: a.signal.0,
         grace: a.kill_after,
@@ -94,16 +94,12 @@ pub fn stop(place: &dyn onlyone::place::Place, a: &Stop) -> Code {
     let name = done.name;
     let code = stopped_code(&name, done.stopped);
     let others = others_code(&name, &done.others);
-    if code == Ending::Done.code() {
-        others
-    } else {
-        code
-    }
+    if code == Ending::Done { others } else { code }
 }
 
 /// What `stop` says of the runs of a lock's other slots, and its code:
 /// how many were stopped, and any that would not let go.
-fn others_code(name: &str, others: &[Stopped]) -> Code {
+fn others_code(name: &str, others: &[Stopped]) -> Ending {
     let ended = others
         .iter()
         .filter(|s| {
@@ -118,12 +114,12 @@ fn others_code(name: &str, others: &[Stopped]) -> Code {
             "stopped {ended} more run(s) of `{name}`, in its other slots"
         ));
     }
-    let mut code = Ending::Done.code();
+    let mut code = Ending::Done;
     for s in others {
         match s {
             Stopped::KeptOutside { keepers, after } => {
                 say(super::outside_message(name, keepers, *after));
-                code = Ending::Failed.code();
+                code = Ending::Failed;
             }
             // A store's holder that did not let go in time: said as for
             // the lock's first run.
@@ -135,20 +131,20 @@ fn others_code(name: &str, others: &[Stopped]) -> Code {
 }
 
 /// What `stop` says of what happened to the lock's run, and its code.
-fn stopped_code(name: &str, stopped: Stopped) -> Code {
+fn stopped_code(name: &str, stopped: Stopped) -> Ending {
     let ended = |who: String, took: Duration, how: String| {
         say(format_args!(
             "stopped the run of `{name}` ({who}) in {}{how}",
             compact_duration(took)
         ));
-        Ending::Done.code()
+        Ending::Done
     };
     match stopped {
         Stopped::WasStale(reason) => {
             say(format_args!(
                 "`{name}` was not running ({reason}); cleared its stale lock"
             ));
-            Ending::Done.code()
+            Ending::Done
         }
         Stopped::Ended {
             record,
@@ -192,11 +188,11 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
                 super::view::describe_lease_ago(&holder, took),
                 compact_duration(took)
             ));
-            Ending::Done.code()
+            Ending::Done
         }
         Stopped::KeptOutside { keepers, after } => {
             say(super::outside_message(name, &keepers, after));
-            Ending::Failed.code()
+            Ending::Failed
         }
         Stopped::NoRunWithPid { pid, holders } => {
             let held = if holders.is_empty() {
@@ -210,7 +206,7 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
             say(format_args!(
                 "no run of `{name}` has pid {pid}: {held}; nothing was stopped"
             ));
-            Ending::Failed.code()
+            Ending::Failed
         }
         Stopped::NotLetGo { holder, waited } => {
             say(format_args!(
@@ -218,13 +214,13 @@ fn stopped_code(name: &str, stopped: Stopped) -> Code {
                 super::view::describe_lease_ago(&holder, waited),
                 compact_duration(waited)
             ));
-            Ending::Failed.code()
+            Ending::Failed
         }
         // Not running, or a kind of outcome this command does not know:
         // the run is not held any more.
         _ => {
             say(format_args!("`{name}` is not running; nothing to stop"));
-            Ending::Done.code()
+            Ending::Done
         }
     }
 }

@@ -13,7 +13,7 @@ use onlyone::place::{Lock, LockKey};
 use onlyone::schedule::{jitter, machine_id, spread_offset};
 use rustix::process::Signal;
 
-use super::super::exit::Code;
+use super::super::exit::Ending;
 use super::super::place::Place;
 use super::super::run::Run;
 use super::super::{journal, say};
@@ -37,7 +37,11 @@ pub(in crate::cli) fn wait_of(
 /// Waits before the lock, as `--spread` and `--jitter` ask: the wait is
 /// cut short to what is left of `--deadline`, and what it used is taken
 /// from it. `Err` with how to exit when a signal ended it.
-pub(in crate::cli) fn before_lock(place: &dyn Place, lock: &Lock, a: &mut Run) -> Result<(), Code> {
+pub(in crate::cli) fn before_lock(
+    place: &dyn Place,
+    lock: &Lock,
+    a: &mut Run,
+) -> Result<(), Ending> {
     let f = &a.fire;
     if f.jitter.is_none() && f.spread.is_none() {
         return Ok(());
@@ -89,5 +93,5 @@ pub(in crate::cli) fn before_lock(place: &dyn Place, lock: &Lock, a: &mut Run) -
             onlyone::signal::signal_name(sig)
         ));
     }
-    Err(Code::Signal(sig.as_raw()))
+    Err(Ending::Interrupted(sig))
 }
