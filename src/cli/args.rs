@@ -63,28 +63,26 @@ pub struct Cli {
     pub command: Command,
 }
 
-impl Globals {
-    /// These options as given to the subcommand (`sub`), where `typed`
-    /// says they were typed there, else as given before it (`self`). Only
-    /// those are read, each a small clone (clap's `from_arg_matches` would
-    /// copy all of `sub`).
-    fn with_subcommand(self, sub: &clap::ArgMatches, typed: &Typed) -> Globals {
-        fn theirs<T: Clone + Send + Sync + 'static>(
-            sub: &clap::ArgMatches,
-            typed: &Typed,
-            id: &str,
-        ) -> Option<T> {
-            typed
-                .has(id)
-                .then(|| sub.get_one::<T>(id).cloned())
-                .flatten()
-        }
-        Globals {
-            dir: theirs(sub, typed, "dir").or(self.dir),
-            state_dir: theirs(sub, typed, "state_dir").or(self.state_dir),
-            allow_shared_fs: theirs(sub, typed, "allow_shared_fs").unwrap_or(self.allow_shared_fs),
-            store: theirs(sub, typed, "store").or(self.store),
-        }
+/// The global options as given to the subcommand (`sub`), where `typed`
+/// says they were typed there, else as given before it (`globals`). Only
+/// those are read, each a small clone (clap's `from_arg_matches` would
+/// copy all of `sub`).
+fn with_subcommand(globals: Globals, sub: &clap::ArgMatches, typed: &Typed) -> Globals {
+    fn theirs<T: Clone + Send + Sync + 'static>(
+        sub: &clap::ArgMatches,
+        typed: &Typed,
+        id: &str,
+    ) -> Option<T> {
+        typed
+            .has(id)
+            .then(|| sub.get_one::<T>(id).cloned())
+            .flatten()
+    }
+    Globals {
+        dir: theirs(sub, typed, "dir").or(globals.dir),
+        state_dir: theirs(sub, typed, "state_dir").or(globals.state_dir),
+        allow_shared_fs: theirs(sub, typed, "allow_shared_fs").unwrap_or(globals.allow_shared_fs),
+        store: theirs(sub, typed, "store").or(globals.store),
     }
 }
 
@@ -114,12 +112,23 @@ impl Typed {
 }
 
 /// Parses `argv` (the program's name first) as the command does, and
-/// says which options were typed. The values are moved out of clap's
-/// matches rather than copied (clap's `from_arg_matches` clones them all,
-/// some 170 allocations at every start).
+/// says which options were typed. A command line that names its command
+/// is parsed by that command alone ([`quick`]); what it refuses, and any
+/// other command line, by the whole command line, which says what is
+/// wrong. The values are moved out of clap's matches rather than copied
+/// (clap's `from_arg_matches` clones them all, some 170 allocations at
+/// every start).
 pub fn parse(argv: &[OsString]) -> Result<(Typed, Cli), clap::Error> {
+    let m = match quick(argv) {
+        Some(m) => m,
+        None => command_for(argv).try_get_matches_from(argv)?,
+    };
+    taken(m)
+}
+
+/// The command line in `m`, as the command takes it.
+fn taken(mut m: clap::ArgMatches) -> Result<(Typed, Cli), clap::Error> {
     use clap::FromArgMatches;
-    let mut m = command_for(argv).try_get_matches_from(argv)?;
     let mut typed = Typed::of(&m);
     let mut globals = Globals::from_arg_matches_mut(&mut m)?;
     // A subcommand defined without the global options (none is: each is
@@ -127,7 +136,7 @@ pub fn parse(argv: &[OsString]) -> Result<(Typed, Cli), clap::Error> {
     if let Some((_, sub)) = m.subcommand() {
         let typed_there = Typed::of(sub);
         if sub.try_contains_id("dir").is_ok() {
-            globals = globals.with_subcommand(sub, &typed_there);
+            globals = with_subcommand(globals, sub, &typed_there);
         }
         typed.0.extend(typed_there.0);
     }
@@ -142,6 +151,60 @@ pub fn parse(argv: &[OsString]) -> Result<(Typed, Cli), clap::Error> {
         command.forget_env_ping();
     }
     Ok((typed, Cli { globals, command }))
+}
+
+/// `argv` parsed by the one command it names (`onlyone [--dir D ...]
+/// NAME ...`): a command line of the global options and that command,
+/// its options defined as clap derives them, none of the other commands'
+/// and none of what only a help or an error shows (their order in the
+/// help, the help's texts, `--help` and `--version` themselves). Its
+/// options are the whole command line's, so what it parses is parsed
+/// the same (`tests::quick_parses_as_the_whole_command_line`); `None`
+/// when it refuses `argv` (a help, a mistake, another command), which the
+/// whole command line then parses and says. Every start of `run` pays
+/// for what clap builds: the whole command line was twice this one's.
+fn quick(argv: &[OsString]) -> Option<clap::ArgMatches> {
+    let (name, define) = definition(super::subcommand(argv)?)?;
+    let bare = |cmd: clap::Command| {
+        cmd.disable_help_flag(true)
+            .disable_version_flag(true)
+            .disable_help_subcommand(true)
+    };
+    let sub = bare(define(clap::Command::new(name)));
+    bare(Globals::augment_args(clap::Command::new("onlyone")))
+        .subcommand_required(true)
+        .subcommand(sub)
+        .try_get_matches_from(argv)
+        .ok()
+}
+
+/// What defines a command's options on it.
+type Define = fn(clap::Command) -> clap::Command;
+
+/// The command named `name`, and its options as [`quick`] defines them.
+/// A command missing here is parsed by the whole command line, as
+/// before (`tests::every_command_has_a_quick_definition`).
+fn definition(name: &str) -> Option<(&'static str, Define)> {
+    fn define<T: Args>(cmd: clap::Command) -> clap::Command {
+        Globals::augment_args(T::augment_args(cmd))
+    }
+    Some(match name {
+        "run" => ("run", define::<Run> as Define),
+        "acquire" => ("acquire", define::<Acquire> as Define),
+        "release" => ("release", define::<Release> as Define),
+        "precheck" => ("precheck", define::<Precheck> as Define),
+        "status" => ("status", define::<Status> as Define),
+        "stop" => ("stop", define::<Stop> as Define),
+        "reap" => ("reap", define::<Reap> as Define),
+        "history" => ("history", define::<History> as Define),
+        "check" => ("check", define::<Check> as Define),
+        "metrics" => ("metrics", define::<Metrics> as Define),
+        "completions" => ("completions", define::<Completions> as Define),
+        "manpages" => ("manpages", define::<Manpages> as Define),
+        "keeper" => ("keeper", define::<Keeper> as Define),
+        "lease-watchdog" => ("lease-watchdog", define::<LeaseWatchdog> as Define),
+        _ => return None,
+    })
 }
 
 /// A subcommand's arguments, defined only once that subcommand is the one
@@ -504,6 +567,207 @@ mod tests {
         assert!(m.has("store") && m.has("allow_shared_fs"));
         let (m, _) = parsed(&["--store", "postgres://h/d", "status"]);
         assert!(m.has("store") && !m.has("dir"));
+    }
+
+    /// The whole command line's parse of `args`, as the command took it
+    /// before [`quick`], or its error.
+    fn whole(args: &[OsString]) -> Result<(Typed, Cli), clap::error::ErrorKind> {
+        command_for(args)
+            .try_get_matches_from(args)
+            .map_err(|e| e.kind())
+            .and_then(|m| taken(m).map_err(|e| e.kind()))
+    }
+
+    /// What a command line names only its command for is parsed by that
+    /// command alone as by the whole command line, the same values and
+    /// the same options typed; what the whole command line refuses (or
+    /// shows help for), it refuses too, so that the whole one says it.
+    #[test]
+    fn quick_parses_as_the_whole_command_line() {
+        let parsed: &[&[&str]] = &[
+            &["run", "j", "--", "true"],
+            &["--dir", "/d", "run", "j", "--", "true"],
+            &[
+                "--dir=/d",
+                "--state-dir",
+                "/s",
+                "run",
+                "-q",
+                "j",
+                "--",
+                "sh",
+                "-c",
+                "x",
+            ],
+            &["--allow-shared-fs", "run", "j", "--", "true"],
+            &[
+                "run", "--wait", "5s", "--queue", "--slots", "3", "j", "--", "true", "--dir", "x",
+            ],
+            &[
+                "run",
+                "--replace",
+                "--max-time",
+                "1h",
+                "--kill-after",
+                "0",
+                "j",
+                "--",
+                "t",
+            ],
+            &[
+                "run",
+                "--schedule",
+                "@daily",
+                "--late",
+                "10m",
+                "--catch-up",
+                "j",
+                "--",
+                "t",
+            ],
+            &[
+                "run",
+                "--jitter",
+                "1s",
+                "--spread",
+                "2s",
+                "--held-exit",
+                "0",
+                "j",
+                "--",
+                "t",
+            ],
+            &[
+                "run",
+                "--ping",
+                "https://h/p",
+                "--ping-file",
+                "/f",
+                "--deadline",
+                "1s",
+                "j",
+                "--",
+                "t",
+            ],
+            &[
+                "run",
+                "--linger",
+                "--lease",
+                "9s",
+                "--idle-timeout",
+                "1m",
+                "j",
+                "--",
+                "t",
+            ],
+            &["run", "j", "--dir", "/b", "--", "true"],
+            &[
+                "--store",
+                "postgres://h/d",
+                "run",
+                "--store",
+                "postgres://h/e",
+                "j",
+                "--",
+                "t",
+            ],
+            &["acquire", "--export", "-q", "--owner", "1", "j"],
+            &["release", "--exit", "3", "--ping", "https://h/p", "j"],
+            &["release", "--force", "j"],
+            &["precheck", "--schedule", "0 2 * * *", "--slots", "2", "j"],
+            &["status"],
+            &["--dir", "run", "status"],
+            &["status", "--json", "--deadline", "1s", "a", "b"],
+            &["stop", "--signal", "INT", "--pid", "4", "j"],
+            &["reap", "--dry-run", "--json", "j"],
+            &["history", "-n", "3", "--since", "1d", "j"],
+            &["check", "--max-age", "25h", "--max-skips", "2", "a", "b"],
+            &["metrics", "--textfile", "/t.prom"],
+            &["completions", "bash"],
+            &["manpages", "/m"],
+            &[
+                "keeper",
+                "--token",
+                "t",
+                "--record-end",
+                "--exit",
+                "3",
+                "--",
+                "/l",
+            ],
+            &[
+                "lease-watchdog",
+                "--token",
+                "t",
+                "--uid",
+                "0",
+                "--since",
+                "1",
+                "--lease-ms",
+                "30000",
+                "--grace-ms",
+                "5000",
+                "--sent",
+                "2",
+            ],
+        ];
+        // Refused, or help: the whole command line says it.
+        let refused: &[&[&str]] = &[
+            &["run", "--help"],
+            &["run", "-h"],
+            &["run", "--version"],
+            &["run", "-V"],
+            &["run", "j", "--help", "--", "t"],
+            &["run", "--late", "--help", "j", "--", "t"],
+            &["run", "--wiat", "1s", "j", "--", "t"],
+            &["run", "j", "true"],
+            &["run", "j"],
+            &["run"],
+            &["run", "--replace", "--queue", "j", "--", "t"],
+            &["run", "--slots", "0", "j", "--", "t"],
+            &["run", "--max-time", "0", "j", "--", "t"],
+            &["release", "--force", "--ping", "u", "j"],
+            &["reap", "-q", "--json", "j"],
+            &["status", "-h"],
+            &["history"],
+            &["help", "run"],
+            &["help"],
+            &["nosuch"],
+            &["--dir"],
+            &["--dir", "run"],
+            &["--help", "run"],
+            &["--version"],
+            &[],
+        ];
+        let argv = |case: &[&str]| -> Vec<OsString> {
+            std::iter::once("onlyone")
+                .chain(case.iter().copied())
+                .map(OsString::from)
+                .collect()
+        };
+        for case in parsed {
+            let argv = argv(case);
+            let whole = whole(&argv).unwrap_or_else(|e| panic!("{case:?}: {e:?}"));
+            let quick = quick(&argv).unwrap_or_else(|| panic!("{case:?}: not parsed alone"));
+            let quick = taken(quick).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+            assert_eq!(format!("{quick:?}"), format!("{whole:?}"), "{case:?}");
+        }
+        for case in refused {
+            let argv = argv(case);
+            assert!(
+                whole(&argv).is_err(),
+                "{case:?}: the whole command line takes it"
+            );
+            assert!(quick(&argv).is_none(), "{case:?}: parsed alone");
+        }
+    }
+
+    /// Every command the whole command line has is parsed alone.
+    #[test]
+    fn every_command_has_a_quick_definition() {
+        for sub in full_command().get_subcommands() {
+            assert!(definition(sub.get_name()).is_some(), "{}", sub.get_name());
+        }
     }
 
     #[test]
