@@ -211,10 +211,11 @@ unsafe fn args(argc: c_int, argv: *const *const c_char) -> Vec<OsString> {
 fn start(args: Vec<OsString>) -> u8 {
     standard_fds_open();
     onlyone::signal::ignore_broken_pipe();
-    let code = std::panic::catch_unwind(|| cli::main(args));
+    let ending = std::panic::catch_unwind(|| cli::main(args));
     let _ = std::io::stdout().flush();
-    match code {
-        Ok(code) => code.finish(),
+    match ending {
+        // The one place the command's ending becomes the exit status.
+        Ok(ending) => cli::exit::code(ending).finish(),
         // The panic's message is out; 101 is Rust's status for it.
         Err(_) => 101,
     }

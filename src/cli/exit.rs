@@ -2,8 +2,9 @@
 //! the constants below are the codes the command uses. The table is
 //! rendered from here into `onlyone --help` ([`help_text`]), the EXIT
 //! STATUS section of onlyone(1) ([`roff`]) and the README (which a test
-//! holds equal to the help). The library returns kinds of outcome; this
-//! file alone turns them into numbers.
+//! holds equal to the help). The library returns kinds of outcome, and
+//! each command returns how it ended ([`Ending`]); [`code`], which `main`
+//! calls once, alone turns them into numbers.
 
 use onlyone::supervise::{Exit, RunError};
 use rustix::process::Signal;
@@ -137,8 +138,8 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
 /// `--held-exit`'s default: the code of a skip (held by a live run).
 pub const HELD: u8 = 75;
 
-/// How onlyone ends, as a kind: [`Ending::code`] is the one place the
-/// kinds become the numbers of [`TABLE`].
+/// How onlyone ends, as a kind: what every command returns. [`code`] is
+/// the one place the kinds become the numbers of [`TABLE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     /// Success (`run`: the command exited 0).
@@ -164,44 +165,42 @@ pub enum Ending {
     FailedOpen,
     /// `check`: the monitoring plugin's state.
     Check(CheckState),
+    /// `run`: a signal (TERM, INT, HUP) ended onlyone before the command
+    /// started (a `--jitter` or `--spread` wait, the wait for the lock): it
+    /// ends by that signal, as the command would have.
+    Interrupted(Signal),
 }
 
-impl Ending {
-    /// The exit status this ending is.
-    pub fn code(self) -> Code {
-        Code::Exit(match self {
-            Ending::Done | Ending::FailedOpen => 0,
-            Ending::Skipped { held_exit } => held_exit,
-            Ending::EndedByOnlyone => 124,
-            Ending::Failed => 125,
-            Ending::NotExecutable => 126,
-            Ending::NotFound => 127,
-            Ending::Command(Exit::Code(c)) => c.clamp(0, 255) as u8,
-            Ending::Command(Exit::Signal(s)) => return Code::Signal(s),
-            Ending::Check(state) => match state {
-                CheckState::Ok => 0,
-                CheckState::Warning => 1,
-                CheckState::Critical => 2,
-                CheckState::Unknown => 3,
-            },
-        })
-    }
+/// The exit status `ending` is: the one place an ending becomes a number,
+/// which `main` asks once, of the ending the command returned.
+pub fn code(ending: Ending) -> Code {
+    Code::Exit(match ending {
+        Ending::Done | Ending::FailedOpen => 0,
+        Ending::Skipped { held_exit } => held_exit,
+        Ending::EndedByOnlyone => 124,
+        Ending::Failed => 125,
+        Ending::NotExecutable => 126,
+        Ending::NotFound => 127,
+        Ending::Command(Exit::Code(c)) => c.clamp(0, 255) as u8,
+        Ending::Command(Exit::Signal(s)) => return Code::Signal(s),
+        Ending::Interrupted(s) => return Code::Signal(s.as_raw()),
+        Ending::Check(state) => match state {
+            CheckState::Ok => 0,
+            CheckState::Warning => 1,
+            CheckState::Critical => 2,
+            CheckState::Unknown => 3,
+        },
+    })
 }
 
 impl Ending {
     /// The number this ending exits with, as `acquire --export`'s `exit
-    /// N` line says it (a signal as 128+N).
+    /// N` line says it (a signal as 128+N): [`code`]'s.
     pub fn number(self) -> u8 {
-        match self.code() {
+        match code(self) {
             Code::Exit(n) => n,
             Code::Signal(n) => (128 + n).clamp(0, 255) as u8,
         }
-    }
-}
-
-impl From<Ending> for Code {
-    fn from(e: Ending) -> Code {
-        e.code()
     }
 }
 
@@ -287,31 +286,24 @@ impl Code {
     }
 }
 
-/// How `run` ends when its command could not run: 127 when it was not
-/// found, 126 when it could not be executed, 125 when onlyone failed.
-pub fn run_error(e: &RunError) -> Code {
+/// How `run` ends when its command could not run: not found (127), not
+/// executable (126), or onlyone failed (125).
+pub fn run_error(e: &RunError) -> Ending {
     match e {
         RunError::NotFound { .. } => Ending::NotFound,
         RunError::NotExecutable { .. } => Ending::NotExecutable,
         _ => Ending::Failed,
     }
-    .code()
 }
 
 /// How `run` ends when its command could not start, as a shell says it
 /// (`code`: 126 or 127).
-pub fn start_failure(code: i32) -> Code {
+pub fn start_failure(code: i32) -> Ending {
     match code {
         127 => Ending::NotFound,
         126 => Ending::NotExecutable,
         _ => Ending::Failed,
     }
-    .code()
-}
-
-/// How `run` ends when its command ended.
-pub fn command_exit(exit: Exit) -> Code {
-    Ending::Command(exit).code()
 }
 
 #[cfg(test)]
@@ -334,20 +326,21 @@ mod tests {
             Ending::NotExecutable,
             Ending::NotFound,
         ] {
-            let Code::Exit(n) = e.code() else {
+            let Code::Exit(n) = code(e) else {
                 panic!("{e:?}")
             };
             assert!(listed(n), "{e:?}: {n}");
         }
-        assert_eq!(Ending::Command(Exit::Signal(9)).code(), Code::Signal(9));
-        assert_eq!(Ending::Command(Exit::Code(300)).code(), Code::Exit(255));
+        assert_eq!(code(Ending::Command(Exit::Signal(9))), Code::Signal(9));
+        assert_eq!(code(Ending::Interrupted(Signal::TERM)), Code::Signal(15));
+        assert_eq!(code(Ending::Command(Exit::Code(300))), Code::Exit(255));
         let check: Vec<Code> = [
             CheckState::Ok,
             CheckState::Warning,
             CheckState::Critical,
             CheckState::Unknown,
         ]
-        .map(|s| Ending::Check(s).code())
+        .map(|s| code(Ending::Check(s)))
         .into();
         assert_eq!(check, (0..=3).map(Code::Exit).collect::<Vec<_>>());
         assert!(EXCEPTIONS.contains("0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN"));

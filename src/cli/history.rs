@@ -16,19 +16,64 @@
 //! ```
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
+use clap::Args;
 use serde::Serialize;
 
 use onlyone::command::format_unix_time;
 use onlyone::journal::{Class, Outcome, Run, Usage};
 use onlyone::text::for_terminal;
 
-use super::exit::{Code, Ending};
+use super::exit::Ending;
 use super::format::{ago, now, took};
+use super::options::{Adjust, parse_duration};
 use super::place::Place;
 use super::schedule::watch::{MissedRow, interleave, missed_cells, missed_shown};
 use super::view::{Seen, UsageJson, no_such_lock, nothing_in, outcome_word};
-use super::{args, fail, print_stdout};
+use super::{fail, print_stdout};
+
+#[derive(Debug, Args)]
+pub struct History {
+    /// The lock: a name or a path with a `/`.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// Show at most N runs.
+    #[arg(short = 'n', long = "limit", value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only runs that started within DUR.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub since: Option<Duration>,
+    /// One JSON object per run and line (schema in doc/json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Adjust for History {}
+
+/// What `onlyone history --help` says after the options.
+pub const AFTER_HELP: &str = "\
+The last to end first: the runs still running (the latest started first), then
+the others by when they ended, as the journal has their ends (a run found over
+with no end recorded, its wrapper killed, ended when it was found). The runs of
+a lock of one slot never overlap, so this is the order they started in; with
+--slots N, the first row is the last run that check, metrics and status speak
+of. For each: when it started, how long it took, what it used (CPU:
+user and system time of its command and of the processes of the run onlyone
+reaped; PEAK: the largest peak memory of one of them, not a sum; - when not
+recorded), how it ended (exit N, signal NAME, ended (max-time|idle|stop|reap),
+abandoned: its wrapper died, released: a script's hold), its pid and host, and
+the fires skipped while it ran; and the scheduled fires that passed with no
+fire (missed: --schedule), as the fire that found them recorded them. The
+journal is in the state directory
+(--state-dir: /var/lib/onlyone for root), named from the lock's path:
+/run/onlyone/sync.lock has run-onlyone-sync.lock.journal; an earlier version's
+LOCKFILE.journal beside the lock is read first.
+
+Examples:
+  onlyone history sync
+  onlyone history sync -n 5 --since 7d
+  onlyone history sync --json | jq .";
 
 /// One run, as `--json` prints it.
 #[derive(Debug, Serialize)]
@@ -87,7 +132,7 @@ impl<'a> RunJson<'a> {
 }
 
 /// `history`, in either place.
-pub fn history(place: &dyn Place, a: args::History) -> Code {
+pub fn history(place: &dyn Place, a: History) -> Ending {
     let read = place
         .seam()
         .lock(&a.lock, std::num::NonZeroU32::MIN)
@@ -135,10 +180,10 @@ pub fn history(place: &dyn Place, a: args::History) -> Code {
             out.push('\n');
         }
         print_stdout(&out);
-        return Ending::Done.code();
+        return Ending::Done;
     }
     print_stdout(&table(&name, &shown, &missed, whence));
-    Ending::Done.code()
+    Ending::Done
 }
 
 /// The human view: a summary line, then aligned columns.

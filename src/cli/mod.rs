@@ -1,24 +1,30 @@
 //! The `onlyone` command: parses arguments, calls the library, prints, and
-//! maps every outcome to an exit code in one place ([`exit`]).
+//! returns how it ended ([`Ending`]), which `main` alone turns into the
+//! exit code ([`exit::code`]).
 
+mod acquire;
 mod args;
-mod docs;
-mod duration;
+mod check;
+mod completions;
 pub mod exit;
 mod format;
 mod history;
 mod journal;
-mod monitor;
+mod keeper;
+mod lease_watchdog;
+mod manpages;
+mod metrics;
+mod options;
 mod ping;
 mod place;
 mod plan;
+mod precheck;
 mod reap;
+mod release;
 mod run;
 mod schedule;
-mod schedule_args;
-mod script;
-mod slots_args;
 mod status;
+mod stop;
 mod store;
 mod tail;
 mod view;
@@ -35,11 +41,11 @@ use onlyone::state::StateDir;
 use onlyone::{Error, HeldBy, LockFile};
 
 use args::{Cli, Command};
-use exit::{Code, Ending};
+use exit::Ending;
 
 /// Runs the command line `argv` (the program's name first) and returns how
-/// to exit.
-pub fn main(argv: Vec<OsString>) -> Code {
+/// it ended (each command returns its own; the exit code is `main`'s).
+pub fn main(argv: Vec<OsString>) -> Ending {
     onlyone::hint::set_wording(words::hint);
     let (typed, cli) = match args::parse(&argv) {
         Ok(x) => x,
@@ -48,7 +54,7 @@ pub fn main(argv: Vec<OsString>) -> Code {
             usage_hints(&argv, &e);
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    Ending::Done.code()
+                    Ending::Done
                 }
                 _ => plan::usage_failure(&argv),
             };
@@ -73,15 +79,15 @@ pub fn main(argv: Vec<OsString>) -> Code {
         Command::Release(a) => ctx.release(a.0),
         Command::Precheck(a) => schedule::precheck(place, &a),
         Command::Status(a) => status::status(place, a.0),
-        Command::Stop(a) => place::stop(place.seam(), &a),
+        Command::Stop(a) => stop::stop(place.seam(), &a),
         Command::Reap(a) => reap::reap(&ctx, a.0),
         Command::History(a) => history::history(place, a.0),
-        Command::Check(a) => monitor::check(place, a.0),
-        Command::Metrics(a) => monitor::metrics(place, a.0),
-        Command::Keeper(a) => script::keeper(&ctx, a.0),
-        Command::Completions(a) => docs::completions(&a),
-        Command::Manpages(a) => docs::manpages(&a),
-        Command::LeaseWatchdog(a) => store::watchdog(&a),
+        Command::Check(a) => check::check(place, a.0),
+        Command::Metrics(a) => metrics::metrics(place, a.0),
+        Command::Keeper(a) => keeper::keeper(&ctx, a.0),
+        Command::Completions(a) => completions::completions(&a, &args::full_command()),
+        Command::Manpages(a) => manpages::manpages(&a, args::full_command(), args::after_help),
+        Command::LeaseWatchdog(a) => lease_watchdog::watchdog(&a),
     }
 }
 
@@ -212,7 +218,7 @@ impl Ctx {
 
     /// Maps a failed acquire to a message and a code: held (or a wait that
     /// ran out while held) is the skip code; anything else is a failure.
-    fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Code) -> Code {
+    fn refused(&self, lock: &LockFile, e: Error, name: &str, quiet: bool, held: Ending) -> Ending {
         match &e {
             Error::Queued { held: h, waiter } => {
                 journal::skipped_because(&self.journal(lock), h, Some(QUEUED), quiet);
@@ -361,9 +367,10 @@ fn pids(p: &[u32]) -> String {
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> Code {
+/// Says `e` and ends as onlyone's own failure.
+fn fail(e: impl std::fmt::Display) -> Ending {
     say(e);
-    Ending::Failed.code()
+    Ending::Failed
 }
 
 /// Writes to stdout; a closed stdout must not change the exit code.

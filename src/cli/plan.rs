@@ -5,14 +5,12 @@
 //! a new command that is not handled here is a compile error.
 
 use std::ffi::OsString;
-use std::time::Duration;
 
-use onlyone::command::compact_duration;
 use onlyone::names::{self, DirSource};
 use onlyone::place::{Feature, Kind};
 
 use super::args::{self, Cli, Command, StoreUse};
-use super::exit::{CheckState, Code, Ending, FailMode};
+use super::exit::{CheckState, Ending, FailMode};
 use super::{Ctx, fail, print_stdout, say, subcommand};
 
 /// What to do instead of `acquire` and `release` with a store.
@@ -24,17 +22,17 @@ const SCRIPTS_WITH_A_STORE: &str = "put the work under `onlyone --store URL run 
 /// exits 0; a monitoring plugin's usage error is UNKNOWN; else 125. A
 /// unit test holds [`fails_by_name`] equal to every command's
 /// [`Command::spec`].
-pub(super) fn usage_failure(argv: &[OsString]) -> Code {
+pub(super) fn usage_failure(argv: &[OsString]) -> Ending {
     match fails_by_name(subcommand(argv)) {
         FailMode::Open { .. } => {
             let c = subcommand(argv).unwrap_or_default();
             say(format_args!(
                 "{c}: exiting 0 all the same (fail open: it never blocks a fire)"
             ));
-            Ending::FailedOpen.code()
+            Ending::FailedOpen
         }
-        FailMode::Unknown => Ending::Check(CheckState::Unknown).code(),
-        FailMode::Fail | FailMode::ExportLine => Ending::Failed.code(),
+        FailMode::Unknown => Ending::Check(CheckState::Unknown),
+        FailMode::Fail | FailMode::ExportLine => Ending::Failed,
     }
 }
 
@@ -55,7 +53,7 @@ fn fails_by_name(name: Option<&str>) -> FailMode {
 /// Options that parse but would be silently ignored: refused, naming them
 /// and the fix. With a store, `--dir` and `--allow-shared-fs` mean nothing
 /// but to `reap` (the store's commands never look at a lock directory);
-/// `run`'s own combinations are [`refused_combination`].
+/// `run`'s own combinations are `run::refused_combination`.
 pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> {
     let typed = |id: &str| typed.has(id);
     let store = cli.globals.store.as_deref().is_some_and(|s| !s.is_empty());
@@ -106,11 +104,11 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
     let Command::Run(a) = &cli.command else {
         return None;
     };
-    if let Some(refused) = refused_combination(a) {
+    if let Some(refused) = super::run::refused_combination(a) {
         return Some(refused);
     }
     if store {
-        return lease_misfit(a, typed("kill_after"));
+        return super::run::lease_misfit(a, typed("kill_after"));
     }
     None
 }
@@ -118,7 +116,7 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
 /// The schedule's options given with a store, which keeps no schedule
 /// yet: refused, naming them, rather than ignored.
 fn refused_with_store(command: &Command) -> Option<String> {
-    let (given, fire): (bool, Option<&super::schedule_args::FireArgs>) = match command {
+    let (given, fire): (bool, Option<&super::run::FireArgs>) = match command {
         Command::Run(a) => (
             a.schedule.schedule.is_some() || a.late.late.is_some(),
             Some(&a.fire),
@@ -157,77 +155,6 @@ fn refused_with_store(command: &Command) -> Option<String> {
     ))
 }
 
-/// Options given together that cannot both apply: refused rather than
-/// one of them silently ignored. With `--linger` the wrapper exits with
-/// the command and leaves the lock to the work that outlives it, which
-/// nothing of the wrapper's then watches: a limit would bound the
-/// command alone.
-pub(super) fn refused_combination(a: &args::Run) -> Option<String> {
-    if !a.linger {
-        return None;
-    }
-    let limit = if a.idle_timeout.is_some() {
-        "--idle-timeout"
-    } else if a.max_time.is_some() {
-        "--max-time"
-    } else {
-        return None;
-    };
-    Some(format!(
-        "{limit} cannot be used with --linger: onlyone exits with the command and leaves \
-         the lock to the work that outlives it, so the limit would never apply to that \
-         work; end a lingering run once idle with `onlyone reap --idle DUR {lock}` before \
-         each fire (e.g. `onlyone reap -q --idle 10m {lock}; onlyone run --linger {lock} \
-         -- ...`), or drop --linger",
-        lock = a.lock
-    ))
-}
-
-/// With a store, a grace (`--kill-after`) that does not fit in the lease:
-/// the message names what was typed and what is a default, and the fix.
-fn lease_misfit(a: &args::Run, grace_typed: bool) -> Option<String> {
-    use onlyone::place::store::timing::LeaseTiming;
-    let free = LeaseTiming::new(a.lease, Duration::ZERO).ok()?;
-    if LeaseTiming::new(a.lease, a.kill_after).is_ok() {
-        return None;
-    }
-    let used = free.renew_every + free.call_timeout + free.margin;
-    let largest = a
-        .lease
-        .saturating_sub(used)
-        .saturating_sub(Duration::from_millis(1));
-    // The shortest whole-second lease that fits the grace.
-    let fits = (1..=100_000u64)
-        .map(Duration::from_secs)
-        .find(|l| LeaseTiming::new(*l, a.kill_after).is_ok());
-    // What is shown must fit as shown: whole seconds, or milliseconds.
-    let largest = if largest >= Duration::from_secs(1) {
-        Duration::from_secs(largest.as_secs())
-    } else {
-        Duration::from_millis(largest.as_millis() as u64)
-    };
-    let grace = compact_duration(a.kill_after);
-    let what = if grace_typed {
-        format!("--kill-after {grace}")
-    } else {
-        format!("the default --kill-after {grace} (the grace between TERM and KILL)")
-    };
-    Some(format!(
-        "{what} does not fit in --lease {}: a holder must end its command before its lease can \
-         run out, and this lease leaves room for a grace of at most {}; pass --kill-after {1} \
-         (or less), {}",
-        compact_duration(a.lease),
-        compact_duration(largest),
-        match fits {
-            Some(l) => format!(
-                "or lengthen the lease (--lease {} fits it)",
-                compact_duration(l)
-            ),
-            None => "or lengthen the lease".to_owned(),
-        }
-    ))
-}
-
 /// Refuses, before anything is read or signalled, a lock directory
 /// reached through another account's symbolic link, and a default
 /// one that another account made or could change, for every command
@@ -235,7 +162,7 @@ fn lease_misfit(a: &args::Run, grace_typed: bool) -> Option<String> {
 /// reap exit 0, a check is UNKNOWN, `acquire --export` prints its
 /// `exit N`). Otherwise an explicit `--dir` or `$ONLYONE_DIR` is the
 /// caller's choice: readers read it, writers refuse it when they write.
-pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code> {
+pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Ending> {
     let spec = command.spec();
     // With a store, only the reaper works in the directory.
     let local = ctx.store.is_none() || spec.with_store == StoreUse::DirAnyway;
@@ -250,11 +177,11 @@ pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code>
     Some(match spec.fails {
         FailMode::Open { note } => {
             say(format_args!("{}: {e}{note}", spec.name));
-            Ending::FailedOpen.code()
+            Ending::FailedOpen
         }
         FailMode::Unknown => {
             print_stdout(&format!("ONLYONE UNKNOWN - {e}\n"));
-            Ending::Check(CheckState::Unknown).code()
+            Ending::Check(CheckState::Unknown)
         }
         FailMode::ExportLine => {
             print_stdout(&format!("exit {}\n", Ending::Failed.number()));
@@ -266,8 +193,8 @@ pub(super) fn refuse_untrusted_dir(ctx: &Ctx, command: &Command) -> Option<Code>
 
 /// What the place refuses of the command before it starts: `acquire`
 /// and `release` with a store, `stop --signal` other than TERM with a
-/// store. (`run`'s own are [`unsupported`], after its ping URLs.)
-pub(super) fn refused_by_place(place: Kind, command: &Command) -> Option<Code> {
+/// store. (`run`'s own are `run::unsupported`, after its ping URLs.)
+pub(super) fn refused_by_place(place: Kind, command: &Command) -> Option<Ending> {
     let spec = command.spec();
     if let StoreUse::Refused(feature) = spec.with_store {
         let code = refuse(place, feature, spec.name, SCRIPTS_WITH_A_STORE)?;
@@ -292,39 +219,8 @@ pub(super) fn refused_by_place(place: Kind, command: &Command) -> Option<Code> {
 
 /// `flag` asks for `feature`: refused, with why and `instead`, where
 /// `place` cannot give it.
-fn refuse(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<Code> {
-    refusal(place, feature, flag, instead).map(fail)
-}
-
-/// The options of `run` that `place` cannot honour, refused with why and
-/// what to do instead (never ignored).
-pub(super) fn unsupported(place: Kind, a: &args::Run) -> Option<String> {
-    let asked = [
-        (a.linger, Feature::Linger, "--linger"),
-        (a.replace, Feature::Replace, "--replace"),
-    ];
-    let (_, feature, flag) = asked.into_iter().find(|(on, _, _)| *on)?;
-    let instead = match feature {
-        Feature::Linger => "keep the work under the command (have it wait for what it started, \
-                            e.g. `tmux wait-for`), or run it without --store"
-            .to_owned(),
-        _ => format!(
-            "stop the live run first (onlyone --store URL stop {0}), then run, or wait for it \
-             (--wait DUR)",
-            a.lock
-        ),
-    };
-    refusal(place, feature, flag, &instead)
-}
-
-/// What `place` says when `flag` asks it for `feature` it cannot give:
-/// the flag, why, and `instead`; `None` where it can.
-pub(super) fn refusal(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<String> {
-    let e = place.supports(feature).err()?;
-    Some(format!(
-        "{flag} is not supported with --store: {}; {instead}",
-        e.why
-    ))
+fn refuse(place: Kind, feature: Feature, flag: &str, instead: &str) -> Option<Ending> {
+    super::place::refusal(place, feature, flag, instead).map(fail)
 }
 
 #[cfg(test)]

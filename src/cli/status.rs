@@ -25,20 +25,63 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use clap::Args;
+
 use onlyone::command::compact_duration;
 use onlyone::text::for_terminal;
 use onlyone::{Holder, Inspection, LockFile, Verdict, names};
 
-use super::exit::{Code, Ending};
+use super::Ctx;
+use super::exit::Ending;
 use super::format::{ago, now_unix, took};
+use super::options::{Adjust, ScheduleArg, parse_duration};
 use super::place::Place;
 use super::view::{
     LastRun, LockStatus, NOT_REACHED, OutsideWork, Report, Shown, WaiterStatus, Whence,
     apply_history, judged_late, keepers_of, keepers_remedy, keepers_words, lock_files,
     no_such_lock, nothing_in,
 };
-use super::{Ctx, args};
 use onlyone::journal::Journal;
+
+/// `status`'s deadline unless told otherwise.
+const STATUS_DEADLINE: &str = "10s";
+
+#[derive(Debug, Args)]
+pub struct Status {
+    /// Locks to show (default: every lock in DIR).
+    #[arg(value_name = "LOCK")]
+    pub locks: Vec<String>,
+    /// Print JSON (schema in doc/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// One budget for the whole call.
+    ///
+    /// A lock not judged by then (its processes not listed in time, or
+    /// not reached) is shown unknown, and says so.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_negative_numbers = true, default_value = STATUS_DEADLINE)]
+    pub deadline: Duration,
+    // The schedule: the next fire.
+    #[command(flatten)]
+    pub schedule: ScheduleArg,
+}
+
+impl Adjust for Status {}
+
+/// What `onlyone status --help` says after the options.
+pub const AFTER_HELP: &str = "\
+Every lock in DIR (a lock file, or a journal: a free lock with a history), or
+the ones named: free, held, stale or unknown, with the owner's pid, the
+command's pid, since, age, the last finished run from the journal (how it
+ended, when it started, how long it took), the fires skipped since the current
+run began, and the command; for stale or unknown locks the reason (and for a
+run kept alive by a leftover process, that process). The table is aligned on a
+terminal and tab-separated otherwise. A name that is nowhere (no lock file, no
+slot's file, nothing in its journal: a typo, the wrong user or --dir) is an
+error, as for history; the locks that are there are shown all the same.
+
+Examples:
+  onlyone status
+  onlyone status sync --json";
 
 /// Describes one lock path (its journal read when there may be one),
 /// `/proc` read until `deadline`.
@@ -453,13 +496,13 @@ fn not_in_time(locks: &mut [LockStatus], given: Duration) -> usize {
 }
 
 /// `status`, in either place: one schema for `--json`, one table.
-pub fn status(place: &dyn Place, a: args::Status) -> Code {
+pub fn status(place: &dyn Place, a: Status) -> Ending {
     let deadline = std::time::Instant::now() + a.deadline;
     let mut shown = match place.shown(&a.locks, Some(deadline)) {
         Ok(s) => s,
         Err(e) => {
             super::say(e);
-            return Ending::Failed.code();
+            return Ending::Failed;
         }
     };
     // What could not be judged for want of time says so.
@@ -483,7 +526,7 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
         super::say(no_such_lock(name, looked));
     }
     if missing > 0 && shown.locks.is_empty() {
-        return Ending::Failed.code();
+        return Ending::Failed;
     }
     super::schedule::watch::annotate(&mut shown.locks, a.schedule.schedule.as_ref());
     let locks = &shown.locks;
@@ -510,12 +553,12 @@ pub fn status(place: &dyn Place, a: args::Status) -> Code {
         print_table(&mut out, locks, std::io::stdout().is_terminal())
     };
     match written.and_then(|()| out.flush()) {
-        Ok(()) if missing > 0 => Ending::Failed.code(),
-        Ok(()) => Ending::Done.code(),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ending::Done.code(),
+        Ok(()) if missing > 0 => Ending::Failed,
+        Ok(()) => Ending::Done,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ending::Done,
         Err(e) => {
             super::say(format_args!("cannot write the status: {e}"));
-            Ending::Failed.code()
+            Ending::Failed
         }
     }
 }

@@ -6,13 +6,10 @@
 use std::time::{Duration, Instant};
 
 use onlyone::journal::LockNow;
-use onlyone::place::store::timing::LeaseTiming;
 use onlyone::place::store::watchdog::Watched;
 use onlyone::place::store::{LeaseRow, LeaseStore};
 use onlyone::place::store::{READ_TIMEOUT, history};
 
-use super::args;
-use super::exit::{Code, Ending};
 use super::place::{Named, Place};
 use super::view::{LockStatus, Seen, Shown, WaiterStatus, Whence};
 
@@ -51,35 +48,6 @@ impl StorePlace {
             place: onlyone::place::store::StorePlace::new(url, super::notes())
                 .with_watchdog(program),
         }
-    }
-}
-
-/// `onlyone lease-watchdog`: watches over a leased run until its wrapper
-/// says it is over, or dies.
-pub fn watchdog(a: &args::LeaseWatchdog) -> Code {
-    use onlyone::place::store::watchdog::{Watch, Watched, watch};
-    use std::os::fd::AsFd;
-    let Ok(timing) = LeaseTiming::new(
-        Duration::from_millis(a.lease_ms),
-        Duration::from_millis(a.grace_ms),
-    ) else {
-        return Ending::Failed.code();
-    };
-    let w = Watched {
-        token: a.token.clone(),
-        uid: a.uid,
-        since: a.since,
-        timing,
-        sent: a.sent,
-    };
-    let input = match std::io::stdin().as_fd().try_clone_to_owned() {
-        Ok(fd) => fd,
-        Err(_) => return Ending::Failed.code(),
-    };
-    match watch(input, &w) {
-        Watch::Done => Ending::Done.code(),
-        Watch::Ended { survivors, .. } if survivors.is_empty() => Ending::Done.code(),
-        Watch::Ended { .. } => Ending::Failed.code(),
     }
 }
 

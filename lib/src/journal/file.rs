@@ -385,11 +385,13 @@ impl Journal {
     }
 }
 
-/// Reads a generation in chunks of [`CHUNK`], handing each run of
-/// complete lines to `f`: a journal of many megabytes costs a buffer
-/// of one (page faults are most of what reading costs otherwise). Only
-/// the last [`MAX_READ`] bytes are read; a line longer than a buffer is
-/// dropped whole.
+/// Reads a generation in chunks, handing each run of complete lines to
+/// `f`: a journal of many megabytes costs a small buffer (page faults are
+/// most of what reading costs otherwise; every fire scans its journal for
+/// a kept schedule). The buffer starts at [`FIRST_CHUNK`] and grows, up
+/// to [`CHUNK`], only for a line it cannot hold. Only the last
+/// [`MAX_READ`] bytes are read; a line longer than [`CHUNK`] is dropped
+/// whole.
 fn read_chunks(mut file: std::fs::File, size: u64, f: &mut impl FnMut(&[u8])) -> io::Result<()> {
     // Past the cap, reading starts mid-line: that line is dropped.
     let mut discarding = false;
@@ -397,7 +399,7 @@ fn read_chunks(mut file: std::fs::File, size: u64, f: &mut impl FnMut(&[u8])) ->
         io::Seek::seek(&mut file, io::SeekFrom::Start(size - MAX_READ))?;
         discarding = true;
     }
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; FIRST_CHUNK];
     let mut filled = 0;
     loop {
         let n = match io::Read::read(&mut file, &mut buf[filled..]) {
@@ -426,6 +428,12 @@ fn read_chunks(mut file: std::fs::File, size: u64, f: &mut impl FnMut(&[u8])) ->
                 buf.copy_within(end..filled, 0);
                 filled -= end;
             }
+            // A line the buffer cannot hold: room for it, up to CHUNK.
+            None if filled == buf.len() && buf.len() < CHUNK => {
+                buf.copy_within(start..filled, 0);
+                filled -= start;
+                buf.resize((buf.len() * 2).min(CHUNK), 0);
+            }
             // A full buffer without a newline is no event: dropped, up
             // to the newline that ends it.
             None if filled == buf.len() => {
@@ -443,8 +451,13 @@ fn read_chunks(mut file: std::fs::File, size: u64, f: &mut impl FnMut(&[u8])) ->
     }
 }
 
-/// How much of a journal is read at a time.
+/// How much of a journal is read at a time, at most: the longest line
+/// read.
 const CHUNK: usize = 256 * 1024;
+
+/// How much of a journal is read at a time, at first: many events' lines
+/// (an event is at most 2,048 bytes), in four pages.
+const FIRST_CHUNK: usize = 16 * 1024;
 
 /// Opens `name` in the directory `dir` as a regular file, never following
 /// a symbolic link and never blocking (a FIFO in its place would hang an
@@ -675,6 +688,42 @@ mod tests {
         let mut out = Vec::new();
         parse_lines(&bytes, &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    /// Every line up to [`CHUNK`] long reaches the reader whole, whether
+    /// it fits the first buffer or not; a longer one is dropped whole, and
+    /// the lines after it still arrive.
+    #[test]
+    fn lines_arrive_whole_whatever_the_buffer() {
+        let long = |n: usize, c: u8| {
+            let mut l = vec![c; n - 1];
+            l.push(b'\n');
+            l
+        };
+        let lines: Vec<Vec<u8>> = vec![
+            b"a\n".to_vec(),
+            long(FIRST_CHUNK - 3, b'b'),
+            long(FIRST_CHUNK + 1, b'c'),
+            b"d\n".to_vec(),
+            long(CHUNK, b'e'),
+            long(CHUNK + 1, b'f'),
+            b"g\n".to_vec(),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        std::fs::write(&path, lines.concat()).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let size = file.metadata().unwrap().len();
+        let mut got: Vec<u8> = Vec::new();
+        read_chunks(file, size, &mut |l| got.extend_from_slice(l)).unwrap();
+        let want: Vec<u8> = lines
+            .iter()
+            .filter(|l| l.len() <= CHUNK)
+            .flatten()
+            .copied()
+            .collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "lines lost or cut");
     }
 
     /// An earlier version's journal of this user's is read; one that

@@ -15,7 +15,7 @@ use onlyone::text::for_terminal;
 
 use super::super::format::{now, took};
 use super::super::journal;
-use super::super::schedule_args::Given;
+use super::super::options::Given;
 
 /// How late a fire may come and still serve its scheduled time, and how
 /// long after one `check` waits before it calls it missed, unless `--late`

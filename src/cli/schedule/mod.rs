@@ -2,7 +2,8 @@
 //! schedule before it takes the lock (`fire`: the schedule kept, the
 //! fires missed recorded, a catch-up decided; `wait`: a wait before the
 //! lock), and what `check`, `metrics`, `status` and `history` show of it
-//! (`watch`). The options are `super::schedule_args`; the schedule itself
+//! (`watch`). The options are `super::options` (`--schedule`, `--late`)
+//! and `super::run` (`--catch-up`, `--jitter`, `--spread`); the schedule itself
 //! (its fires, what was missed, the spread) is the library's
 //! ([`onlyone::schedule`]).
 //!
@@ -22,9 +23,9 @@ pub mod watch;
 
 use onlyone::text::for_terminal;
 
-use super::args::Run;
-use super::exit::{Code, Ending};
-use super::place::{self, Place};
+use super::exit::Ending;
+use super::place::Place;
+use super::run::Run;
 use super::{fail, say};
 use onlyone::place::Lock;
 
@@ -35,7 +36,7 @@ enum Found {
     /// No schedule, or none that could be read (said).
     Without,
     /// Nothing more to do: how to exit.
-    Exit(Code),
+    Exit(Ending),
 }
 
 /// The look of a fire of `lock` at its schedule, in `place`: given one
@@ -118,7 +119,7 @@ fn found_by_run(place: &dyn Place, lock: &Lock, a: &Run) -> Found {
 /// recorded, `--catch-up` decided, the wait of `--spread` and `--jitter`;
 /// then the run. Without any of them (and no schedule kept), the run
 /// alone.
-pub(super) fn run(place: &dyn Place, mut a: Run) -> Code {
+pub(super) fn run(place: &dyn Place, mut a: Run) -> Ending {
     // The lock, resolved once for the fire's look, its wait and its run.
     let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
         Ok(l) => l,
@@ -137,7 +138,7 @@ pub(super) fn run(place: &dyn Place, mut a: Run) -> Code {
                 if !a.quiet {
                     say(for_terminal(&why));
                 }
-                return Ending::Done.code();
+                return Ending::Done;
             }
         },
         Found::Seen(_) | Found::Without => {}
@@ -158,7 +159,7 @@ fn needs_schedule(opt: &str, lock: &str) -> String {
 
 /// `precheck` with its schedule: what was missed recorded (best effort,
 /// and failing open: a precheck never blocks a fire), then the precheck.
-pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
+pub(super) fn precheck(place: &dyn Place, a: &super::precheck::Precheck) -> Ending {
     let lock = match place.seam().lock(&a.lock, a.slots.nonzero()) {
         Ok(l) => l,
         Err(e) => {
@@ -166,7 +167,7 @@ pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
                 "precheck: {}; letting the fire run (fail open)",
                 super::place::words(&e)
             ));
-            return Ending::FailedOpen.code();
+            return Ending::FailedOpen;
         }
     };
     let given = a.schedule.schedule.as_ref();
@@ -189,5 +190,5 @@ pub(super) fn precheck(place: &dyn Place, a: &super::args::Precheck) -> Code {
         )),
         Some(Err(e)) => say(format_args!("precheck: {e}; going on without the schedule")),
     }
-    place::precheck(place.seam(), &lock, a)
+    super::precheck::precheck(place.seam(), &lock, a)
 }

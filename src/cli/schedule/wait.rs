@@ -13,9 +13,10 @@ use onlyone::place::{Lock, LockKey};
 use onlyone::schedule::{jitter, machine_id, spread_offset};
 use rustix::process::Signal;
 
-use super::super::exit::Code;
+use super::super::exit::Ending;
 use super::super::place::Place;
-use super::super::{args, journal, say};
+use super::super::run::Run;
+use super::super::{journal, say};
 
 /// The signals that end a wait before the lock.
 const ENDING: [Signal; 3] = [Signal::TERM, Signal::INT, Signal::HUP];
@@ -39,8 +40,8 @@ pub(in crate::cli) fn wait_of(
 pub(in crate::cli) fn before_lock(
     place: &dyn Place,
     lock: &Lock,
-    a: &mut args::Run,
-) -> Result<(), Code> {
+    a: &mut Run,
+) -> Result<(), Ending> {
     let f = &a.fire;
     if f.jitter.is_none() && f.spread.is_none() {
         return Ok(());
@@ -92,5 +93,5 @@ pub(in crate::cli) fn before_lock(
             onlyone::signal::signal_name(sig)
         ));
     }
-    Err(Code::Signal(sig.as_raw()))
+    Err(Ending::Interrupted(sig))
 }

@@ -1,26 +1,28 @@
-//! Shell completions and manual pages, from the same clap definitions as
-//! the command itself.
+//! `onlyone manpages DIR`: the manual pages, from the same clap
+//! definitions as the command itself; its options.
 
 use std::io::Write;
+use std::path::PathBuf;
 
-use super::args;
-use super::exit::{Code, Ending};
+use clap::Args;
 
-/// `onlyone completions SHELL`: the script, on stdout. The hidden
-/// (internal) commands are left out: not every generator skips them.
-pub fn completions(a: &args::Completions) -> Code {
-    let full = args::full_command();
-    let shown = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned();
-    let mut cmd = clap::Command::new("onlyone")
-        .version(env!("CARGO_PKG_VERSION"))
-        .propagate_version(true)
-        .args(full.get_arguments().cloned())
-        .subcommands(shown);
-    let mut out = Vec::new();
-    clap_complete::generate(a.shell, &mut cmd, "onlyone", &mut out);
-    super::print_stdout(&String::from_utf8_lossy(&out));
-    Ending::Done.code()
+use super::exit::Ending;
+use super::options::Adjust;
+
+#[derive(Debug, Args)]
+pub struct Manpages {
+    /// Where to write the pages (created if missing).
+    // Its id is not `dir`: the global --dir has that one.
+    #[arg(id = "pages_dir", value_name = "DIR")]
+    pub dir: PathBuf,
 }
+
+impl Adjust for Manpages {}
+
+/// What `onlyone manpages --help` says after the options.
+pub const AFTER_HELP: &str = "\
+Example:
+  onlyone manpages /usr/local/share/man/man1 && man onlyone";
 
 /// The sections clap does not write, for `onlyone(1)`, in roff, after
 /// EXIT STATUS (which is [`super::exit::roff`]).
@@ -112,10 +114,13 @@ onlyone \-\-store postgres://jobs@db/ops run \-\-lease 30s sync \-\- ./sync.sh
 "#;
 
 /// `onlyone manpages DIR`: `onlyone.1`, with the sections above, and one
-/// page per command, `onlyone-COMMAND.1`.
-pub fn manpages(a: &args::Manpages) -> Code {
-    match write_pages(&a.dir) {
-        Ok(()) => Ending::Done.code(),
+/// page per command, `onlyone-COMMAND.1`: from `full`, the whole command
+/// line with every command's options defined, and its `after_help` (the
+/// text after the options in `onlyone --help`, given what it says of the
+/// exit codes).
+pub fn manpages(a: &Manpages, full: clap::Command, after_help: fn(&str) -> String) -> Ending {
+    match write_pages(&a.dir, full, after_help) {
+        Ok(()) => Ending::Done,
         Err(e) => super::fail(format_args!(
             "cannot write the manual pages into `{}`: {e}",
             a.dir.display()
@@ -123,16 +128,20 @@ pub fn manpages(a: &args::Manpages) -> Code {
     }
 }
 
-fn write_pages(dir: &std::path::Path) -> std::io::Result<()> {
+fn write_pages(
+    dir: &std::path::Path,
+    full: clap::Command,
+    after_help: fn(&str) -> String,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     // No `help` command: it would be listed as a page that is not written.
-    let cmd = args::full_command().disable_help_subcommand(true);
+    let cmd = full.disable_help_subcommand(true);
     // The exit codes have a section of their own here, not a place in the
     // text after the options as in `--help`; the examples are in
     // TOP_SECTIONS.
     let top = cmd
         .clone()
-        .after_long_help(args::after_help("Exit codes: see EXIT STATUS below."));
+        .after_long_help(after_help("Exit codes: see EXIT STATUS below."));
     let mut page = render(top, false)?;
     page.extend_from_slice(super::exit::roff().as_bytes());
     page.extend_from_slice(TOP_SECTIONS.replace("@STORE@", &store_env()).as_bytes());
