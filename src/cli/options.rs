@@ -331,8 +331,8 @@ pub struct ScheduleArg {
     /// Cron's five fields in the local time zone (or CRON_TZ=), its
     /// @hourly-style names, ranges, steps and lists; or `every 15m`, fires
     /// at the multiples of DUR since the Unix epoch. Given here, it wins
-    /// over the one the lock's journal keeps, for this command alone. See
-    /// doc/operations.md, "Schedules".
+    /// over the one the lock's journal (or store) keeps, for this command
+    /// alone. See doc/operations.md, "Schedules".
     #[arg(long, env = "ONLYONE_SCHEDULE", value_name = "SPEC", value_parser = parse_schedule)]
     pub schedule: Option<Schedule>,
 }
@@ -346,8 +346,9 @@ pub struct FireScheduleArg {
     /// Cron's five fields in the local time zone (or CRON_TZ=), its
     /// @hourly-style names, ranges, steps and lists; or `every 15m`, fires
     /// at the multiples of DUR since the Unix epoch. The fire keeps it in
-    /// the lock's journal, so that later fires, `check`, `metrics` and
-    /// `status` know it without being told (given to them, it wins). A
+    /// the lock's journal (or the store, for every host), so that later
+    /// fires, `check`, `metrics` and `status` know it without being told
+    /// (given to them, it wins). A
     /// local time zone that cannot be read (a wrong TZ) does not stop the
     /// fire: it runs without the schedule, and the error is recorded for
     /// `check` to report. See doc/operations.md, "Schedules".

@@ -86,9 +86,6 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
             ));
         }
     }
-    if store && let Some(refused) = refused_with_store(&cli.command) {
-        return Some(refused);
-    }
     if store
         && typed("kill_after")
         && let Err(e) = onlyone::place::Kind::Store.supports(Feature::StopGrace)
@@ -111,48 +108,6 @@ pub(super) fn ignored_options(typed: &args::Typed, cli: &Cli) -> Option<String> 
         return super::run::lease_misfit(a, typed("kill_after"));
     }
     None
-}
-
-/// The schedule's options given with a store, which keeps no schedule
-/// yet: refused, naming them, rather than ignored.
-fn refused_with_store(command: &Command) -> Option<String> {
-    let (given, fire): (bool, Option<&super::run::FireArgs>) = match command {
-        Command::Run(a) => (
-            a.schedule.schedule.is_some() || a.late.late.is_some(),
-            Some(&a.fire),
-        ),
-        Command::Precheck(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
-        Command::Check(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
-        Command::Metrics(a) => (a.schedule.schedule.is_some() || a.late.late.is_some(), None),
-        Command::Status(a) => (a.schedule.schedule.is_some(), None),
-        Command::Acquire(_)
-        | Command::Release(_)
-        | Command::Stop(_)
-        | Command::Reap(_)
-        | Command::History(_)
-        | Command::Completions(_)
-        | Command::Manpages(_)
-        | Command::Keeper(_)
-        | Command::LeaseWatchdog(_) => (false, None),
-    };
-    let opt = if given {
-        "--schedule (or $ONLYONE_SCHEDULE, or --late)"
-    } else {
-        let f = fire?;
-        if f.catch_up {
-            "--catch-up"
-        } else if f.jitter.is_some() {
-            "--jitter"
-        } else if f.spread.is_some() {
-            "--spread"
-        } else {
-            return None;
-        }
-    };
-    Some(format!(
-        "{opt} is not supported with --store yet: a store keeps no schedule; drop it (unset \
-         ONLYONE_SCHEDULE), or use the lock directory (leave --store out)"
-    ))
 }
 
 /// Refuses, before anything is read or signalled, a lock directory

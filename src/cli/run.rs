@@ -207,7 +207,7 @@ pub struct FireArgs {
     /// fires were missed within the window, and not again; one that serves
     /// a scheduled time runs as any fire does. Otherwise it exits 0 without running,
     /// saying why. Needs a schedule (--schedule, or the one the journal
-    /// keeps).
+    /// or the store keeps); with a store, it runs on one host.
     #[arg(long)]
     pub catch_up: bool,
     /// How old the last missed fire may be for --catch-up to make up for

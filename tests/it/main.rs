@@ -43,6 +43,7 @@ mod store_engines;
 mod store_etcd;
 mod store_field;
 mod store_queue;
+mod store_schedule;
 mod store_slots;
 mod tmux;
 mod usage;

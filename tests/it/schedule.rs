@@ -286,24 +286,6 @@ fn a_bad_schedule_names_the_spec_and_the_fix() {
     finish(c, HANG).expect(125).says("every 0s");
 }
 
-/// With a store, the schedule's options are refused, not ignored.
-#[test]
-fn the_schedule_options_are_refused_with_a_store() {
-    let w = World::new();
-    for args in [
-        &["run", "--schedule", "@daily", "j", "--", "true"][..],
-        &["run", "--spread", "1m", "j", "--", "true"],
-    ] {
-        let mut c = w.program(BIN);
-        c.env("TZ", "UTC")
-            .args(["--store", "postgres://nowhere.invalid/x"])
-            .args(args);
-        finish(c, HANG)
-            .expect(125)
-            .says("is not supported with --store yet");
-    }
-}
-
 /// The wait of one fire, from its `delay` event: seconds (0 when it did
 /// not wait).
 fn waits(w: &World, lock: &str) -> Vec<f64> {
@@ -485,7 +467,7 @@ fn catch_up_refuses_fires_older_than_its_window() {
 /// Lets the `n` processes waiting at `go`'s line ([`on_go`]) leave, once
 /// each is there (and lets them go anyway when they are not there in
 /// time, so that none is left waiting, then fails).
-fn let_go(go: &std::path::Path, n: usize) {
+pub(crate) fn let_go(go: &std::path::Path, n: usize) {
     let dir = go.parent().unwrap();
     let prefix = format!("{}.ready.", go.file_name().unwrap().to_string_lossy());
     let all_there = wait_for(HANG, || {
@@ -503,7 +485,7 @@ fn let_go(go: &std::path::Path, n: usize) {
 /// `cmd`, started now but run only once `go` exists (a start line for
 /// processes to leave together, to a few milliseconds); it says it waits
 /// at the line with a file `GO.ready.PID` ([`let_go`]).
-fn on_go(cmd: &Command, go: &std::path::Path) -> std::process::Child {
+pub(crate) fn on_go(cmd: &Command, go: &std::path::Path) -> std::process::Child {
     let mut c = Command::new("sh");
     c.args([
         "-c",

@@ -429,11 +429,48 @@ fn the_readme_schema_and_grants_are_enough() {
     let m = finish(w.oo_at(&url, &["metrics"]), HANG);
     let skips = "onlyone_skipped_total{lock=\"job\"} 2";
     assert!(m.expect(0).stdout.contains(skips), "{m:#?}");
+    // A fire keeps its schedule, and records what a later fire missed.
+    let fire = |args: &[&str]| {
+        let mut c = w.oo_at(&url, args);
+        c.env("TZ", "UTC").env_remove("ONLYONE_SCHEDULE");
+        finish(c, HANG)
+    };
+    let out = fire(&[
+        "run",
+        "--schedule",
+        "every 1s",
+        "--late",
+        "0s",
+        "sched",
+        "--",
+        "true",
+    ]);
+    out.expect(0);
+    assert_eq!(out.stderr, "", "{out:#?}");
+    // Two fires passed: the one before the next fire's second is missed.
+    wait_until("two fires of `every 1s` to pass", HANG, || {
+        fire(&["check", "sched"]).stdout.contains(" fires")
+    });
+    // Given no schedule: the one kept.
+    let out = fire(&["run", "sched", "--", "true"]);
+    assert_eq!(out.expect(0).stderr, "", "{out:#?}");
+    let m = fire(&["metrics", "sched"]);
+    assert!(
+        m.expect(0)
+            .stdout
+            .contains("onlyone_missed_total{lock=\"sched\"} "),
+        "{m:#?}"
+    );
+    assert!(
+        !m.stdout
+            .contains("onlyone_missed_total{lock=\"sched\"} 0\n"),
+        "{m:#?}"
+    );
     // Nothing was created by the role: the DBA's tables are the only ones.
     let owners = w
         .pg
         .psql("SELECT string_agg(tableowner, ',') FROM pg_tables WHERE tablename LIKE 'onlyone_%'");
-    assert_eq!(owners, "onlyone,onlyone,onlyone");
+    assert_eq!(owners, "onlyone,onlyone,onlyone,onlyone");
 }
 
 /// Wrong credentials and an unreachable server: clear errors and 125; a

@@ -480,6 +480,46 @@ conformance! {
         m.expect(0).prints("onlyone_").prints("lock=\"job\"");
     }
 
+    /// A schedule is the store's: kept by a fire of one host, used by
+    /// fires of the others given none; after fires of `every 1s` passed
+    /// unseen, fires of two hosts at once record them in one `missed`
+    /// event between them, one row of `history` from any host; and
+    /// `metrics` on a third knows the schedule.
+    fn a_schedule_and_its_missed_fires_are_the_stores(w: &mut World) {
+        let run = |host: &str, args: &[&str]| {
+            let mut c = w.cmd_on(host, args);
+            c.env("TZ", "UTC").env_remove("ONLYONE_SCHEDULE");
+            finish(c, HANG)
+        };
+        run("host-a", &["run", "--schedule", "every 1s", "sch", "--", "true"]).expect(0);
+        wait_until("fires of `every 1s` to pass unseen", HANG, || {
+            run("host-b", &["check", "sch"]).stdout.contains(" fires")
+        });
+        std::thread::scope(|s| {
+            for i in 0..4 {
+                let host = ["host-a", "host-b"][i % 2];
+                let run = &run;
+                s.spawn(move || {
+                    let code = run(host, &["run", "sch", "--", "true"]).code();
+                    assert!(code == 0 || code == 75, "{code}");
+                });
+            }
+        });
+        for host in ["host-a", "host-b"] {
+            let h = run(host, &["history", "sch", "--json"]);
+            let missed = h
+                .expect(0)
+                .stdout
+                .lines()
+                .filter(|l| l.contains("\"outcome\":\"missed\""))
+                .count();
+            assert_eq!(missed, 1, "{host}: {}", h.stdout);
+        }
+        run("host-c", &["metrics", "sch"])
+            .expect(0)
+            .prints("onlyone_next_fire_timestamp_seconds{lock=\"sch\"} ");
+    }
+
     /// `precheck` against a server that accepts connections and never
     /// answers: 0 (fail open) within its deadline.
     fn precheck_within_its_deadline_against_a_silent_server(w: &mut World) {

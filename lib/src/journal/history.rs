@@ -373,6 +373,7 @@ impl Pairing {
                 schedule: ev.schedule.as_deref(),
                 reason: ev.reason.as_deref(),
                 cmd: ev.cmd.as_deref(),
+                host: ev.host.as_deref(),
                 first: ev.first,
                 last: ev.last,
                 count: ev.count,

@@ -1,7 +1,8 @@
 //! A fire's look at its lock's schedule ([`ScheduleLog`]): the schedule
 //! kept and the fires recorded missed, read and recorded by one fire at a
-//! time, in the journal (a `flock` on the state directory) or, later, in
-//! a store (under its transaction).
+//! time, in the journal (a `flock` on the state directory) or in a store
+//! (what a fire found recorded in one step of the store's, only if no
+//! fire recorded since it read: `crate::place::store`'s `ScheduleLog`).
 
 use std::io;
 use std::os::fd::OwnedFd;

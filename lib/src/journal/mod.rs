@@ -87,7 +87,8 @@
 //! A fire looks at its schedule through [`ScheduleLog`]: whether the
 //! journal may keep one (a scan of its bytes, for the fires given none),
 //! and its history read and what the fire found recorded, one fire at a
-//! time (a `flock` on the state directory, waited for at most a second).
+//! time (a `flock` on the state directory, waited for at most a second; a
+//! store records it in one step of its own, on any host).
 //!
 //! Five parts: the events and their line (`event.rs`), the journal's
 //! file, its rotation and its reading (`file.rs`), the runs its events
@@ -111,7 +112,7 @@ pub use event::{EndReason, Event, EventKind, Exit, SCHEMA, Usage, run_id};
 pub use file::{Journal, ROTATE_AT, SetAside};
 pub use history::{Class, History, LockNow, Outcome, Run};
 pub use look::ScheduleLog;
-pub use scheduled::{Delay, MissedFires, START_SLACK, Scheduled, UnreadableSchedule};
+pub use scheduled::{CATCH_UP, Delay, MissedFires, START_SLACK, Scheduled, UnreadableSchedule};
 
 pub(crate) use file::open_regular;
 

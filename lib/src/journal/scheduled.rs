@@ -10,6 +10,10 @@
 use super::EventKind;
 use super::event::sane_time;
 
+/// The `reason` of the `delay` a `run --catch-up` fire writes as it
+/// decides to run for its scheduled fire ([`Scheduled::caught_up`]).
+pub const CATCH_UP: &str = "catch-up";
+
 /// The most fires kept waiting at once ([`Scheduled::delays`]): one per
 /// process that waits, so a handful; more is a journal not to believe.
 const MAX_DELAYS: usize = 64;
@@ -34,6 +38,8 @@ pub struct MissedFires {
     pub exact: bool,
     /// The schedule they are fires of (its canonical spec), when recorded.
     pub schedule: Option<String>,
+    /// The host of the fire that found them, when recorded.
+    pub host: Option<String>,
 }
 
 /// A fire that waits before it takes the lock, as its `delay` event says.
@@ -48,6 +54,9 @@ pub struct Delay {
     pub until: f64,
     /// The command it will run.
     pub cmd: Option<String>,
+    /// The host it waits on, when recorded (a store's fires are on
+    /// several).
+    pub host: Option<String>,
 }
 
 /// How long after its wait should have ended a fire that still has not
@@ -59,8 +68,16 @@ pub const START_SLACK: f64 = 60.0;
 impl Delay {
     /// Whether the waiting process lives (it is not gone, nor a zombie).
     /// A pid alone is not a process: [`Delay::waits_at`] bounds how long
-    /// one is believed.
+    /// one is believed. A process of another host (a store's fire) cannot
+    /// be asked here: it is believed for as long.
     pub fn lives(&self) -> bool {
+        if self
+            .host
+            .as_deref()
+            .is_some_and(|h| h != crate::procfs::host_name())
+        {
+            return true;
+        }
         crate::procfs::ProcId::of(self.pid).is_some()
     }
 
@@ -113,6 +130,11 @@ pub struct Scheduled {
     /// Every scheduled fire recorded missed (the counts of all `missed` events
     /// taken in).
     pub missed_total: u64,
+    /// The latest time a `run --catch-up` fire said it came for the
+    /// scheduled fire it serves, and would run for it (a `delay` whose
+    /// `reason` is [`CATCH_UP`]): a later catch-up finds that fire served,
+    /// whether or not the first lives on (Unix seconds).
+    pub caught_up: Option<f64>,
     /// Fires still waiting before they take the lock, as far as the
     /// journal says: a `delay` with no later `start`, `skip` or `delay`
     /// of its process. Whether each still lives is for the reader to ask.
@@ -128,6 +150,7 @@ pub(super) struct ScheduleFields<'a> {
     pub schedule: Option<&'a str>,
     pub reason: Option<&'a str>,
     pub cmd: Option<&'a str>,
+    pub host: Option<&'a str>,
     pub first: Option<f64>,
     pub last: Option<f64>,
     pub count: Option<u64>,
@@ -178,6 +201,9 @@ impl Scheduled {
             }
             EventKind::Missed => self.add_missed(ev, cap),
             EventKind::Delay => {
+                if ev.reason == Some(CATCH_UP) {
+                    self.caught_up = Some(self.caught_up.map_or(ev.time, |t| t.max(ev.time)));
+                }
                 let Some(pid) = ev.pid else { return };
                 self.delays.retain(|d| d.pid != pid);
                 if let Some(until) = ev.until.filter(|u| sane_time(*u) && *u > ev.time) {
@@ -189,6 +215,7 @@ impl Scheduled {
                         since: ev.time,
                         until,
                         cmd: ev.cmd.map(&cap),
+                        host: ev.host.map(&cap),
                     });
                 }
             }
@@ -221,7 +248,8 @@ impl Scheduled {
             last,
             count,
             exact: ev.exact.unwrap_or(true),
-            schedule: ev.schedule.map(cap),
+            schedule: ev.schedule.map(&cap),
+            host: ev.host.map(cap),
         });
     }
 
@@ -273,6 +301,7 @@ impl Scheduled {
 
 #[cfg(test)]
 mod tests {
+    use super::{CATCH_UP, START_SLACK};
     use crate::journal::{Event, EventKind, History};
 
     /// An earlier version's lines read as before, with no schedule; the
@@ -344,5 +373,40 @@ mod tests {
         let h = History::from_lines(lines.iter().map(String::as_str));
         assert!(h.scheduled.delays.is_empty());
         assert_eq!(h.runs.len(), 2, "the schedule's events are not runs");
+    }
+
+    /// A store's history has every host's fires: a wait of another host's
+    /// fire is believed (its pid means nothing here) until its end and the
+    /// slack, one of this host's whose pid is gone is not; a catch-up's
+    /// `delay` says it came for its fire, whatever became of it; the host
+    /// that found missed fires is read back.
+    #[test]
+    fn another_hosts_wait_and_a_catch_ups_fire_read_back() {
+        let dead = u32::MAX - 1;
+        let line = |host: &str, time: f64, until: f64, reason: &str| {
+            format!(
+                r#"{{"v":1,"time":{time},"event":"delay","pid":{dead},"host":"{host}","until":{until}{reason}}}"#
+            )
+        };
+        let here = crate::procfs::host_name();
+        let there = format!("{here}-elsewhere");
+        let h = History::from_lines([line(&there, 1000.0, 1100.0, "").as_str()]);
+        let s = &h.scheduled;
+        assert_eq!(s.delays[0].host.as_deref(), Some(there.as_str()));
+        assert_eq!(s.waiting_since(1050.0), Some(1000.0));
+        assert_eq!(s.waiting_since(1100.0 + START_SLACK), Some(1000.0));
+        assert_eq!(s.waiting_since(1101.0 + START_SLACK), None);
+        assert_eq!(s.caught_up, None);
+        let h = History::from_lines([line(&here, 1000.0, 1100.0, "").as_str()]);
+        assert_eq!(h.scheduled.waiting_since(1050.0), None, "its pid is gone");
+        let reason = format!(r#","reason":"{CATCH_UP}""#);
+        let h = History::from_lines([line(&here, 1000.0, 1001.0, &reason).as_str()]);
+        assert_eq!(h.scheduled.caught_up, Some(1000.0));
+        assert_eq!(h.scheduled.waiting_since(1000.5), None);
+        let missed = format!(
+            r#"{{"v":1,"time":2000,"event":"missed","host":"{there}","first":100,"last":200,"count":2}}"#
+        );
+        let h = History::from_lines([missed.as_str()]);
+        assert_eq!(h.scheduled.missed[0].host.as_deref(), Some(there.as_str()));
     }
 }

@@ -5,7 +5,8 @@
 //! records a schedule it was given and could not read here (a `schedule`
 //! event with why), and, for `run --catch-up`, decides whether to run at
 //! all. It looks through the place's [`ScheduleLog`]: the journal of a
-//! lock directory.
+//! lock directory, or the store (its schedules' table and the lock's
+//! history, for every host).
 
 use std::time::Duration;
 
@@ -157,6 +158,9 @@ pub(in crate::cli) struct Asked<'a> {
     pub late: Option<Duration>,
     /// Use the schedule kept when the one given cannot be read.
     pub fall_back: bool,
+    /// `--catch-up`: a fire that serves a scheduled time no fire served
+    /// yet says, as it records what it found, that it came for it.
+    pub catch_up: bool,
     /// `-q`.
     pub quiet: bool,
 }
@@ -232,7 +236,10 @@ fn record(
     let grace = late_or_default(asked.late, &schedule, at);
     let fire = schedule.fire(since.floor() as i64, &[], at, grace);
     let last_fire = h.scheduled.last_fire;
-    let came = [last_fire, waiting].into_iter().flatten().reduce(f64::max);
+    let came = [last_fire, waiting, h.scheduled.caught_up]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
     let served = fire
         .serves
         .is_some_and(|s| came.is_some_and(|t| t >= s as f64));
@@ -245,6 +252,18 @@ fn record(
     }
     if let Some(m) = &fire.missed {
         journal::write(log, &Event::missed(&spec, m), quiet);
+    }
+    // A catch-up that will run for its scheduled time has come for it:
+    // said now, with what it recorded (a `delay` until its take, marked
+    // `catch-up`), so that a catch-up looking after it (on another host
+    // too) finds that time served, and does not run for it again (even
+    // once this one is over: its run may not be in what the other read).
+    if asked.catch_up && fire.serves.is_some() && !served {
+        let mut came = Event::delay(std::process::id(), None, 0.0);
+        // Until its take, a moment later: a wait must end after it began.
+        came.until = Some(came.time + 1.0);
+        came.reason = Some(onlyone::journal::CATCH_UP.to_owned());
+        journal::write(log, &came, quiet);
     }
     let last_start = h.runs.iter().map(|r| r.start).reduce(f64::max);
     let unmade = h
@@ -337,9 +356,24 @@ fn nothing_missed(seen: &FireSeen, within: Duration) -> String {
     } else {
         String::new()
     };
+    // Found by another host's fire (a store's), which may be making up for
+    // them as this one looks.
+    let here = onlyone::command::host_name();
+    let there = m.host.as_deref().filter(|h| *h != here);
+    let (by, tail) = match there {
+        Some(host) if !old => (
+            format!(" by a fire on `{}`", for_terminal(host)),
+            " (a catch-up there runs once for them)",
+        ),
+        Some(host) => (
+            format!(" by a fire on `{}`", for_terminal(host)),
+            " and not made up for",
+        ),
+        None => (String::new(), " and not made up for"),
+    };
     format!(
-        "nothing to catch up for `{name}`: it missed {what}, found missed {} ago and not made \
-         up for{why}; none missed since",
+        "nothing to catch up for `{name}`: it missed {what}, found missed {} ago{by}{tail}{why}; \
+         none missed since",
         took(seen.now - m.time)
     )
 }

@@ -68,6 +68,7 @@ fn found_by_run(place: &dyn Place, lock: &Lock, a: &Run) -> Found {
         given,
         late: a.late.late,
         fall_back: a.fire.catch_up,
+        catch_up: a.fire.catch_up,
         quiet: a.quiet,
     };
     let Some(looked) = look_of(place, lock, &with, asked) else {
@@ -176,6 +177,7 @@ pub(super) fn precheck(place: &dyn Place, a: &super::precheck::Precheck) -> Endi
         given,
         late: a.late.late,
         fall_back: false,
+        catch_up: false,
         quiet: a.quiet,
     };
     match look_of(place, &lock, &with, asked) {

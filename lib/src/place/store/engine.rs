@@ -255,6 +255,22 @@ pub enum StoreError {
         /// engine's words: statements, each line ended.
         how: &'static str,
     },
+    /// What keeps the schedules of locks is not in the store, or this
+    /// role may not use it (a store set up before schedules).
+    #[error(
+        "the store `{url}` keeps no schedule: it was set up before schedules, or this role may \
+         not use what keeps them ({detail}); have it set up with:\n{how}(doc/store.md, \"Setup \
+         and the least privileges\")"
+    )]
+    NoSchedule {
+        /// The store's URL.
+        url: String,
+        /// What the store said.
+        detail: String,
+        /// What sets it up, for the store's administrator, in the
+        /// engine's words: statements, each line ended.
+        how: String,
+    },
     /// A call of the line of waiters to a store that keeps none
     /// ([`LeaseStore::has_line`]).
     #[error("this store keeps no line of waiters")]
@@ -596,6 +612,11 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     /// host, a TLS handshake far away) is not taken for an unreachable
     /// store while nothing is held yet.
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError>;
+    /// Every later call of this handle (and of the handles
+    /// [`LeaseStore::fresh`] makes from it) gives up after `timeout`: for
+    /// a handle whose connection a fire's look made, that its take then
+    /// uses with the lease's call timeout.
+    fn set_timeout(&self, timeout: Duration);
     /// Takes slot `slot` of `name` for `lease` if its last lease has run
     /// out and no live waiter is ahead of `ticket` in the lock's line
     /// (with no ticket, none at all: a newcomer never goes ahead of those
@@ -674,6 +695,48 @@ pub trait LeaseStore: Send + std::fmt::Debug {
     fn queued(&self, name: &str) -> Result<Option<WaiterRow>, StoreError>;
     /// The live waiters of `name`, first in line first (a bounded number).
     fn waiters(&self, name: &str) -> Result<Vec<WaiterRow>, StoreError>;
+
+    /// What the store keeps of the schedule of `name` ([`KeptSchedule`]),
+    /// or `None` when no fire of it recorded a schedule; a store set up
+    /// before schedules, or a role that may not use what keeps them, is
+    /// [`StoreError::NoSchedule`].
+    fn schedule_kept(&self, name: &str) -> Result<Option<KeptSchedule>, StoreError>;
+    /// Records what a fire found of the schedule of `name`, in one step,
+    /// only if no fire recorded since this one read `version`
+    /// ([`KeptSchedule::version`]; 0: none was kept): `events` (journal
+    /// lines, in order) appended to its history, and `spec`, when given,
+    /// kept as its schedule; the version grows. False, with nothing
+    /// written, when another fire recorded first: the fire reads again.
+    /// Fires on every host that record through this record each missed
+    /// fire once.
+    fn record_schedule(
+        &self,
+        name: &str,
+        version: i64,
+        spec: Option<&str>,
+        events: &[String],
+    ) -> Result<bool, StoreError>;
+}
+
+/// What a store keeps of a lock's schedule, beside the `schedule` and
+/// `missed` events of its history: the schedule its fires last recorded
+/// (so that it outlives the history's oldest events), and a version that
+/// every record of a fire moves on ([`LeaseStore::record_schedule`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeptSchedule {
+    /// The schedule last kept (its canonical spec), if a fire gave one it
+    /// could read.
+    pub spec: Option<String>,
+    /// Grows with every record: a fire's record names the one it read.
+    pub version: i64,
+}
+
+impl KeptSchedule {
+    /// What a store read back: `spec` and `version`.
+    pub fn new(spec: Option<String>, version: i64) -> KeptSchedule {
+        KeptSchedule { spec, version }
+    }
 }
 
 /// The history of one name in a store, as an [`EventLog`]: the events
@@ -922,6 +985,17 @@ mod tests {
                  slots and this role cannot change it (must be owner of table onlyone_lease); \
                  have it changed with:\nALTER TABLE onlyone_lease ADD COLUMN slots integer;\n\
                  (doc/store.md, \"Setup and the least privileges\")",
+            ),
+            (
+                StoreError::NoSchedule {
+                    url: url.clone(),
+                    detail: "relation \"onlyone_schedule\" does not exist".into(),
+                    how: "CREATE TABLE onlyone_schedule (...);\n".into(),
+                },
+                "the store `postgres://u@db/jobs` keeps no schedule: it was set up before \
+                 schedules, or this role may not use what keeps them (relation \
+                 \"onlyone_schedule\" does not exist); have it set up with:\nCREATE TABLE \
+                 onlyone_schedule (...);\n(doc/store.md, \"Setup and the least privileges\")",
             ),
             (
                 StoreError::NotBuilt {

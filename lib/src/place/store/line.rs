@@ -100,7 +100,20 @@ pub fn take_for_run<'s>(
     signals: &HeldSignals,
     notice: &mut dyn FnMut(Notice),
 ) -> Leased<'s> {
-    let waiter = Waiter::new(store, run);
+    take_through(store, None, run, signals, notice)
+}
+
+/// [`take_for_run`], its first try through `conn` (a connection made
+/// already, with the calls' timeout) when one is given.
+pub(super) fn take_through<'s>(
+    store: &'s dyn LeaseStore,
+    conn: Option<Box<dyn LeaseStore>>,
+    run: &RunLease<'_>,
+    signals: &HeldSignals,
+    notice: &mut dyn FnMut(Notice),
+) -> Leased<'s> {
+    let mut waiter = Waiter::new(store, run);
+    waiter.line.conn = conn;
     match waiter.wait(run, signals, notice) {
         Ok(l) => l,
         Err(Halt::Signal(s)) => Leased::Signalled(s),

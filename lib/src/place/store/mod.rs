@@ -33,7 +33,7 @@ use super::{
     Found, HistoryRead, Holding, Kind, Notes, Place, PlaceError, Prechecked, StopDone, StopRequest,
     Stopped, log_event,
 };
-use crate::journal::{Event, History, LockNow};
+use crate::journal::{Event, EventKind, EventLog, History, LockNow};
 use crate::names;
 use crate::place::store::timing::DEFAULT_LEASE;
 use line::STORE_POLL;
@@ -56,7 +56,14 @@ pub struct StorePlace {
     /// that the end is recorded, the lease released and the end told
     /// whatever comes.
     signals: std::rc::Rc<std::cell::OnceCell<HeldSignals>>,
+    /// The connection a fire's look at its schedule made, given back when
+    /// the look is done, for the fire's take or precheck: a fire makes one
+    /// connection, not two.
+    spare: Spare,
 }
+
+/// A connection kept for the next call of a place's.
+type Spare = std::rc::Rc<std::cell::RefCell<Option<Box<dyn LeaseStore>>>>;
 
 impl StorePlace {
     /// The store at `url`; `notes` hears what is said on the side.
@@ -66,6 +73,7 @@ impl StorePlace {
             notes,
             watchdog: None,
             signals: std::rc::Rc::default(),
+            spare: Spare::default(),
         }
     }
 
@@ -107,6 +115,14 @@ impl StorePlace {
     /// The store, every call given up after `timeout`.
     pub fn open(&self, timeout: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {
         crate::place::store::open(&self.url, timeout)
+    }
+
+    /// The connection a look at a schedule made and gave back, if there is
+    /// one, every call now given up after `timeout`.
+    pub(crate) fn spare(&self, timeout: Duration) -> Option<Box<dyn LeaseStore>> {
+        let s = self.spare.borrow_mut().take()?;
+        s.set_timeout(timeout);
+        Some(s)
     }
 }
 
@@ -178,6 +194,140 @@ pub fn history(store: &dyn LeaseStore, name: &str) -> Result<History, StoreError
     Ok(History::from_lines(lines.iter().map(String::as_str)))
 }
 
+/// How long a fire given no schedule waits for the store to say whether
+/// it keeps one of the lock (its connection made too), as a fire waits at
+/// most a second for another's look at a journal.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How many times a fire reads its lock's schedule again when other fires
+/// recorded theirs first: each time one did, so this many fires at the
+/// same instant on as many hosts, each with something to record.
+const LOOK_TRIES: usize = 32;
+
+/// Where the fires of a lock in a store look at its schedule
+/// ([`crate::journal::ScheduleLog`]): what the store keeps of it
+/// ([`KeptSchedule`]) and the lock's history. What a fire found is
+/// recorded in one step of the store's, and only if no fire recorded since
+/// it read ([`LeaseStore::record_schedule`]); else it reads again and finds
+/// theirs. So of fires at the same instant, on any hosts, one records the
+/// fires missed and the others find them recorded: no local lock is
+/// involved, and none would do, the fires being on several hosts.
+struct ScheduleLog {
+    /// Always there until dropped, when it goes back to `spare`.
+    store: Option<Box<dyn LeaseStore>>,
+    name: String,
+    spare: Spare,
+}
+
+impl ScheduleLog {
+    fn store(&self) -> &dyn LeaseStore {
+        self.store.as_deref().expect("kept until dropped")
+    }
+
+    fn log(&self) -> StoreLog<'_> {
+        StoreLog {
+            store: self.store(),
+            name: &self.name,
+        }
+    }
+}
+
+impl Drop for ScheduleLog {
+    /// Its connection goes back to the place, for the fire's take.
+    fn drop(&mut self) {
+        *self.spare.borrow_mut() = self.store.take();
+    }
+}
+
+impl crate::journal::EventLog for ScheduleLog {
+    /// Appends alone (a fire's `delay`): not a record of what it found.
+    fn append(&self, ev: &Event) -> std::io::Result<()> {
+        self.log().append(ev)
+    }
+
+    fn describe(&self) -> String {
+        self.log().describe()
+    }
+}
+
+/// The events a fire's look found to record, kept until it records them
+/// in one step.
+#[derive(Default)]
+struct ToRecord(std::cell::RefCell<Vec<Event>>);
+
+impl crate::journal::EventLog for ToRecord {
+    fn append(&self, ev: &Event) -> std::io::Result<()> {
+        self.0.borrow_mut().push(ev.clone());
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "the store's history".to_owned()
+    }
+}
+
+impl crate::journal::ScheduleLog for ScheduleLog {
+    /// Whether the store keeps a schedule of the lock: a row of it, asked
+    /// within [`PROBE_TIMEOUT`] (every fire asks, given a schedule or not:
+    /// a store that does not answer costs a fire that second, no more).
+    fn may_keep_schedule(&self) -> std::io::Result<bool> {
+        let store = self.store();
+        store.set_timeout(PROBE_TIMEOUT);
+        let kept = store.schedule_kept(&self.name);
+        store.set_timeout(READ_TIMEOUT);
+        Ok(kept.map_err(std::io::Error::other)?.is_some())
+    }
+
+    /// Reads the kept schedule's version, then the history, and records
+    /// what `record` found only if that version is still the store's;
+    /// else again. A schedule kept that the history no longer has (its
+    /// oldest events go) is the history's, and written to it again.
+    fn look(&self, record: &mut dyn FnMut(&History, &dyn EventLog)) -> std::io::Result<()> {
+        let io = std::io::Error::other;
+        for _ in 0..LOOK_TRIES {
+            let kept = self.store().schedule_kept(&self.name).map_err(io)?;
+            let version = kept.as_ref().map_or(0, |k| k.version);
+            let mut h = history(self.store(), &self.name).map_err(io)?;
+            let lost = kept
+                .and_then(|k| k.spec)
+                .filter(|_| h.scheduled.schedule.is_none());
+            if let Some(spec) = &lost {
+                h.scheduled.schedule = Some(spec.clone());
+            }
+            let found = ToRecord::default();
+            record(&h, &found);
+            let mut events = found.0.into_inner();
+            let kept_again = |e: &Event| e.event == EventKind::Schedule && e.reason.is_none();
+            if let Some(spec) = lost.filter(|_| !events.iter().any(kept_again)) {
+                events.insert(0, Event::schedule(&spec));
+            }
+            if events.is_empty() {
+                return Ok(());
+            }
+            let spec = events
+                .iter()
+                .rev()
+                .find(|e| kept_again(e))
+                .and_then(|e| e.schedule.clone());
+            let lines: Vec<String> = events
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.to_line()).into_owned())
+                .collect();
+            let recorded = self
+                .store()
+                .record_schedule(&self.name, version, spec.as_deref(), &lines)
+                .map_err(io)?;
+            if recorded {
+                return Ok(());
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "{LOOK_TRIES} other fires recorded what they found of its schedule while this one \
+             looked; it records nothing"
+        )))
+    }
+}
+
 /// A span of seconds from the store as a duration (negative, NaN or huge
 /// values read from a row are no panic: 0, or the largest).
 pub fn seconds(s: f64) -> Duration {
@@ -198,12 +348,22 @@ impl Place for StorePlace {
         ))
     }
 
-    /// A store keeps no schedule yet: its fires look at none.
+    /// The store's: its schedules' table and the lock's history (a
+    /// `journal::ScheduleLog` of its own), on a connection of its own
+    /// (made at its first call).
     fn schedule_log(
         &self,
-        _lock: &super::Lock,
+        lock: &super::Lock,
     ) -> Result<Option<Box<dyn crate::journal::ScheduleLog>>, PlaceError> {
-        Ok(None)
+        let store = match self.spare(READ_TIMEOUT) {
+            Some(s) => s,
+            None => self.open(READ_TIMEOUT)?,
+        };
+        Ok(Some(Box::new(ScheduleLog {
+            store: Some(store),
+            name: lock.name().to_owned(),
+            spare: self.spare.clone(),
+        })))
     }
 
     fn take<'p>(
@@ -229,7 +389,10 @@ impl Place for StorePlace {
             })
             .min(READ_TIMEOUT);
         let name = lock.name().to_owned();
-        let store = self.open(timeout)?;
+        let store = match self.spare(timeout) {
+            Some(s) => s,
+            None => self.open(timeout)?,
+        };
         let live: Vec<LeaseRow> = if slots == 1 {
             store.inspect(&name)?.into_iter().collect()
         } else {

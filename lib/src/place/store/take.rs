@@ -59,7 +59,9 @@ pub(super) fn take<'p>(
         connect_within: READ_TIMEOUT,
     };
     let mut notice = |n| observer.noticed(n);
-    let hold = match lease::take_for_run(store.as_ref(), &run, signals, &mut notice) {
+    // The connection a look at the schedule made, if one did: no second.
+    let conn = place.spare(timing.call_timeout);
+    let hold = match lease::take_through(store.as_ref(), conn, &run, signals, &mut notice) {
         Leased::Taken(h) => h,
         Leased::Busy(b) => return Ok(Taken::Skipped(skipped(&b, &name))),
         Leased::NoLine => {

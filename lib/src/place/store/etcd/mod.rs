@@ -31,6 +31,11 @@
 //! - `P event/NAME/ID`: the lock's history, one key an event, read in
 //!   the order of their create revisions; at most [`MAX_EVENTS`] a lock
 //!   (the oldest go). `P name/NAME` marks a lock that has a history.
+//! - `P schedule/NAME`: the schedule a lock's fires last recorded
+//!   (`spec`); its `mod_revision` is the version a fire's record names:
+//!   one transaction puts it and the fire's events only if it is still the
+//!   revision the fire read, so fires on any hosts record each missed
+//!   fire once.
 //!
 //! Whatever a key holds is read like a file another account can write:
 //! its JSON read field by field, texts cut, numbers out of range unknown,
@@ -535,6 +540,68 @@ impl LeaseStore for EtcdStore {
             wire: self.wire.fresh(),
             renewing: std::cell::RefCell::new(None),
         }))
+    }
+
+    fn set_timeout(&self, timeout: Duration) {
+        self.wire.timeout.set(timeout);
+    }
+
+    /// The key `P schedule/NAME`: its `spec`, its version the key's
+    /// `mod_revision`.
+    fn schedule_kept(&self, name: &str) -> Result<Option<super::KeptSchedule>, StoreError> {
+        let key = self.key(&format!("schedule/{name}"));
+        let t = self.read(vec![get(&key)])?;
+        Ok(t.reads
+            .into_iter()
+            .flatten()
+            .next()
+            .map(|kv| super::KeptSchedule::new(text(&kv.json(), "spec"), kv.modified)))
+    }
+
+    /// One transaction: the key `P schedule/NAME` written (its spec kept
+    /// when none is given) and the events put, only if the key's
+    /// `mod_revision` is still `version` (absent for 0).
+    fn record_schedule(
+        &self,
+        name: &str,
+        version: i64,
+        spec: Option<&str>,
+        events: &[String],
+    ) -> Result<bool, StoreError> {
+        let key = self.key(&format!("schedule/{name}"));
+        let spec = match spec {
+            Some(s) => Some(s.to_owned()),
+            None => match self.schedule_kept(name)? {
+                Some(k) if k.version == version => k.spec,
+                Some(_) => return Ok(false),
+                None if version == 0 => None,
+                None => return Ok(false),
+            },
+        };
+        let compare = if version == 0 {
+            created(&key, "EQUAL", 0)
+        } else {
+            json!({"target": "MOD", "key": b64(key.as_bytes()), "result": "EQUAL",
+                   "mod_revision": version.to_string()})
+        };
+        let value = serde_json::to_vec(&json!({ "spec": spec })).unwrap_or_default();
+        let mark = self.key(&format!("name/{name}"));
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut writes = vec![put(&key, &value, 0), put(&mark, b"", 0)];
+        // One revision for all: their keys in the order of the lines.
+        for (i, line) in events.iter().enumerate() {
+            let id = format!(
+                "{:016x}{:08x}",
+                nanos.saturating_add(i as u64),
+                random_u32()
+            );
+            let event_key = self.key(&format!("event/{name}/{id}"));
+            writes.push(put(&event_key, line.trim_end().as_bytes(), 0));
+        }
+        let t = self.txn(vec![compare], writes, vec![])?;
+        Ok(t.succeeded)
     }
 
     fn fresh_connected(&self, within: Duration) -> Result<Box<dyn LeaseStore>, StoreError> {

@@ -20,6 +20,14 @@
 //!   seat. A store set up before this table existed works without it
 //!   ([`LeaseStore::has_line`]).
 //!
+//! - **Schedules**: a lock's row of `onlyone_schedule` keeps the schedule
+//!   its fires last recorded and a version. A fire reads the version, then
+//!   the history; what it found (the `schedule` and `missed` events) goes
+//!   in one statement that moves the version on only if it is still the
+//!   one read (`INSERT ... ON CONFLICT (name) DO UPDATE ... WHERE version =
+//!   $read`) and appends the events only then: of fires on any hosts, one
+//!   records the fires missed and the others, reading again, find them.
+//!
 //! The row outlives a server restart and needs no session, so it works
 //! through PgBouncer. Every call has a client-side timeout (the statement
 //! timeout T of the lease inequality, see [`crate::place::store::timing`]); a connection that
@@ -87,6 +95,8 @@ struct Tables {
     indexed: bool,
     /// This role may create that index.
     may_index: bool,
+    /// The schedules' table exists.
+    schedule: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -306,6 +316,7 @@ impl PgStore {
                         slots: row.try_get(2)?,
                         indexed: row.try_get(3)?,
                         may_index: row.try_get(4)?,
+                        schedule: row.try_get(5)?,
                     })
                 })
             })
@@ -316,6 +327,7 @@ impl PgStore {
             slots,
             indexed,
             may_index,
+            schedule,
         } = look()?;
         self.slots.set(slots || !present);
         // A lease table set up before the index of its names gets it on
@@ -338,11 +350,15 @@ impl PgStore {
                 }
                 Err(e) => return Err(e),
             }
-        } else if !line {
-            // An older setup: the line's table is made when the role may.
-            match self.with(|c| Box::pin(async move { c.batch_execute(sql::WAITER_SQL).await })) {
-                Ok(()) | Err(StoreError::Server { .. }) => {}
-                Err(e) => return Err(e),
+        } else {
+            // An older setup: the line's and the schedules' tables are
+            // made when the role may (else a call that needs one says so).
+            let missing = [(!line, sql::WAITER_SQL), (!schedule, sql::SCHEDULE_SQL)];
+            for (_, make) in missing.into_iter().filter(|(m, _)| *m) {
+                match self.with(|c| Box::pin(async move { c.batch_execute(make).await })) {
+                    Ok(()) | Err(StoreError::Server { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         let usable = self.with(|c| {
@@ -451,6 +467,28 @@ impl PgStore {
                 Ok(claimed(epoch, ahead, held, differ))
             })
         })
+    }
+
+    /// A call's error on the schedules' table: one that is not there, or
+    /// that this role may not use, is [`StoreError::NoSchedule`], with
+    /// what sets it up.
+    fn schedule_error(&self, e: StoreError) -> StoreError {
+        let StoreError::Server { detail, source, .. } = &e else {
+            return e;
+        };
+        let code = source
+            .downcast_ref::<tokio_postgres::Error>()
+            .and_then(tokio_postgres::Error::code);
+        if code != Some(&SqlState::UNDEFINED_TABLE)
+            && code != Some(&SqlState::INSUFFICIENT_PRIVILEGE)
+        {
+            return e;
+        }
+        StoreError::NoSchedule {
+            url: self.info.display.clone(),
+            detail: detail.clone(),
+            how: sql::schedule_setup(),
+        }
     }
 
     fn waiter_row(&self, r: &tokio_postgres::Row) -> Result<WaiterRow, StoreError> {
@@ -724,6 +762,10 @@ impl LeaseStore for PgStore {
 
     fn fresh(&self) -> Result<Box<dyn LeaseStore>, StoreError> {
         Ok(Box::new(self.fresh_store()?))
+    }
+
+    fn set_timeout(&self, timeout: Duration) {
+        self.timeout.set(timeout);
     }
 
     /// [`LeaseStore::fresh`], connected now: the connection (and the schema's
@@ -1062,6 +1104,56 @@ impl LeaseStore for PgStore {
             Box::pin(async move { c.query_typed(&sql::waiters(), &[(&name, Type::TEXT)]).await })
         })?;
         rows.iter().map(|r| self.waiter_row(r)).collect()
+    }
+
+    /// The row of `name` in `onlyone_schedule`, if a fire kept one.
+    fn schedule_kept(&self, name: &str) -> Result<Option<super::KeptSchedule>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_opt(sql::SCHEDULE_KEPT, &[(&name, Type::TEXT)])
+                    .await?;
+                row.map(|r| {
+                    let spec = r.try_get::<_, Option<String>>(0)?;
+                    let version = r.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
+                    Ok(super::KeptSchedule::new(spec, version))
+                })
+                .transpose()
+            })
+        })
+        .map_err(|e| self.schedule_error(e))
+    }
+
+    /// One statement ([`sql::RECORD_SCHEDULE`]): the row of `name` moved on
+    /// from `version`, and `events` appended, or nothing.
+    fn record_schedule(
+        &self,
+        name: &str,
+        version: i64,
+        spec: Option<&str>,
+        events: &[String],
+    ) -> Result<bool, StoreError> {
+        let name = name.to_owned();
+        let spec = spec.map(str::to_owned);
+        let lines: Vec<String> = events.iter().map(|l| l.trim_end().to_owned()).collect();
+        self.with(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_typed_one(
+                        sql::RECORD_SCHEDULE,
+                        &[
+                            (&name, Type::TEXT),
+                            (&spec, Type::TEXT),
+                            (&version, Type::INT8),
+                            (&lines, Type::TEXT_ARRAY),
+                        ],
+                    )
+                    .await?;
+                Ok(row.try_get::<_, Option<i64>>(0)?.is_some())
+            })
+        })
+        .map_err(|e| self.schedule_error(e))
     }
 }
 

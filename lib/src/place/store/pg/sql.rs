@@ -39,6 +39,27 @@ CREATE INDEX IF NOT EXISTS onlyone_waiter_name ON onlyone_waiter (name, ticket);
 /// to the jobs' role).
 pub(super) const WAITER_SQL: &str = waiter_sql!();
 
+/// The SQL of the schedules' table (part of [`SCHEMA_SQL`]): a lock's
+/// row keeps the schedule its fires last recorded (`spec`) and a version
+/// that every fire's record moves on, under which the fires of every host
+/// record what they found once ([`RECORD_SCHEDULE`]).
+macro_rules! schedule_sql {
+    () => {
+        "\
+CREATE TABLE IF NOT EXISTS onlyone_schedule (
+    name    text PRIMARY KEY,
+    spec    text,
+    version bigint NOT NULL
+);
+"
+    };
+}
+
+/// The SQL of the schedules' table alone: what a store set up before
+/// schedules needs (with `GRANT SELECT, INSERT, UPDATE ON
+/// onlyone_schedule` to the jobs' role).
+pub(super) const SCHEDULE_SQL: &str = schedule_sql!();
+
 /// The index of the lease rows' names in the order of their bytes
 /// (`COLLATE "C"`, whatever the database's collation): it serves
 /// `rows_of_lock!`, the rows of a lock's slots, which every take of a
@@ -118,7 +139,8 @@ CREATE TABLE IF NOT EXISTS onlyone_event (
 );
 CREATE INDEX IF NOT EXISTS onlyone_event_name ON onlyone_event (name, id);
 ",
-    waiter_sql!()
+    waiter_sql!(),
+    schedule_sql!()
 );
 
 /// At most this many waiters of a lock are read back.
@@ -141,9 +163,10 @@ pub(super) const CLEAR_DEAD_WAITERS: &str = "DELETE FROM onlyone_waiter WHERE na
 
 /// Whether the lease and event tables exist, whether the line's does,
 /// whether the lease table has the column of slots, whether it has the
-/// index of its names ([`SLOTS_INDEX_SQL`]), and whether this role may
+/// index of its names ([`SLOTS_INDEX_SQL`]), whether this role may
 /// create that (it has the rights of the table's owner, and may create
-/// in its schema, on a server that is not a standby).
+/// in its schema, on a server that is not a standby), and whether the
+/// schedules' table exists.
 pub(super) const LOOK_TABLES: &str = "SELECT to_regclass('onlyone_lease') IS NOT NULL \
     AND to_regclass('onlyone_event') IS NOT NULL, \
     to_regclass('onlyone_waiter') IS NOT NULL, \
@@ -152,7 +175,8 @@ pub(super) const LOOK_TABLES: &str = "SELECT to_regclass('onlyone_lease') IS NOT
     to_regclass('onlyone_lease_slots') IS NOT NULL, \
     coalesce((SELECT pg_has_role(c.relowner, 'USAGE') \
     AND has_schema_privilege(c.relnamespace, 'CREATE') AND NOT pg_is_in_recovery() \
-    FROM pg_class c WHERE c.oid = to_regclass('onlyone_lease')), false)";
+    FROM pg_class c WHERE c.oid = to_regclass('onlyone_lease')), false), \
+    to_regclass('onlyone_schedule') IS NOT NULL";
 
 /// What a lease table set up before slots lacks: run by the first take
 /// of a lock of several slots when the role may, else by a DBA.
@@ -354,6 +378,30 @@ pub(super) const EVENTS: &str = "SELECT event::text FROM onlyone_event \
     WHERE name = $1 AND octet_length(event) <= $2 \
     ORDER BY id DESC LIMIT $3";
 
+/// The schedule kept for `$1` and its version (a text cut in SQL).
+pub(super) const SCHEDULE_KEPT: &str = "SELECT left(spec::text, 1024), version \
+    FROM onlyone_schedule WHERE name = $1";
+
+/// Records what a fire found of the schedule of `$1`, if the version of
+/// its row is still `$3` (0: no row yet): the version moved on, the spec
+/// `$2` kept (NULL: the one kept stays), and the event lines `$4` appended
+/// to its history in their order, all in one statement; the new version,
+/// or NULL (nothing written) when another fire recorded first. Of two
+/// fires that read the same version, the second's `ON CONFLICT` waits for
+/// the first's row and finds it moved on.
+pub(super) const RECORD_SCHEDULE: &str = "WITH kept AS ( \
+    INSERT INTO onlyone_schedule AS s (name, spec, version) VALUES ($1, $2, 1) \
+    ON CONFLICT (name) DO UPDATE SET spec = coalesce(EXCLUDED.spec, s.spec), \
+    version = s.version + 1 WHERE s.version = $3 \
+    RETURNING version \
+    ), logged AS ( \
+    INSERT INTO onlyone_event (name, event) \
+    SELECT $1, e.line FROM unnest($4::text[]) WITH ORDINALITY AS e(line, i) \
+    WHERE EXISTS (SELECT 1 FROM kept) ORDER BY e.i \
+    RETURNING id \
+    ) \
+    SELECT (SELECT version FROM kept), (SELECT count(*) FROM logged)";
+
 /// A waiter's row, every text cut in SQL, the time left as
 /// milliseconds by the server's clock.
 const WAITER_ROW: &str = "SELECT left(name::text, 256), ticket, left(token::text, 256), \
@@ -482,6 +530,16 @@ pub(super) fn line_setup() -> crate::place::store::LineSetup {
             WAITER_SQL.replace(" IF NOT EXISTS", "")
         ),
     }
+}
+
+/// What a store set up before schedules needs, for a role that may not
+/// create it: the schedules' table and the grant of doc/store.md ("Setup
+/// and the least privileges").
+pub(super) fn schedule_setup() -> String {
+    format!(
+        "{}GRANT SELECT, INSERT, UPDATE ON onlyone_schedule TO <the jobs' role>;\n",
+        SCHEDULE_SQL.replace(" IF NOT EXISTS", "")
+    )
 }
 
 /// What a store set up before the index of the lease rows' names
