@@ -51,30 +51,19 @@ mod walk;
 // writer, durations as people type them, a census of the host's
 // processes). Public only with the `command` feature, which the command
 // turns on; not part of the API, and no promise is made of it.
-#[cfg(feature = "command")]
-#[doc(hidden)]
-pub mod atomic;
-#[cfg(not(feature = "command"))]
-#[allow(dead_code)]
-mod atomic;
-#[cfg(feature = "command")]
-#[doc(hidden)]
-pub mod duration;
-#[cfg(not(feature = "command"))]
-#[allow(dead_code)]
-mod duration;
-#[cfg(feature = "command")]
-#[doc(hidden)]
-pub mod signal;
-#[cfg(not(feature = "command"))]
-#[allow(dead_code)]
-mod signal;
-#[cfg(feature = "command")]
-#[doc(hidden)]
-pub mod text;
-#[cfg(not(feature = "command"))]
-#[allow(dead_code)]
-mod text;
+/// Modules public only with the `command` feature (hidden from the
+/// docs), the crate's own otherwise.
+macro_rules! for_the_command {
+    ($($m:ident),*) => {$(
+        #[cfg(feature = "command")]
+        #[doc(hidden)]
+        pub mod $m;
+        #[cfg(not(feature = "command"))]
+        #[allow(dead_code)]
+        mod $m;
+    )*};
+}
+for_the_command!(atomic, duration, signal, text);
 #[cfg(feature = "command")]
 #[doc(hidden)]
 pub mod command {
